@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The leaseline XDP program: parse, find the first matching rule of the live
+ * policy slot, charge every limit of that rule or none of them, count.
+ * A packet reads the policy slot index once, so it sees the old policy or the
+ * new one, never a mix. The clock is read at most once per packet.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "ll_types.h"
+#include "maps.h"
+#include "parse.h"
+#include "limiter.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+static __always_inline void count_parse(__u32 reason)
+{
+	__u64 *c = bpf_map_lookup_elem(&ll_parse_stats, &reason);
+
+	if (c)
+		(*c)++;
+}
+
+static __always_inline int addr_match(const __u32 *a, const __u32 *net, const __u32 *mask)
+{
+	return ((a[0] & mask[0]) == net[0]) & ((a[1] & mask[1]) == net[1]) &
+	       ((a[2] & mask[2]) == net[2]) & ((a[3] & mask[3]) == net[3]);
+}
+
+static __always_inline int rule_match(const struct ll_rule *r, const struct pkt_meta *m)
+{
+	__u16 port;
+
+	if (r->family && r->family != m->family)
+		return 0;
+	if (r->proto && r->proto != m->proto)
+		return 0;
+	if (r->dport_lo != 0 || r->dport_hi != 0xffff) {
+		/* A port condition never matches a packet without ports. */
+		if (!m->has_ports)
+			return 0;
+		port = bpf_ntohs(m->dport);
+		if (port < r->dport_lo || port > r->dport_hi)
+			return 0;
+	}
+	return addr_match(m->src, r->src, r->src_mask) && addr_match(m->dst, r->dst, r->dst_mask);
+}
+
+static __always_inline void count_rule(__u32 idx, __u32 len, int dropped)
+{
+	struct ll_rule_stats *rs = bpf_map_lookup_elem(&ll_rule_stats, &idx);
+
+	if (!rs)
+		return;
+	rs->matched_pkts++;
+	rs->matched_bytes += len;
+	if (dropped) {
+		rs->dropped_pkts++;
+		rs->dropped_bytes += len;
+	}
+}
+
+static __always_inline struct ll_limit_stats *limit_stats(__u32 id)
+{
+	return bpf_map_lookup_elem(&ll_limit_stats, &id);
+}
+
+/* One limit for one packet, verified once as a global function so that four
+ * limits per rule do not multiply the verifier's work. Returns 1 if admitted
+ * (or, with refund, once the debit is given back).
+ */
+__noinline int ll_limit_charge(__u32 slot, __u32 id, __u64 now, __u32 refund,
+			       const struct pkt_meta *m)
+{
+	struct ll_limit_stats *st;
+	struct ll_limit_cfg *cfg;
+	struct ll_policy *pol;
+
+	if (!m)
+		return 0;
+	slot &= LL_POLICY_SLOTS - 1;
+	id &= LL_MAX_LIMITS - 1;
+	pol = bpf_map_lookup_elem(&ll_policy, &slot);
+	if (!pol)
+		return 0;
+	cfg = &pol->limits[id];
+	st = refund ? 0 : limit_stats(id);
+	return limit_charge(id, cfg, m, now, tb_cost(cfg->unit, m->len), refund, st);
+}
+
+/* Charge the limits of rule r in order. Enforced denial: undo the debits
+ * already taken and attribute the drop to the denying limit. Shadow denial:
+ * count it and go on. Returns XDP_PASS or XDP_DROP.
+ */
+static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
+				       const struct ll_rule *r, const struct pkt_meta *m)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u8 debited[LL_MAX_RULE_LIMITS] = {}, shadowed[LL_MAX_RULE_LIMITS] = {};
+	__u32 n = r->n_limits;
+	int i, j, denier = -1;
+
+#pragma unroll
+	for (i = 0; i < LL_MAX_RULE_LIMITS; i++) {
+		__u32 id = r->limit[i] & (LL_MAX_LIMITS - 1);
+
+		if (i >= n)
+			break;
+		if (ll_limit_charge(slot, id, now, 0, m)) {
+			debited[i] = 1;
+		} else if (pol->limits[id].mode == LL_MODE_SHADOW) {
+			shadowed[i] = 1;
+		} else {
+			denier = i;
+			break;
+		}
+	}
+
+#pragma unroll
+	for (j = 0; j < LL_MAX_RULE_LIMITS; j++) {
+		__u32 id = r->limit[j] & (LL_MAX_LIMITS - 1);
+		struct ll_limit_stats *st;
+
+		if (j >= n)
+			break;
+		if (denier >= 0 && j != denier) {
+			if (debited[j])
+				ll_limit_charge(slot, id, now, 1, m);
+			continue;
+		}
+		st = limit_stats(id);
+		if (!st)
+			continue;
+		if (denier >= 0) {
+			st->denied_pkts++;
+			st->denied_bytes += m->len;
+		} else if (debited[j]) {
+			st->allowed_pkts++;
+			st->allowed_bytes += m->len;
+		} else if (shadowed[j]) {
+			st->shadow_denied_pkts++;
+			st->shadow_denied_bytes += m->len;
+		}
+	}
+	return denier >= 0 ? XDP_DROP : XDP_PASS;
+}
+
+/* Parse as a global function: verified once, whatever path the frame took. */
+__noinline int ll_parse(struct xdp_md *ctx, struct pkt_meta *m)
+{
+	if (!m)
+		return LL_PARSE_NON_IP;
+	return parse_packet(ctx, m);
+}
+
+/* Index of the first rule of policy slot `slot` that matches m, or
+ * LL_MAX_RULES when none does. Global, so the rule scan is verified once.
+ */
+__noinline int ll_match(__u32 slot, const struct pkt_meta *m)
+{
+	struct ll_policy *pol;
+	__u32 i, n;
+
+	slot &= LL_POLICY_SLOTS - 1;
+	pol = bpf_map_lookup_elem(&ll_policy, &slot);
+	if (!pol || !m)
+		return LL_MAX_RULES;
+	n = pol->n_rules;
+	for (i = 0; i < LL_MAX_RULES; i++) {
+		if (i >= n)
+			break;
+		if (rule_match(&pol->rules[i], m))
+			return i;
+	}
+	return LL_MAX_RULES;
+}
+
+SEC("xdp")
+int leaseline(struct xdp_md *ctx)
+{
+	struct pkt_meta m = {};
+	struct ll_policy *pol;
+	struct ll_state *st;
+	__u32 zero = 0, slot, i;
+	int reason, verdict;
+
+	reason = ll_parse(ctx, &m);
+	count_parse(reason);
+	if (reason == LL_PARSE_NON_IP)
+		return XDP_PASS;
+	if (reason != LL_PARSE_OK && reason != LL_PARSE_FRAGMENT)
+		return XDP_DROP;
+
+	st = bpf_map_lookup_elem(&ll_state, &zero);
+	if (!st)
+		return XDP_PASS;
+	slot = st->active_slot & (LL_POLICY_SLOTS - 1);
+	pol = bpf_map_lookup_elem(&ll_policy, &slot);
+	if (!pol)
+		return XDP_PASS;
+
+	i = ll_match(slot, &m);
+	if (i < LL_MAX_RULES) {
+		i &= LL_MAX_RULES - 1; /* for the verifier: i is a rule index */
+		verdict = rule_charge(pol, slot, &pol->rules[i], &m);
+		count_rule(i, m.len, verdict == XDP_DROP);
+		return verdict;
+	}
+	verdict = pol->default_action == LL_ACT_DROP ? XDP_DROP : XDP_PASS;
+	count_rule(LL_MAX_RULES, m.len, verdict == XDP_DROP);
+	return verdict;
+}

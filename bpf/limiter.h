@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Charging one limit for one packet. Per-key limits keep one spin-locked
+ * bucket per key in ll_buckets; key `none` limits keep a shared pool per
+ * limit from which each CPU takes chunks into a per-CPU slice, so a hot
+ * aggregate does not bounce one cache line between CPUs on every packet.
+ * Invariant for both: tokens admitted <= burst + rate * t (pool + slices never
+ * hold more than one burst). A debit is undone exactly by charge_refund.
+ */
+#ifndef LEASELINE_LIMITER_H
+#define LEASELINE_LIMITER_H
+
+#include "maps.h"
+#include "parse.h"
+#include "tb_math.h"
+
+static __always_inline void cfg_params(const struct ll_limit_cfg *cfg, struct tb_params *cur,
+				       struct tb_params *prev)
+{
+	cur->rate = cfg->rate;
+	cur->burst_s = cfg->burst_s;
+	cur->fill_ns = cfg->fill_ns;
+	prev->rate = cfg->prev_rate;
+	prev->burst_s = cfg->prev_burst_s;
+	prev->fill_ns = cfg->prev_fill_ns;
+}
+
+static __always_inline void key_addr(__u32 *dst, const __u32 *src, const struct ll_limit_cfg *cfg,
+				     __u8 family)
+{
+	if (family == 4) {
+		dst[2] = src[2];
+		dst[3] = src[3] & cfg->mask_v4;
+	} else {
+		dst[0] = src[0] & cfg->mask_v6[0];
+		dst[1] = src[1] & cfg->mask_v6[1];
+		dst[2] = src[2] & cfg->mask_v6[2];
+		dst[3] = src[3] & cfg->mask_v6[3];
+	}
+}
+
+static __always_inline void key_build(struct ll_key *k, const struct ll_limit_cfg *cfg,
+				      const struct pkt_meta *m)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->limit_uid = cfg->uid;
+	switch (cfg->key_mode) {
+	case LL_KEY_SRC_IP:
+		k->family = m->family;
+		key_addr(k->addr, m->src, cfg, m->family);
+		break;
+	case LL_KEY_DST_IP:
+		k->family = m->family;
+		key_addr(k->addr, m->dst, cfg, m->family);
+		break;
+	case LL_KEY_DST_PORT:
+		k->proto = m->proto;
+		k->dport = m->dport;
+		break;
+	case LL_KEY_FLOW:
+		k->family = m->family;
+		k->proto = m->proto;
+		k->sport = m->sport;
+		k->dport = m->dport;
+		__builtin_memcpy(k->addr, m->src, 16);
+		__builtin_memcpy(k->addr2, m->dst, 16);
+		break;
+	}
+}
+
+/* Find or create the bucket of key k. A new bucket starts full (a key never
+ * seen has had all the time in the world to fill). When the map is full the
+ * key shares its limit's pre-created overflow bucket.
+ */
+static __always_inline struct ll_bucket *bucket_get(struct ll_key *k,
+						    const struct ll_limit_cfg *cfg, __u64 now,
+						    struct ll_limit_stats *st)
+{
+	struct ll_bucket *b, nb = {};
+	long err;
+
+	b = bpf_map_lookup_elem(&ll_buckets, k);
+	if (b)
+		return b;
+	nb.gen = cfg->gen;
+	nb.tokens = cfg->burst_s;
+	nb.last_ns = now;
+	err = bpf_map_update_elem(&ll_buckets, k, &nb, BPF_NOEXIST);
+	if (err == 0) {
+		if (st)
+			st->new_keys++;
+	} else if (err != -17 /* -EEXIST: another CPU created it */) {
+		__builtin_memset(k, 0, sizeof(*k));
+		k->limit_uid = cfg->uid;
+		k->family = LL_OVERFLOW_FAMILY;
+		if (st)
+			st->overflow_pkts++;
+	}
+	return bpf_map_lookup_elem(&ll_buckets, k);
+}
+
+static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_limit_cfg *cfg,
+					 __u64 now, __u64 cost_s, int refund)
+{
+	struct tb_params cur, prev;
+	__u64 tokens, last;
+	int ok = 1;
+
+	cfg_params(cfg, &cur, &prev);
+	bpf_spin_lock(&b->lock);
+	last = b->last_ns;
+	tokens = tb_settle(b->tokens, &last, b->gen, cfg->gen, cfg->prev_gen, &cur, &prev, cfg->reload_ns, now);
+	if (refund)
+		tokens = tb_refund(tokens, cost_s, cur.burst_s);
+	else
+		ok = tb_take(&tokens, cost_s);
+	b->tokens = tokens;
+	b->last_ns = last;
+	b->gen = cfg->gen;
+	bpf_spin_unlock(&b->lock);
+	return ok;
+}
+
+/* Take cost_s for this packet, topping this CPU's slice up from the shared
+ * pool. Returns 1 if the packet is admitted. pool.lent is kept an upper bound
+ * of what all slices hold (each CPU reports its balance after this packet's
+ * debit), and the pool refills only up to burst - lent. A slice that is spent
+ * down reports 0 at its next top-up, so at most one chunk per CPU is stranded.
+ */
+static __always_inline int pool_take(struct ll_pool *pool, struct ll_slice *sl,
+				     const struct ll_limit_cfg *cfg, __u64 now, __u64 cost_s)
+{
+	struct tb_params cur, prev;
+	__u64 tokens, last, bal, grab, need;
+	int ok = 0;
+
+	cfg_params(cfg, &cur, &prev);
+	bal = sl->gen == cfg->gen ? sl->tokens : 0;
+	bpf_spin_lock(&pool->lock);
+	cur.burst_s = cur.burst_s > pool->lent ? cur.burst_s - pool->lent : 0;
+	last = pool->last_ns;
+	tokens = tb_settle(pool->tokens, &last, pool->gen, cfg->gen, cfg->prev_gen, &cur, &prev,
+			   cfg->reload_ns, now);
+	/* Replace what this CPU reported last time by what it holds now. */
+	pool->lent = pool->lent >= sl->reported ? pool->lent - sl->reported : 0;
+	need = cost_s - bal;
+	if (tokens >= need) {
+		grab = cfg->chunk_s > need ? cfg->chunk_s : need;
+		if (grab > tokens)
+			grab = tokens;
+		tokens -= grab;
+		bal += grab - cost_s;
+		ok = 1;
+	} else if (cur.rate) {
+		/* Nothing to hand out until the deficit has refilled. */
+		pool->empty_until_ns = now + (need - tokens) / cur.rate;
+	}
+	pool->lent += bal;
+	pool->tokens = tokens;
+	pool->last_ns = last;
+	pool->gen = cfg->gen;
+	bpf_spin_unlock(&pool->lock);
+	sl->tokens = bal;
+	sl->reported = bal;
+	sl->gen = cfg->gen;
+	return ok;
+}
+
+/* Give a debit back to the pool (not the slice, whose reported balance must
+ * stay an upper bound). Clamped to burst - lent: at worst a token is lost,
+ * never created.
+ */
+static __always_inline void pool_refund(struct ll_pool *pool, const struct ll_limit_cfg *cfg,
+					__u64 cost_s)
+{
+	__u64 cap;
+
+	bpf_spin_lock(&pool->lock);
+	cap = cfg->burst_s > pool->lent ? cfg->burst_s - pool->lent : 0;
+	pool->tokens = tb_refund(tb_clamp(pool->tokens, cap), cost_s, cap);
+	bpf_spin_unlock(&pool->lock);
+}
+
+static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg, __u64 now,
+				       __u64 cost_s, int refund)
+{
+	struct ll_slice *sl = bpf_map_lookup_elem(&ll_slices, &id);
+	struct ll_pool *pool = bpf_map_lookup_elem(&ll_pools, &id);
+
+	if (!sl || !pool)
+		return 0;
+	if (refund) {
+		pool_refund(pool, cfg, cost_s);
+		return 1;
+	}
+	if (sl->gen == cfg->gen && sl->tokens >= cost_s) {
+		sl->tokens -= cost_s;
+		return 1;
+	}
+	if (pool->gen == cfg->gen && now < *(volatile __u64 *)&pool->empty_until_ns)
+		return 0;
+	return pool_take(pool, sl, cfg, now, cost_s);
+}
+
+/* Debit (or with refund, give back) one limit for packet m. Returns 1 if the
+ * limit admits the packet. A packet that can find no state is denied: the
+ * limiter never admits because it lost track.
+ */
+static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg,
+					const struct pkt_meta *m, __u64 now, __u64 cost_s,
+					int refund, struct ll_limit_stats *st)
+{
+	struct ll_key k;
+	struct ll_bucket *b;
+
+	if (cfg->key_mode == LL_KEY_NONE)
+		return pool_charge(id, cfg, now, cost_s, refund);
+	key_build(&k, cfg, m);
+	b = bucket_get(&k, cfg, now, refund ? 0 : st);
+	if (!b)
+		return 0;
+	return bucket_charge(b, cfg, now, cost_s, refund);
+}
+
+#endif /* LEASELINE_LIMITER_H */

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Maps of the leaseline datapath, all with BTF and pinned by name under the
+ * agent's pin directory (docs/maps.md describes each). ll_buckets' size is
+ * set by the agent from max-keys before load.
+ */
+#ifndef LEASELINE_MAPS_H
+#define LEASELINE_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "ll_types.h"
+
+/* Default when the loader does not set max-keys (tests, benchmarks). */
+#define LL_DEFAULT_MAX_KEYS 65536
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LL_POLICY_SLOTS);
+	__type(key, __u32);
+	__type(value, struct ll_policy);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_policy SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ll_state);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LL_DEFAULT_MAX_KEYS);
+	__type(key, struct ll_key);
+	__type(value, struct ll_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_buckets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LL_MAX_LIMITS);
+	__type(key, __u32);
+	__type(value, struct ll_pool);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_pools SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LL_MAX_LIMITS);
+	__type(key, __u32);
+	__type(value, struct ll_slice);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_slices SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LL_MAX_LIMITS);
+	__type(key, __u32);
+	__type(value, struct ll_limit_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_limit_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LL_MAX_RULES + 1); /* last entry: unmatched (default) */
+	__type(key, __u32);
+	__type(value, struct ll_rule_stats);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_rule_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LL_PARSE_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_parse_stats SEC(".maps");
+
+#endif /* LEASELINE_MAPS_H */

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Structures shared by the XDP program and userspace: the compiled policy,
+ * bucket keys and values, counters. Fixed-width types, explicit padding.
+ * Invariants: a bucket value fits in one cache line; limit ids are stable
+ * across policy reloads for a limit of the same name, so buckets survive.
+ */
+#ifndef LEASELINE_LL_TYPES_H
+#define LEASELINE_LL_TYPES_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+
+/* Rules evaluated per packet, first match wins; linear scan, so kept small. */
+#define LL_MAX_RULES 32
+/* Distinct limits in one policy: also the size of the per-limit arrays. */
+#define LL_MAX_LIMITS 64
+/* A rule may charge 1 to 4 limits (client, tenant, route, global). */
+#define LL_MAX_RULE_LIMITS 4
+/* Names as shown by bpftool and status; YAML names longer than this are refused. */
+#define LL_NAME_LEN 32
+/* Interfaces one agent attaches to. */
+#define LL_MAX_IFACES 16
+/* IPv6 extension headers walked before giving up (counted as ext_hdr_limit). */
+#define LL_MAX_EXT_HDRS 8
+/* Policy double buffer: packets read one slot while the agent writes the other. */
+#define LL_POLICY_SLOTS 2
+
+enum ll_key_mode {
+	LL_KEY_NONE = 0,
+	LL_KEY_SRC_IP = 1,
+	LL_KEY_DST_IP = 2,
+	LL_KEY_DST_PORT = 3,
+	LL_KEY_FLOW = 4,
+};
+
+enum ll_unit {
+	LL_UNIT_PACKETS = 0,
+	LL_UNIT_BYTES = 1,
+};
+
+enum ll_mode {
+	LL_MODE_ENFORCE = 0,
+	LL_MODE_SHADOW = 1,
+};
+
+enum ll_scope {
+	LL_SCOPE_LOCAL = 0,
+	LL_SCOPE_GLOBAL = 1,
+};
+
+enum ll_action {
+	LL_ACT_PASS = 0,
+	LL_ACT_DROP = 1,
+};
+
+/* Why a frame was not (fully) parsed. Index of ll_parse_stats. */
+enum ll_parse_reason {
+	LL_PARSE_OK = 0, /* IPv4/IPv6 parsed, L4 ports if any */
+	LL_PARSE_NON_IP, /* not IPv4/IPv6: passed, never limited */
+	LL_PARSE_TRUNC_ETH, /* shorter than an Ethernet header: dropped */
+	LL_PARSE_TRUNC_VLAN, /* VLAN tag claimed but cut off: dropped */
+	LL_PARSE_VLAN_DEPTH, /* more than two VLAN tags: dropped */
+	LL_PARSE_TRUNC_IP, /* IPv4/IPv6 header cut off: dropped */
+	LL_PARSE_BAD_IP, /* bad version, IHL < 5 or total length < header: dropped */
+	LL_PARSE_TRUNC_EXT, /* IPv6 extension header cut off: dropped */
+	LL_PARSE_EXT_LIMIT, /* more than LL_MAX_EXT_HDRS extension headers: dropped */
+	LL_PARSE_TRUNC_L4, /* TCP/UDP/ICMP header cut off in a first fragment: dropped */
+	LL_PARSE_FRAGMENT, /* non-first fragment: parsed without ports (counted, not dropped) */
+	LL_PARSE_MAX,
+};
+
+/* One limit as compiled into the policy. Rate and burst of the current and the
+ * previous generation so that buckets migrate lazily and exactly: a bucket
+ * still at an older generation is settled with the old rate up to reload_ns.
+ */
+struct ll_limit_cfg {
+	__u64 rate; /* tokens per second */
+	__u64 burst_s; /* sub-tokens (burst * TB_SCALE) */
+	__u64 fill_ns; /* ceil(burst_s / rate) */
+	__u64 chunk_s; /* key none: sub-tokens a CPU takes from the shared pool at once */
+	__u64 prev_rate; /* generation gen - 1 */
+	__u64 prev_burst_s;
+	__u64 prev_fill_ns;
+	__u64 reload_ns; /* CLOCK_MONOTONIC when gen became current */
+	__u32 gen; /* new (unique) value when rate or burst changes */
+	__u32 prev_gen; /* generation that prev_* describe; 0 if none */
+	__u32 uid; /* changes when the id is reused by another limit */
+	__u32 pad2;
+	__u8 key_mode; /* enum ll_key_mode */
+	__u8 unit; /* enum ll_unit */
+	__u8 mode; /* enum ll_mode */
+	__u8 scope; /* enum ll_scope */
+	__u8 prefix_v4; /* with src-ip/dst-ip: aggregate by prefix */
+	__u8 prefix_v6;
+	__u8 in_use;
+	__u8 pad0;
+	__u32 mask_v4; /* network order mask of prefix_v4, applied to the v4 address word */
+	__u32 mask_v6[4]; /* network order mask of prefix_v6 */
+	__u32 pad1;
+	char name[LL_NAME_LEN];
+};
+
+/* Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order,
+ * so one comparison path serves both families.
+ */
+struct ll_rule {
+	__u32 src[4];
+	__u32 src_mask[4];
+	__u32 dst[4];
+	__u32 dst_mask[4];
+	__u16 dport_lo; /* host order; 0-65535 means any */
+	__u16 dport_hi;
+	__u8 proto; /* IPPROTO_*, 0 = any */
+	__u8 family; /* 0 any, 4 or 6: set when a prefix pins the family */
+	__u8 n_limits;
+	__u8 pad0;
+	__u8 limit[LL_MAX_RULE_LIMITS]; /* limit ids (index into ll_policy.limits) */
+	char name[LL_NAME_LEN];
+};
+
+struct ll_policy {
+	__u64 version;
+	__u32 n_rules;
+	__u32 default_action; /* enum ll_action for unmatched packets */
+	struct ll_rule rules[LL_MAX_RULES];
+	struct ll_limit_cfg limits[LL_MAX_LIMITS];
+};
+
+/* Single entry: which policy slot is live, and where the agent attached. */
+struct ll_state {
+	__u32 active_slot;
+	__u32 n_ifaces;
+	__u64 version; /* version of the policy in active_slot */
+	__u64 applied_ns; /* CLOCK_MONOTONIC of the last apply */
+	__u32 ifindex[LL_MAX_IFACES];
+	__u32 agent_pid;
+	__u32 next_uid; /* source of ll_limit_cfg.uid and .gen, both unique */
+};
+
+/* Bucket key for per-key limits. Fields unused by the key mode are zero. */
+struct ll_key {
+	__u32 limit_uid; /* ll_limit_cfg.uid: a reused limit id never inherits buckets */
+	__u8 proto; /* dst-port and flow */
+	__u8 family; /* 4 or 6; 0 for dst-port */
+	__u16 sport; /* flow only, network order */
+	__u16 dport; /* dst-port and flow, network order */
+	__u16 pad0;
+	__u32 addr[4]; /* src or dst address (prefix-masked); flow: source */
+	__u32 addr2[4]; /* flow: destination */
+};
+
+/* Where keys go when ll_buckets is full: one shared, pre-created bucket per
+ * limit (family LL_OVERFLOW_FAMILY, all else zero). Sharing is conservative:
+ * no key ever gets a fresh burst because the map was full.
+ */
+#define LL_OVERFLOW_FAMILY 0xff
+
+/* Per-key bucket: 24 bytes, well inside one cache line. */
+struct ll_bucket {
+	struct bpf_spin_lock lock;
+	__u32 gen; /* ll_limit_cfg.gen the tokens are settled for */
+	__u64 tokens; /* sub-tokens */
+	__u64 last_ns; /* refilled up to this instant */
+};
+
+/* key none: one shared pool per limit; CPUs take chunks into per-CPU slices
+ * so the hot path touches no shared cache line. Invariant: pool.tokens + lent
+ * <= burst_s, where lent is an upper bound on the tokens held by all slices,
+ * so the pool plus every slice never exceeds one burst.
+ */
+struct ll_pool {
+	struct bpf_spin_lock lock;
+	__u32 gen;
+	__u64 tokens;
+	__u64 last_ns;
+	__u64 lent; /* sum of slice balances as last reported by each CPU */
+	__u64 empty_until_ns; /* hint read without the lock: no chunk before this */
+};
+
+struct ll_slice {
+	__u64 tokens; /* sub-tokens this CPU may spend without the pool */
+	__u64 reported; /* balance this CPU last accounted for in pool.lent */
+	__u32 gen;
+	__u32 pad0;
+};
+
+/* Per-CPU counters of one limit (index: limit id). */
+struct ll_limit_stats {
+	__u64 allowed_pkts;
+	__u64 allowed_bytes;
+	__u64 denied_pkts;
+	__u64 denied_bytes;
+	__u64 shadow_denied_pkts;
+	__u64 shadow_denied_bytes;
+	__u64 overflow_pkts; /* keys that found the bucket map full and shared the overflow bucket */
+	__u64 new_keys; /* buckets created */
+};
+
+/* Per-CPU counters of one rule (index: rule position; LL_MAX_RULES = default). */
+struct ll_rule_stats {
+	__u64 matched_pkts;
+	__u64 matched_bytes;
+	__u64 dropped_pkts;
+	__u64 dropped_bytes;
+};
+
+#endif /* LEASELINE_LL_TYPES_H */

@@ -1,0 +1,76 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Run leaseline's tests and print one closing line that counts them:
+#   unit  cmocka binaries from tests/unit (no root needed)
+#   bpf   cmocka binaries from tests/bpf (real kernel, bpf_prog_test_run_opts)
+#   net   scripts tests/net/test_*.sh (namespaces + veth, SPEC §8); exit 77 = skip
+# Usage: run-tests.sh BUILD_DIR [unit|bpf|net]...
+set -u
+BUILD=${1:?build dir}
+shift
+SUITES=${*:-unit bpf net}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+passed=0 failed=0 skipped=0
+failures=()
+
+# cmocka prints "[  PASSED  ] N test(s)." and "[  FAILED  ] N test(s)...".
+count_cmocka() {
+	local name=$1 log=$2 rc=$3 p f
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1 # crashed or failed before cmocka could count
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+	[ "$f" -ne 0 ] && failures+=("$name")
+}
+
+run_cmocka_suite() {
+	local dir=$1 src bin log rc
+	for src in tests/"$dir"/test_*.c; do
+		[ -e "$src" ] || continue
+		bin="$BUILD/tests/$(basename "$src" .c)"
+		log=$(mktemp)
+		echo "== $dir/$(basename "$bin")"
+		LL_FIXTURES="$ROOT/tests/unit/fixtures" "$bin" >"$log" 2>&1
+		rc=$?
+		grep -E '^\[  (FAILED|PASSED)|^\[  ERROR|^\[ +FAIL|Failed|failure|error' "$log" | head -40
+		count_cmocka "$bin" "$log" "$rc"
+		rm -f "$log"
+	done
+}
+
+run_net_suite() {
+	local t rc log
+	for t in tests/net/test_*.sh; do
+		[ -e "$t" ] || continue
+		log=$(mktemp)
+		echo "== net/$(basename "$t")"
+		timeout 300 bash "$t" "$BUILD" >"$log" 2>&1
+		rc=$?
+		sed 's/^/   /' "$log" | tail -25
+		case $rc in
+		0) passed=$((passed + 1)) ;;
+		77) skipped=$((skipped + 1)) ;;
+		*) failed=$((failed + 1)); failures+=("$t (exit $rc)") ;;
+		esac
+		rm -f "$log"
+	done
+}
+
+for s in $SUITES; do
+	case $s in
+	unit | bpf) run_cmocka_suite "$s" ;;
+	net) run_net_suite ;;
+	*) echo "unknown suite '$s'" >&2; exit 2 ;;
+	esac
+done
+
+for f in "${failures[@]+"${failures[@]}"}"; do
+	echo "FAILED: $f"
+done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Agent lifecycle. Invariants: a configuration that fails to parse or
+ * compile never replaces the running policy; on exit the program stays
+ * attached (enforcement goes on) unless --detach-on-exit.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/magic.h>
+#include <net/if.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+
+#include <bpf/bpf.h>
+
+#include "agent.h"
+#include "attach.h"
+#include "config.h"
+#include "dp.h"
+#include "log.h"
+
+#define AGENT_TICK_MS 100
+#define AGENT_REAP_EVERY_MS 5000 /* idle buckets are full after fill_ns anyway */
+
+static volatile sig_atomic_t got_hup, got_stop;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		got_hup = 1;
+	else
+		got_stop = 1;
+}
+
+static bool on_bpffs(const char *dir)
+{
+	struct statfs sf;
+
+	return !statfs(dir, &sf) && sf.f_type == BPF_FS_MAGIC;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char buf[CFG_PATH_LEN];
+
+	snprintf(buf, sizeof(buf), "%s", dir);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int agent_bpffs_ensure(const char *dir)
+{
+	int err;
+
+	if (on_bpffs(dir))
+		return 0;
+	err = mkdir_p(dir);
+	if (err) {
+		pr_warn("cannot create pin directory '%s': %s\n", dir, strerror(-err));
+		return err;
+	}
+	if (on_bpffs(dir))
+		return 0; /* the parent is a bpffs: mkdir made the directory there */
+	if (mount("bpf", dir, "bpf", 0, "mode=0700")) {
+		err = -errno;
+		pr_warn("cannot mount bpffs at '%s': %s\n", dir, strerror(-err));
+		return err;
+	}
+	pr_info("mounted bpffs at '%s'\n", dir);
+	return 0;
+}
+
+static int load_config(const char *path, struct cfg_agent *ac, struct cfg_policy *pol)
+{
+	struct cfg_err e;
+	int err = cfg_agent_load(path, ac, pol, &e);
+
+	if (err) {
+		pr_warn("%s\n", e.msg);
+		return err;
+	}
+	if (ac->has_coordinator) {
+		pr_warn("%s: coordinated mode is not available yet: give the agent a local "
+			"'policy:' instead of 'coordinator:'\n", path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int apply_policy(struct dp *dp, const struct cfg_policy *pol)
+{
+	char err[CFG_ERR_LEN];
+	int ret = dp_policy_apply(dp, pol, err, sizeof(err));
+
+	if (ret)
+		pr_warn("policy version %llu refused: %s\n", (unsigned long long)pol->version, err);
+	else
+		pr_info("policy version %llu applied (%u limits, %u rules)\n",
+			(unsigned long long)pol->version, pol->n_limits, pol->n_rules);
+	return ret;
+}
+
+static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
+{
+	struct ll_state st;
+	__u32 k = 0;
+	int err = dp_state_read(dp->state_fd, &st);
+
+	if (err)
+		return err;
+	st.n_ifaces = 0;
+	for (uint32_t i = 0; i < ac->n_ifaces; i++) {
+		const struct cfg_iface *ifc = &ac->ifaces[i];
+		int ifindex = (int)if_nametoindex(ifc->name);
+		uint8_t mode = 0;
+
+		if (!ifindex) {
+			pr_warn("interface '%s': %s\n", ifc->name, strerror(errno));
+			return -ENODEV;
+		}
+		err = attach_iface(ifindex, dp->prog_fd, ifc->mode, force, &mode);
+		if (err == -EBUSY) {
+			pr_warn("interface '%s' already has another XDP program; use --force to "
+				"replace it\n", ifc->name);
+			return err;
+		}
+		if (err) {
+			pr_warn("cannot attach to '%s': %s\n", ifc->name, strerror(-err));
+			return err;
+		}
+		pr_info("attached to '%s' (%s)\n", ifc->name, attach_mode_name(mode));
+		st.ifindex[st.n_ifaces++] = (uint32_t)ifindex;
+	}
+	st.agent_pid = (uint32_t)getpid();
+	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
+}
+
+static void detach_all(const struct cfg_agent *ac)
+{
+	for (uint32_t i = 0; i < ac->n_ifaces; i++) {
+		int ifindex = (int)if_nametoindex(ac->ifaces[i].name);
+		int err = ifindex ? attach_detach(ifindex, false) : -ENODEV;
+
+		if (err)
+			pr_warn("cannot detach from '%s': %s\n", ac->ifaces[i].name,
+				strerror(-err));
+		else
+			pr_info("detached from '%s'\n", ac->ifaces[i].name);
+	}
+}
+
+/* SIGHUP: re-read everything; on any error the running policy stays. */
+static void reload(struct dp *dp, const char *path)
+{
+	struct cfg_agent *ac = calloc(1, sizeof(*ac));
+	struct cfg_policy *pol = calloc(1, sizeof(*pol));
+
+	pr_info("reloading '%s'\n", path);
+	if (!ac || !pol || load_config(path, ac, pol) || apply_policy(dp, pol)) {
+		struct ll_state st = {};
+
+		dp_state_read(dp->state_fd, &st);
+		pr_warn("reload refused; policy version %llu keeps enforcing\n",
+			(unsigned long long)st.version);
+	}
+	free(ac);
+	free(pol);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static void run_loop(struct dp *dp, const char *path)
+{
+	long since_reap = 0;
+
+	while (!got_stop) {
+		if (got_hup) {
+			got_hup = 0;
+			reload(dp, path);
+		}
+		sleep_ms(AGENT_TICK_MS);
+		since_reap += AGENT_TICK_MS;
+		if (since_reap >= AGENT_REAP_EVERY_MS) {
+			int n = dp_buckets_reap(dp, dp_now_ns());
+
+			since_reap = 0;
+			if (n > 0)
+				pr_debug("reaped %d idle buckets\n", n);
+		}
+	}
+}
+
+int agent_run(const struct agent_opts *opts)
+{
+	struct cfg_agent *ac = calloc(1, sizeof(*ac));
+	struct cfg_policy *pol = calloc(1, sizeof(*pol));
+	struct sigaction sa = {.sa_handler = on_signal};
+	struct dp dp = {.rcu_fd = -1};
+	int rc = 1;
+
+	if (!ac || !pol)
+		goto out;
+	if (load_config(opts->config_path, ac, pol)) {
+		rc = 2;
+		goto out;
+	}
+	if (agent_bpffs_ensure(ac->pin_dir))
+		goto out;
+	struct dp_opts dopts = {.pin_dir = ac->pin_dir, .max_keys = ac->max_keys};
+	if (dp_open(&dp, &dopts))
+		goto out;
+	pr_info("maps pinned under '%s'\n", ac->pin_dir);
+	if (apply_policy(&dp, pol))
+		goto out;
+	if (attach_all(&dp, ac, opts->force))
+		goto out;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	pr_info("agent '%s' running (pid %d)\n", ac->node, (int)getpid());
+	run_loop(&dp, opts->config_path);
+
+	if (opts->detach_on_exit)
+		detach_all(ac);
+	else
+		pr_info("exiting; XDP program stays attached and enforcing\n");
+	rc = 0;
+out:
+	if (dp.skel)
+		dp_close(&dp);
+	free(ac);
+	free(pol);
+	return rc;
+}

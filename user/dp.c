@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Loading the datapath and changing its policy. Invariants: the slot packets
+ * read is never written; a slot is rewritten only after an RCU grace period
+ * since it stopped being live, so no packet still reading it sees a mix.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "dp.h"
+#include "leaseline.skel.h"
+#include "log.h"
+#include "policy.h"
+#include "tb_math.h"
+
+uint64_t dp_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
+{
+	static struct bpf_map *maps[8];
+
+	maps[0] = s->maps.ll_policy;
+	maps[1] = s->maps.ll_state;
+	maps[2] = s->maps.ll_buckets;
+	maps[3] = s->maps.ll_pools;
+	maps[4] = s->maps.ll_slices;
+	maps[5] = s->maps.ll_limit_stats;
+	maps[6] = s->maps.ll_rule_stats;
+	maps[7] = s->maps.ll_parse_stats;
+	*n = 8;
+	return maps;
+}
+
+/* An array-of-maps whose every update makes the kernel wait for an RCU grace
+ * period (maybe_wait_bpf_programs): afterwards no XDP run that started
+ * before the call is still running.
+ */
+static int rcu_barrier_create(void)
+{
+	int inner, outer;
+
+	inner = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ll_rcu_inner", 4, 4, 1, NULL);
+	if (inner < 0)
+		return -errno;
+	LIBBPF_OPTS(bpf_map_create_opts, o, .inner_map_fd = inner);
+	outer = bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "ll_rcu", 4, 4, 1, &o);
+	if (outer < 0) {
+		int e = -errno;
+
+		close(inner);
+		return e;
+	}
+	/* The outer map holds a reference; the fd can go. Keep one entry set. */
+	{
+		__u32 k = 0;
+		int fd = inner;
+
+		if (bpf_map_update_elem(outer, &k, &fd, BPF_ANY)) {
+			int e = -errno;
+
+			close(inner);
+			close(outer);
+			return e;
+		}
+	}
+	close(inner);
+	return outer;
+}
+
+static int rcu_barrier_wait(int rcu_fd)
+{
+	__u32 k = 0;
+	int inner, err;
+
+	/* Re-inserting any inner map works; create a throwaway one. */
+	inner = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ll_rcu_inner", 4, 4, 1, NULL);
+	if (inner < 0)
+		return -errno;
+	err = bpf_map_update_elem(rcu_fd, &k, &inner, BPF_ANY) ? -errno : 0;
+	close(inner);
+	return err;
+}
+
+int dp_open(struct dp *dp, const struct dp_opts *opts)
+{
+	struct bpf_map *const *maps;
+	size_t n;
+	int err;
+
+	memset(dp, 0, sizeof(*dp));
+	dp->rcu_fd = -1;
+	dp->ncpus = libbpf_num_possible_cpus();
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = opts->pin_dir);
+	dp->skel = leaseline_bpf__open_opts(&oo);
+	if (!dp->skel) {
+		err = -errno;
+		pr_warn("cannot open the BPF object: %s\n", strerror(-err));
+		return err;
+	}
+	maps = skel_maps(dp->skel, &n);
+	if (!opts->pin_dir)
+		for (size_t i = 0; i < n; i++)
+			bpf_map__set_pin_path(maps[i], NULL);
+	if (opts->max_keys)
+		bpf_map__set_max_entries(dp->skel->maps.ll_buckets, opts->max_keys);
+
+	err = leaseline_bpf__load(dp->skel);
+	if (err) {
+		pr_warn("cannot load the BPF program: %s (the verifier log, if any, is above)\n",
+			strerror(-err));
+		goto fail;
+	}
+	dp->prog_fd = bpf_program__fd(dp->skel->progs.leaseline);
+	dp->policy_fd = bpf_map__fd(dp->skel->maps.ll_policy);
+	dp->state_fd = bpf_map__fd(dp->skel->maps.ll_state);
+	dp->buckets_fd = bpf_map__fd(dp->skel->maps.ll_buckets);
+	dp->pools_fd = bpf_map__fd(dp->skel->maps.ll_pools);
+	dp->slices_fd = bpf_map__fd(dp->skel->maps.ll_slices);
+	dp->limit_stats_fd = bpf_map__fd(dp->skel->maps.ll_limit_stats);
+	dp->rule_stats_fd = bpf_map__fd(dp->skel->maps.ll_rule_stats);
+	dp->parse_stats_fd = bpf_map__fd(dp->skel->maps.ll_parse_stats);
+	dp->rcu_fd = rcu_barrier_create();
+	if (dp->rcu_fd < 0) {
+		err = dp->rcu_fd;
+		pr_warn("cannot create the RCU barrier map: %s\n", strerror(-err));
+		goto fail;
+	}
+	return 0;
+fail:
+	dp_close(dp);
+	return err;
+}
+
+void dp_close(struct dp *dp)
+{
+	if (dp->rcu_fd >= 0)
+		close(dp->rcu_fd);
+	dp->rcu_fd = -1;
+	leaseline_bpf__destroy(dp->skel);
+	dp->skel = NULL;
+}
+
+int dp_state_read(int state_fd, struct ll_state *st)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(state_fd, &k, st) ? -errno : 0;
+}
+
+int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol)
+{
+	struct ll_state st;
+	__u32 slot;
+	int err = dp_state_read(state_fd, &st);
+
+	if (err)
+		return err;
+	slot = st.active_slot & (LL_POLICY_SLOTS - 1);
+	return bpf_map_lookup_elem(policy_fd, &slot, pol) ? -errno : 0;
+}
+
+/* Fresh state for limits that did not exist before: a full pool, and the
+ * shared overflow bucket that keys use when ll_buckets is full.
+ */
+static int limits_init(struct dp *dp, const struct ll_policy *pol, const struct ll_policy *prev,
+		       uint64_t now)
+{
+	for (__u32 id = 0; id < LL_MAX_LIMITS; id++) {
+		const struct ll_limit_cfg *l = &pol->limits[id];
+		struct ll_bucket b = {.gen = l->gen, .tokens = l->burst_s, .last_ns = now};
+		struct ll_pool p = {.gen = l->gen, .tokens = l->burst_s, .last_ns = now};
+		struct ll_key k = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
+
+		if (!l->in_use || (prev->limits[id].in_use && prev->limits[id].uid == l->uid))
+			continue;
+		if (bpf_map_update_elem(dp->pools_fd, &id, &p, BPF_ANY))
+			return -errno;
+		if (l->key_mode != LL_KEY_NONE &&
+		    bpf_map_update_elem(dp->buckets_fd, &k, &b, BPF_NOEXIST) && errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
+int dp_policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t errlen)
+{
+	struct ll_policy *prev = calloc(1, sizeof(*prev)), *pol = calloc(1, sizeof(*pol));
+	struct ll_state st;
+	__u32 next_slot, k = 0;
+	uint64_t now = dp_now_ns();
+	int ret;
+
+	if (!prev || !pol) {
+		ret = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	ret = dp_state_read(dp->state_fd, &st);
+	if (!ret)
+		ret = dp_policy_read(dp->policy_fd, dp->state_fd, prev);
+	if (ret) {
+		snprintf(err, errlen, "cannot read the running policy: %s", strerror(-ret));
+		goto out;
+	}
+	if (st.next_uid == 0)
+		st.next_uid = 1;
+	struct policy_compile_opts o = {
+		.prev = prev->version ? prev : NULL,
+		.next_uid = &st.next_uid,
+		.now_ns = now,
+		.ncpus = dp->ncpus,
+	};
+	ret = policy_compile(cp, &o, pol, err, errlen);
+	if (ret)
+		goto out;
+	ret = limits_init(dp, pol, prev, now);
+	if (ret) {
+		snprintf(err, errlen, "cannot initialise limit state: %s", strerror(-ret));
+		goto out;
+	}
+	/* The inactive slot stopped being live at the previous flip; wait until
+	 * no packet can still be reading it, then write it whole.
+	 */
+	ret = rcu_barrier_wait(dp->rcu_fd);
+	next_slot = prev->version ? (st.active_slot + 1) & (LL_POLICY_SLOTS - 1) : st.active_slot;
+	if (!ret && bpf_map_update_elem(dp->policy_fd, &next_slot, pol, BPF_ANY))
+		ret = -errno;
+	if (ret) {
+		snprintf(err, errlen, "cannot write the policy: %s", strerror(-ret));
+		goto out;
+	}
+	st.active_slot = next_slot;
+	st.version = pol->version;
+	st.applied_ns = now;
+	if (bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY)) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot switch to the new policy: %s", strerror(-ret));
+	}
+out:
+	free(prev);
+	free(pol);
+	return ret;
+}
+
+/* A bucket deleted now would come back full on the next packet; delete only
+ * when it is full anyway (or its limit is gone).
+ */
+static bool bucket_reapable(const struct ll_policy *pol, const struct ll_key *k,
+			    const struct ll_bucket *b, uint64_t now)
+{
+	for (int i = 0; i < LL_MAX_LIMITS; i++) {
+		const struct ll_limit_cfg *l = &pol->limits[i];
+		struct tb_params cur = {l->rate, l->burst_s, l->fill_ns};
+
+		if (!l->in_use || l->uid != k->limit_uid)
+			continue;
+		if (k->family == LL_OVERFLOW_FAMILY)
+			return false;
+		if (b->gen != l->gen)
+			return false; /* let the datapath settle it first */
+		return tb_refill(b->tokens, b->last_ns, now, &cur) >= l->burst_s;
+	}
+	return true;
+}
+
+int dp_buckets_reap(struct dp *dp, uint64_t now)
+{
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	struct ll_key k, next;
+	struct ll_bucket b;
+	int n = 0, err;
+	bool more;
+
+	if (!pol)
+		return -ENOMEM;
+	err = dp_policy_read(dp->policy_fd, dp->state_fd, pol);
+	if (err)
+		goto out;
+	/* Step to the next key before deleting the current one: a deleted key
+	 * would restart the walk from the beginning.
+	 */
+	more = !bpf_map_get_next_key(dp->buckets_fd, NULL, &next);
+	while (more) {
+		k = next;
+		more = !bpf_map_get_next_key(dp->buckets_fd, &k, &next);
+		if (bpf_map_lookup_elem_flags(dp->buckets_fd, &k, &b, BPF_F_LOCK))
+			continue;
+		if (bucket_reapable(pol, &k, &b, now) && !bpf_map_delete_elem(dp->buckets_fd, &k))
+			n++;
+	}
+	err = n;
+out:
+	free(pol);
+	return err;
+}
