@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <poll.h>
 #include <linux/magic.h>
 #include <net/if.h>
 #include <sys/mount.h>
@@ -24,6 +25,7 @@
 #include "config.h"
 #include "dp.h"
 #include "log.h"
+#include "metrics.h"
 
 #define AGENT_TICK_MS 100
 #define AGENT_REAP_EVERY_MS 5000 /* idle buckets are full after fill_ns anyway */
@@ -182,14 +184,16 @@ static void reload(struct dp *dp, const char *path)
 	free(pol);
 }
 
-static void sleep_ms(long ms)
+/* Wait one tick, answering metrics requests meanwhile. */
+static void wait_tick(struct dp *dp, int metrics_fd)
 {
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+	struct pollfd p = {.fd = metrics_fd, .events = POLLIN};
 
-	nanosleep(&ts, NULL);
+	if (poll(&p, metrics_fd >= 0 ? 1 : 0, AGENT_TICK_MS) > 0 && (p.revents & POLLIN))
+		metrics_serve(metrics_fd, dp);
 }
 
-static void run_loop(struct dp *dp, const char *path)
+static void run_loop(struct dp *dp, const char *path, int metrics_fd)
 {
 	long since_reap = 0;
 
@@ -198,7 +202,7 @@ static void run_loop(struct dp *dp, const char *path)
 			got_hup = 0;
 			reload(dp, path);
 		}
-		sleep_ms(AGENT_TICK_MS);
+		wait_tick(dp, metrics_fd);
 		since_reap += AGENT_TICK_MS;
 		if (since_reap >= AGENT_REAP_EVERY_MS) {
 			int n = dp_buckets_reap(dp, dp_now_ns());
@@ -216,7 +220,7 @@ int agent_run(const struct agent_opts *opts)
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
 	struct sigaction sa = {.sa_handler = on_signal};
 	struct dp dp = {.rcu_fd = -1};
-	int rc = 1;
+	int rc = 1, metrics_fd = -1;
 
 	if (!ac || !pol)
 		goto out;
@@ -235,12 +239,21 @@ int agent_run(const struct agent_opts *opts)
 	if (attach_all(&dp, ac, opts->force))
 		goto out;
 
+	if (ac->has_metrics) {
+		metrics_fd = metrics_listen(ac->metrics);
+		if (metrics_fd < 0) {
+			pr_warn("cannot listen for metrics on '%s': %s\n", ac->metrics,
+				strerror(-metrics_fd));
+			goto out;
+		}
+		pr_info("metrics on http://%s/metrics\n", ac->metrics);
+	}
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	pr_info("agent '%s' running (pid %d)\n", ac->node, (int)getpid());
-	run_loop(&dp, opts->config_path);
+	run_loop(&dp, opts->config_path, metrics_fd);
 
 	if (opts->detach_on_exit)
 		detach_all(ac);
@@ -248,6 +261,8 @@ int agent_run(const struct agent_opts *opts)
 		pr_info("exiting; XDP program stays attached and enforcing\n");
 	rc = 0;
 out:
+	if (metrics_fd >= 0)
+		close(metrics_fd);
 	if (dp.skel)
 		dp_close(&dp);
 	free(ac);
