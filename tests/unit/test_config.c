@@ -1,0 +1,859 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Configuration files (user/config.c): the SPEC §4 examples parse, and every
+ * refused input is reported at its exact FILE:LINE:COL with its exact message.
+ * Error cases are tables; each entry runs as its own named cmocka test.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "tb_math.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Fixture directory: $LL_FIXTURES, else relative to the repository root. */
+static void fixture(char *buf, size_t size, const char *name)
+{
+	const char *dir = getenv("LL_FIXTURES");
+
+	snprintf(buf, size, "%s/%s", dir && *dir ? dir : "tests/unit/fixtures", name);
+}
+
+/* err must read "FILE:AT: MSG" exactly. A MSG ending in "..." need only
+ * start the message: the rest is libyaml's wording, not ours.
+ */
+static void expect_msg(const struct cfg_err *err, const char *file, const char *at, const char *msg)
+{
+	char prefix[CFG_PATH_LEN + 32];
+	size_t n, len = strlen(msg);
+	bool partial = len >= 3 && !strcmp(msg + len - 3, "...");
+
+	n = (size_t)snprintf(prefix, sizeof(prefix), "%s:%s: ", file, at);
+	if (strncmp(err->msg, prefix, n))
+		fail_msg("error \"%s\" does not start with \"%s\"", err->msg, prefix);
+	if (partial ? !!strncmp(err->msg + n, msg, len - 3) : !!strcmp(err->msg + n, msg))
+		fail_msg("error \"%s\"\n   expected \"%s%s\"", err->msg, prefix, msg);
+}
+
+/* ---- policy text cases ---- */
+
+struct text_case {
+	const char *name;
+	const char *text;
+	bool global_ok;	 /* parse as a coordinator's policy (standalone = false) */
+	const char *at;	 /* "LINE:COL" */
+	const char *msg; /* the rest of the message, exactly */
+};
+
+#define V "version: 1\n"
+/* Lines 2-3: one limit 'a'. */
+#define LIMIT_A "limits:\n  - {name: a, rate: 10, burst: 20}\n"
+/* Lines 1-5: limit 'a' in block style; a test adds its key on line 6. */
+#define LIM_A V "limits:\n  - name: a\n    rate: 10\n    burst: 20\n"
+/* Lines 1-5: limit 'a' and a rule 'r' whose match goes on line 6. */
+#define RULE_R	 V LIMIT_A "rules:\n  - name: r\n"
+#define MATCH(m) RULE_R "    match: " m "\n    limits: [a]\n"
+
+#define PORT_EXPECT                                                                                \
+	"is not a port or port range (expected e.g. 53 or 1000-2000, ports 0..65535, low <= high)"
+
+static const struct text_case text_cases[] = {
+    /* yaml itself */
+    {"yaml_syntax_error", V "default: pass\n  drop: x\n", false, "3:7",
+     "invalid yaml: mapping values are not allowed in this context..."},
+    {"yaml_unclosed_flow", V "limits: [\n", false, "3:1", "invalid yaml: ..."},
+    {"yaml_second_document", V "---\nversion: 2\n", false, "2:1",
+     "a second document starts here (expected one document per file)"},
+    {"empty_text", "", false, "1:1", "file is empty (expected a mapping of keys)"},
+    {"comments_only", "# nothing here\n", false, "1:1",
+     "file is empty (expected a mapping of keys)"},
+    {"top_level_scalar", "hello\n", false, "1:1",
+     "expected a mapping of keys at the top level, found a value"},
+    {"top_level_list", "- version: 1\n", false, "1:1",
+     "expected a mapping of keys at the top level, found a list"},
+    {"key_not_a_word", "? [a]\n: 1\n", false, "1:3",
+     "keys in policy must be plain words, found a list"},
+    /* unknown keys, one per section */
+    {"unknown_key_policy", V "rule: []\n", false, "2:1",
+     "unknown key 'rule' in policy (expected one of: version, default, limits, rules; did you "
+     "mean 'rules'?)"},
+    {"unknown_key_limit", V "limits:\n  - name: a\n    rte: 10\n    burst: 20\n", false, "4:5",
+     "unknown key 'rte' in limit 'a' (expected one of: name, key, prefix-v4, prefix-v6, unit, "
+     "rate, burst, scope, mode, on-loss, fallback; did you mean 'rate'?)"},
+    {"unknown_key_fallback",
+     LIM_A "    scope: global\n    on-loss: fallback\n    fallback: {rate: 5, brust: 5}\n", true,
+     "8:25",
+     "unknown key 'brust' in limit 'a' fallback (expected one of: rate, burst; did you mean "
+     "'burst'?)"},
+    {"unknown_key_rule", RULE_R "    limit: [a]\n", false, "6:5",
+     "unknown key 'limit' in rule 'r' (expected one of: name, match, limits; did you mean "
+     "'limits'?)"},
+    {"unknown_key_match", MATCH("{proto: udp, port: 53}"), false, "6:25",
+     "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, src, dst)"},
+    /* duplicates */
+    {"duplicate_key_policy", V "default: pass\ndefault: drop\n", false, "3:1",
+     "duplicate key 'default' in policy (first at line 2)"},
+    {"duplicate_key_limit", LIM_A "    rate: 20\n", false, "6:5",
+     "duplicate key 'rate' in limit 'a' (first at line 4)"},
+    {"duplicate_key_match", MATCH("{proto: udp, proto: tcp}"), false, "6:25",
+     "duplicate key 'proto' in rule 'r' match (first at line 6)"},
+    {"duplicate_limit_name",
+     V "limits:\n  - {name: a, rate: 1, burst: 1}\n  - {name: a, rate: 2, burst: 2}\n", false,
+     "4:12", "duplicate limit name 'a' (first at line 3; expected unique names)"},
+    {"duplicate_rule_name",
+     V LIMIT_A "rules:\n  - {name: r, limits: [a]}\n  - {name: r, limits: [a]}\n", false, "6:12",
+     "duplicate rule name 'r' (first at line 5; expected unique names)"},
+    /* rate and burst */
+    {"rate_not_a_count",
+     V "limits:\n  - name: per-client\n    key: src-ip\n    burst: 10\n    unit: packets\n"
+       "    rate: 10x\n",
+     false, "7:11",
+     "limit 'per-client': rate '10x' is not a count (expected e.g. 1000, 10k, 2.5M)"},
+    {"rate_zero", V "limits:\n  - name: a\n    burst: 20\n    rate: 0\n", false, "5:11",
+     "limit 'a': rate '0' is out of range (expected 1..100G)"},
+    {"rate_above_max", V "limits:\n  - name: a\n    burst: 20\n    rate: 100000000001\n", false,
+     "5:11", "limit 'a': rate '100000000001' is out of range (expected 1..100G)"},
+    {"rate_overflows", V "limits:\n  - name: a\n    burst: 20\n    rate: 99999999999999999999\n",
+     false, "5:11", "limit 'a': rate '99999999999999999999' is out of range (expected 1..100G)"},
+    {"rate_fraction", V "limits:\n  - name: a\n    burst: 20\n    rate: 2.5\n", false, "5:11",
+     "limit 'a': rate '2.5' is not a count (expected e.g. 1000, 10k, 2.5M)"},
+    {"rate_negative", V "limits:\n  - name: a\n    burst: 20\n    rate: -5\n", false, "5:11",
+     "limit 'a': rate '-5' is not a count (expected e.g. 1000, 10k, 2.5M)"},
+    {"rate_empty", V "limits:\n  - name: a\n    burst: 20\n    rate: ''\n", false, "5:11",
+     "limit 'a': rate is empty (expected e.g. 1000, 10k, 2.5M)"},
+    {"rate_mapping", V "limits:\n  - name: a\n    burst: 20\n    rate: {per: s}\n", false, "5:11",
+     "limit 'a': rate must be a single value, found a mapping (expected e.g. 1000, 10k, 2.5M)"},
+    {"burst_zero", V "limits:\n  - name: a\n    rate: 20\n    burst: 0\n", false, "5:12",
+     "limit 'a': burst '0' is out of range (expected 1..18446743973)"},
+    {"burst_above_max", V "limits:\n  - name: a\n    rate: 20\n    burst: 18446743974\n", false,
+     "5:12", "limit 'a': burst '18446743974' is out of range (expected 1..18446743973)"},
+    {"burst_not_a_count", V "limits:\n  - name: a\n    rate: 20\n    burst: lots\n", false, "5:12",
+     "limit 'a': burst 'lots' is not a count (expected e.g. 1000, 10k, 2.5M)"},
+    /* prefixes of a limit */
+    {"prefix_v4_range", LIM_A "    key: src-ip\n    prefix-v4: 33\n", false, "7:16",
+     "limit 'a': prefix-v4 '33' is out of range (expected 0..32)"},
+    {"prefix_v6_range", LIM_A "    key: dst-ip\n    prefix-v6: 129\n", false, "7:16",
+     "limit 'a': prefix-v6 '129' is out of range (expected 0..128)"},
+    {"prefix_v4_not_integer", LIM_A "    key: src-ip\n    prefix-v4: /24\n", false, "7:16",
+     "limit 'a': prefix-v4 '/24' is not an integer (expected digits only, e.g. 1)"},
+    {"prefix_needs_address_key", LIM_A "    key: dst-port\n    prefix-v4: 24\n", false, "7:5",
+     "limit 'a': prefix-v4 applies only to key src-ip or dst-ip (key is 'dst-port')"},
+    {"prefix_with_default_key", LIM_A "    prefix-v6: 64\n", false, "6:5",
+     "limit 'a': prefix-v6 applies only to key src-ip or dst-ip (key is 'none')"},
+    /* enums */
+    {"enum_key", LIM_A "    key: src\n", false, "6:10",
+     "limit 'a': key 'src' is not valid (expected one of: none, src-ip, dst-ip, dst-port, "
+     "flow)"},
+    {"enum_unit", LIM_A "    unit: packet\n", false, "6:11",
+     "limit 'a': unit 'packet' is not valid (expected one of: packets, bytes)"},
+    {"enum_scope", LIM_A "    scope: planet\n", false, "6:12",
+     "limit 'a': scope 'planet' is not valid (expected one of: local, global)"},
+    {"enum_mode", LIM_A "    mode: dry-run\n", false, "6:11",
+     "limit 'a': mode 'dry-run' is not valid (expected one of: enforce, shadow)"},
+    {"enum_on_loss", LIM_A "    scope: global\n    on-loss: panic\n", true, "7:14",
+     "limit 'a': on-loss 'panic' is not valid (expected one of: fail-closed, fallback, "
+     "fail-open)"},
+    {"enum_default", V "default: block\n", false, "2:10",
+     "default 'block' is not valid (expected one of: pass, drop)"},
+    /* required keys and the version */
+    {"missing_version", "limits: []\n", false, "1:1",
+     "missing required key 'version' (expected e.g. version: 1)"},
+    {"version_zero", "version: 0\n", false, "1:10",
+     "version '0' is out of range (expected at least 1)"},
+    {"version_not_integer", "version: three\n", false, "1:10",
+     "version 'three' is not an integer (expected digits only, e.g. 1)"},
+    {"missing_rate", V "limits:\n  - name: a\n    burst: 20\n", false, "3:5",
+     "limit 'a': missing required key 'rate' (expected e.g. rate: 1000)"},
+    {"missing_burst", V "limits:\n  - name: a\n    rate: 20\n", false, "3:5",
+     "limit 'a': missing required key 'burst' (expected e.g. burst: 2000)"},
+    {"missing_limit_name", V "limits:\n  - {rate: 1, burst: 1}\n", false, "3:5",
+     "limit #1: missing required key 'name' (expected e.g. name: per-client)"},
+    {"missing_rule_name", V LIMIT_A "rules:\n  - {limits: [a]}\n", false, "5:5",
+     "rule #1: missing required key 'name' (expected e.g. name: dns)"},
+    {"missing_rule_limits", RULE_R, false, "5:5",
+     "rule 'r': missing required key 'limits' (expected e.g. limits: [per-client])"},
+    {"missing_fallback_burst",
+     LIM_A "    scope: global\n    on-loss: fallback\n    fallback: {rate: 5}\n", true, "8:15",
+     "limit 'a' fallback: missing required key 'burst' (expected e.g. burst: 50)"},
+    /* names */
+    {"name_bad_characters", V "limits:\n  - {name: 'a b', rate: 1, burst: 1}\n", false, "3:12",
+     "limit 'a b': name 'a b' is not a valid name (expected 1 to 31 characters from A-Z a-z "
+     "0-9 _ . -)"},
+    {"name_too_long",
+     V "limits:\n  - {name: abcdefghijklmnopqrstuvwxyz012345, rate: 1, burst: 1}\n", false, "3:12",
+     "limit 'abcdefghijklmnopqrstuvwxyz012345': name 'abcdefghijklmnopqrstuvwxyz012345' is not "
+     "a valid name (expected 1 to 31 characters from A-Z a-z 0-9 _ . -)"},
+    /* rules and their limits */
+    {"rule_unknown_limit", RULE_R "    limits: [a, b]\n", false, "6:17",
+     "rule 'r': unknown limit 'b' (expected one of the policy's limits: a)"},
+    {"rule_unknown_limit_block_list", RULE_R "    limits:\n      - a\n      - nope\n", false, "8:9",
+     "rule 'r': unknown limit 'nope' (expected one of the policy's limits: a)"},
+    {"rule_no_limits_defined", V "rules:\n  - {name: r, limits: [a]}\n", false, "3:24",
+     "rule 'r': unknown limit 'a' (expected one of the policy's limits: none are defined)"},
+    {"rule_too_many_limits",
+     V "limits:\n  - {name: l1, rate: 1, burst: 1}\n  - {name: l2, rate: 1, burst: 1}\n"
+       "  - {name: l3, rate: 1, burst: 1}\n  - {name: l4, rate: 1, burst: 1}\n"
+       "  - {name: l5, rate: 1, burst: 1}\nrules:\n  - name: r\n"
+       "    limits: [l1, l2, l3, l4, l5]\n",
+     false, "10:30", "rule 'r': too many limits (expected at most 4)"},
+    {"rule_empty_limits", RULE_R "    limits: []\n", false, "6:13",
+     "rule 'r': limits is empty (expected at least one, e.g. limits: [per-client])"},
+    {"rule_limit_twice", RULE_R "    limits: [a, a]\n", false, "6:17",
+     "rule 'r': limit 'a' is listed twice (expected each limit once)"},
+    {"rule_limits_not_names", RULE_R "    limits: [[a]]\n", false, "6:14",
+     "rule 'r': limits must list limit names, found a list"},
+    /* scope, on-loss and fallback */
+    {"global_in_standalone", LIM_A "    scope: global\n", false, "6:12",
+     "limit 'a': scope 'global' needs a coordinator (set coordinator: in the agent file, or use "
+     "scope: local)"},
+    {"on_loss_with_local_scope", LIM_A "    on-loss: fail-open\n", false, "6:5",
+     "limit 'a': on-loss applies only to scope global (scope is 'local')"},
+    {"fallback_without_on_loss_fallback",
+     LIM_A "    scope: global\n    on-loss: fail-open\n    fallback: {rate: 1, burst: 1}\n", true,
+     "8:5",
+     "limit 'a': fallback applies only with scope: global and on-loss: fallback (on-loss is "
+     "'fail-open')"},
+    {"fallback_with_default_on_loss",
+     LIM_A "    scope: global\n    fallback: {rate: 1, burst: 1}\n", true, "7:5",
+     "limit 'a': fallback applies only with scope: global and on-loss: fallback (on-loss is "
+     "'fail-closed')"},
+    {"on_loss_fallback_without_fallback", LIM_A "    scope: global\n    on-loss: fallback\n", true,
+     "7:14",
+     "limit 'a': on-loss 'fallback' needs fallback rate and burst (expected e.g. fallback: "
+     "{rate: 50, burst: 50})"},
+    {"fallback_rate_above_limit",
+     LIM_A "    scope: global\n    on-loss: fallback\n    fallback: {rate: 11, burst: 5}\n", true,
+     "8:22", "limit 'a': fallback rate '11' exceeds the limit's rate (expected at most 10)"},
+    {"fallback_burst_above_limit",
+     LIM_A "    scope: global\n    on-loss: fallback\n    fallback: {rate: 5, burst: 21}\n", true,
+     "8:32", "limit 'a': fallback burst '21' exceeds the limit's burst (expected at most 20)"},
+    {"fallback_bad_rate",
+     LIM_A "    scope: global\n    on-loss: fallback\n    fallback: {rate: 1x, burst: 5}\n", true,
+     "8:22", "limit 'a' fallback: rate '1x' is not a count (expected e.g. 1000, 10k, 2.5M)"},
+    /* match: prefixes */
+    {"src_host_bits", MATCH("{src: 10.0.0.1/8}"), false, "6:18",
+     "rule 'r' match: src '10.0.0.1/8' has host bits set (expected 10.0.0.0/8)"},
+    {"dst_v6_host_bits", MATCH("{dst: 2001:db8::1/32}"), false, "6:18",
+     "rule 'r' match: dst '2001:db8::1/32' has host bits set (expected 2001:db8::/32)"},
+    {"src_not_a_prefix", MATCH("{src: 10.0.0/8}"), false, "6:18",
+     "rule 'r' match: src '10.0.0/8' is not a prefix (expected e.g. 198.18.0.0/15 or "
+     "2001:db8::/32)"},
+    {"src_prefix_too_long", MATCH("{src: 10.0.0.0/33}"), false, "6:18",
+     "rule 'r' match: src '10.0.0.0/33' has a prefix length out of range (expected at most /32 "
+     "for IPv4 and /128 for IPv6)"},
+    {"src_dst_families_differ", MATCH("{src: 10.0.0.0/8, dst: 2001:db8::/32}"), false, "6:35",
+     "rule 'r' match: dst is IPv6 but src is IPv4 (expected one address family)"},
+    /* match: ports and protocols */
+    {"port_range_reversed", MATCH("{proto: tcp, dst-port: 2000-1000}"), false, "6:35",
+     "rule 'r' match: dst-port '2000-1000' " PORT_EXPECT},
+    {"port_above_65535", MATCH("{proto: tcp, dst-port: 70000}"), false, "6:35",
+     "rule 'r' match: dst-port '70000' " PORT_EXPECT},
+    {"port_by_name", MATCH("{proto: tcp, dst-port: http}"), false, "6:35",
+     "rule 'r' match: dst-port 'http' " PORT_EXPECT},
+    {"dst_port_without_proto", MATCH("{dst-port: 53}"), false, "6:13",
+     "rule 'r' match: dst-port needs proto tcp or udp (proto is 'any')"},
+    {"dst_port_with_icmp", MATCH("{proto: icmp, dst-port: 53}"), false, "6:26",
+     "rule 'r' match: dst-port needs proto tcp or udp (proto is 'icmp')"},
+    {"dst_port_with_proto_number", MATCH("{proto: 47, dst-port: 53}"), false, "6:24",
+     "rule 'r' match: dst-port needs proto tcp or udp (proto is '47')"},
+    {"proto_unknown", MATCH("{proto: tpc}"), false, "6:20",
+     "rule 'r' match: proto 'tpc' is not valid (expected one of: any, tcp, udp, icmp, icmpv6, "
+     "or a number 0..255)"},
+    {"proto_above_255", MATCH("{proto: 256}"), false, "6:20",
+     "rule 'r' match: proto '256' is not valid (expected one of: any, tcp, udp, icmp, icmpv6, "
+     "or a number 0..255)"},
+    {"icmp_with_ipv6", MATCH("{proto: icmp, dst: 2001:db8::/32}"), false, "6:20",
+     "rule 'r' match: proto 'icmp' never matches IPv6 addresses (expected icmpv6)"},
+    {"icmpv6_with_ipv4", MATCH("{proto: icmpv6, src: 10.0.0.0/8}"), false, "6:20",
+     "rule 'r' match: proto 'icmpv6' never matches IPv4 addresses (expected icmp)"},
+    /* shapes */
+    {"limit_not_a_mapping", V "limits: [5]\n", false, "2:10",
+     "limit #1: expected a mapping, found a value"},
+    {"limits_not_a_list", V "limits: {a: 1}\n", false, "2:9",
+     "limits must be a list, found a mapping"},
+    {"match_not_a_mapping", MATCH("udp"), false, "6:12",
+     "rule 'r' match: expected a mapping, found a value"},
+};
+
+static void run_text_case(void **state)
+{
+	const struct text_case *tc = *state;
+	struct cfg_policy *p = calloc(1, sizeof(*p));
+	struct cfg_err err;
+	int rc;
+
+	assert_non_null(p);
+	p->version = 42;
+	rc = cfg_policy_parse("policy.yaml", tc->text, strlen(tc->text), !tc->global_ok, p, &err);
+	if (rc != -EINVAL)
+		fail_msg("returned %d, expected -EINVAL (message: \"%s\")", rc, rc ? err.msg : "");
+	expect_msg(&err, "policy.yaml", tc->at, tc->msg);
+	/* A refused file leaves the previous policy as it was. */
+	assert_true(p->version == 42);
+	free(p);
+}
+
+/* ---- file cases: agent, coordinator, detection ---- */
+
+enum loader { LOAD_POLICY, LOAD_AGENT, LOAD_COORD, LOAD_DETECT };
+
+struct file_case {
+	const char *name;
+	enum loader loader;
+	const char *file;
+	const char *err_file; /* where the error is, when not in file */
+	int rc;
+	const char *at;
+	const char *msg;
+};
+
+static const struct file_case file_cases[] = {
+    {"agent_neither_policy_nor_coordinator", LOAD_AGENT, "agent-neither.yaml", NULL, -EINVAL, "1:1",
+     "agent file needs policy: (standalone) or coordinator: (coordinated), found neither"},
+    {"agent_both_policy_and_coordinator", LOAD_AGENT, "agent-both.yaml", NULL, -EINVAL, "5:1",
+     "agent file has both policy: and coordinator: (expected one: policy: for a standalone "
+     "agent, coordinator: for a coordinated one)"},
+    {"agent_unknown_key", LOAD_AGENT, "agent-unknown-key.yaml", NULL, -EINVAL, "2:1",
+     "unknown key 'interface' in agent file (expected one of: node, interfaces, pin-dir, "
+     "policy, coordinator, metrics, max-keys; did you mean 'interfaces'?)"},
+    {"agent_interface_unknown_key", LOAD_AGENT, "agent-iface-unknown-key.yaml", NULL, -EINVAL,
+     "3:5",
+     "unknown key 'mdoe' in interface 'eth0' (expected one of: name, mode; did you mean "
+     "'mode'?)"},
+    {"agent_coordinator_unknown_key", LOAD_AGENT, "agent-coordinator-unknown-key.yaml", NULL,
+     -EINVAL, "2:15", "unknown key 'addr' in coordinator (expected one of: address)"},
+    {"agent_interface_name_too_long", LOAD_AGENT, "agent-bad-iface.yaml", NULL, -EINVAL, "2:12",
+     "interface 'a-very-long-interface-name': name 'a-very-long-interface-name' is not an "
+     "interface name (expected 1 to 15 characters without '/', ':' or spaces)"},
+    {"agent_interface_twice", LOAD_AGENT, "agent-dup-iface.yaml", NULL, -EINVAL, "3:12",
+     "interface 'eth0': name 'eth0' is listed twice (expected each interface once)"},
+    {"agent_interface_mode", LOAD_AGENT, "agent-bad-mode.yaml", NULL, -EINVAL, "2:24",
+     "interface 'eth0': mode 'fast' is not valid (expected one of: native, generic, auto)"},
+    {"agent_no_interfaces", LOAD_AGENT, "agent-no-interfaces.yaml", NULL, -EINVAL, "2:13",
+     "interfaces is empty (expected at least one, e.g. interfaces: [{name: eth0, mode: "
+     "native}])"},
+    {"agent_bad_metrics_address", LOAD_AGENT, "agent-bad-metrics.yaml", NULL, -EINVAL, "3:10",
+     "metrics '127.0.0.1:99999' is not an address (expected host:port, e.g. 127.0.0.1:9475 or "
+     "[::1]:9475)"},
+    {"agent_policy_with_global_limit", LOAD_AGENT, "agent-global.yaml", "policy-global.yaml",
+     -EINVAL, "10:12",
+     "limit 'tenant-a': scope 'global' needs a coordinator (set coordinator: in the agent "
+     "file, or use scope: local)"},
+    {"policy_global_in_standalone", LOAD_POLICY, "policy-global.yaml", NULL, -EINVAL, "10:12",
+     "limit 'tenant-a': scope 'global' needs a coordinator (set coordinator: in the agent "
+     "file, or use scope: local)"},
+    {"coord_refresh_not_below_ttl", LOAD_COORD, "coord-refresh.yaml", NULL, -EINVAL, "4:12",
+     "lease: refresh 1s is not shorter than ttl 1s (expected refresh < ttl)"},
+    {"coord_lease_unknown_key", LOAD_COORD, "coord-lease-unknown-key.yaml", NULL, -EINVAL, "2:18",
+     "unknown key 'refesh' in lease (expected one of: ttl, refresh; did you mean 'refresh'?)"},
+    {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
+     "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
+     "lease, metrics; did you mean 'state-dir'?)"},
+    {"coord_missing_policy", LOAD_COORD, "coord-no-policy.yaml", NULL, -EINVAL, "1:1",
+     "missing required key 'policy' (expected e.g. policy: policy.yaml)"},
+    {"coord_bad_duration", LOAD_COORD, "coord-bad-duration.yaml", NULL, -EINVAL, "2:14",
+     "lease: ttl '2' is not a duration (expected e.g. 2s, 500ms, 250us)"},
+    {"policy_file_syntax_error", LOAD_POLICY, "syntax-error.yaml", NULL, -EINVAL, "5:4",
+     "invalid yaml: did not find expected '-' indicator..."},
+    {"detect_empty_file", LOAD_DETECT, "empty.yaml", NULL, -EINVAL, "1:1",
+     "file is empty (expected a mapping of keys)"},
+    {"detect_top_level_list", LOAD_DETECT, "top-list.yaml", NULL, -EINVAL, "1:1",
+     "expected a mapping of keys at the top level, found a list"},
+    {"detect_unknown_kind", LOAD_DETECT, "kind-unknown.yaml", NULL, -EINVAL, "1:1",
+     "cannot tell what kind of file this is (expected a policy with version:, an agent file "
+     "with interfaces: or a coordinator file with listen:)"},
+};
+
+/* Everything a loader may write, on the heap: struct cfg_policy is ~10 kB. */
+struct outputs {
+	struct cfg_policy policy;
+	struct cfg_agent agent;
+	struct cfg_coord coord;
+	enum cfg_kind kind;
+};
+
+static int load(enum loader loader, const char *path, struct outputs *o, struct cfg_err *err)
+{
+	switch (loader) {
+	case LOAD_POLICY:
+		return cfg_policy_load(path, true, &o->policy, err);
+	case LOAD_AGENT:
+		return cfg_agent_load(path, &o->agent, &o->policy, err);
+	case LOAD_COORD:
+		return cfg_coord_load(path, &o->coord, &o->policy, err);
+	case LOAD_DETECT:
+		return cfg_detect_kind(path, &o->kind, err);
+	}
+	return -EINVAL;
+}
+
+static void run_file_case(void **state)
+{
+	const struct file_case *fc = *state;
+	struct outputs *o = calloc(1, sizeof(*o));
+	char path[CFG_PATH_LEN], err_path[CFG_PATH_LEN];
+	struct cfg_err err;
+	int rc;
+
+	assert_non_null(o);
+	fixture(path, sizeof(path), fc->file);
+	fixture(err_path, sizeof(err_path), fc->err_file ? fc->err_file : fc->file);
+	o->policy.version = 42;
+	o->agent.max_keys = 42;
+	o->coord.ttl_ns = 42;
+	rc = load(fc->loader, path, o, &err);
+	if (rc != fc->rc)
+		fail_msg("returned %d, expected %d (message: \"%s\")", rc, fc->rc,
+			 rc ? err.msg : "");
+	expect_msg(&err, err_path, fc->at, fc->msg);
+	assert_true(o->policy.version == 42);
+	assert_true(o->agent.max_keys == 42);
+	assert_true(o->coord.ttl_ns == 42);
+	free(o);
+}
+
+/* ---- good files ---- */
+
+static struct outputs *load_ok(enum loader loader, const char *name)
+{
+	struct outputs *o = calloc(1, sizeof(*o));
+	char path[CFG_PATH_LEN];
+	struct cfg_err err;
+	int rc;
+
+	assert_non_null(o);
+	fixture(path, sizeof(path), name);
+	rc = load(loader, path, o, &err);
+	if (rc)
+		fail_msg("%s: returned %d: %s", name, rc, err.msg);
+	return o;
+}
+
+static struct cfg_policy *parse_ok(const char *text, bool standalone)
+{
+	struct cfg_policy *p = calloc(1, sizeof(*p));
+	struct cfg_err err;
+	int rc;
+
+	assert_non_null(p);
+	rc = cfg_policy_parse("policy.yaml", text, strlen(text), standalone, p, &err);
+	if (rc)
+		fail_msg("returned %d: %s", rc, err.msg);
+	return p;
+}
+
+static void test_spec_policy(void **state)
+{
+	struct outputs *o = load_ok(LOAD_POLICY, "policy.yaml");
+	const struct cfg_policy *p = &o->policy;
+	const struct cfg_limit *pc = &p->limits[0], *dns = &p->limits[1];
+	const struct cfg_rule *r = &p->rules[0];
+	static const uint8_t src[4] = {198, 18, 0, 0}, dst[4] = {198, 19, 0, 0};
+
+	(void)state;
+	assert_true(p->version == 3);
+	assert_int_equal(p->default_action, LL_ACT_PASS);
+	assert_int_equal(p->n_limits, 2);
+	assert_string_equal(pc->name, "per-client");
+	assert_int_equal(pc->key_mode, LL_KEY_SRC_IP);
+	assert_int_equal(pc->prefix_v4, 32);
+	assert_int_equal(pc->prefix_v6, 64);
+	assert_int_equal(pc->unit, LL_UNIT_PACKETS);
+	assert_true(pc->rate == 1000 && pc->burst == 2000);
+	assert_int_equal(pc->scope, LL_SCOPE_LOCAL);
+	assert_int_equal(pc->mode, LL_MODE_ENFORCE);
+	assert_false(pc->has_fallback);
+	assert_int_equal(pc->line, 7);
+	assert_int_equal(pc->col, 5);
+	assert_string_equal(dns->name, "dns-total");
+	assert_int_equal(dns->key_mode, LL_KEY_NONE);
+	assert_true(dns->rate == 10000 && dns->burst == 20000);
+	assert_int_equal(p->n_rules, 1);
+	assert_string_equal(r->name, "dns");
+	assert_int_equal(r->proto, IPPROTO_UDP);
+	assert_true(r->has_dport && r->dport_lo == 53 && r->dport_hi == 53);
+	assert_true(r->has_src && r->src_family == 4 && r->src_plen == 15);
+	assert_memory_equal(r->src_addr, src, 4);
+	assert_true(r->has_dst && r->dst_family == 4 && r->dst_plen == 16);
+	assert_memory_equal(r->dst_addr, dst, 4);
+	assert_int_equal(r->n_limits, 2);
+	assert_int_equal(r->limit[0], 0);
+	assert_int_equal(r->limit[1], 1);
+	assert_int_equal(r->line, 24);
+	free(o);
+}
+
+static void test_coordinator_policy(void **state)
+{
+	struct cfg_policy *p = calloc(1, sizeof(*p));
+	const struct cfg_limit *a = &p->limits[0], *b = &p->limits[1], *f = &p->limits[2];
+	static const uint8_t net[4] = {0x20, 0x01, 0x0d, 0xb8};
+	char path[CFG_PATH_LEN];
+	struct cfg_err err;
+
+	(void)state;
+	assert_non_null(p);
+	fixture(path, sizeof(path), "policy-global.yaml");
+	assert_int_equal(cfg_policy_load(path, false, p, &err), 0);
+	assert_true(p->version == 7);
+	assert_int_equal(p->default_action, LL_ACT_DROP);
+	assert_int_equal(p->n_limits, 3);
+	assert_int_equal(a->unit, LL_UNIT_BYTES);
+	assert_true(a->rate == 2500000000ULL && a->burst == 100000000ULL);
+	assert_int_equal(a->scope, LL_SCOPE_GLOBAL);
+	assert_int_equal(a->on_loss, CFG_ON_LOSS_FALLBACK);
+	assert_true(a->has_fallback && a->fallback_rate == 50 && a->fallback_burst == 50);
+	assert_int_equal(b->on_loss, CFG_ON_LOSS_FAIL_OPEN);
+	assert_false(b->has_fallback);
+	assert_int_equal(f->key_mode, LL_KEY_FLOW);
+	assert_int_equal(f->mode, LL_MODE_SHADOW);
+	assert_int_equal(f->scope, LL_SCOPE_LOCAL);
+	assert_int_equal(p->n_rules, 2);
+	assert_int_equal(p->rules[0].proto, IPPROTO_TCP);
+	assert_true(p->rules[0].dport_lo == 80 && p->rules[0].dport_hi == 443);
+	assert_true(p->rules[0].has_dst && p->rules[0].dst_family == 6);
+	assert_memory_equal(p->rules[0].dst_addr, net, 4);
+	assert_false(p->rules[0].has_src);
+	assert_int_equal(p->rules[0].limit[1], 2);
+	/* No match: everything. */
+	assert_int_equal(p->rules[1].proto, 0);
+	assert_false(p->rules[1].has_src || p->rules[1].has_dst || p->rules[1].has_dport);
+	assert_int_equal(p->rules[1].limit[0], 1);
+	free(p);
+}
+
+static void test_spec_agent_standalone(void **state)
+{
+	struct outputs *o = load_ok(LOAD_AGENT, "agent.yaml");
+	const struct cfg_agent *a = &o->agent;
+	char policy[CFG_PATH_LEN];
+
+	(void)state;
+	fixture(policy, sizeof(policy), "policy.yaml");
+	assert_string_equal(a->node, "gw-1");
+	assert_int_equal(a->n_ifaces, 1);
+	assert_string_equal(a->ifaces[0].name, "eth0");
+	assert_int_equal(a->ifaces[0].mode, CFG_XDP_NATIVE);
+	assert_string_equal(a->pin_dir, "/sys/fs/bpf/leaseline");
+	/* Relative to the agent file's directory. */
+	assert_string_equal(a->policy_path, policy);
+	assert_false(a->has_coordinator);
+	assert_true(a->has_metrics);
+	assert_string_equal(a->metrics, "127.0.0.1:9475");
+	assert_int_equal(a->max_keys, 1048576);
+	/* ...and the policy it names is loaded with it. */
+	assert_true(o->policy.version == 3);
+	assert_int_equal(o->policy.n_limits, 2);
+	free(o);
+}
+
+static void test_spec_agent_coordinated(void **state)
+{
+	struct outputs *o = calloc(1, sizeof(*o));
+	char path[CFG_PATH_LEN];
+	struct cfg_err err;
+
+	(void)state;
+	assert_non_null(o);
+	fixture(path, sizeof(path), "agent-coordinated.yaml");
+	o->policy.version = 99;
+	assert_int_equal(cfg_agent_load(path, &o->agent, &o->policy, &err), 0);
+	assert_true(o->agent.has_coordinator);
+	assert_string_equal(o->agent.coordinator, "127.0.0.1:7450");
+	assert_string_equal(o->agent.policy_path, "");
+	assert_int_equal(o->agent.n_ifaces, 2);
+	assert_string_equal(o->agent.ifaces[1].name, "eth1");
+	assert_int_equal(o->agent.ifaces[1].mode, CFG_XDP_GENERIC);
+	/* A coordinated agent's policy comes later, from the coordinator. */
+	assert_true(o->policy.version == 99);
+	/* The policy may be left out altogether. */
+	assert_int_equal(cfg_agent_load(path, &o->agent, NULL, &err), 0);
+	free(o);
+}
+
+static void test_agent_defaults(void **state)
+{
+	struct outputs *o = load_ok(LOAD_AGENT, "agent-minimal.yaml");
+	char host[64] = "";
+
+	(void)state;
+	gethostname(host, sizeof(host) - 1);
+	assert_string_equal(o->agent.node, host);
+	assert_string_equal(o->agent.coordinator, "coord.example:7450");
+	assert_string_equal(o->agent.pin_dir, "/sys/fs/bpf/leaseline");
+	assert_int_equal(o->agent.max_keys, 1048576);
+	assert_int_equal(o->agent.ifaces[0].mode, CFG_XDP_NATIVE);
+	assert_false(o->agent.has_metrics);
+	free(o);
+}
+
+static void test_spec_coord(void **state)
+{
+	struct outputs *o = load_ok(LOAD_COORD, "coord.yaml");
+	char policy[CFG_PATH_LEN];
+
+	(void)state;
+	fixture(policy, sizeof(policy), "policy.yaml");
+	assert_string_equal(o->coord.listen, "127.0.0.1:7450");
+	assert_string_equal(o->coord.policy_path, policy);
+	assert_string_equal(o->coord.state_dir, "/var/lib/leaseline");
+	assert_true(o->coord.ttl_ns == 2000000000ULL);
+	assert_true(o->coord.refresh_ns == 500000000ULL);
+	assert_true(o->coord.has_metrics);
+	assert_string_equal(o->coord.metrics, "127.0.0.1:9476");
+	assert_true(o->policy.version == 3);
+	free(o);
+}
+
+/* A coordinator may lease global limits; lease defaults fill what is left out. */
+static void test_coord_global_policy(void **state)
+{
+	struct outputs *o = load_ok(LOAD_COORD, "coord-global.yaml");
+
+	(void)state;
+	assert_true(o->coord.ttl_ns == 3000000000ULL);
+	assert_true(o->coord.refresh_ns == 500000000ULL);
+	assert_string_equal(o->coord.listen, "127.0.0.1:7450");
+	assert_false(o->coord.has_metrics);
+	assert_int_equal(o->policy.limits[0].scope, LL_SCOPE_GLOBAL);
+	free(o);
+}
+
+static void test_detect_kind(void **state)
+{
+	static const struct {
+		const char *file;
+		enum cfg_kind kind;
+	} cases[] = {
+	    {"policy.yaml", CFG_KIND_POLICY},	    {"policy-global.yaml", CFG_KIND_POLICY},
+	    {"agent.yaml", CFG_KIND_AGENT},	    {"agent-coordinated.yaml", CFG_KIND_AGENT},
+	    {"agent-minimal.yaml", CFG_KIND_AGENT}, {"coord.yaml", CFG_KIND_COORD},
+	    {"coord-refresh.yaml", CFG_KIND_COORD},
+	};
+	char path[CFG_PATH_LEN];
+	enum cfg_kind kind;
+	struct cfg_err err;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		fixture(path, sizeof(path), cases[i].file);
+		assert_int_equal(cfg_detect_kind(path, &kind, &err), 0);
+		if (kind != cases[i].kind)
+			fail_msg("%s detected as %d, expected %d", cases[i].file, kind,
+				 cases[i].kind);
+	}
+}
+
+static void test_missing_files(void **state)
+{
+	struct outputs *o = calloc(1, sizeof(*o));
+	char path[CFG_PATH_LEN], want[CFG_PATH_LEN + 64], agent[CFG_PATH_LEN];
+	struct cfg_err err;
+	int l;
+
+	(void)state;
+	assert_non_null(o);
+	fixture(path, sizeof(path), "no-such-policy.yaml");
+	snprintf(want, sizeof(want), "cannot open '%s': No such file or directory", path);
+	for (l = LOAD_POLICY; l <= LOAD_DETECT; l++) {
+		assert_int_equal(load((enum loader)l, path, o, &err), -ENOENT);
+		assert_string_equal(err.msg, want);
+	}
+	/* A policy the agent file names but that is not there: said where it is named. */
+	fixture(agent, sizeof(agent), "agent-missing-policy.yaml");
+	assert_int_equal(cfg_agent_load(agent, &o->agent, &o->policy, &err), -ENOENT);
+	expect_msg(&err, agent, "2:9", want);
+	/* A directory is not a file. */
+	fixture(path, sizeof(path), "");
+	assert_int_equal(cfg_policy_load(path, true, &o->policy, &err), -EISDIR);
+	free(o);
+}
+
+static void test_policy_defaults(void **state)
+{
+	struct cfg_policy *p = parse_ok(V LIMIT_A, true);
+
+	(void)state;
+	assert_int_equal(p->default_action, LL_ACT_PASS);
+	assert_int_equal(p->limits[0].key_mode, LL_KEY_NONE);
+	assert_int_equal(p->limits[0].prefix_v4, 32);
+	assert_int_equal(p->limits[0].prefix_v6, 128);
+	assert_int_equal(p->limits[0].unit, LL_UNIT_PACKETS);
+	assert_int_equal(p->limits[0].scope, LL_SCOPE_LOCAL);
+	assert_int_equal(p->limits[0].mode, LL_MODE_ENFORCE);
+	assert_int_equal(p->limits[0].on_loss, CFG_ON_LOSS_FAIL_CLOSED);
+	assert_int_equal(p->n_rules, 0);
+	free(p);
+}
+
+/* Rules name limits wherever the limits are in the file. */
+static void test_rules_before_limits(void **state)
+{
+	struct cfg_policy *p = parse_ok("rules:\n  - {name: r, limits: [b, a]}\n" LIMIT_A
+					"  - {name: b, rate: 1, burst: 1}\n" V,
+					true);
+
+	(void)state;
+	assert_int_equal(p->rules[0].limit[0], 1);
+	assert_int_equal(p->rules[0].limit[1], 0);
+	free(p);
+}
+
+static void test_match_forms(void **state)
+{
+	struct cfg_policy *p =
+	    parse_ok(V LIMIT_A "rules:\n"
+			       "  - {name: r1, match: {proto: 6, dst-port: '1000-2000'}, "
+			       "limits: [a]}\n"
+			       "  - {name: r2, match: {src: 10.1.2.3}, limits: [a]}\n"
+			       "  - {name: r3, match: {}, limits: [a]}\n"
+			       "  - name: r4\n    match:\n    limits: [a]\n"
+			       "  - {name: r5, match: {proto: udp, dst-port: 53, src: "
+			       "2001:db8::/32, dst: '::1'}, limits: [a]}\n"
+			       "  - {name: r6, match: {proto: any, src: 0.0.0.0/0}, limits: [a]}\n",
+		     true);
+
+	(void)state;
+	assert_int_equal(p->n_rules, 6);
+	assert_int_equal(p->rules[0].proto, IPPROTO_TCP);
+	assert_true(p->rules[0].dport_lo == 1000 && p->rules[0].dport_hi == 2000);
+	assert_int_equal(p->rules[1].src_plen, 32);
+	assert_false(p->rules[2].has_src || p->rules[2].has_dport);
+	assert_false(p->rules[3].has_src || p->rules[3].has_dport);
+	assert_int_equal(p->rules[4].src_family, 6);
+	assert_int_equal(p->rules[4].dst_plen, 128);
+	assert_int_equal(p->rules[5].src_plen, 0);
+	free(p);
+}
+
+/* Exactly at each maximum is fine; one more is refused at the item that overflows. */
+static void test_maximum_counts(void **state)
+{
+	size_t size = 16384, n, i;
+	char *text = malloc(size);
+	struct cfg_policy *p = calloc(1, sizeof(*p));
+	struct cfg_err err;
+
+	(void)state;
+	assert_non_null(text);
+	assert_non_null(p);
+	n = (size_t)snprintf(text, size, V "limits:\n");
+	for (i = 0; i < LL_MAX_LIMITS; i++)
+		n += (size_t)snprintf(text + n, size - n, "  - {name: l%zu, rate: 1, burst: 1}\n",
+				      i);
+	n += (size_t)snprintf(text + n, size - n, "rules:\n");
+	for (i = 0; i < LL_MAX_RULES; i++)
+		n += (size_t)snprintf(text + n, size - n,
+				      "  - {name: r%zu, limits: [l0, l1, l2, l%zu]}\n", i, i + 3);
+	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), 0);
+	assert_int_equal(p->n_limits, LL_MAX_LIMITS);
+	assert_int_equal(p->n_rules, LL_MAX_RULES);
+	assert_int_equal(p->rules[31].limit[3], 34);
+
+	/* Rule 33 is on line 100: version, limits:, 64 limits, rules:, 32 rules. */
+	n += (size_t)snprintf(text + n, size - n, "  - {name: r99, limits: [l0]}\n");
+	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), -EINVAL);
+	assert_string_equal(err.msg, "policy.yaml:100:5: too many rules (expected at most 32)");
+
+	n = (size_t)snprintf(text, size, V "limits:\n");
+	for (i = 0; i <= LL_MAX_LIMITS; i++)
+		n += (size_t)snprintf(text + n, size - n, "  - {name: l%zu, rate: 1, burst: 1}\n",
+				      i);
+	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), -EINVAL);
+	assert_string_equal(err.msg, "policy.yaml:67:5: too many limits (expected at most 64)");
+	free(text);
+	free(p);
+}
+
+static void test_name_bounds(void **state)
+{
+	struct cfg_policy *p = parse_ok(V "limits:\n  - {name: A_b.c-0123456789012345678901234, "
+					  "rate: 100G, burst: 18446743973}\n",
+					true);
+
+	(void)state;
+	assert_int_equal(strlen(p->limits[0].name), LL_NAME_LEN - 1);
+	assert_true(p->limits[0].rate == TB_MAX_RATE);
+	assert_true(p->limits[0].burst == TB_MAX_BURST);
+	free(p);
+}
+
+static void test_names_of_values(void **state)
+{
+	(void)state;
+	assert_string_equal(cfg_key_mode_name(LL_KEY_DST_PORT), "dst-port");
+	assert_string_equal(cfg_unit_name(LL_UNIT_BYTES), "bytes");
+	assert_string_equal(cfg_mode_name(LL_MODE_SHADOW), "shadow");
+	assert_string_equal(cfg_scope_name(LL_SCOPE_GLOBAL), "global");
+	assert_string_equal(cfg_on_loss_name(CFG_ON_LOSS_FAIL_OPEN), "fail-open");
+	assert_string_equal(cfg_action_name(LL_ACT_DROP), "drop");
+	assert_string_equal(cfg_xdp_mode_name(CFG_XDP_AUTO), "auto");
+	assert_string_equal(cfg_proto_name(IPPROTO_ICMPV6), "icmpv6");
+	assert_null(cfg_proto_name(47));
+}
+
+static void test_null_err_is_allowed(void **state)
+{
+	struct cfg_policy *p = calloc(1, sizeof(*p));
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(cfg_policy_parse("x", "version: 0\n", 11, true, p, NULL), -EINVAL);
+	assert_int_equal(cfg_policy_parse("x", NULL, 0, true, p, NULL), -EINVAL);
+	free(p);
+}
+
+int main(void)
+{
+	static const struct CMUnitTest plain[] = {
+	    cmocka_unit_test(test_spec_policy),
+	    cmocka_unit_test(test_coordinator_policy),
+	    cmocka_unit_test(test_spec_agent_standalone),
+	    cmocka_unit_test(test_spec_agent_coordinated),
+	    cmocka_unit_test(test_agent_defaults),
+	    cmocka_unit_test(test_spec_coord),
+	    cmocka_unit_test(test_coord_global_policy),
+	    cmocka_unit_test(test_detect_kind),
+	    cmocka_unit_test(test_missing_files),
+	    cmocka_unit_test(test_policy_defaults),
+	    cmocka_unit_test(test_rules_before_limits),
+	    cmocka_unit_test(test_match_forms),
+	    cmocka_unit_test(test_maximum_counts),
+	    cmocka_unit_test(test_name_bounds),
+	    cmocka_unit_test(test_names_of_values),
+	    cmocka_unit_test(test_null_err_is_allowed),
+	};
+	size_t n = ARRAY_SIZE(plain) + ARRAY_SIZE(text_cases) + ARRAY_SIZE(file_cases), k, i;
+	struct CMUnitTest *tests = calloc(n, sizeof(*tests));
+	int failed;
+
+	if (!tests)
+		return 1;
+	memcpy(tests, plain, sizeof(plain));
+	k = ARRAY_SIZE(plain);
+	for (i = 0; i < ARRAY_SIZE(text_cases); i++, k++) {
+		tests[k].name = text_cases[i].name;
+		tests[k].test_func = run_text_case;
+		tests[k].initial_state = (void *)&text_cases[i];
+	}
+	for (i = 0; i < ARRAY_SIZE(file_cases); i++, k++) {
+		tests[k].name = file_cases[i].name;
+		tests[k].test_func = run_file_case;
+		tests[k].initial_state = (void *)&file_cases[i];
+	}
+	failed = _cmocka_run_group_tests("config", tests, n, NULL, NULL);
+	free(tests);
+	return failed;
+}
