@@ -1,0 +1,154 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The operator's surface (SPEC §2-§3) on a real veth:
+#   check        good files exit 0; bad files exit 2 with FILE:LINE:COL: message
+#   agent        refuses another tool's XDP program without --force, replaces it with;
+#                default exit leaves the program attached; --detach-on-exit removes it;
+#                mounts bpffs at a pin-dir that is not on one
+#   detach       removes ours, refuses a foreign program without --force
+#   status       text and -j (valid JSON), bpftool shows named bucket fields
+set -u
+source "$(dirname "$0")/lib.sh"
+ll_init "${1:-}"
+
+PASS_OBJ=$LL_BUILD/pass.bpf.o
+FAILS=0
+CHECKS=0
+ok() {
+	CHECKS=$((CHECKS + 1))
+	printf '  ok    %s\n' "$*"
+}
+bad() {
+	CHECKS=$((CHECKS + 1))
+	FAILS=$((FAILS + 1))
+	printf '  FAIL  %s\n' "$*"
+}
+# expect_rc WANT DESCRIPTION CMD...: run CMD, output to $TMPD/out.
+expect_rc() {
+	local want=$1 what=$2 rc
+	shift 2
+	"$@" >"$TMPD/out" 2>&1
+	rc=$?
+	if [ "$rc" -eq "$want" ]; then
+		ok "$what (exit $rc)"
+	else
+		bad "$what: exit $rc, expected $want: $(head -3 "$TMPD/out" | tr '\n' ' ')"
+	fi
+	return 0
+}
+out_has() {
+	if grep -qE -- "$2" "$TMPD/out"; then ok "$1"; else bad "$1: no /$2/ in: $(head -3 "$TMPD/out" | tr '\n' ' ')"; fi
+}
+
+ll_topo
+ll_sources 4
+ll_bpffs
+POL=$TMPD/policy.yaml
+ll_policy "$POL" 1 50 20
+ll_agent_cfg "$TMPD/agent.yaml" policy.yaml
+
+echo "check:"
+expect_rc 0 "check accepts a good policy" "$LL" check -c "$POL"
+expect_rc 0 "check accepts a good agent file" "$LL" check -c "$TMPD/agent.yaml"
+printf 'version: 1\nlimits: [\n  {name: a, rate: 5\n' >"$TMPD/syntax.yaml"
+expect_rc 2 "check refuses a YAML syntax error" "$LL" check -c "$TMPD/syntax.yaml"
+out_has "syntax error reported as FILE:LINE:COL" "^$TMPD/syntax\.yaml:[0-9]+:[0-9]+: "
+sed 's/    burst: 20/    burst: 20\n    brust: 5/' "$POL" >"$TMPD/unknown.yaml"
+expect_rc 2 "check refuses an unknown key" "$LL" check -c "$TMPD/unknown.yaml"
+L=$(grep -n brust "$TMPD/unknown.yaml" | cut -d: -f1)
+out_has "unknown key reported at its line and column ($L:5)" "^$TMPD/unknown\.yaml:$L:5: .*'brust'"
+sed 's/    rate: 50/    rate: fast/' "$POL" >"$TMPD/value.yaml"
+expect_rc 2 "check refuses a bad rate" "$LL" check -c "$TMPD/value.yaml"
+L=$(grep -n 'rate: fast' "$TMPD/value.yaml" | cut -d: -f1)
+out_has "bad value reported at its line and column ($L:11)" "^$TMPD/value\.yaml:$L:11: .*rate"
+# A missing file: SPEC §2 allows 1 (runtime) or 2 (usage); the message must name it.
+"$LL" check -c "$TMPD/nope.yaml" >"$TMPD/out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || [ "$rc" -eq 2 ] && ok "check on a missing file fails (exit $rc)" ||
+	bad "check on a missing file: exit $rc"
+out_has "the message names the missing file" "nope\.yaml"
+expect_rc 2 "agent with a bad config exits 2" in_g "$LL" agent -c "$TMPD/value.yaml"
+
+echo "foreign XDP program:"
+if ! ip -n "$LL_NS_G" link set dev $LL_G_IF xdpdrv obj "$PASS_OBJ" sec xdp 2>"$TMPD/ip.err"; then
+	cat "$TMPD/ip.err"
+	ll_skip "iproute2 cannot load '$PASS_OBJ' (built without libbpf?)"
+fi
+FOREIGN=$(ll_xdp_prog $LL_G_IF)
+[ -n "$FOREIGN" ] || ll_fail "no program on $LL_G_IF after 'ip link set ... xdp obj'"
+expect_rc 1 "agent refuses to replace a foreign program" \
+	in_g "$LL" agent -c "$TMPD/agent.yaml"
+out_has "refusal names --force" "use --force"
+[ "$(ll_xdp_prog $LL_G_IF)" = "$FOREIGN" ] && ok "foreign program left in place" ||
+	bad "foreign program replaced without --force"
+expect_rc 1 "detach refuses a foreign program" in_g "$LL" detach $LL_G_IF
+expect_rc 0 "detach --force removes it" in_g "$LL" detach --force $LL_G_IF
+[ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "$LL_G_IF has no XDP program" || bad "$LL_G_IF still has a program"
+expect_rc 1 "detach with nothing attached" in_g "$LL" detach $LL_G_IF
+out_has "says there is no program" "no XDP program"
+ip -n "$LL_NS_G" link set dev $LL_G_IF xdpdrv obj "$PASS_OBJ" sec xdp
+FOREIGN=$(ll_xdp_prog $LL_G_IF)
+
+echo "agent --force, status, default exit:"
+ll_agent_start "$TMPD/agent.yaml" "$TMPD/agent1.log" --force
+P1=$(ll_xdp_prog $LL_G_IF)
+[ -n "$P1" ] && [ "$P1" != "$FOREIGN" ] && ok "--force replaced program $FOREIGN by $P1" ||
+	bad "--force did not replace the foreign program ($FOREIGN -> '$P1')"
+ll_send "$TMPD/sent.json" 1 "$LL_SRC_FIRST-$LL_SRC_LAST:50" 2>/dev/null ||
+	bad "the sender failed"
+expect_rc 0 "status (text)" ll_status
+out_has "status text names the interface, mode and limit" "name: $LL_G_IF"
+out_has "status text shows the policy version" "policy_version: 1"
+expect_rc 0 "status -j" ll_status -j
+if python3 -m json.tool "$TMPD/out" >/dev/null 2>&1; then ok "status -j is valid JSON"; else
+	bad "status -j is not valid JSON: $(head -c 200 "$TMPD/out")"; fi
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+i = d["interfaces"][0]; l = d["limits"][0]
+assert i["name"] == sys.argv[2] and i["attached"] and i["mode"] == "native", i
+assert l["name"] == "per-client" and l["rate"] == 50 and l["burst"] == 20, l
+# new_keys: buckets created; full buckets may have been reaped and re-created.
+assert l["new_keys"] >= 4 and l["keys"] <= 4 and l["packets"]["allowed"] > 0, l
+' "$TMPD/out" "$LL_G_IF" && ok "status -j: $LL_G_IF attached native, per-client 50/20, 4 clients seen" ||
+	bad "status -j content"
+expect_rc 1 "status on a pin-dir without maps fails" "$LL" status --pin-dir "$TMPD/bpffs"
+if command -v bpftool >/dev/null; then
+	expect_rc 0 "bpftool map dump pinned ll_buckets" bpftool map dump pinned "$PIN/ll_buckets"
+	out_has "bpftool shows named bucket fields" '"tokens": [0-9]+'
+	out_has "bpftool shows named key fields" '"limit_uid": [0-9]+'
+	echo "    $(grep -m1 -o '"tokens": [0-9]*' "$TMPD/out"), $(grep -m1 -o '"last_ns": [0-9]*' "$TMPD/out")"
+else
+	echo "  (bpftool not installed: map dump not checked)"
+fi
+kill -TERM "$AGENT_PID"
+ll_agent_wait_exit 50 || ll_fail "the agent did not exit on SIGTERM"
+[ "$LL_AGENT_RC" -eq 0 ] && ok "agent exits 0 on SIGTERM" || bad "agent exit $LL_AGENT_RC on SIGTERM"
+[ "$(ll_xdp_prog $LL_G_IF)" = "$P1" ] && ok "default exit leaves program $P1 attached" ||
+	bad "default exit changed the program ($P1 -> '$(ll_xdp_prog $LL_G_IF)')"
+expect_rc 0 "status still works with no agent" ll_status -j
+expect_rc 0 "leaseline detach $LL_G_IF" in_g "$LL" detach $LL_G_IF
+[ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "detach removed it" || bad "program still on $LL_G_IF after detach"
+
+echo "agent --detach-on-exit, bpffs mounted by the agent:"
+mkdir -p "$TMPD/plain"
+sed "s|^pin-dir: .*|pin-dir: $TMPD/plain/pins|" "$TMPD/agent.yaml" >"$TMPD/agent2.yaml"
+PIN_SAVED=$PIN
+PIN=$TMPD/plain/pins
+ll_agent_start "$TMPD/agent2.yaml" "$TMPD/agent2.log" --detach-on-exit
+awk -v d="$PIN" '$2 == d && $3 == "bpf" {f = 1} END {exit !f}' /proc/self/mounts &&
+	ok "agent mounted bpffs at its pin-dir" || bad "no bpffs mounted at $PIN"
+[ -n "$(ll_xdp_prog $LL_G_IF)" ] && ok "attached" || bad "not attached"
+expect_rc 0 "status with the agent's own bpffs" ll_status
+kill -TERM "$AGENT_PID"
+ll_agent_wait_exit 50 || ll_fail "the agent did not exit on SIGTERM"
+[ "$LL_AGENT_RC" -eq 0 ] && ok "agent exits 0" || bad "agent exit $LL_AGENT_RC"
+[ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "--detach-on-exit detached on SIGTERM" ||
+	bad "program still attached after --detach-on-exit"
+grep -q "detached from '$LL_G_IF'" "$TMPD/agent2.log" && ok "agent logged the detach" ||
+	bad "no detach log line"
+PIN=$PIN_SAVED
+
+echo "$CHECKS checks, $FAILS failed"
+[ "$FAILS" -eq 0 ] || ll_fail "$FAILS of $CHECKS CLI checks failed"
+echo "ok: check, agent attach/--force/--detach-on-exit, detach, status text/-j, bpftool dump"
