@@ -136,6 +136,7 @@ struct ll_state {
 	__u32 ifindex[LL_MAX_IFACES];
 	__u32 agent_pid;
 	__u32 next_uid; /* source of ll_limit_cfg.uid and .gen, both unique */
+	__u64 netns_ino; /* network namespace the ifindexes belong to */
 };
 
 /* Bucket key for per-key limits. Fields unused by the key mode are zero. */

@@ -117,6 +117,13 @@ static int apply_policy(struct dp *dp, const struct cfg_policy *pol)
 	return ret;
 }
 
+uint64_t agent_netns_ino(void)
+{
+	struct stat sb;
+
+	return stat("/proc/self/ns/net", &sb) ? 0 : (uint64_t)sb.st_ino;
+}
+
 static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 {
 	struct ll_state st;
@@ -149,6 +156,7 @@ static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 		st.ifindex[st.n_ifaces++] = (uint32_t)ifindex;
 	}
 	st.agent_pid = (uint32_t)getpid();
+	st.netns_ino = agent_netns_ino();
 	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
 }
 
@@ -166,14 +174,34 @@ static void detach_all(const struct cfg_agent *ac)
 	}
 }
 
+/* Settings that only take effect at start: say so rather than drop them. */
+static void warn_restart_only(const struct cfg_agent *run, const struct cfg_agent *ac)
+{
+	bool ifaces = run->n_ifaces != ac->n_ifaces;
+
+	for (uint32_t i = 0; !ifaces && i < ac->n_ifaces; i++)
+		ifaces = strcmp(run->ifaces[i].name, ac->ifaces[i].name) ||
+			 run->ifaces[i].mode != ac->ifaces[i].mode;
+	if (ifaces)
+		pr_warn("reload: 'interfaces' changed; restart the agent to apply it\n");
+	if (strcmp(run->pin_dir, ac->pin_dir))
+		pr_warn("reload: 'pin-dir' changed; restart the agent to apply it\n");
+	if (run->max_keys != ac->max_keys)
+		pr_warn("reload: 'max-keys' changed; restart the agent to apply it\n");
+	if (run->has_metrics != ac->has_metrics || strcmp(run->metrics, ac->metrics))
+		pr_warn("reload: 'metrics' changed; restart the agent to apply it\n");
+}
+
 /* SIGHUP: re-read everything; on any error the running policy stays. */
-static void reload(struct dp *dp, const char *path)
+static void reload(struct dp *dp, const char *path, const struct cfg_agent *run)
 {
 	struct cfg_agent *ac = calloc(1, sizeof(*ac));
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
 
 	pr_info("reloading '%s'\n", path);
-	if (!ac || !pol || load_config(path, ac, pol) || apply_policy(dp, pol)) {
+	if (ac && pol && !load_config(path, ac, pol))
+		warn_restart_only(run, ac);
+	if (!ac || !pol || !pol->version || apply_policy(dp, pol)) {
 		struct ll_state st = {};
 
 		dp_state_read(dp->state_fd, &st);
@@ -193,14 +221,15 @@ static void wait_tick(struct dp *dp, int metrics_fd)
 		metrics_serve(metrics_fd, dp);
 }
 
-static void run_loop(struct dp *dp, const char *path, int metrics_fd)
+static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *run,
+		     int metrics_fd)
 {
 	long since_reap = 0;
 
 	while (!got_stop) {
 		if (got_hup) {
 			got_hup = 0;
-			reload(dp, path);
+			reload(dp, path, run);
 		}
 		wait_tick(dp, metrics_fd);
 		since_reap += AGENT_TICK_MS;
@@ -224,6 +253,11 @@ int agent_run(const struct agent_opts *opts)
 
 	if (!ac || !pol)
 		goto out;
+	/* Before anything slow: a signal during start-up must not kill us. */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	if (load_config(opts->config_path, ac, pol)) {
 		rc = 2;
 		goto out;
@@ -248,12 +282,8 @@ int agent_run(const struct agent_opts *opts)
 		}
 		pr_info("metrics on http://%s/metrics\n", ac->metrics);
 	}
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	pr_info("agent '%s' running (pid %d)\n", ac->node, (int)getpid());
-	run_loop(&dp, opts->config_path, metrics_fd);
+	run_loop(&dp, opts->config_path, ac, metrics_fd);
 
 	if (opts->detach_on_exit)
 		detach_all(ac);

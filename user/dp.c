@@ -255,11 +255,21 @@ out:
 	return ret;
 }
 
-/* A bucket deleted now would come back full on the next packet; delete only
- * when it is full anyway (or its limit is gone).
+/* Reap idle keys only once the map is this full (numerator / 2^shift):
+ * below it an idle full bucket costs nothing, and not deleting it avoids
+ * the read-then-delete race (docs/design.md, Eviction).
  */
-static bool bucket_reapable(const struct ll_policy *pol, const struct ll_key *k,
-			    const struct ll_bucket *b, uint64_t now)
+#define REAP_PRESSURE_NUM   1
+#define REAP_PRESSURE_SHIFT 1
+#define REAP_BATCH	    4096
+
+enum reap_class { REAP_KEEP, REAP_IDLE, REAP_GONE };
+
+/* A bucket deleted now would come back full on the next packet; delete only
+ * when it is full anyway (REAP_IDLE) or its limit is gone (REAP_GONE).
+ */
+static enum reap_class bucket_class(const struct ll_policy *pol, const struct ll_key *k,
+				    const struct ll_bucket *b, uint64_t now)
 {
 	for (int i = 0; i < LL_MAX_LIMITS; i++) {
 		const struct ll_limit_cfg *l = &pol->limits[i];
@@ -267,42 +277,106 @@ static bool bucket_reapable(const struct ll_policy *pol, const struct ll_key *k,
 
 		if (!l->in_use || l->uid != k->limit_uid)
 			continue;
-		if (k->family == LL_OVERFLOW_FAMILY)
-			return false;
-		if (b->gen != l->gen)
-			return false; /* let the datapath settle it first */
-		return tb_refill(b->tokens, b->last_ns, now, &cur) >= l->burst_s;
+		if (k->family == LL_OVERFLOW_FAMILY || b->gen != l->gen)
+			return REAP_KEEP; /* overflow stays; let the datapath settle first */
+		return tb_refill(b->tokens, b->last_ns, now, &cur) >= l->burst_s ? REAP_IDLE
+										   : REAP_KEEP;
 	}
-	return true;
+	return REAP_GONE;
+}
+
+struct reap_list {
+	struct ll_key *keys;
+	size_t n, cap;
+};
+
+static int reap_list_add(struct reap_list *l, const struct ll_key *k)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 1024;
+		struct ll_key *nk = realloc(l->keys, cap * sizeof(*nk));
+
+		if (!nk)
+			return -ENOMEM;
+		l->keys = nk;
+		l->cap = cap;
+	}
+	l->keys[l->n++] = *k;
+	return 0;
+}
+
+/* One pass with batched lookups: classify every bucket, count them all. */
+static int reap_scan(struct dp *dp, const struct ll_policy *pol, uint64_t now,
+		     struct reap_list *idle, struct reap_list *gone, size_t *total)
+{
+	struct ll_key *keys = calloc(REAP_BATCH, sizeof(*keys));
+	struct ll_bucket *vals = calloc(REAP_BATCH, sizeof(*vals));
+	struct ll_key batch_out;
+	void *in = NULL;
+	int err = 0;
+
+	LIBBPF_OPTS(bpf_map_batch_opts, bo, .elem_flags = BPF_F_LOCK);
+	if (!keys || !vals) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		__u32 cnt = REAP_BATCH;
+		int r = bpf_map_lookup_batch(dp->buckets_fd, in, &batch_out, keys, vals, &cnt, &bo);
+
+		if (r && errno != ENOENT) {
+			err = -errno;
+			break;
+		}
+		for (__u32 i = 0; i < cnt && !err; i++) {
+			enum reap_class c = bucket_class(pol, &keys[i], &vals[i], now);
+
+			if (c == REAP_IDLE)
+				err = reap_list_add(idle, &keys[i]);
+			else if (c == REAP_GONE)
+				err = reap_list_add(gone, &keys[i]);
+		}
+		*total += cnt;
+		if (r || err)
+			break; /* ENOENT: that was the last batch */
+		in = &batch_out;
+	}
+out:
+	free(keys);
+	free(vals);
+	return err;
+}
+
+static int reap_delete(int fd, const struct reap_list *l)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		n += !bpf_map_delete_elem(fd, &l->keys[i]);
+	return n;
 }
 
 int dp_buckets_reap(struct dp *dp, uint64_t now)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
-	struct ll_key k, next;
-	struct ll_bucket b;
-	int n = 0, err;
-	bool more;
+	struct reap_list idle = {}, gone = {};
+	size_t total = 0, max;
+	int err;
 
 	if (!pol)
 		return -ENOMEM;
 	err = dp_policy_read(dp->policy_fd, dp->state_fd, pol);
+	if (!err)
+		err = reap_scan(dp, pol, now, &idle, &gone, &total);
 	if (err)
 		goto out;
-	/* Step to the next key before deleting the current one: a deleted key
-	 * would restart the walk from the beginning.
-	 */
-	more = !bpf_map_get_next_key(dp->buckets_fd, NULL, &next);
-	while (more) {
-		k = next;
-		more = !bpf_map_get_next_key(dp->buckets_fd, &k, &next);
-		if (bpf_map_lookup_elem_flags(dp->buckets_fd, &k, &b, BPF_F_LOCK))
-			continue;
-		if (bucket_reapable(pol, &k, &b, now) && !bpf_map_delete_elem(dp->buckets_fd, &k))
-			n++;
-	}
-	err = n;
+	max = bpf_map__max_entries(dp->skel->maps.ll_buckets);
+	err = reap_delete(dp->buckets_fd, &gone);
+	if (total << REAP_PRESSURE_SHIFT > max * REAP_PRESSURE_NUM)
+		err += reap_delete(dp->buckets_fd, &idle);
 out:
+	free(idle.keys);
+	free(gone.keys);
 	free(pol);
 	return err;
 }

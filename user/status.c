@@ -12,6 +12,7 @@
 
 #include <bpf/bpf.h>
 
+#include "agent.h"
 #include "attach.h"
 #include "config.h"
 #include "dp.h"
@@ -71,16 +72,23 @@ static void count_keys(int fd, const struct ll_policy *pol, uint64_t keys[LL_MAX
 
 static void print_ifaces(struct out *o, const struct ll_state *st)
 {
+	/* ifindexes mean something only in the agent's network namespace. */
+	bool here = !st->netns_ino || st->netns_ino == agent_netns_ino();
+
+	if (!here)
+		out_str(o, "interfaces_note",
+			"attached in another network namespace; run status there to see them");
 	out_arr_begin(o, "interfaces");
 	for (uint32_t i = 0; i < st->n_ifaces && i < LL_MAX_IFACES; i++) {
 		char name[IF_NAMESIZE] = "?";
 		struct attach_info ai;
 
-		if_indextoname(st->ifindex[i], name);
+		if (here)
+			if_indextoname(st->ifindex[i], name);
 		out_obj_begin(o, NULL);
 		out_str(o, "name", name);
 		out_u64(o, "ifindex", st->ifindex[i]);
-		if (!attach_query(st->ifindex[i], &ai)) {
+		if (here && !attach_query(st->ifindex[i], &ai)) {
 			out_str(o, "mode", attach_mode_name(ai.mode));
 			out_u64(o, "prog_id", ai.prog_id);
 			out_bool(o, "attached", ai.ours);
