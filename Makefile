@@ -72,7 +72,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libleaseline.a $(USER_HDRS) | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests $< $(BUILD)/libleaseline.a -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/%: tests/bpf/%.c tests/bpf/pkt.h $(BUILD)/libleaseline.a $(SKELS) $(USER_HDRS) | $(BUILD)
+$(BUILD)/tests/%: tests/bpf/%.c $(wildcard tests/bpf/*.h) $(BUILD)/libleaseline.a $(SKELS) $(USER_HDRS) | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests $< $(BUILD)/libleaseline.a -o $@ $(LDLIBS) -lcmocka
 

@@ -125,9 +125,14 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct pkt_met
 	__builtin_memcpy(m->dst, &ip6->daddr, 16);
 	nexthdr = ip6->nexthdr;
 
-	for (i = 0; i < LL_MAX_EXT_HDRS; i++) {
+	/* Up to LL_MAX_EXT_HDRS extension headers, then the upper layer. */
+	for (i = 0; i <= LL_MAX_EXT_HDRS; i++) {
 		struct ipv6_opt_hdr *oh = p;
 
+		if (i == LL_MAX_EXT_HDRS &&
+		    (nexthdr == IPPROTO_HOPOPTS || nexthdr == IPPROTO_ROUTING ||
+		     nexthdr == IPPROTO_DSTOPTS || nexthdr == IPPROTO_AH || nexthdr == IPPROTO_FRAGMENT))
+			return LL_PARSE_EXT_LIMIT;
 		switch (nexthdr) {
 		case IPPROTO_HOPOPTS:
 		case IPPROTO_ROUTING:

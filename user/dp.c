@@ -172,11 +172,11 @@ int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol)
 	return bpf_map_lookup_elem(policy_fd, &slot, pol) ? -errno : 0;
 }
 
-/* Fresh state for limits that did not exist before: a full pool, and the
- * shared overflow bucket that keys use when ll_buckets is full.
+/* Fresh state for limits that did not exist before: a full pool, zero
+ * counters, and the shared overflow bucket keys use when ll_buckets is full.
  */
-static int limits_init(struct dp *dp, const struct ll_policy *pol, const struct ll_policy *prev,
-		       uint64_t now)
+static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
+			    const struct ll_policy *prev, uint64_t now, void *zero_stats)
 {
 	for (__u32 id = 0; id < LL_MAX_LIMITS; id++) {
 		const struct ll_limit_cfg *l = &pol->limits[id];
@@ -188,11 +188,24 @@ static int limits_init(struct dp *dp, const struct ll_policy *pol, const struct 
 			continue;
 		if (bpf_map_update_elem(dp->pools_fd, &id, &p, BPF_ANY))
 			return -errno;
+		/* The id may have served a removed limit: its counters are not ours. */
+		if (bpf_map_update_elem(dp->limit_stats_fd, &id, zero_stats, BPF_ANY))
+			return -errno;
 		if (l->key_mode != LL_KEY_NONE &&
 		    bpf_map_update_elem(dp->buckets_fd, &k, &b, BPF_NOEXIST) && errno != EEXIST)
 			return -errno;
 	}
 	return 0;
+}
+
+static int limits_init(struct dp *dp, const struct ll_policy *pol, const struct ll_policy *prev,
+		       uint64_t now)
+{
+	void *zero_stats = calloc(dp->ncpus, sizeof(struct ll_limit_stats));
+	int err = zero_stats ? limits_init_each(dp, pol, prev, now, zero_stats) : -ENOMEM;
+
+	free(zero_stats);
+	return err;
 }
 
 int dp_policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t errlen)

@@ -42,9 +42,10 @@ int dp_policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_
 int dp_state_read(int state_fd, struct ll_state *st);
 int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol);
 
-/* Delete buckets of limits no longer in the policy and buckets idle long
- * enough to be full again (deleting those changes nothing: a new bucket
- * starts full). Returns the number deleted or a negative errno.
+/* Delete buckets of limits no longer in the policy and, once the map is more
+ * than half full, buckets idle long enough to be full again (deleting those
+ * changes nothing: a new bucket starts full). Returns the number deleted or
+ * a negative errno.
  */
 int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
 
