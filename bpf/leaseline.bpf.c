@@ -69,8 +69,8 @@ static __always_inline struct ll_limit_stats *limit_stats(__u32 id)
 }
 
 /* One limit for one packet, verified once as a global function so that four
- * limits per rule do not multiply the verifier's work. Returns 1 if admitted
- * (or, with refund, once the debit is given back).
+ * limits per rule do not multiply the verifier's work. Returns an enum
+ * ll_verdict (with refund: LL_ADMIT once the debit is given back).
  */
 __noinline int ll_limit_charge(__u32 slot, __u32 id, __u64 now, __u32 refund,
 			       const struct pkt_meta *m)
@@ -99,6 +99,7 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 				       const struct ll_rule *r, const struct pkt_meta *m)
 {
 	__u64 now = bpf_ktime_get_ns();
+	/* debited[i]: the enum ll_verdict limit i admitted with, 0 if not debited */
 	__u8 debited[LL_MAX_RULE_LIMITS] = {}, shadowed[LL_MAX_RULE_LIMITS] = {};
 	__u32 n = r->n_limits;
 	int i, j, denier = -1;
@@ -109,8 +110,10 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 
 		if (i >= n)
 			break;
-		if (ll_limit_charge(slot, id, now, 0, m)) {
-			debited[i] = 1;
+		int v = ll_limit_charge(slot, id, now, 0, m);
+
+		if (v != LL_DENY) {
+			debited[i] = v;
 		} else if (pol->limits[id].mode == LL_MODE_SHADOW) {
 			shadowed[i] = 1;
 		} else {
@@ -137,6 +140,12 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 		if (denier >= 0) {
 			st->denied_pkts++;
 			st->denied_bytes += m->len;
+		} else if (debited[j] == LL_ADMIT_FALLBACK) {
+			st->fallback_pkts++;
+			st->fallback_bytes += m->len;
+		} else if (debited[j] == LL_ADMIT_BYPASS) {
+			st->bypass_pkts++;
+			st->bypass_bytes += m->len;
 		} else if (debited[j]) {
 			st->allowed_pkts++;
 			st->allowed_bytes += m->len;

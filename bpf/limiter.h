@@ -121,6 +121,57 @@ static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_li
 	return ok;
 }
 
+/* The parameters a key-none pool is charged with: from the policy for a
+ * local limit, from the lease (or its fallback share) for a global one.
+ */
+struct pool_view {
+	struct tb_params cur, prev;
+	__u64 reload_ns, chunk_s;
+	__u32 gen, prev_gen;
+};
+
+static __always_inline void view_from_cfg(const struct ll_limit_cfg *cfg, struct pool_view *v)
+{
+	cfg_params(cfg, &v->cur, &v->prev);
+	v->reload_ns = cfg->reload_ns;
+	v->chunk_s = cfg->chunk_s;
+	v->gen = cfg->gen;
+	v->prev_gen = cfg->prev_gen;
+}
+
+/* Copy a consistent view of the lease under its lock (the agent rewrites
+ * it whole). Dead with fallback: the fallback share, entered at expiry_ns.
+ */
+static __always_inline void view_from_lease(struct ll_lease *ls, int fallback,
+					    struct pool_view *v)
+{
+	bpf_spin_lock(&ls->lock);
+	if (fallback) {
+		v->cur.rate = ls->fb_rate;
+		v->cur.burst_s = ls->fb_burst_s;
+		v->cur.fill_ns = ls->fb_fill_ns;
+		v->prev.rate = ls->rate;
+		v->prev.burst_s = ls->burst_s;
+		v->prev.fill_ns = ls->fill_ns;
+		v->reload_ns = ls->expiry_ns;
+		v->chunk_s = ls->fb_chunk_s;
+		v->gen = ls->fb_gen;
+		v->prev_gen = ls->gen;
+	} else {
+		v->cur.rate = ls->rate;
+		v->cur.burst_s = ls->burst_s;
+		v->cur.fill_ns = ls->fill_ns;
+		v->prev.rate = ls->prev_rate;
+		v->prev.burst_s = ls->prev_burst_s;
+		v->prev.fill_ns = ls->prev_fill_ns;
+		v->reload_ns = ls->reload_ns;
+		v->chunk_s = ls->chunk_s;
+		v->gen = ls->gen;
+		v->prev_gen = ls->prev_gen;
+	}
+	bpf_spin_unlock(&ls->lock);
+}
+
 /* Take cost_s for this packet, topping this CPU's slice up from the shared
  * pool. Returns 1 if the packet is admitted. pool.lent is kept an upper bound
  * of what all slices hold (each CPU reports its balance after this packet's
@@ -128,24 +179,23 @@ static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_li
  * down reports 0 at its next top-up, so at most one chunk per CPU is stranded.
  */
 static __always_inline int pool_take(struct ll_pool *pool, struct ll_slice *sl,
-				     const struct ll_limit_cfg *cfg, __u64 now, __u64 cost_s)
+				     const struct pool_view *v, __u64 now, __u64 cost_s)
 {
-	struct tb_params cur, prev;
+	struct tb_params cur = v->cur;
 	__u64 tokens, last, bal, grab, need;
 	int ok = 0;
 
-	cfg_params(cfg, &cur, &prev);
-	bal = sl->gen == cfg->gen ? sl->tokens : 0;
+	bal = sl->gen == v->gen ? sl->tokens : 0;
 	bpf_spin_lock(&pool->lock);
 	cur.burst_s = cur.burst_s > pool->lent ? cur.burst_s - pool->lent : 0;
 	last = pool->last_ns;
-	tokens = tb_settle(pool->tokens, &last, pool->gen, cfg->gen, cfg->prev_gen, &cur, &prev,
-			   cfg->reload_ns, now);
+	tokens = tb_settle(pool->tokens, &last, pool->gen, v->gen, v->prev_gen, &cur, &v->prev,
+			   v->reload_ns, now);
 	/* Replace what this CPU reported last time by what it holds now. */
 	pool->lent = pool->lent >= sl->reported ? pool->lent - sl->reported : 0;
 	need = cost_s - bal;
 	if (tokens >= need) {
-		grab = cfg->chunk_s > need ? cfg->chunk_s : need;
+		grab = v->chunk_s > need ? v->chunk_s : need;
 		if (grab > tokens)
 			grab = tokens;
 		tokens -= grab;
@@ -158,11 +208,11 @@ static __always_inline int pool_take(struct ll_pool *pool, struct ll_slice *sl,
 	pool->lent += bal;
 	pool->tokens = tokens;
 	pool->last_ns = last;
-	pool->gen = cfg->gen;
+	pool->gen = v->gen;
 	bpf_spin_unlock(&pool->lock);
 	sl->tokens = bal;
 	sl->reported = bal;
-	sl->gen = cfg->gen;
+	sl->gen = v->gen;
 	return ok;
 }
 
@@ -170,15 +220,33 @@ static __always_inline int pool_take(struct ll_pool *pool, struct ll_slice *sl,
  * stay an upper bound). Clamped to burst - lent: at worst a token is lost,
  * never created.
  */
-static __always_inline void pool_refund(struct ll_pool *pool, const struct ll_limit_cfg *cfg,
+static __always_inline void pool_refund(struct ll_pool *pool, const struct pool_view *v,
 					__u64 cost_s)
 {
 	__u64 cap;
 
 	bpf_spin_lock(&pool->lock);
-	cap = cfg->burst_s > pool->lent ? cfg->burst_s - pool->lent : 0;
+	cap = v->cur.burst_s > pool->lent ? v->cur.burst_s - pool->lent : 0;
 	pool->tokens = tb_refund(tb_clamp(pool->tokens, cap), cost_s, cap);
 	bpf_spin_unlock(&pool->lock);
+}
+
+/* Which share a global limit spends now. Returns the verdict to give an
+ * admitted packet, or LL_DENY (fail-closed) / LL_ADMIT_BYPASS (fail-open)
+ * when the pool is not to be touched. *gen gets the generation to spend.
+ */
+static __always_inline int lease_state(struct ll_lease *ls, __u64 now, __u32 *gen)
+{
+	if (now < *(volatile __u64 *)&ls->expiry_ns) {
+		*gen = ls->gen;
+		return LL_ADMIT;
+	}
+	if (ls->on_loss == LL_ON_LOSS_FAIL_OPEN)
+		return LL_ADMIT_BYPASS;
+	if (ls->on_loss != LL_ON_LOSS_FALLBACK)
+		return LL_DENY;
+	*gen = ls->fb_gen;
+	return LL_ADMIT_FALLBACK;
 }
 
 static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg, __u64 now,
@@ -186,25 +254,41 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 {
 	struct ll_slice *sl = bpf_map_lookup_elem(&ll_slices, &id);
 	struct ll_pool *pool = bpf_map_lookup_elem(&ll_pools, &id);
+	struct ll_lease *ls = 0;
+	int admit = LL_ADMIT;
+	struct pool_view v;
+	__u32 gen = cfg->gen;
 
 	if (!sl || !pool)
-		return 0;
-	if (refund) {
-		pool_refund(pool, cfg, cost_s);
-		return 1;
+		return LL_DENY;
+	if (cfg->scope == LL_SCOPE_GLOBAL) {
+		ls = bpf_map_lookup_elem(&ll_leases, &id);
+		if (!ls)
+			return LL_DENY;
+		admit = lease_state(ls, now, &gen);
+		if (admit == LL_DENY || admit == LL_ADMIT_BYPASS)
+			return refund ? LL_ADMIT : admit;
 	}
-	if (sl->gen == cfg->gen && sl->tokens >= cost_s) {
+	if (!refund && sl->gen == gen && sl->tokens >= cost_s) {
 		sl->tokens -= cost_s;
-		return 1;
+		return admit;
 	}
-	if (pool->gen == cfg->gen && now < *(volatile __u64 *)&pool->empty_until_ns)
-		return 0;
-	return pool_take(pool, sl, cfg, now, cost_s);
+	if (!refund && pool->gen == gen && now < *(volatile __u64 *)&pool->empty_until_ns)
+		return LL_DENY;
+	if (ls)
+		view_from_lease(ls, admit == LL_ADMIT_FALLBACK, &v);
+	else
+		view_from_cfg(cfg, &v);
+	if (refund) {
+		pool_refund(pool, &v, cost_s);
+		return LL_ADMIT;
+	}
+	return pool_take(pool, sl, &v, now, cost_s) ? admit : LL_DENY;
 }
 
-/* Debit (or with refund, give back) one limit for packet m. Returns 1 if the
- * limit admits the packet. A packet that can find no state is denied: the
- * limiter never admits because it lost track.
+/* Debit (or with refund, give back) one limit for packet m. Returns an
+ * enum ll_verdict. A packet that can find no state is denied: the limiter
+ * never admits because it lost track.
  */
 static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg,
 					const struct pkt_meta *m, __u64 now, __u64 cost_s,

@@ -79,4 +79,20 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_parse_stats SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LL_MAX_LIMITS);
+	__type(key, __u32);
+	__type(value, struct ll_lease);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_leases SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ll_fence);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_fence SEC(".maps");
+
 #endif /* LEASELINE_MAPS_H */

@@ -186,6 +186,63 @@ struct ll_slice {
 	__u32 pad0;
 };
 
+/* What happens to a global limit once its lease has died (cfg on-loss). */
+enum ll_on_loss {
+	LL_ON_LOSS_FAIL_CLOSED = 0,
+	LL_ON_LOSS_FALLBACK = 1,
+	LL_ON_LOSS_FAIL_OPEN = 2,
+};
+
+/* This gateway's lease of a global limit (index: limit id), written whole by
+ * the agent under the entry's lock (BPF_F_LOCK). The XDP program reads
+ * expiry_ns and the generations without the lock on every packet: once
+ * bpf_ktime_get_ns() >= expiry_ns the lease is dead and on_loss applies with
+ * no help from the agent. Rate and burst are this gateway's share; while
+ * dead with on_loss fallback, the fb_* share (reserved out of the contract)
+ * applies under its own generation, so tokens from the lease are clamped to
+ * the fallback burst and per-CPU slices from the lease are discarded.
+ */
+struct ll_lease {
+	struct bpf_spin_lock lock;
+	__u32 gen; /* generation of (rate, burst); unchanged by a plain renewal */
+	__u32 prev_gen;
+	__u32 fb_gen; /* generation used while dead with on_loss fallback */
+	__u8 on_loss; /* enum ll_on_loss */
+	__u8 pad0[3];
+	__u32 pad1;
+	__u64 expiry_ns; /* CLOCK_MONOTONIC; 0 = never granted */
+	__u64 rate;
+	__u64 burst_s;
+	__u64 fill_ns;
+	__u64 chunk_s;
+	__u64 prev_rate;
+	__u64 prev_burst_s;
+	__u64 prev_fill_ns;
+	__u64 reload_ns; /* when gen became current */
+	__u64 fb_rate;
+	__u64 fb_burst_s;
+	__u64 fb_fill_ns;
+	__u64 fb_chunk_s;
+	__u64 epoch; /* the grant applied (for people; fencing state is in ll_fence) */
+	__u64 seq;
+};
+
+/* Fencing state that must survive agent restarts (single entry). */
+struct ll_fence {
+	__u64 max_epoch_seen; /* highest coordinator epoch ever seen */
+	__u64 incarnation; /* of the agent that last wrote this */
+	__u64 applied_epoch[LL_MAX_LIMITS]; /* per limit id: grant applied */
+	__u64 applied_seq[LL_MAX_LIMITS];
+};
+
+/* Outcome of charging one limit. */
+enum ll_verdict {
+	LL_DENY = 0,
+	LL_ADMIT = 1,
+	LL_ADMIT_FALLBACK = 2,
+	LL_ADMIT_BYPASS = 3,
+};
+
 /* Per-CPU counters of one limit (index: limit id). */
 struct ll_limit_stats {
 	__u64 allowed_pkts;
@@ -196,6 +253,10 @@ struct ll_limit_stats {
 	__u64 shadow_denied_bytes;
 	__u64 overflow_pkts; /* keys that found the bucket map full and shared the overflow bucket */
 	__u64 new_keys; /* buckets created */
+	__u64 fallback_pkts; /* global: admitted from the fallback share after the lease died */
+	__u64 fallback_bytes;
+	__u64 bypass_pkts; /* global, fail-open: admitted unlimited after the lease died */
+	__u64 bypass_bytes;
 };
 
 /* Per-CPU counters of one rule (index: rule position; LL_MAX_RULES = default). */
