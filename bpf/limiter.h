@@ -187,12 +187,20 @@ static __always_inline int pool_take(struct ll_pool *pool, struct ll_slice *sl,
 
 	bal = sl->gen == v->gen ? sl->tokens : 0;
 	bpf_spin_lock(&pool->lock);
+	/* A new generation voids every slice of the old one (their CPUs will
+	 * find the generation changed and drop them), so their reports go too.
+	 */
+	if (pool->gen != v->gen)
+		pool->lent = 0;
+	/* Take back what this CPU reported under this generation; it reports its
+	 * balance anew below.
+	 */
+	if (sl->gen == v->gen)
+		pool->lent = pool->lent >= sl->reported ? pool->lent - sl->reported : 0;
 	cur.burst_s = cur.burst_s > pool->lent ? cur.burst_s - pool->lent : 0;
 	last = pool->last_ns;
 	tokens = tb_settle(pool->tokens, &last, pool->gen, v->gen, v->prev_gen, &cur, &v->prev,
 			   v->reload_ns, now);
-	/* Replace what this CPU reported last time by what it holds now. */
-	pool->lent = pool->lent >= sl->reported ? pool->lent - sl->reported : 0;
 	need = cost_s - bal;
 	if (tokens >= need) {
 		grab = v->chunk_s > need ? v->chunk_s : need;
@@ -200,6 +208,7 @@ static __always_inline int pool_take(struct ll_pool *pool, struct ll_slice *sl,
 			grab = tokens;
 		tokens -= grab;
 		bal += grab - cost_s;
+		pool->empty_until_ns = 0; /* a hint from another generation must not linger */
 		ok = 1;
 	} else if (cur.rate) {
 		/* Nothing to hand out until the deficit has refilled. */

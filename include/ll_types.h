@@ -94,10 +94,12 @@ struct ll_limit_cfg {
 	__u8 prefix_v4; /* with src-ip/dst-ip: aggregate by prefix */
 	__u8 prefix_v6;
 	__u8 in_use;
-	__u8 pad0;
+	__u8 on_loss; /* global: enum ll_on_loss */
 	__u32 mask_v4; /* network order mask of prefix_v4, applied to the v4 address word */
 	__u32 mask_v6[4]; /* network order mask of prefix_v6 */
 	__u32 pad1;
+	__u64 fb_rate; /* global + fallback: this gateway's reserved share */
+	__u64 fb_burst_s;
 	char name[LL_NAME_LEN];
 };
 

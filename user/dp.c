@@ -16,6 +16,7 @@
 
 #include "dp.h"
 #include "leaseline.skel.h"
+#include "lease.h"
 #include "log.h"
 #include "policy.h"
 #include "tb_math.h"
@@ -30,7 +31,7 @@ uint64_t dp_now_ns(void)
 
 static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
 {
-	static struct bpf_map *maps[8];
+	static struct bpf_map *maps[10];
 
 	maps[0] = s->maps.ll_policy;
 	maps[1] = s->maps.ll_state;
@@ -40,7 +41,9 @@ static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
 	maps[5] = s->maps.ll_limit_stats;
 	maps[6] = s->maps.ll_rule_stats;
 	maps[7] = s->maps.ll_parse_stats;
-	*n = 8;
+	maps[8] = s->maps.ll_leases;
+	maps[9] = s->maps.ll_fence;
+	*n = 10;
 	return maps;
 }
 
@@ -132,6 +135,8 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->limit_stats_fd = bpf_map__fd(dp->skel->maps.ll_limit_stats);
 	dp->rule_stats_fd = bpf_map__fd(dp->skel->maps.ll_rule_stats);
 	dp->parse_stats_fd = bpf_map__fd(dp->skel->maps.ll_parse_stats);
+	dp->leases_fd = bpf_map__fd(dp->skel->maps.ll_leases);
+	dp->fence_fd = bpf_map__fd(dp->skel->maps.ll_fence);
 	dp->rcu_fd = rcu_barrier_create();
 	if (dp->rcu_fd < 0) {
 		err = dp->rcu_fd;
@@ -181,7 +186,12 @@ static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 	for (__u32 id = 0; id < LL_MAX_LIMITS; id++) {
 		const struct ll_limit_cfg *l = &pol->limits[id];
 		struct ll_bucket b = {.gen = l->gen, .tokens = l->burst_s, .last_ns = now};
-		struct ll_pool p = {.gen = l->gen, .tokens = l->burst_s, .last_ns = now};
+		/* A global limit's pool starts empty: a share is spent only as leased,
+		 * and a gateway that lost its pins must not spend a second burst.
+		 */
+		struct ll_pool p = {.gen = l->gen,
+				    .tokens = l->scope == LL_SCOPE_GLOBAL ? 0 : l->burst_s,
+				    .last_ns = now};
 		struct ll_key k = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
 
 		if (!l->in_use || (prev->limits[id].in_use && prev->limits[id].uid == l->uid))
@@ -193,6 +203,28 @@ static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 			return -errno;
 		if (l->key_mode != LL_KEY_NONE &&
 		    bpf_map_update_elem(dp->buckets_fd, &k, &b, BPF_NOEXIST) && errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Bring ll_leases in line with the policy's global limits: on-loss and the
+ * fallback share from the policy; a limit that stays keeps its lease.
+ */
+static int leases_sync(struct dp *dp, const struct ll_policy *pol, const struct ll_policy *prev,
+		       uint32_t *next_gen)
+{
+	for (__u32 id = 0; id < LL_MAX_LIMITS; id++) {
+		const struct ll_limit_cfg *l = &pol->limits[id];
+		bool same = prev->limits[id].in_use && prev->limits[id].uid == l->uid;
+		struct ll_lease old = {}, nl;
+
+		if (!l->in_use || l->scope != LL_SCOPE_GLOBAL)
+			continue;
+		if (same && bpf_map_lookup_elem_flags(dp->leases_fd, &id, &old, BPF_F_LOCK))
+			return -errno;
+		lease_from_policy(&old, same, l, dp->ncpus, next_gen, &nl);
+		if (bpf_map_update_elem(dp->leases_fd, &id, &nl, BPF_F_LOCK))
 			return -errno;
 	}
 	return 0;
@@ -240,6 +272,8 @@ int dp_policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_
 	if (ret)
 		goto out;
 	ret = limits_init(dp, pol, prev, now);
+	if (!ret)
+		ret = leases_sync(dp, pol, prev, &st.next_uid);
 	if (ret) {
 		snprintf(err, errlen, "cannot initialise limit state: %s", strerror(-ret));
 		goto out;
@@ -392,4 +426,60 @@ out:
 	free(gone.keys);
 	free(pol);
 	return err;
+}
+
+int dp_fence_read(struct dp *dp, struct ll_fence *f)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(dp->fence_fd, &k, f) ? -errno : 0;
+}
+
+int dp_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now)
+{
+	struct ll_lease old, nl;
+	struct ll_fence f;
+	struct ll_state st;
+	__u32 k = 0;
+	int err = dp_fence_read(dp, &f);
+
+	if (!err)
+		err = lease_fence_check(&f, id, g->epoch, g->seq);
+	if (!err)
+		err = dp_state_read(dp->state_fd, &st);
+	if (err)
+		return err;
+	if (bpf_map_lookup_elem_flags(dp->leases_fd, &id, &old, BPF_F_LOCK))
+		return -errno;
+	if (st.next_uid == 0)
+		st.next_uid = 1;
+	lease_next(&old, g, now, dp->ncpus, &st.next_uid, &nl);
+	/* Record the generation counter first: a crash after the lease write
+	 * must not let a later generation reuse the number.
+	 */
+	if (bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY))
+		return -errno;
+	if (bpf_map_update_elem(dp->leases_fd, &id, &nl, BPF_F_LOCK))
+		return -errno;
+	f.applied_epoch[id] = g->epoch;
+	f.applied_seq[id] = g->seq;
+	if (g->epoch > f.max_epoch_seen)
+		f.max_epoch_seen = g->epoch;
+	return bpf_map_update_elem(dp->fence_fd, &k, &f, BPF_ANY) ? -errno : 0;
+}
+
+int dp_fence_see_epoch(struct dp *dp, uint64_t epoch, uint64_t incarnation)
+{
+	struct ll_fence f;
+	__u32 k = 0;
+	int err = dp_fence_read(dp, &f);
+
+	if (err)
+		return err;
+	if (epoch < f.max_epoch_seen)
+		return -ESTALE;
+	f.max_epoch_seen = epoch;
+	if (incarnation)
+		f.incarnation = incarnation;
+	return bpf_map_update_elem(dp->fence_fd, &k, &f, BPF_ANY) ? -errno : 0;
 }

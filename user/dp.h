@@ -20,6 +20,7 @@ struct dp {
 	int prog_fd;
 	int policy_fd, state_fd, buckets_fd, pools_fd, slices_fd;
 	int limit_stats_fd, rule_stats_fd, parse_stats_fd;
+	int leases_fd, fence_fd;
 	int rcu_fd; /* map-in-map whose update waits for an RCU grace period */
 	unsigned int ncpus;
 };
@@ -48,6 +49,16 @@ int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol);
  * a negative errno.
  */
 int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
+
+struct lease_grant;
+
+/* Apply a grant to global limit id if fencing allows (-ESTALE otherwise):
+ * lease value, generation counter and fence state, in that order.
+ */
+int dp_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now);
+int dp_fence_read(struct dp *dp, struct ll_fence *f);
+/* Note a coordinator epoch; -ESTALE if older than one already seen. */
+int dp_fence_see_epoch(struct dp *dp, uint64_t epoch, uint64_t incarnation);
 
 uint64_t dp_now_ns(void); /* CLOCK_MONOTONIC, the clock bpf_ktime_get_ns reads */
 

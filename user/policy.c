@@ -79,6 +79,11 @@ static void limit_fill(struct ll_limit_cfg *l, const struct cfg_limit *cl, unsig
 	l->mask_v4 = m6[3];
 	policy_mask_v6(cl->prefix_v6, l->mask_v6);
 	l->in_use = 1;
+	l->on_loss = cl->on_loss;
+	if (cl->has_fallback) {
+		l->fb_rate = cl->fallback_rate;
+		l->fb_burst_s = cl->fallback_burst * TB_SCALE;
+	}
 	snprintf(l->name, sizeof(l->name), "%s", cl->name);
 }
 
@@ -154,6 +159,14 @@ int policy_compile(const struct cfg_policy *cp, const struct policy_compile_opts
 		snprintf(err, errlen, "policy version %llu is older than the running version %llu",
 			 (unsigned long long)cp->version, (unsigned long long)prev->version);
 		return -ESTALE;
+	}
+	for (uint32_t i = 0; i < cp->n_limits; i++) {
+		if (cp->limits[i].scope == LL_SCOPE_GLOBAL && cp->limits[i].key_mode != LL_KEY_NONE) {
+			snprintf(err, errlen,
+				 "limit '%s': scope 'global' needs key 'none' (per-key global limits "
+				 "are not supported yet)", cp->limits[i].name);
+			return -EINVAL;
+		}
 	}
 	memset(out, 0, sizeof(*out));
 	out->version = cp->version;

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Leases of global limits on the real kernel: a lease dies in the XDP
+ * program at its expiry with no help from userspace, and on-loss decides
+ * what follows (fail-closed denies, fallback spends the reserved share and
+ * counts it, fail-open admits and counts bypass). Fencing refuses stale
+ * grants; a raised share never deposits tokens; a lowered one clamps.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "bpf/harness.h"
+#include "lease.h"
+
+#define GLOBAL_POLICY                                                                              \
+	"version: 1\n"                                                                             \
+	"limits:\n"                                                                                \
+	"  - {name: g, key: none, scope: global, rate: 1000, burst: 1000, %s}\n"                   \
+	"rules:\n"                                                                                 \
+	"  - {name: all, limits: [g]}\n"
+
+static int apply_global(struct fx *fx, const char *on_loss)
+{
+	struct cfg_policy *cp = calloc(1, sizeof(*cp));
+	char yaml[1024], err[256] = "";
+	struct cfg_err e = {0};
+	int rc;
+
+	assert_non_null(cp);
+	snprintf(yaml, sizeof(yaml), GLOBAL_POLICY, on_loss);
+	rc = cfg_policy_parse("lease-policy.yaml", yaml, strlen(yaml), false, cp, &e);
+	if (rc)
+		print_error("%s\n", e.msg);
+	else
+		rc = dp_policy_apply(&fx->dp, cp, err, sizeof(err));
+	if (rc)
+		print_error("apply: %s\n", err);
+	free(cp);
+	return rc;
+}
+
+static int grant(struct fx *fx, uint64_t epoch, uint64_t seq, uint64_t rate, uint64_t burst,
+		 uint64_t expiry_ns)
+{
+	struct lease_grant g = {.epoch = epoch, .seq = seq, .rate = rate, .burst = burst,
+				.expiry_ns = expiry_ns};
+
+	return dp_lease_apply(&fx->dp, (uint32_t)hx_limit_id(fx, "g"), &g, dp_now_ns());
+}
+
+static struct ll_lease lease_of(struct fx *fx)
+{
+	struct ll_lease l;
+	uint32_t id = (uint32_t)hx_limit_id(fx, "g");
+
+	assert_int_equal(bpf_map_lookup_elem_flags(fx->dp.leases_fd, &id, &l, BPF_F_LOCK), 0);
+	return l;
+}
+
+static int send_n(struct fx *fx, int n)
+{
+	struct pkt p;
+	int passed = 0;
+
+	hx_udp4(&p, "198.18.0.10", "198.18.1.1", 1000, 53, 0);
+	for (int i = 0; i < n; i++)
+		passed += hx_run(fx, &p, 1) == XDP_PASS;
+	return passed;
+}
+
+#define FAR_FUTURE (dp_now_ns() + 3600ull * 1000000000ull)
+
+static void test_fail_closed_before_any_grant(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_stats st;
+
+	assert_int_equal(apply_global(fx, "on-loss: fail-closed"), 0);
+	assert_int_equal(send_n(fx, 5), 0);
+	st = hx_stats_of(fx, "g");
+	assert_int_equal(st.denied_pkts, 5);
+	assert_int_equal(st.allowed_pkts + st.fallback_pkts + st.bypass_pkts, 0);
+}
+
+static void test_grant_then_expiry_stops_admission(void **state)
+{
+	struct fx *fx = FX(state);
+	uint64_t t0 = dp_now_ns();
+	struct ll_limit_stats st;
+	int first;
+
+	assert_int_equal(apply_global(fx, "on-loss: fail-closed"), 0);
+	/* A global pool starts empty: the share is spent only as it refills. */
+	assert_int_equal(grant(fx, 1, 1, 1, 5, FAR_FUTURE), 0);
+	assert_in_range(send_n(fx, 3), 0, hx_slack(1, t0));
+	/* Revive with a burst by letting the lease refill: rate 10^9/s fills in ns. */
+	assert_int_equal(grant(fx, 1, 2, 1000000000, 5, FAR_FUTURE), 0);
+	first = send_n(fx, 3);
+	assert_int_equal(first, 3);
+	/* Same share, expiry in the past: the kernel stops at once, tokens or not. */
+	assert_int_equal(grant(fx, 1, 3, 1000000000, 5, dp_now_ns() - 1), 0);
+	assert_int_equal(send_n(fx, 10), 0);
+	st = hx_stats_of(fx, "g");
+	assert_int_equal(st.denied_pkts >= 10, 1);
+	assert_int_equal(st.fallback_pkts + st.bypass_pkts, 0);
+}
+
+static void test_fallback_counts_and_limits(void **state)
+{
+	struct fx *fx = FX(state);
+	uint64_t t0 = dp_now_ns();
+	struct ll_limit_stats st;
+	struct ll_limit_cfg cfg;
+	struct hx_pool pl;
+	struct ll_lease l;
+	int id, passed;
+
+	assert_int_equal(apply_global(fx, "on-loss: fallback, fallback: {rate: 1, burst: 3}"), 0);
+	id = hx_limit(fx, "g", &cfg);
+	/* Never granted: the fallback share applies, from an empty pool. */
+	passed = send_n(fx, 6);
+	assert_in_range(passed, 0, hx_slack(1, t0) + 1);
+	st = hx_stats_of(fx, "g");
+	assert_int_equal(st.fallback_pkts, (uint64_t)passed);
+	assert_int_equal(st.allowed_pkts, 0);
+	assert_int_equal(st.denied_pkts, 6 - (uint64_t)passed);
+	/* The fallback pool never holds more than the fallback burst. */
+	l = lease_of(fx);
+	pl = hx_pool(fx, id, l.fb_gen);
+	assert_true(pl.pool.tokens + pl.slices <= 3 * TB_SCALE);
+}
+
+static void test_raise_never_deposits_lower_clamps(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_cfg cfg;
+	struct ll_lease l;
+	struct hx_pool pl;
+	int id;
+
+	assert_int_equal(apply_global(fx, "on-loss: fail-closed"), 0);
+	id = hx_limit(fx, "g", &cfg);
+	assert_int_equal(grant(fx, 1, 1, 1000000000, 100, FAR_FUTURE), 0);
+	assert_int_equal(send_n(fx, 1), 1); /* fills to 100 within ns, spends 1 */
+	/* Lower the share: the next packet settles and clamps to the new burst. */
+	assert_int_equal(grant(fx, 1, 2, 1, 10, FAR_FUTURE), 0);
+	assert_int_equal(send_n(fx, 1), 1);
+	l = lease_of(fx);
+	pl = hx_pool(fx, id, l.gen);
+	assert_true(pl.pool.tokens + pl.slices <= 10 * TB_SCALE);
+	/* Raise the burst: what is held does not grow beyond what refilled. */
+	assert_int_equal(grant(fx, 1, 3, 1, 1000, FAR_FUTURE), 0);
+	assert_int_equal(send_n(fx, 1), 1);
+	l = lease_of(fx);
+	pl = hx_pool(fx, id, l.gen);
+	assert_true(pl.pool.tokens + pl.slices <= 10 * TB_SCALE);
+}
+
+static void test_fail_open_counts_bypass(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_stats st;
+
+	assert_int_equal(apply_global(fx, "on-loss: fail-open"), 0);
+	assert_int_equal(send_n(fx, 7), 7);
+	st = hx_stats_of(fx, "g");
+	assert_int_equal(st.bypass_pkts, 7);
+	assert_int_equal(st.allowed_pkts + st.denied_pkts + st.fallback_pkts, 0);
+}
+
+static void test_renewal_keeps_generation(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_lease a, b, c;
+
+	assert_int_equal(apply_global(fx, "on-loss: fail-closed"), 0);
+	assert_int_equal(grant(fx, 1, 1, 1000, 100, FAR_FUTURE), 0);
+	a = lease_of(fx);
+	assert_int_equal(grant(fx, 1, 2, 1000, 100, FAR_FUTURE), 0);
+	b = lease_of(fx);
+	assert_int_equal(a.gen, b.gen);
+	assert_int_equal(b.seq, 2);
+	assert_int_equal(grant(fx, 1, 3, 500, 100, FAR_FUTURE), 0);
+	c = lease_of(fx);
+	assert_int_not_equal(c.gen, b.gen);
+	assert_int_equal(c.prev_gen, b.gen);
+}
+
+static void test_fencing_refuses_stale_grants(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_lease l;
+
+	assert_int_equal(apply_global(fx, "on-loss: fail-closed"), 0);
+	assert_int_equal(grant(fx, 2, 5, 1000, 100, FAR_FUTURE), 0);
+	assert_int_equal(grant(fx, 2, 5, 9999, 100, FAR_FUTURE), -ESTALE); /* replay */
+	assert_int_equal(grant(fx, 2, 4, 9999, 100, FAR_FUTURE), -ESTALE); /* reordered */
+	assert_int_equal(grant(fx, 1, 9, 9999, 100, FAR_FUTURE), -ESTALE); /* older epoch */
+	assert_int_equal(dp_fence_see_epoch(&fx->dp, 3, 0), 0);
+	assert_int_equal(grant(fx, 2, 6, 9999, 100, FAR_FUTURE), -ESTALE); /* epoch now old */
+	l = lease_of(fx);
+	assert_int_equal(l.rate, 1000);
+	assert_int_equal(grant(fx, 3, 1, 2000, 100, FAR_FUTURE), 0);
+	l = lease_of(fx);
+	assert_int_equal(l.rate, 2000);
+}
+
+static void test_lease_clock_bounds(void **state)
+{
+	(void)state;
+	/* The agent's expiry is always before the coordinator's deadline. */
+	for (uint64_t ttl = 1000000; ttl <= 60000000000ull; ttl *= 3) {
+		assert_true(lease_expiry(1000, ttl) < lease_deadline(1000, ttl));
+		assert_true(lease_expiry(1000, ttl) <= 1000 + ttl);
+		assert_true(lease_deadline(1000, ttl) > 1000 + ttl);
+	}
+	/* A ttl shorter than delta gives a lease that is dead on arrival. */
+	assert_int_equal(lease_expiry(1000, LEASE_DELTA_NS / 2), 1000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_fail_closed_before_any_grant, hx_setup,
+						hx_teardown),
+		cmocka_unit_test_setup_teardown(test_grant_then_expiry_stops_admission, hx_setup,
+						hx_teardown),
+		cmocka_unit_test_setup_teardown(test_fallback_counts_and_limits, hx_setup,
+						hx_teardown),
+		cmocka_unit_test_setup_teardown(test_raise_never_deposits_lower_clamps, hx_setup,
+						hx_teardown),
+		cmocka_unit_test_setup_teardown(test_fail_open_counts_bypass, hx_setup, hx_teardown),
+		cmocka_unit_test_setup_teardown(test_renewal_keeps_generation, hx_setup, hx_teardown),
+		cmocka_unit_test_setup_teardown(test_fencing_refuses_stale_grants, hx_setup,
+						hx_teardown),
+		cmocka_unit_test(test_lease_clock_bounds),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
