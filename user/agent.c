@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 
 #include "agent.h"
+#include "agent_link.h"
 #include "attach.h"
 #include "config.h"
 #include "dp.h"
@@ -28,6 +29,7 @@
 #include "metrics.h"
 
 #define AGENT_TICK_MS 100
+#define AGENT_LINK_TICK_MS 10 /* reports go out within 10 ms of being due */
 #define AGENT_REAP_EVERY_MS 5000 /* idle buckets are full after fill_ns anyway */
 
 static volatile sig_atomic_t got_hup, got_stop;
@@ -95,11 +97,6 @@ static int load_config(const char *path, struct cfg_agent *ac, struct cfg_policy
 	if (err) {
 		pr_warn("%s\n", e.msg);
 		return err;
-	}
-	if (ac->has_coordinator) {
-		pr_warn("%s: coordinated mode is not available yet: give the agent a local "
-			"'policy:' instead of 'coordinator:'\n", path);
-		return -EINVAL;
 	}
 	return 0;
 }
@@ -201,6 +198,10 @@ static void reload(struct dp *dp, const char *path, const struct cfg_agent *run)
 	pr_info("reloading '%s'\n", path);
 	if (ac && pol && !load_config(path, ac, pol))
 		warn_restart_only(run, ac);
+	if (run->has_coordinator) {
+		pr_info("coordinated: the policy comes from the coordinator; nothing else to reload\n");
+		goto out;
+	}
 	if (!ac || !pol || !pol->version || apply_policy(dp, pol)) {
 		struct ll_state st = {};
 
@@ -208,21 +209,29 @@ static void reload(struct dp *dp, const char *path, const struct cfg_agent *run)
 		pr_warn("reload refused; policy version %llu keeps enforcing\n",
 			(unsigned long long)st.version);
 	}
+out:
 	free(ac);
 	free(pol);
 }
 
-/* Wait one tick, answering metrics requests meanwhile. */
-static void wait_tick(struct dp *dp, int metrics_fd)
+/* Wait up to one tick, answering metrics requests and serving the
+ * coordinator link (if any) meanwhile.
+ */
+static void wait_tick(struct dp *dp, int metrics_fd, struct link *link)
 {
-	struct pollfd p = {.fd = metrics_fd, .events = POLLIN};
+	struct pollfd p[2] = {{.fd = metrics_fd, .events = POLLIN}, {.fd = -1}};
+	int timeout = link ? AGENT_LINK_TICK_MS : AGENT_TICK_MS;
 
-	if (poll(&p, metrics_fd >= 0 ? 1 : 0, AGENT_TICK_MS) > 0 && (p.revents & POLLIN))
-		metrics_serve(metrics_fd, dp);
+	if (link)
+		p[1].fd = link_pollfd(link, &p[1].events);
+	if (poll(p, 2, timeout) > 0 && (p[0].revents & POLLIN))
+		metrics_serve(metrics_fd, metrics_write, dp);
+	if (link)
+		link_step(link, dp, p[1].revents, dp_now_ns());
 }
 
 static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *run,
-		     int metrics_fd)
+		     int metrics_fd, struct link *link)
 {
 	long since_reap = 0;
 
@@ -231,8 +240,10 @@ static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *ru
 			got_hup = 0;
 			reload(dp, path, run);
 		}
-		wait_tick(dp, metrics_fd);
-		since_reap += AGENT_TICK_MS;
+		uint64_t t0 = dp_now_ns();
+
+		wait_tick(dp, metrics_fd, link);
+		since_reap += (long)((dp_now_ns() - t0) / 1000000);
 		if (since_reap >= AGENT_REAP_EVERY_MS) {
 			int n = dp_buckets_reap(dp, dp_now_ns());
 
@@ -249,6 +260,8 @@ int agent_run(const struct agent_opts *opts)
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
 	struct sigaction sa = {.sa_handler = on_signal};
 	struct dp dp = {.rcu_fd = -1};
+	struct link link = {.c.fd = -1};
+	bool have_link = false;
 	int rc = 1, metrics_fd = -1;
 
 	if (!ac || !pol)
@@ -268,8 +281,15 @@ int agent_run(const struct agent_opts *opts)
 	if (dp_open(&dp, &dopts))
 		goto out;
 	pr_info("maps pinned under '%s'\n", ac->pin_dir);
-	if (apply_policy(&dp, pol))
+	if (ac->has_coordinator) {
+		if (link_init(&link, ac))
+			goto out;
+		have_link = true;
+		pr_info("coordinated by %s as '%s'; the policy comes from there\n", ac->coordinator,
+			ac->node);
+	} else if (apply_policy(&dp, pol)) {
 		goto out;
+	}
 	if (attach_all(&dp, ac, opts->force))
 		goto out;
 
@@ -283,7 +303,7 @@ int agent_run(const struct agent_opts *opts)
 		pr_info("metrics on http://%s/metrics\n", ac->metrics);
 	}
 	pr_info("agent '%s' running (pid %d)\n", ac->node, (int)getpid());
-	run_loop(&dp, opts->config_path, ac, metrics_fd);
+	run_loop(&dp, opts->config_path, ac, metrics_fd, have_link ? &link : NULL);
 
 	if (opts->detach_on_exit)
 		detach_all(ac);
@@ -291,6 +311,8 @@ int agent_run(const struct agent_opts *opts)
 		pr_info("exiting; XDP program stays attached and enforcing\n");
 	rc = 0;
 out:
+	if (have_link)
+		link_free(&link);
 	if (metrics_fd >= 0)
 		close(metrics_fd);
 	if (dp.skel)

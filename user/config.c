@@ -32,6 +32,9 @@
 #define CFG_DEFAULT_MAX_KEYS 1048576
 /* Ports of SPEC §2. */
 #define CFG_COORD_PORT	       7450
+/* Gateways a coordinator reserves fallback shares for (coord.yaml gateways:). */
+#define CFG_DEFAULT_GATEWAYS 8
+#define CFG_MAX_GATEWAYS 64
 #define CFG_AGENT_METRICS_PORT 9475
 #define CFG_COORD_METRICS_PORT 9476
 #define CFG_DEFAULT_PIN_DIR    "/sys/fs/bpf/leaseline"
@@ -694,6 +697,7 @@ static const struct cw_field coord_fields[] = {
     {"state-dir", CW_PATH, COORD(state_dir)},
     {"lease", CW_MAP, .sub = &lease_section},
     {"metrics", CW_HOSTPORT, COORD(metrics), .port = CFG_COORD_METRICS_PORT},
+    {"gateways", CW_UINT, COORD(gateways), .min = 1, .max = CFG_MAX_GATEWAYS},
 };
 
 static const struct cw_section coord_section = CW_SECTION(coord_fields, coord_check);
@@ -734,6 +738,7 @@ static void coord_init(void *obj, struct cfg_state *st)
 	snprintf(co->state_dir, sizeof(co->state_dir), "%s", CFG_DEFAULT_STATE_DIR);
 	co->ttl_ns = CFG_DEFAULT_TTL_NS;
 	co->refresh_ns = CFG_DEFAULT_REFRESH_NS;
+	co->gateways = CFG_DEFAULT_GATEWAYS;
 }
 
 static const struct cfg_file policy_file = {"policy", &policy_section, sizeof(struct cfg_policy),

@@ -100,6 +100,7 @@ struct cfg_coord {
 	uint64_t refresh_ns; /* lease.refresh, default 500ms, must be < ttl */
 	bool has_metrics;
 	char metrics[CFG_ADDR_LEN];
+	uint32_t gateways; /* holders served; fallback shares are reserved for this many (default 8) */
 };
 
 enum cfg_kind {

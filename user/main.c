@@ -15,6 +15,7 @@
 #include "agent.h"
 #include "attach.h"
 #include "config.h"
+#include "coord.h"
 #include "log.h"
 #include "status.h"
 
@@ -92,11 +93,24 @@ static int cmd_agent(int argc, char **argv)
 
 static int cmd_coord(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "leaseline coord: the coordinator is not part of this release yet; "
-			"run agents with a local 'policy:'\n");
-	return EXIT_RUNTIME;
+	static const struct option lo[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{},
+	};
+	const char *path = NULL;
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "c:vh", lo, NULL)) != -1) {
+		if (opt == 'c')
+			path = optarg;
+		else if ((rc = common_opt("coord", opt)) >= 0)
+			return rc;
+	}
+	if (!path)
+		return usage_error("coord", "%s", "missing -c FILE");
+	return coord_run(path);
 }
 
 static int check_file(const char *path)
@@ -235,7 +249,10 @@ static const struct cmd cmds[] = {
 	 "running policy keeps enforcing). The program stays attached on exit unless\n"
 	 "--detach-on-exit. --force replaces another tool's XDP program.",
 	 cmd_agent},
-	{"coord", "leaseline coord -c coord.yaml [-v]", "Coordinator daemon (not yet available).",
+	{"coord", "leaseline coord -c coord.yaml [-v]",
+	 "Coordinator daemon, in the foreground: leases shares of every global limit to the\n"
+	 "agents that connect, so that together they never exceed the contract. SIGHUP\n"
+	 "re-reads the policy (a newer version is pushed to every agent).",
 	 cmd_coord},
 	{"check", "leaseline check -c FILE",
 	 "Validate an agent, coordinator or policy file; no side effects.\n"

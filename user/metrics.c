@@ -4,60 +4,58 @@
  * socket timeout of one request.
  */
 #include <errno.h>
-#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <bpf/bpf.h>
+
+#include "conn.h"
 #include "dp.h"
 #include "log.h"
 #include "metrics.h"
 #include "stats.h"
+#include "tb_math.h"
 
 #define METRICS_REQ_MAX	   2048 /* enough for a GET line and headers */
 #define METRICS_TIMEOUT_MS 200
 
 int metrics_listen(const char *addr)
 {
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
-	char host[128], *port;
-	int fd, one = 1, err;
-
-	snprintf(host, sizeof(host), "%s", addr);
-	port = strrchr(host, ':');
-	if (!port)
-		return -EINVAL;
-	*port++ = '\0';
-	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-		memmove(host, host + 1, strlen(host));
-		host[strlen(host) - 1] = '\0';
-	}
-	err = getaddrinfo(host, port, &hints, &res);
-	if (err)
-		return -EINVAL;
-	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		err = -errno;
-		goto out;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 8)) {
-		err = -errno;
-		close(fd);
-		goto out;
-	}
-	err = fd;
-out:
-	freeaddrinfo(res);
-	return err;
+	return net_listen(addr);
 }
 
-static const char *verdicts[] = {"allowed", "denied", "shadow_denied"};
+static const char *verdicts[] = {"allowed", "denied", "shadow_denied", "fallback", "bypass"};
+#define N_VERDICTS (sizeof(verdicts) / sizeof(verdicts[0]))
 
-int metrics_write(FILE *f, struct dp *dp)
+/* This gateway's share of each global limit and how long it has left. */
+static void write_leases(FILE *f, struct dp *dp, const struct ll_policy *pol)
 {
+	uint64_t now = dp_now_ns();
+
+	fprintf(f, "# HELP leaseline_lease_rate This gateway's leased rate share.\n"
+		   "# TYPE leaseline_lease_rate gauge\n");
+	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
+		const struct ll_limit_cfg *c = &pol->limits[id];
+		struct ll_lease l;
+
+		if (!c->in_use || c->scope != LL_SCOPE_GLOBAL ||
+		    bpf_map_lookup_elem_flags(dp->leases_fd, &id, &l, BPF_F_LOCK))
+			continue;
+		fprintf(f, "leaseline_lease_rate{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)l.rate);
+		fprintf(f, "leaseline_lease_burst{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)(l.burst_s / TB_SCALE));
+		fprintf(f, "leaseline_lease_remaining_seconds{limit=\"%s\"} %.3f\n", c->name,
+			l.expiry_ns > now ? (double)(l.expiry_ns - now) / 1e9 : 0.0);
+	}
+}
+
+int metrics_write(FILE *f, void *arg)
+{
+	struct dp *dp = arg;
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
 	uint64_t parse[LL_PARSE_MAX] = {};
 	struct ll_state st = {};
@@ -77,19 +75,22 @@ int metrics_write(FILE *f, struct dp *dp)
 				   "# TYPE leaseline_bytes_total counter\n");
 		for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
 			struct ll_limit_stats s;
-			uint64_t v[3];
+			uint64_t v[N_VERDICTS];
 
 			if (!pol->limits[id].in_use || stats_limit(dp->limit_stats_fd, id, &s))
 				continue;
 			v[0] = pass ? s.allowed_bytes : s.allowed_pkts;
 			v[1] = pass ? s.denied_bytes : s.denied_pkts;
 			v[2] = pass ? s.shadow_denied_bytes : s.shadow_denied_pkts;
-			for (int i = 0; i < 3; i++)
+			v[3] = pass ? s.fallback_bytes : s.fallback_pkts;
+			v[4] = pass ? s.bypass_bytes : s.bypass_pkts;
+			for (size_t i = 0; i < N_VERDICTS; i++)
 				fprintf(f, "leaseline_%s_total{limit=\"%s\",verdict=\"%s\"} %llu\n",
 					pass ? "bytes" : "packets", pol->limits[id].name,
 					verdicts[i], (unsigned long long)v[i]);
 		}
 	}
+	write_leases(f, dp, pol);
 	fprintf(f, "# HELP leaseline_parse_total Frames by parse outcome.\n"
 		   "# TYPE leaseline_parse_total counter\n");
 	stats_parse(dp->parse_stats_fd, parse);
@@ -104,7 +105,7 @@ out:
 	return err;
 }
 
-static void respond(int c, struct dp *dp)
+static void respond(int c, metrics_writer write, void *arg)
 {
 	struct timeval tv = {.tv_usec = METRICS_TIMEOUT_MS * 1000};
 	char req[METRICS_REQ_MAX], *body = NULL, hdr[160];
@@ -127,7 +128,7 @@ static void respond(int c, struct dp *dp)
 	f = open_memstream(&body, &blen);
 	if (!f)
 		return;
-	metrics_write(f, dp);
+	write(f, arg);
 	fclose(f);
 	snprintf(hdr, sizeof(hdr),
 		 "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
@@ -137,13 +138,13 @@ static void respond(int c, struct dp *dp)
 	free(body);
 }
 
-void metrics_serve(int listen_fd, struct dp *dp)
+void metrics_serve(int listen_fd, metrics_writer write, void *arg)
 {
 	int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
 
 	if (c < 0)
 		return;
 	/* The listening socket is non-blocking; the connection must not be. */
-	respond(c, dp);
+	respond(c, write, arg);
 	close(c);
 }

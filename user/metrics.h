@@ -13,9 +13,13 @@ struct dp;
 
 /* Listen on "host:port"; returns the socket fd or a negative errno. */
 int metrics_listen(const char *addr);
-/* Accept and answer one pending connection, if any (non-blocking). */
-void metrics_serve(int listen_fd, struct dp *dp);
-/* Write the exposition text for dp's counters to f. */
-int metrics_write(FILE *f, struct dp *dp);
+typedef int (*metrics_writer)(FILE *f, void *arg);
+
+/* Accept and answer one pending connection, if any (non-blocking), with
+ * the text `write` produces.
+ */
+void metrics_serve(int listen_fd, metrics_writer write, void *arg);
+/* Write the exposition text for dp's counters to f (a metrics_writer). */
+int metrics_write(FILE *f, void *dp);
 
 #endif /* LEASELINE_METRICS_H */

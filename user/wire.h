@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ll_types.h"
 
@@ -93,6 +94,12 @@ struct wire_msg {
 		struct wire_report report;
 	};
 };
+
+/* Zero the type and one union member of a (large) message without touching
+ * the rest: WIRE_MSG_CLEAR(m, grant).
+ */
+#define WIRE_MSG_CLEAR(m, member)                                                                  \
+	memset((m), 0, offsetof(struct wire_msg, member) + sizeof((m)->member))
 
 /* Encode one frame into out (cap bytes). Returns the frame length, or
  * -EMSGSIZE / -EINVAL (a string too long, bad type, n too large).

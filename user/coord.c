@@ -1,0 +1,676 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The coordinator: owns the policy and its version, leases shares of every
+ * global limit to agents, and keeps, after every change and at all times,
+ * sum of live rate shares <= R - reserve and sum of live burst shares <=
+ * B - reserve (alloc.h), where reserve is the fallback shares of all
+ * gateways. A restarted coordinator takes a new durable epoch before its
+ * first grant and issues nothing until every grant of earlier epochs has
+ * died (the quiet period).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <poll.h>
+
+#include "alloc.h"
+#include "config.h"
+#include "conn.h"
+#include "coord.h"
+#include "coord_store.h"
+#include "dp.h"
+#include "lease.h"
+#include "log.h"
+#include "metrics.h"
+#include "wire.h"
+
+#define COORD_MAX_CONNS 128
+#define COORD_TICK_MS	20
+
+struct climit {
+	char name[LL_NAME_LEN];
+	uint64_t rate, burst; /* the contract R, B */
+	uint64_t reserve_rate, reserve_burst; /* fallback shares of all gateways */
+	uint8_t on_loss;
+	uint64_t fb_rate, fb_burst;
+	struct ledger led;
+	uint64_t max_sum_rate, max_sum_burst; /* highest sums of live shares seen */
+	uint64_t drain_since_ns; /* contract lowered, live shares still above it since */
+	uint64_t last_drain_ns; /* how long the last such drain took */
+};
+
+struct cholder {
+	bool used;
+	char name[WIRE_HOLDER_LEN];
+	uint64_t incarnation;
+	int conn; /* index in coord.conns, -1 if not connected */
+	uint64_t report_seq; /* highest report seen from this incarnation */
+	uint64_t fallback[LL_MAX_LIMITS], bypass[LL_MAX_LIMITS]; /* durable totals */
+};
+
+struct cconn {
+	struct conn c;
+	int holder; /* -1 until HELLO */
+};
+
+struct coord {
+	const char *path;
+	struct cfg_coord cfg;
+	struct cfg_policy *pol;
+	char *yaml;
+	size_t yaml_len;
+	struct coord_store store;
+	uint64_t quiet_until;
+	uint32_t n_limits;
+	struct climit lim[LL_MAX_LIMITS];
+	struct cholder h[LEDGER_MAX_HOLDERS];
+	struct cconn *conns[COORD_MAX_CONNS];
+	int listen_fd, metrics_fd;
+	struct wire_msg *msg; /* scratch: one message is large */
+	uint64_t grants, stale_reports, protocol_errors, violations, refused;
+};
+
+static volatile sig_atomic_t coord_hup, coord_stop;
+
+static void coord_signal(int sig)
+{
+	if (sig == SIGHUP)
+		coord_hup = 1;
+	else
+		coord_stop = 1;
+}
+
+/* ---- policy ---- */
+
+static int read_file(const char *path, char **buf, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *b;
+	long n;
+
+	if (!f)
+		return -errno;
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+		fclose(f);
+		return -EIO;
+	}
+	if (n > WIRE_MAX_POLICY) {
+		fclose(f);
+		return -EFBIG;
+	}
+	b = malloc((size_t)n + 1);
+	if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) {
+		free(b);
+		fclose(f);
+		return -EIO;
+	}
+	fclose(f);
+	b[n] = '\0';
+	*buf = b;
+	*len = (size_t)n;
+	return 0;
+}
+
+static struct climit *limit_by_name(struct coord *co, const char *name)
+{
+	for (uint32_t i = 0; i < co->n_limits; i++)
+		if (!strcmp(co->lim[i].name, name))
+			return &co->lim[i];
+	return NULL;
+}
+
+/* Global limits of pol as ledgers, keeping the ledger (live grants) of a
+ * limit that stays. Fallback shares of every gateway come off the top.
+ */
+static int limits_build(struct coord *co, const struct cfg_policy *pol, struct climit *out,
+			uint32_t *n_out)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < pol->n_limits; i++) {
+		const struct cfg_limit *l = &pol->limits[i];
+		struct climit *old = limit_by_name(co, l->name), *c = &out[n];
+		uint64_t fr = 0, fb = 0;
+
+		if (l->scope != LL_SCOPE_GLOBAL)
+			continue;
+		if (old)
+			*c = *old;
+		else
+			memset(c, 0, sizeof(*c));
+		snprintf(c->name, sizeof(c->name), "%s", l->name);
+		if (l->on_loss == CFG_ON_LOSS_FALLBACK) {
+			fr = l->fallback_rate * co->cfg.gateways;
+			fb = l->fallback_burst * co->cfg.gateways;
+		}
+		if (fr >= l->rate || fb >= l->burst) {
+			pr_warn("limit '%s': fallback shares of %u gateways (%llu/s, %llu) leave "
+				"nothing of the contract (%llu/s, %llu) to lease\n",
+				l->name, co->cfg.gateways, (unsigned long long)fr,
+				(unsigned long long)fb, (unsigned long long)l->rate,
+				(unsigned long long)l->burst);
+			return -EINVAL;
+		}
+		c->rate = l->rate;
+		c->burst = l->burst;
+		c->reserve_rate = fr;
+		c->reserve_burst = fb;
+		c->on_loss = l->on_loss;
+		c->fb_rate = l->fallback_rate;
+		c->fb_burst = l->fallback_burst;
+		c->led.rate = l->rate - fr;
+		c->led.burst = l->burst - fb;
+		n++;
+	}
+	*n_out = n;
+	return 0;
+}
+
+static int policy_load(struct coord *co, bool initial)
+{
+	struct cfg_policy *pol = calloc(1, sizeof(*pol));
+	struct climit *lim = calloc(LL_MAX_LIMITS, sizeof(*lim));
+	struct cfg_err e;
+	char *yaml = NULL;
+	size_t len = 0;
+	uint32_t n = 0;
+	int err = pol && lim ? 0 : -ENOMEM;
+
+	if (!err && (err = cfg_policy_load(co->cfg.policy_path, false, pol, &e)))
+		pr_warn("%s\n", e.msg);
+	if (!err && co->pol && pol->version <= co->pol->version && !initial) {
+		pr_warn("policy version %llu refused: not newer than the running version %llu\n",
+			(unsigned long long)pol->version, (unsigned long long)co->pol->version);
+		err = -ESTALE;
+	}
+	if (!err && (err = read_file(co->cfg.policy_path, &yaml, &len)))
+		pr_warn("cannot read '%s': %s\n", co->cfg.policy_path, strerror(-err));
+	if (!err)
+		err = limits_build(co, pol, lim, &n);
+	if (!err) {
+		free(co->pol);
+		free(co->yaml);
+		co->pol = pol;
+		co->yaml = yaml;
+		co->yaml_len = len;
+		memcpy(co->lim, lim, sizeof(co->lim));
+		co->n_limits = n;
+		for (uint32_t i = 0; i < n; i++)
+			if (ledger_check(&co->lim[i].led, dp_now_ns()))
+				co->lim[i].drain_since_ns = dp_now_ns();
+		pol = NULL;
+		yaml = NULL;
+		pr_info("policy version %llu loaded (%u global limits)\n",
+			(unsigned long long)co->pol->version, n);
+	}
+	free(pol);
+	free(yaml);
+	free(lim);
+	return err;
+}
+
+/* ---- connections ---- */
+
+static void conn_drop(struct coord *co, int ci, const char *why)
+{
+	struct cconn *cc = co->conns[ci];
+
+	if (!cc)
+		return;
+	if (cc->holder >= 0) {
+		struct cholder *h = &co->h[cc->holder];
+
+		pr_info("holder '%s' disconnected (%s)\n", h->name, why);
+		h->conn = -1;
+		/* It asks for nothing now; its live grants still count until they die. */
+		for (uint32_t l = 0; l < co->n_limits; l++) {
+			co->lim[l].led.h[cc->holder].active = false;
+			co->lim[l].led.h[cc->holder].demand = 0;
+		}
+	}
+	conn_close(&cc->c);
+	free(cc);
+	co->conns[ci] = NULL;
+}
+
+static int send_msg(struct coord *co, int ci, const struct wire_msg *m)
+{
+	int err = conn_send(&co->conns[ci]->c, m);
+
+	if (err)
+		conn_drop(co, ci, strerror(-err));
+	return err;
+}
+
+static int send_policy(struct coord *co, int ci)
+{
+	struct wire_msg *m = co->msg;
+
+	WIRE_MSG_CLEAR(m, policy.len);
+	m->type = WIRE_POLICY;
+	m->policy.epoch = co->store.epoch;
+	m->policy.version = co->pol->version;
+	m->policy.len = (uint32_t)co->yaml_len;
+	memcpy(m->policy.yaml, co->yaml, co->yaml_len);
+	return send_msg(co, ci, m);
+}
+
+static int holder_find(struct coord *co, const char *name)
+{
+	int free_slot = -1;
+
+	for (int i = 0; i < LEDGER_MAX_HOLDERS; i++) {
+		if (co->h[i].used && !strcmp(co->h[i].name, name))
+			return i;
+		if (!co->h[i].used && free_slot < 0 && (uint32_t)i < co->cfg.gateways)
+			free_slot = i;
+	}
+	return free_slot;
+}
+
+static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
+{
+	int hi = holder_find(co, m->holder);
+	struct cholder *h;
+
+	if (hi < 0) {
+		co->refused++;
+		pr_warn("holder '%s' refused: already serving %u gateways (coord.yaml gateways:)\n",
+			m->holder, co->cfg.gateways);
+		conn_drop(co, ci, "too many gateways");
+		return;
+	}
+	if (m->max_epoch_seen > co->store.epoch) {
+		/* Someone ran with a later epoch than our log knows: our state was
+		 * lost. Never issue under an epoch a holder has seen surpassed.
+		 */
+		pr_warn("holder '%s' has seen epoch %llu > ours %llu: restarting with a new "
+			"epoch and a quiet period\n", m->holder,
+			(unsigned long long)m->max_epoch_seen, (unsigned long long)co->store.epoch);
+		if (coord_store_bump(&co->store, m->max_epoch_seen + 1)) {
+			conn_drop(co, ci, "cannot record a new epoch");
+			return;
+		}
+		co->quiet_until = dp_now_ns() + lease_deadline(0, co->cfg.ttl_ns);
+	}
+	h = &co->h[hi];
+	if (h->used && h->conn >= 0 && h->conn != ci)
+		conn_drop(co, h->conn, "replaced by a new connection");
+	if (!h->used) {
+		memset(h, 0, sizeof(*h));
+		h->used = true;
+		snprintf(h->name, sizeof(h->name), "%s", m->holder);
+		for (uint32_t l = 0; l < co->n_limits; l++)
+			coord_store_usage_read(co->cfg.state_dir, h->name, co->lim[l].name,
+					       &h->fallback[l], &h->bypass[l]);
+	}
+	if (h->incarnation != m->incarnation)
+		h->report_seq = 0;
+	h->incarnation = m->incarnation;
+	h->conn = ci;
+	co->conns[ci]->holder = hi;
+	for (uint32_t l = 0; l < co->n_limits; l++)
+		co->lim[l].led.h[hi].active = true;
+	pr_info("holder '%s' connected (incarnation %llu)\n", h->name,
+		(unsigned long long)m->incarnation);
+	send_policy(co, ci);
+}
+
+/* Fallback and bypass admissions are recorded durably before anything else
+ * happens with this report: no bypass is ever silent.
+ */
+static void record_usage(struct coord *co, struct cholder *h, uint32_t l,
+			 const struct wire_report_entry *e)
+{
+	if (e->fallback <= h->fallback[l] && e->bypass <= h->bypass[l])
+		return;
+	if (coord_store_usage(&co->store, h->name, co->lim[l].name, e->fallback, e->bypass)) {
+		pr_warn("cannot record usage of '%s': %s\n", h->name, strerror(errno));
+		return;
+	}
+	if (e->bypass > h->bypass[l])
+		pr_info("holder '%s' limit '%s': %llu packets admitted fail-open in total\n",
+			h->name, co->lim[l].name, (unsigned long long)e->bypass);
+	h->fallback[l] = e->fallback > h->fallback[l] ? e->fallback : h->fallback[l];
+	h->bypass[l] = e->bypass > h->bypass[l] ? e->bypass : h->bypass[l];
+}
+
+static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
+{
+	uint64_t sr = ledger_sum_rate(&c->led, now), sb = ledger_sum_burst(&c->led, now);
+
+	if (sr > c->max_sum_rate)
+		c->max_sum_rate = sr;
+	if (sb > c->max_sum_burst)
+		c->max_sum_burst = sb;
+	if (ledger_check(&c->led, now) && c->drain_since_ns)
+		return; /* a lowered contract: decreases are on their way, no increase goes out */
+	if (c->drain_since_ns) {
+		c->last_drain_ns = now - c->drain_since_ns;
+		c->drain_since_ns = 0;
+		pr_info("limit '%s': live shares within the new contract after %.3f s\n", c->name,
+			(double)c->last_drain_ns / 1e9);
+	}
+	if (ledger_check(&c->led, now)) {
+		co->violations++;
+		pr_warn("limit '%s': INVARIANT VIOLATED: live shares %llu/s, %llu exceed %llu/s, "
+			"%llu\n", c->name, (unsigned long long)sr, (unsigned long long)sb,
+			(unsigned long long)c->led.rate, (unsigned long long)c->led.burst);
+	}
+}
+
+static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t report_seq,
+		      uint64_t now)
+{
+	uint64_t rate[LEDGER_MAX_HOLDERS], burst[LEDGER_MAX_HOLDERS];
+	uint64_t live = lease_deadline(now, co->cfg.ttl_ns) - now;
+	struct wire_msg *m = co->msg;
+	struct ledger_grant g;
+
+	ledger_gc(&c->led, now);
+	ledger_targets(&c->led, rate, burst);
+	if (!ledger_issue(&c->led, (size_t)hi, rate[hi], burst[hi], now, live, &g))
+		return;
+	check_invariant(co, c, now);
+	WIRE_MSG_CLEAR(m, grant);
+	m->type = WIRE_GRANT;
+	snprintf(m->grant.limit, sizeof(m->grant.limit), "%s", c->name);
+	snprintf(m->grant.holder, sizeof(m->grant.holder), "%s", co->h[hi].name);
+	m->grant.incarnation = co->h[hi].incarnation;
+	m->grant.epoch = co->store.epoch;
+	m->grant.seq = g.seq;
+	m->grant.report_seq = report_seq;
+	m->grant.policy_version = co->pol->version;
+	m->grant.rate = g.rate;
+	m->grant.burst = g.burst;
+	m->grant.ttl_ns = co->cfg.ttl_ns;
+	m->grant.refresh_ns = co->cfg.refresh_ns;
+	m->grant.on_loss = c->on_loss;
+	m->grant.fallback_rate = c->fb_rate;
+	m->grant.fallback_burst = c->fb_burst;
+	if (!send_msg(co, ci, m))
+		co->grants++;
+}
+
+static void on_report(struct coord *co, int ci, const struct wire_report *r)
+{
+	int hi = co->conns[ci]->holder;
+	uint64_t now = dp_now_ns();
+	struct cholder *h;
+
+	if (hi < 0 || strcmp(co->h[hi].name, r->holder) || co->h[hi].incarnation != r->incarnation) {
+		co->protocol_errors++;
+		conn_drop(co, ci, "report from a holder that did not say hello");
+		return;
+	}
+	h = &co->h[hi];
+	if (r->seq <= h->report_seq) {
+		co->stale_reports++; /* retransmitted or reordered: totals are absolute anyway */
+		return;
+	}
+	h->report_seq = r->seq;
+	for (uint32_t i = 0; i < r->n; i++) {
+		const struct wire_report_entry *e = &r->e[i];
+		struct climit *c = limit_by_name(co, e->limit);
+		uint32_t l;
+
+		if (!c)
+			continue;
+		l = (uint32_t)(c - co->lim);
+		record_usage(co, h, l, e);
+		if (e->applied_epoch == co->store.epoch)
+			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
+		c->led.h[hi].demand = e->demand;
+		check_invariant(co, c, now);
+		if (now >= co->quiet_until && co->conns[ci])
+			grant_one(co, ci, hi, c, r->seq, now);
+	}
+}
+
+static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
+{
+	if (m->type == WIRE_HELLO && co->conns[ci]->holder < 0)
+		on_hello(co, ci, &m->hello);
+	else if (m->type == WIRE_REPORT)
+		on_report(co, ci, &m->report);
+	else {
+		co->protocol_errors++;
+		conn_drop(co, ci, "unexpected message");
+	}
+}
+
+static void conn_input(struct coord *co, int ci)
+{
+	int err = conn_read(&co->conns[ci]->c);
+
+	while (co->conns[ci]) {
+		int r = conn_next(&co->conns[ci]->c, co->msg);
+
+		if (r == 0)
+			break;
+		if (r < 0) {
+			co->protocol_errors++;
+			conn_drop(co, ci, "malformed frame");
+			return;
+		}
+		on_frame(co, ci, co->msg);
+	}
+	if (err && co->conns[ci])
+		conn_drop(co, ci, err == -ECONNRESET ? "closed by peer" : strerror(-err));
+}
+
+static void accept_all(struct coord *co)
+{
+	for (;;) {
+		int fd = accept4(co->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), ci;
+
+		if (fd < 0)
+			return;
+		for (ci = 0; ci < COORD_MAX_CONNS && co->conns[ci]; ci++)
+			;
+		if (ci == COORD_MAX_CONNS || !(co->conns[ci] = calloc(1, sizeof(struct cconn)))) {
+			close(fd);
+			continue;
+		}
+		conn_init(&co->conns[ci]->c, fd);
+		co->conns[ci]->holder = -1;
+	}
+}
+
+/* ---- metrics ---- */
+
+static int coord_metrics(FILE *f, void *arg)
+{
+	struct coord *co = arg;
+	uint64_t now = dp_now_ns();
+
+	fprintf(f, "# TYPE leaseline_coord_live_rate gauge\n");
+	for (uint32_t l = 0; l < co->n_limits; l++) {
+		struct climit *c = &co->lim[l];
+
+		fprintf(f, "leaseline_coord_live_rate{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)ledger_sum_rate(&c->led, now));
+		fprintf(f, "leaseline_coord_live_burst{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)ledger_sum_burst(&c->led, now));
+		fprintf(f, "leaseline_coord_max_live_rate{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)c->max_sum_rate);
+		fprintf(f, "leaseline_coord_contract_rate{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)c->rate);
+		fprintf(f, "leaseline_coord_contract_burst{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)c->burst);
+		fprintf(f, "leaseline_coord_reserve_rate{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)c->reserve_rate);
+		fprintf(f, "leaseline_coord_draining{limit=\"%s\"} %d\n", c->name,
+			c->drain_since_ns != 0);
+		fprintf(f, "leaseline_coord_last_drain_seconds{limit=\"%s\"} %.3f\n", c->name,
+			(double)c->last_drain_ns / 1e9);
+		for (int hi = 0; hi < LEDGER_MAX_HOLDERS; hi++) {
+			if (!co->h[hi].used)
+				continue;
+			fprintf(f, "leaseline_coord_lease_rate{limit=\"%s\",holder=\"%s\"} %llu\n",
+				c->name, co->h[hi].name,
+				(unsigned long long)ledger_committed_rate(&c->led, (size_t)hi, now));
+			fprintf(f, "leaseline_coord_demand{limit=\"%s\",holder=\"%s\"} %llu\n",
+				c->name, co->h[hi].name, (unsigned long long)c->led.h[hi].demand);
+			fprintf(f, "leaseline_coord_fallback_total{limit=\"%s\",holder=\"%s\"} %llu\n",
+				c->name, co->h[hi].name, (unsigned long long)co->h[hi].fallback[l]);
+			fprintf(f, "leaseline_coord_bypass_total{limit=\"%s\",holder=\"%s\"} %llu\n",
+				c->name, co->h[hi].name, (unsigned long long)co->h[hi].bypass[l]);
+		}
+	}
+	fprintf(f, "leaseline_coord_epoch %llu\n", (unsigned long long)co->store.epoch);
+	fprintf(f, "leaseline_policy_version %llu\n", (unsigned long long)co->pol->version);
+	fprintf(f, "leaseline_coord_quiet_seconds %.3f\n",
+		co->quiet_until > now ? (double)(co->quiet_until - now) / 1e9 : 0.0);
+	fprintf(f, "leaseline_coord_grants_total %llu\n", (unsigned long long)co->grants);
+	fprintf(f, "leaseline_coord_stale_reports_total %llu\n",
+		(unsigned long long)co->stale_reports);
+	fprintf(f, "leaseline_coord_protocol_errors_total %llu\n",
+		(unsigned long long)co->protocol_errors);
+	fprintf(f, "leaseline_coord_invariant_violations_total %llu\n",
+		(unsigned long long)co->violations);
+	return 0;
+}
+
+/* ---- main loop ---- */
+
+static void poll_once(struct coord *co)
+{
+	struct pollfd p[COORD_MAX_CONNS + 2];
+	int map[COORD_MAX_CONNS + 2], n = 0;
+
+	p[n] = (struct pollfd){.fd = co->listen_fd, .events = POLLIN};
+	map[n++] = -1;
+	if (co->metrics_fd >= 0) {
+		p[n] = (struct pollfd){.fd = co->metrics_fd, .events = POLLIN};
+		map[n++] = -2;
+	}
+	for (int ci = 0; ci < COORD_MAX_CONNS; ci++) {
+		if (!co->conns[ci])
+			continue;
+		p[n] = (struct pollfd){.fd = co->conns[ci]->c.fd, .events = POLLIN};
+		if (co->conns[ci]->c.out_len)
+			p[n].events |= POLLOUT;
+		map[n++] = ci;
+	}
+	if (poll(p, (nfds_t)n, COORD_TICK_MS) <= 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		if (!p[i].revents)
+			continue;
+		if (map[i] == -1)
+			accept_all(co);
+		else if (map[i] == -2)
+			metrics_serve(co->metrics_fd, coord_metrics, co);
+		else if (co->conns[map[i]]) {
+			if (p[i].revents & POLLOUT && conn_flush(&co->conns[map[i]]->c))
+				conn_drop(co, map[i], "write failed");
+			else if (p[i].revents & (POLLIN | POLLHUP | POLLERR))
+				conn_input(co, map[i]);
+		}
+	}
+}
+
+static void reload(struct coord *co)
+{
+	pr_info("reloading policy '%s'\n", co->cfg.policy_path);
+	if (policy_load(co, false)) {
+		pr_warn("reload refused; policy version %llu stays\n",
+			(unsigned long long)co->pol->version);
+		return;
+	}
+	for (int ci = 0; ci < COORD_MAX_CONNS; ci++)
+		if (co->conns[ci] && co->conns[ci]->holder >= 0)
+			send_policy(co, ci);
+}
+
+static int coord_start(struct coord *co)
+{
+	struct cfg_policy *scratch = calloc(1, sizeof(*scratch));
+	struct cfg_err e;
+	int err;
+
+	if (!scratch)
+		return 1;
+	err = cfg_coord_load(co->path, &co->cfg, scratch, &e);
+	free(scratch);
+	if (err) {
+		pr_warn("%s\n", e.msg);
+		return 2;
+	}
+	if (policy_load(co, true))
+		return 2;
+	err = coord_store_open(&co->store, co->cfg.state_dir);
+	if (err) {
+		pr_warn("cannot use state-dir '%s': %s\n", co->cfg.state_dir, strerror(-err));
+		return 1;
+	}
+	/* Grants of earlier epochs may be live until their deadline: wait them out. */
+	co->quiet_until = dp_now_ns() + lease_deadline(0, co->cfg.ttl_ns);
+	pr_info("epoch %llu (durable); quiet for %.3f s before the first grant\n",
+		(unsigned long long)co->store.epoch,
+		(double)lease_deadline(0, co->cfg.ttl_ns) / 1e9);
+	co->listen_fd = net_listen(co->cfg.listen);
+	if (co->listen_fd < 0) {
+		pr_warn("cannot listen on '%s': %s\n", co->cfg.listen, strerror(-co->listen_fd));
+		return 1;
+	}
+	if (co->cfg.has_metrics) {
+		co->metrics_fd = metrics_listen(co->cfg.metrics);
+		if (co->metrics_fd < 0) {
+			pr_warn("cannot listen for metrics on '%s': %s\n", co->cfg.metrics,
+				strerror(-co->metrics_fd));
+			return 1;
+		}
+	}
+	pr_info("coordinator listening on %s\n", co->cfg.listen);
+	return 0;
+}
+
+int coord_run(const char *config_path)
+{
+	struct sigaction sa = {.sa_handler = coord_signal};
+	struct coord *co = calloc(1, sizeof(*co));
+	int rc;
+
+	if (!co)
+		return 1;
+	co->path = config_path;
+	co->listen_fd = co->metrics_fd = -1;
+	co->store.dir_fd = co->store.epoch_fd = co->store.usage_fd = -1;
+	co->msg = malloc(sizeof(*co->msg));
+	for (int i = 0; i < LEDGER_MAX_HOLDERS; i++)
+		co->h[i].conn = -1;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	rc = co->msg ? coord_start(co) : 1;
+	while (!rc && !coord_stop) {
+		if (coord_hup) {
+			coord_hup = 0;
+			reload(co);
+		}
+		poll_once(co);
+		for (uint32_t l = 0; l < co->n_limits; l++) {
+			ledger_gc(&co->lim[l].led, dp_now_ns());
+			check_invariant(co, &co->lim[l], dp_now_ns());
+		}
+	}
+	for (int ci = 0; ci < COORD_MAX_CONNS; ci++)
+		conn_drop(co, ci, "coordinator exiting");
+	if (co->listen_fd >= 0)
+		close(co->listen_fd);
+	if (co->metrics_fd >= 0)
+		close(co->metrics_fd);
+	coord_store_close(&co->store);
+	free(co->pol);
+	free(co->yaml);
+	free(co->msg);
+	free(co);
+	return rc;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinator's durable state under state-dir: the epoch log and the
+ * usage log (fallback and bypass admissions reported per holder). Records
+ * are fixed-size with a zlib CRC32 and appended with write + fsync (file and
+ * directory) before the caller acts on them. A torn or corrupt record is
+ * skipped and reported; it never makes the coordinator generous.
+ */
+#ifndef LEASELINE_COORD_STORE_H
+#define LEASELINE_COORD_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ll_types.h"
+#include "wire.h"
+
+struct coord_store {
+	int dir_fd;
+	int epoch_fd;
+	int usage_fd;
+	uint64_t epoch; /* this run's epoch, durable before any grant */
+	bool had_state; /* an earlier epoch was found (valid or not) */
+	uint32_t corrupt; /* records skipped because their CRC or magic was wrong */
+};
+
+/* Open (creating) state-dir, read the epoch log, make epoch = highest seen + 1
+ * durable. Returns 0 or a negative errno.
+ */
+int coord_store_open(struct coord_store *s, const char *dir);
+void coord_store_close(struct coord_store *s);
+/* Durably move to a later epoch (one a holder says it has seen surpassed). */
+int coord_store_bump(struct coord_store *s, uint64_t epoch);
+
+/* Durably record that `holder` reported these absolute totals for `limit`. */
+int coord_store_usage(struct coord_store *s, const char *holder, const char *limit,
+		      uint64_t fallback, uint64_t bypass);
+
+/* Highest recorded totals for (holder, limit); 0 if none. */
+int coord_store_usage_read(const char *dir, const char *holder, const char *limit,
+			   uint64_t *fallback, uint64_t *bypass);
+
+#endif /* LEASELINE_COORD_STORE_H */
