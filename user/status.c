@@ -23,7 +23,7 @@
 #include "tb_math.h"
 
 struct pinned {
-	int state, policy, buckets, limit_stats, rule_stats, parse_stats;
+	int state, policy, buckets, limit_stats, rule_stats, parse_stats, leases, fence;
 };
 
 static int pinned_open(const char *dir, struct pinned *p)
@@ -35,6 +35,7 @@ static int pinned_open(const char *dir, struct pinned *p)
 		{"ll_state", &p->state},	     {"ll_policy", &p->policy},
 		{"ll_buckets", &p->buckets},	     {"ll_limit_stats", &p->limit_stats},
 		{"ll_rule_stats", &p->rule_stats}, {"ll_parse_stats", &p->parse_stats},
+		{"ll_leases", &p->leases},	     {"ll_fence", &p->fence},
 	};
 	char path[CFG_PATH_LEN + 32];
 
@@ -98,6 +99,31 @@ static void print_ifaces(struct out *o, const struct ll_state *st)
 	out_arr_end(o);
 }
 
+/* A global limit: this gateway's share, how long it lives, what on-loss did. */
+static void print_lease(struct out *o, const struct pinned *p, uint32_t id,
+			const struct ll_limit_stats *s)
+{
+	static const char *const on_loss[] = {"fail-closed", "fallback", "fail-open"};
+	uint64_t now = dp_now_ns();
+	struct ll_lease l;
+
+	if (bpf_map_lookup_elem_flags(p->leases, &id, &l, BPF_F_LOCK))
+		return;
+	out_obj_begin(o, "lease");
+	out_u64(o, "rate", l.rate);
+	out_u64(o, "burst", l.burst_s / TB_SCALE);
+	out_bool(o, "live", now < l.expiry_ns);
+	out_f64(o, "remaining_seconds", now < l.expiry_ns ? (double)(l.expiry_ns - now) / 1e9 : 0);
+	out_u64(o, "epoch", l.epoch);
+	out_u64(o, "seq", l.seq);
+	out_str(o, "on_loss", l.on_loss < 3 ? on_loss[l.on_loss] : "?");
+	out_u64(o, "fallback_rate", l.fb_rate);
+	out_u64(o, "fallback_burst", l.fb_burst_s / TB_SCALE);
+	out_u64(o, "fallback_packets", s->fallback_pkts);
+	out_u64(o, "bypass_packets", s->bypass_pkts);
+	out_obj_end(o);
+}
+
 static void print_limit(struct out *o, const struct pinned *p, uint32_t id,
 			const struct ll_limit_cfg *l, uint64_t nkeys)
 {
@@ -130,6 +156,8 @@ static void print_limit(struct out *o, const struct pinned *p, uint32_t id,
 	out_obj_end(o);
 	out_u64(o, "new_keys", s.new_keys);
 	out_u64(o, "overflow", s.overflow_pkts);
+	if (l->scope == LL_SCOPE_GLOBAL)
+		print_lease(o, p, id, &s);
 	out_obj_end(o);
 }
 
@@ -163,7 +191,7 @@ static void print_parse(struct out *o, const struct pinned *p)
 
 int status_print(const char *pin_dir, bool json)
 {
-	struct pinned p = {-1, -1, -1, -1, -1, -1};
+	struct pinned p = {-1, -1, -1, -1, -1, -1, -1, -1};
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
 	uint64_t keys[LL_MAX_LIMITS];
 	struct ll_state st;
@@ -198,7 +226,7 @@ int status_print(const char *pin_dir, bool json)
 	out_obj_end(&o);
 	out_finish(&o);
 out:
-	for (int *fd = &p.state; fd <= &p.parse_stats; fd++)
+	for (int *fd = &p.state; fd <= &p.fence; fd++)
 		if (*fd >= 0)
 			close(*fd);
 	free(pol);
