@@ -125,23 +125,36 @@ int net_addr(const char *hostport, struct sockaddr_storage *sa, socklen_t *len)
 	return 0;
 }
 
+/* A non-blocking socket for hostport, and its address in sa and len. */
+static int net_socket(const char *hostport, struct sockaddr_storage *sa, socklen_t *len)
+{
+	int fd, err = net_addr(hostport, sa, len);
+
+	if (err)
+		return err;
+	fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	return fd < 0 ? -errno : fd;
+}
+
+static int fail_close(int fd)
+{
+	int err = -errno;
+
+	close(fd);
+	return err;
+}
+
 int net_listen(const char *hostport)
 {
 	struct sockaddr_storage sa;
 	socklen_t len;
-	int fd, one = 1, err = net_addr(hostport, &sa, &len);
+	int one = 1, fd = net_socket(hostport, &sa, &len);
 
-	if (err)
-		return err;
-	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 128)) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
+	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 128))
+		return fail_close(fd);
 	return fd;
 }
 
@@ -149,18 +162,12 @@ int net_connect(const char *hostport)
 {
 	struct sockaddr_storage sa;
 	socklen_t len;
-	int fd, one = 1, err = net_addr(hostport, &sa, &len);
+	int one = 1, fd = net_socket(hostport, &sa, &len);
 
-	if (err)
-		return err;
-	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&sa, len) && errno != EINPROGRESS) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
+	if (connect(fd, (struct sockaddr *)&sa, len) && errno != EINPROGRESS)
+		return fail_close(fd);
 	return fd;
 }
