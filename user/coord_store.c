@@ -78,13 +78,24 @@ static int mkdir_p(const char *dir)
 	return mkdir(buf, 0700) && errno != EEXIST ? -errno : 0;
 }
 
-/* Highest valid epoch in the log; counts bad records. */
+/* Highest valid epoch in the log; counts bad records. A torn tail (a record
+ * whose write never completed, so whose epoch was never used: a run uses an
+ * epoch only after fsync) is cut off so that later records stay aligned.
+ */
 static uint64_t epoch_scan(struct coord_store *s)
 {
 	struct epoch_rec r;
 	uint64_t max = 0;
 	off_t off = 0;
+	struct stat st;
 	ssize_t n;
+
+	if (!fstat(s->epoch_fd, &st) && st.st_size % (off_t)sizeof(r)) {
+		s->corrupt++;
+		s->had_state = true;
+		if (ftruncate(s->epoch_fd, st.st_size - st.st_size % (off_t)sizeof(r)))
+			pr_warn("state: cannot cut the torn tail of epoch.log: %s\n", strerror(errno));
+	}
 
 	while ((n = pread(s->epoch_fd, &r, sizeof(r), off)) > 0) {
 		off += n;
