@@ -3,7 +3,9 @@
  * The leaseline XDP program: parse, find the first matching rule of the live
  * policy slot, charge every limit of that rule or none of them, count.
  * A packet reads the policy slot index once, so it sees the old policy or the
- * new one, never a mix. The clock is read at most once per packet.
+ * new one, never a mix. The clock is read at most once per packet, and only
+ * when a limit needs it (a key-none limit paying from its CPU's slice does
+ * not, unless it is global and must check its lease).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -72,8 +74,7 @@ static __always_inline struct ll_limit_stats *limit_stats(__u32 id)
  * limits per rule do not multiply the verifier's work. Returns an enum
  * ll_verdict (with refund: LL_ADMIT once the debit is given back).
  */
-__noinline int ll_limit_charge(__u32 slot, __u32 id, __u64 now, __u32 refund,
-			       const struct pkt_meta *m)
+__noinline int ll_limit_charge(__u32 slot, __u32 id, __u32 refund, struct pkt_meta *m)
 {
 	struct ll_limit_stats *st;
 	struct ll_limit_cfg *cfg;
@@ -88,7 +89,7 @@ __noinline int ll_limit_charge(__u32 slot, __u32 id, __u64 now, __u32 refund,
 		return 0;
 	cfg = &pol->limits[id];
 	st = refund ? 0 : limit_stats(id);
-	return limit_charge(id, cfg, m, now, tb_cost(cfg->unit, m->len), refund, st);
+	return limit_charge(id, cfg, m, tb_cost(cfg->unit, m->len), refund, st);
 }
 
 /* Charge the limits of rule r in order. Enforced denial: undo the debits
@@ -96,9 +97,8 @@ __noinline int ll_limit_charge(__u32 slot, __u32 id, __u64 now, __u32 refund,
  * count it and go on. Returns XDP_PASS or XDP_DROP.
  */
 static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
-				       const struct ll_rule *r, const struct pkt_meta *m)
+				       const struct ll_rule *r, struct pkt_meta *m)
 {
-	__u64 now = bpf_ktime_get_ns();
 	/* debited[i]: the enum ll_verdict limit i admitted with, 0 if not debited */
 	__u8 debited[LL_MAX_RULE_LIMITS] = {}, shadowed[LL_MAX_RULE_LIMITS] = {};
 	__u32 n = r->n_limits;
@@ -110,7 +110,7 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 
 		if (i >= n)
 			break;
-		int v = ll_limit_charge(slot, id, now, 0, m);
+		int v = ll_limit_charge(slot, id, 0, m);
 
 		if (v != LL_DENY) {
 			debited[i] = v;
@@ -131,7 +131,7 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 			break;
 		if (denier >= 0 && j != denier) {
 			if (debited[j])
-				ll_limit_charge(slot, id, now, 1, m);
+				ll_limit_charge(slot, id, 1, m);
 			continue;
 		}
 		st = limit_stats(id);
@@ -155,14 +155,6 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 		}
 	}
 	return denier >= 0 ? XDP_DROP : XDP_PASS;
-}
-
-/* Parse as a global function: verified once, whatever path the frame took. */
-__noinline int ll_parse(struct xdp_md *ctx, struct pkt_meta *m)
-{
-	if (!m)
-		return LL_PARSE_NON_IP;
-	return parse_packet(ctx, m);
 }
 
 /* Index of the first rule of policy slot `slot` that matches m, or
@@ -196,7 +188,7 @@ int leaseline(struct xdp_md *ctx)
 	__u32 zero = 0, slot, i;
 	int reason, verdict;
 
-	reason = ll_parse(ctx, &m);
+	reason = parse_packet(ctx, &m);
 	count_parse(reason);
 	if (reason == LL_PARSE_NON_IP)
 		return XDP_PASS;

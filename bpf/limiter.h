@@ -10,6 +10,8 @@
 #ifndef LEASELINE_LIMITER_H
 #define LEASELINE_LIMITER_H
 
+#include <linux/errno.h>
+
 #include "maps.h"
 #include "parse.h"
 #include "tb_math.h"
@@ -89,7 +91,7 @@ static __always_inline struct ll_bucket *bucket_get(struct ll_key *k,
 	if (err == 0) {
 		if (st)
 			st->new_keys++;
-	} else if (err != -17 /* -EEXIST: another CPU created it */) {
+	} else if (err != -EEXIST) { /* EEXIST: another CPU created it: use that one */
 		__builtin_memset(k, 0, sizeof(*k));
 		k->limit_uid = cfg->uid;
 		k->family = LL_OVERFLOW_FAMILY;
@@ -99,6 +101,13 @@ static __always_inline struct ll_bucket *bucket_get(struct ll_key *k,
 	return bpf_map_lookup_elem(&ll_buckets, k);
 }
 
+/* Denied packets of a key that cannot pay yet skip the lock: deny_until_ns
+ * is when the bucket will next hold one packet's cost. It is set under the
+ * lock by a denial in packets mode (every packet costs the same there) and
+ * cleared by any admission or refund, so it never denies a packet the bucket
+ * could pay: reading it unlocked can only see a value some denial computed
+ * from the bucket's real state, or 0.
+ */
 static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_limit_cfg *cfg,
 					 __u64 now, __u64 cost_s, int refund)
 {
@@ -106,14 +115,20 @@ static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_li
 	__u64 tokens, last;
 	int ok = 1;
 
+	if (!refund && b->gen == cfg->gen && now < *(volatile __u64 *)&b->deny_until_ns)
+		return 0;
 	cfg_params(cfg, &cur, &prev);
 	bpf_spin_lock(&b->lock);
 	last = b->last_ns;
-	tokens = tb_settle(b->tokens, &last, b->gen, cfg->gen, cfg->prev_gen, &cur, &prev, cfg->reload_ns, now);
+	tokens = tb_settle(b->tokens, &last, b->gen, cfg->gen, cfg->prev_gen, &cur, &prev,
+			   cfg->reload_ns, now);
 	if (refund)
 		tokens = tb_refund(tokens, cost_s, cur.burst_s);
 	else
 		ok = tb_take(&tokens, cost_s);
+	b->deny_until_ns = 0;
+	if (!ok && cfg->unit == LL_UNIT_PACKETS && cur.rate)
+		b->deny_until_ns = now + (cost_s - tokens + cur.rate - 1) / cur.rate;
 	b->tokens = tokens;
 	b->last_ns = last;
 	b->gen = cfg->gen;
@@ -258,9 +273,18 @@ static __always_inline int lease_state(struct ll_lease *ls, __u64 now, __u32 *ge
 	return LL_ADMIT_FALLBACK;
 }
 
-static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg, __u64 now,
-				       __u64 cost_s, int refund)
+/* The packet's clock: read once, by the first limit that needs it. */
+static __always_inline __u64 meta_now(struct pkt_meta *m)
 {
+	if (!m->now)
+		m->now = bpf_ktime_get_ns();
+	return m->now;
+}
+
+static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
+				       struct pkt_meta *m, __u64 cost_s, int refund)
+{
+	__u64 now;
 	struct ll_slice *sl = bpf_map_lookup_elem(&ll_slices, &id);
 	struct ll_pool *pool = bpf_map_lookup_elem(&ll_pools, &id);
 	struct ll_lease *ls = 0;
@@ -274,7 +298,7 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 		ls = bpf_map_lookup_elem(&ll_leases, &id);
 		if (!ls)
 			return LL_DENY;
-		admit = lease_state(ls, now, &gen);
+		admit = lease_state(ls, meta_now(m), &gen);
 		if (admit == LL_DENY || admit == LL_ADMIT_BYPASS)
 			return refund ? LL_ADMIT : admit;
 	}
@@ -282,6 +306,7 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 		sl->tokens -= cost_s;
 		return admit;
 	}
+	now = meta_now(m);
 	if (!refund && pool->gen == gen && now < *(volatile __u64 *)&pool->empty_until_ns)
 		return LL_DENY;
 	if (ls)
@@ -300,14 +325,16 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
  * never admits because it lost track.
  */
 static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg,
-					const struct pkt_meta *m, __u64 now, __u64 cost_s,
-					int refund, struct ll_limit_stats *st)
+					struct pkt_meta *m, __u64 cost_s, int refund,
+					struct ll_limit_stats *st)
 {
 	struct ll_key k;
 	struct ll_bucket *b;
+	__u64 now;
 
 	if (cfg->key_mode == LL_KEY_NONE)
-		return pool_charge(id, cfg, now, cost_s, refund);
+		return pool_charge(id, cfg, m, cost_s, refund);
+	now = meta_now(m);
 	key_build(&k, cfg, m);
 	b = bucket_get(&k, cfg, now, refund ? 0 : st);
 	if (!b)

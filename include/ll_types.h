@@ -159,12 +159,13 @@ struct ll_key {
  */
 #define LL_OVERFLOW_FAMILY 0xff
 
-/* Per-key bucket: 24 bytes, well inside one cache line. */
+/* Per-key bucket: 32 bytes, well inside one cache line. */
 struct ll_bucket {
 	struct bpf_spin_lock lock;
 	__u32 gen; /* ll_limit_cfg.gen the tokens are settled for */
 	__u64 tokens; /* sub-tokens */
 	__u64 last_ns; /* refilled up to this instant */
+	__u64 deny_until_ns; /* packets mode: no packet can pay before this (lock-free drop) */
 };
 
 /* key none: one shared pool per limit; CPUs take chunks into per-CPU slices
