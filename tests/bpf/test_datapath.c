@@ -1476,6 +1476,37 @@ static void test_restart_readopts_pinned(void **state)
 #define T(f)  cmocka_unit_test_setup_teardown(f, hx_setup, hx_teardown)
 #define TP(f) cmocka_unit_test_setup_teardown(f, parse_setup, hx_teardown)
 
+/* The lock-free drop hint: a denied key drops without the lock until it can
+ * pay, but a reload that raises the rate makes the hint stale at once, and a
+ * key the hint does not cover is never denied by it.
+ */
+static void test_deny_hint_never_overdenies(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_key k;
+	struct ll_bucket b;
+	struct ll_limit_cfg cfg;
+	struct pkt p;
+
+	assert_int_equal(apply_one(fx, 1, "key: src-ip, rate: 1, burst: 1"), 0);
+	hx_limit(fx, "l", &cfg);
+	hx_udp4(&p, "198.18.0.10", D4, 1000, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP);
+	k = hx_key_addr(cfg.uid, 4, "198.18.0.10", 32);
+	assert_int_equal(hx_bucket(fx, &k, &b), 0);
+	assert_true(b.deny_until_ns > b.last_ns); /* set by the denial */
+	/* Another key is not covered by it. */
+	hx_udp4(&p, "198.18.0.11", D4, 1000, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
+	/* A faster rate from a reload: the old hint (about 1 s away) must not hold. */
+	assert_int_equal(apply_one(fx, 2, "key: src-ip, rate: 1G, burst: 1"), 0);
+	hx_udp4(&p, "198.18.0.10", D4, 1000, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
+	assert_int_equal(hx_bucket(fx, &k, &b), 0);
+	assert_int_equal(b.deny_until_ns, 0); /* cleared by the admission */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1511,6 +1542,7 @@ int main(void)
 	    T(test_reload_rename_no_inherit),
 	    T(test_reload_reused_id_counters),
 	    cmocka_unit_test_setup_teardown(test_restart_readopts_pinned, hx_setup, pin_teardown),
+	    cmocka_unit_test_setup_teardown(test_deny_hint_never_overdenies, hx_setup, hx_teardown),
 	};
 
 	return cmocka_run_group_tests_name("datapath", tests, NULL, NULL);
