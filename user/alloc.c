@@ -7,6 +7,7 @@
  * increase is only ever carved out of headroom measured against live grants.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -45,13 +46,27 @@ static bool satisfied(const struct level *lv, uint64_t demand, uint64_t w_i)
  * next-largest remainder by rescanning costs O(n) per unit, O(n^2) in all;
  * n is the number of holders of one limit.
  */
+struct frac {
+	u128 f;
+	size_t i;
+};
+
+/* Largest fraction first, ties to the lower index. */
+static int frac_cmp(const void *a, const void *b)
+{
+	const struct frac *x = a, *y = b;
+
+	if (x->f != y->f)
+		return x->f > y->f ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
 static void spread(const struct level *lv, bool all, size_t n, const uint64_t *demand,
 		   const uint32_t *weight, uint64_t *targets)
 {
+	struct frac *fr = malloc(n * sizeof(*fr));
 	u128 left = lv->c;
-	u128 pf = 0; /* (fraction, index) of the last unit given */
-	size_t pi = 0;
-	bool first = true;
+	size_t m = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		uint64_t w_i = weight_of(weight, i);
@@ -62,34 +77,18 @@ static void spread(const struct level *lv, bool all, size_t n, const uint64_t *d
 		}
 		targets[i] = (uint64_t)(lv->c * w_i / lv->w) + (all ? demand[i] : 0);
 		left -= lv->c * w_i / lv->w;
+		if (fr)
+			fr[m++] = (struct frac){.f = lv->c * w_i % lv->w, .i = i};
 	}
-	while (left > 0) {
-		u128 bf = 0;
-		size_t bi = n;
-
-		for (size_t i = 0; i < n; i++) {
-			uint64_t w_i = weight_of(weight, i);
-			u128 f;
-
-			if (!all && satisfied(lv, demand[i], w_i))
-				continue;
-			f = lv->c * w_i % lv->w;
-			/* Only units after the last one given, in (fraction desc, index asc). */
-			if (!first && (f > pf || (f == pf && i <= pi)))
-				continue;
-			if (bi == n || f > bf) {
-				bf = f;
-				bi = i;
-			}
-		}
-		if (bi == n || bf == 0)
-			break; /* cannot happen: sum of fractions / w == left */
-		targets[bi]++;
-		left--;
-		pf = bf;
-		pi = bi;
-		first = false;
-	}
+	if (!fr)
+		return; /* out of memory: the remainder stays unassigned (sum < capacity) */
+	/* The units left (fewer than the members with a fraction) go one each to
+	 * the largest fractional parts: O(n log n).
+	 */
+	qsort(fr, m, sizeof(*fr), frac_cmp);
+	for (size_t k = 0; k < m && left > 0 && fr[k].f > 0; k++, left--)
+		targets[fr[k].i]++;
+	free(fr);
 }
 
 void alloc_maxmin(uint64_t capacity, size_t n, const uint64_t *demand, const uint32_t *weight,
@@ -135,13 +134,49 @@ void alloc_maxmin(uint64_t capacity, size_t n, const uint64_t *demand, const uin
 	spread(&lv, false, n, demand, weight, targets);
 }
 
-void ledger_init(struct ledger *l, uint64_t rate, uint64_t burst)
+int ledger_init(struct ledger *l, uint64_t rate, uint64_t burst)
 {
 	memset(l, 0, sizeof(*l));
 	l->rate = rate;
 	l->burst = burst;
-	for (size_t i = 0; i < LEDGER_MAX_HOLDERS; i++)
-		l->h[i].next_seq = 1;
+	l->next_expiry = UINT64_MAX;
+	return ledger_reserve(l, LEDGER_MAX_HOLDERS);
+}
+
+int ledger_reserve(struct ledger *l, size_t holders)
+{
+	struct ledger_holder *h;
+
+	if (holders <= l->cap)
+		return 0;
+	h = realloc(l->h, holders * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	memset(h + l->cap, 0, (holders - l->cap) * sizeof(*h));
+	for (size_t i = l->cap; i < holders; i++)
+		h[i].next_seq = 1;
+	l->h = h;
+	l->cap = holders;
+	return 0;
+}
+
+void ledger_free(struct ledger *l)
+{
+	free(l->h);
+	l->h = NULL;
+	l->cap = 0;
+}
+
+int ledger_copy(struct ledger *dst, const struct ledger *src)
+{
+	*dst = *src;
+	dst->h = NULL;
+	dst->cap = 0;
+	if (ledger_reserve(dst, src->cap))
+		return -ENOMEM;
+	if (src->cap)
+		memcpy(dst->h, src->h, src->cap * sizeof(*src->h));
+	return 0;
 }
 
 /* Live from issue through its deadline inclusive, until a later grant is acked. */
@@ -155,50 +190,36 @@ static uint32_t holder_n(const struct ledger_holder *h)
 	return h->n < LEDGER_MAX_PENDING ? h->n : LEDGER_MAX_PENDING;
 }
 
-uint64_t ledger_committed_rate(const struct ledger *l, size_t i, uint64_t now)
+static uint64_t holder_max(const struct ledger_holder *h, uint64_t now, bool burst)
 {
-	const struct ledger_holder *h;
 	uint64_t m = 0;
 
-	if (i >= LEDGER_MAX_HOLDERS)
-		return 0;
-	h = &l->h[i];
-	for (uint32_t k = 0; k < holder_n(h); k++)
-		if (grant_live(h, &h->g[k], now) && h->g[k].rate > m)
-			m = h->g[k].rate;
+	for (uint32_t k = 0; k < holder_n(h); k++) {
+		uint64_t v = burst ? h->g[k].burst : h->g[k].rate;
+
+		if (grant_live(h, &h->g[k], now) && v > m)
+			m = v;
+	}
 	return m;
+}
+
+uint64_t ledger_committed_rate(const struct ledger *l, size_t i, uint64_t now)
+{
+	return i < l->cap ? holder_max(&l->h[i], now, false) : 0;
 }
 
 uint64_t ledger_committed_burst(const struct ledger *l, size_t i, uint64_t now)
 {
-	const struct ledger_holder *h;
-	uint64_t m = 0;
-
-	if (i >= LEDGER_MAX_HOLDERS)
-		return 0;
-	h = &l->h[i];
-	for (uint32_t k = 0; k < holder_n(h); k++)
-		if (grant_live(h, &h->g[k], now) && h->g[k].burst > m)
-			m = h->g[k].burst;
-	return m;
+	return i < l->cap ? holder_max(&l->h[i], now, true) : 0;
 }
 
-/* Exact sums; 64 holders of 64-bit shares fit in 128 bits. */
-static u128 sum_rate(const struct ledger *l, uint64_t now)
+/* Exact sums by a walk over every holder; shares are 64-bit, sums 128. */
+static u128 sum_walk(const struct ledger *l, uint64_t now, bool burst)
 {
 	u128 s = 0;
 
-	for (size_t i = 0; i < LEDGER_MAX_HOLDERS; i++)
-		s += ledger_committed_rate(l, i, now);
-	return s;
-}
-
-static u128 sum_burst(const struct ledger *l, uint64_t now)
-{
-	u128 s = 0;
-
-	for (size_t i = 0; i < LEDGER_MAX_HOLDERS; i++)
-		s += ledger_committed_burst(l, i, now);
+	for (size_t i = 0; i < l->cap; i++)
+		s += holder_max(&l->h[i], now, burst);
 	return s;
 }
 
@@ -209,12 +230,12 @@ static uint64_t saturate(u128 v)
 
 uint64_t ledger_sum_rate(const struct ledger *l, uint64_t now)
 {
-	return saturate(sum_rate(l, now));
+	return saturate(sum_walk(l, now, false));
 }
 
 uint64_t ledger_sum_burst(const struct ledger *l, uint64_t now)
 {
-	return saturate(sum_burst(l, now));
+	return saturate(sum_walk(l, now, true));
 }
 
 /* Compact the ring, keeping the live grants in order. */
@@ -228,22 +249,68 @@ static void holder_gc(struct ledger_holder *h, uint64_t now)
 	h->n = kept;
 }
 
+/* Drop holder i's dead grants and bring its cached share and the sums up to
+ * date; note its earliest deadline.
+ */
+static void holder_sync(struct ledger *l, size_t i, uint64_t now)
+{
+	struct ledger_holder *h = &l->h[i];
+	uint64_t r, b;
+
+	holder_gc(h, now);
+	r = holder_max(h, now, false);
+	b = holder_max(h, now, true);
+	l->sum_rate = l->sum_rate - h->c_rate + r;
+	l->sum_burst = l->sum_burst - h->c_burst + b;
+	h->c_rate = r;
+	h->c_burst = b;
+	for (uint32_t k = 0; k < h->n; k++)
+		if (h->g[k].deadline_ns < l->next_expiry)
+			l->next_expiry = h->g[k].deadline_ns;
+}
+
 void ledger_gc(struct ledger *l, uint64_t now)
 {
-	for (size_t i = 0; i < LEDGER_MAX_HOLDERS; i++)
-		holder_gc(&l->h[i], now);
+	l->next_expiry = UINT64_MAX;
+	for (size_t i = 0; i < l->cap; i++)
+		holder_sync(l, i, now);
+}
+
+/* Make the cached sums exact at now: a full sync once a deadline has passed. */
+static void ledger_fresh(struct ledger *l, uint64_t now)
+{
+	if (now > l->next_expiry)
+		ledger_gc(l, now);
+}
+
+bool ledger_over(struct ledger *l, uint64_t now)
+{
+	ledger_fresh(l, now);
+	return l->sum_rate > l->rate || l->sum_burst > l->burst;
+}
+
+uint64_t ledger_sum_rate_fast(struct ledger *l, uint64_t now)
+{
+	ledger_fresh(l, now);
+	return l->sum_rate;
+}
+
+uint64_t ledger_sum_burst_fast(struct ledger *l, uint64_t now)
+{
+	ledger_fresh(l, now);
+	return l->sum_burst;
 }
 
 static uint64_t next_seq(const struct ledger_holder *h)
 {
-	return h->next_seq ? h->next_seq : 1; /* a zeroed ledger starts at 1 too */
+	return h->next_seq ? h->next_seq : 1; /* a zeroed holder starts at 1 too */
 }
 
 void ledger_ack(struct ledger *l, size_t i, uint64_t seq, uint64_t now)
 {
 	struct ledger_holder *h;
 
-	if (i >= LEDGER_MAX_HOLDERS)
+	if (i >= l->cap)
 		return;
 	h = &l->h[i];
 	/* An ack of a grant never issued would kill grants still in use. */
@@ -251,17 +318,17 @@ void ledger_ack(struct ledger *l, size_t i, uint64_t seq, uint64_t now)
 		return;
 	if (seq > h->acked_seq)
 		h->acked_seq = seq;
-	holder_gc(h, now);
+	holder_sync(l, i, now);
 }
 
 /* One dimension of a grant: a decrease as is, an increase out of headroom. */
-static uint64_t issue_share(uint64_t target, uint64_t committed, u128 sum, uint64_t capacity)
+static uint64_t issue_share(uint64_t target, uint64_t committed, uint64_t sum, uint64_t capacity)
 {
-	u128 room = sum < capacity ? capacity - sum : 0;
+	uint64_t room = sum < capacity ? capacity - sum : 0;
 
 	if (target <= committed)
 		return target;
-	return (u128)target - committed <= room ? target : saturate(committed + room);
+	return target - committed <= room ? target : committed + room;
 }
 
 bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t target_burst,
@@ -270,53 +337,61 @@ bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t tar
 	struct ledger_holder *h;
 	struct ledger_grant g;
 
-	if (i >= LEDGER_MAX_HOLDERS)
+	if (i >= l->cap)
 		return false;
 	h = &l->h[i];
+	ledger_fresh(l, now);
 	/* Only this holder's dead grants can make room in its ring. */
-	holder_gc(h, now);
+	holder_sync(l, i, now);
 	if (h->n >= LEDGER_MAX_PENDING)
 		return false;
 	g.seq = next_seq(h);
-	g.rate =
-	    issue_share(target_rate, ledger_committed_rate(l, i, now), sum_rate(l, now), l->rate);
-	g.burst = issue_share(target_burst, ledger_committed_burst(l, i, now), sum_burst(l, now),
-			      l->burst);
+	g.rate = issue_share(target_rate, h->c_rate, l->sum_rate, l->rate);
+	g.burst = issue_share(target_burst, h->c_burst, l->sum_burst, l->burst);
 	g.deadline_ns = live_ns > UINT64_MAX - now ? UINT64_MAX : now + live_ns;
 	h->next_seq = g.seq + 1;
 	h->g[h->n++] = g;
+	holder_sync(l, i, now);
 	if (out)
 		*out = g;
 	return true;
 }
 
-void ledger_targets(const struct ledger *l, uint64_t *rate, uint64_t *burst)
+int ledger_targets(const struct ledger *l, uint64_t *rate, uint64_t *burst)
 {
-	uint64_t demand[LEDGER_MAX_HOLDERS], share[LEDGER_MAX_HOLDERS];
-	uint32_t weight[LEDGER_MAX_HOLDERS];
-	size_t idx[LEDGER_MAX_HOLDERS], n = 0;
+	uint64_t *demand = malloc(l->cap * sizeof(*demand));
+	uint64_t *share = malloc(l->cap * sizeof(*share));
+	uint32_t *weight = malloc(l->cap * sizeof(*weight));
+	size_t *idx = malloc(l->cap * sizeof(*idx)), n = 0;
+	int err = demand && share && weight && idx ? 0 : -ENOMEM;
 
-	for (size_t i = 0; i < LEDGER_MAX_HOLDERS; i++) {
+	for (size_t i = 0; i < l->cap; i++) {
 		rate[i] = 0;
 		burst[i] = 0;
-		if (!l->h[i].active)
+		if (err || !l->h[i].active)
 			continue;
 		idx[n] = i;
 		demand[n] = l->h[i].demand;
 		weight[n] = l->h[i].weight;
 		n++;
 	}
-	alloc_maxmin(l->rate, n, demand, weight, share);
+	if (!err)
+		alloc_maxmin(l->rate, n, demand, weight, share);
 	for (size_t k = 0; k < n; k++) {
 		rate[idx[k]] = share[k];
 		/* floor(B * r / R): sum(r) <= R, so the bursts add up to <= B. */
 		burst[idx[k]] = l->rate ? (uint64_t)((u128)l->burst * share[k] / l->rate) : 0;
 	}
+	free(demand);
+	free(share);
+	free(weight);
+	free(idx);
+	return err;
 }
 
 int ledger_check(const struct ledger *l, uint64_t now)
 {
-	if (sum_rate(l, now) > l->rate || sum_burst(l, now) > l->burst)
+	if (sum_walk(l, now, false) > l->rate || sum_walk(l, now, true) > l->burst)
 		return -ERANGE;
 	return 0;
 }

@@ -26,7 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LEDGER_MAX_HOLDERS 64 /* gateways per coordinator */
+/* Holders a ledger has room for after ledger_init; ledger_reserve grows it
+ * (the coordinator sizes it to coord.yaml's gateways:).
+ */
+#define LEDGER_MAX_HOLDERS 64
 #define LEDGER_MAX_PENDING 8 /* unacknowledged grants remembered per holder */
 
 /* targets[i] <= demand[i] unless capacity is left over; sum(targets) <= capacity.
@@ -53,15 +56,37 @@ struct ledger_holder {
 	uint64_t acked_seq; /* highest seq the holder acknowledged */
 	uint32_t n; /* live grants, oldest first */
 	struct ledger_grant g[LEDGER_MAX_PENDING];
+	uint64_t c_rate, c_burst; /* committed share as last synced (see struct ledger) */
 };
 
+/* sum_rate/sum_burst cache the sum of every holder's committed share. They
+ * are exact whenever no grant has passed its deadline unnoticed, which
+ * next_expiry (a lower bound of every live grant's deadline) tells: past it,
+ * the next issue re-syncs every holder first. So an issue or a check costs
+ * O(1) amortised instead of a walk over all holders.
+ */
 struct ledger {
 	uint64_t rate, burst; /* capacity left for leases after the fallback reserve */
-	struct ledger_holder h[LEDGER_MAX_HOLDERS];
+	size_t cap; /* holders h has room for */
+	struct ledger_holder *h;
+	uint64_t sum_rate, sum_burst;
+	uint64_t next_expiry;
 };
 
-/* Zero every holder (inactive, no grants, next_seq 1) and set the capacity. */
-void ledger_init(struct ledger *l, uint64_t rate, uint64_t burst);
+/* Every holder inactive, no grants, next_seq 1; the capacity set. Room for
+ * LEDGER_MAX_HOLDERS holders. 0 or -ENOMEM.
+ */
+int ledger_init(struct ledger *l, uint64_t rate, uint64_t burst);
+int ledger_reserve(struct ledger *l, size_t holders);
+void ledger_free(struct ledger *l);
+/* Deep copy (for a policy reload that keeps a limit's grants). */
+int ledger_copy(struct ledger *dst, const struct ledger *src);
+
+/* Cached check: is the sum of committed shares above capacity now? */
+bool ledger_over(struct ledger *l, uint64_t now);
+/* Cached sums, exact at now. */
+uint64_t ledger_sum_rate_fast(struct ledger *l, uint64_t now);
+uint64_t ledger_sum_burst_fast(struct ledger *l, uint64_t now);
 
 /* Committed share of holder i at time now (max over its live grants). */
 uint64_t ledger_committed_rate(const struct ledger *l, size_t i, uint64_t now);
@@ -89,10 +114,10 @@ bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t tar
 
 /* Targets for every active holder from its demand and weight: rate by
  * alloc_maxmin, burst proportional to the rate share (floor), both summing
- * to at most the ledger's capacity. rate[] and burst[] hold
- * LEDGER_MAX_HOLDERS entries; inactive holders get 0.
+ * to at most the ledger's capacity. rate[] and burst[] hold l->cap entries;
+ * inactive holders get 0. 0 or -ENOMEM.
  */
-void ledger_targets(const struct ledger *l, uint64_t *rate, uint64_t *burst);
+int ledger_targets(const struct ledger *l, uint64_t *rate, uint64_t *burst);
 
 /* Check the invariant; returns 0 or -ERANGE. */
 int ledger_check(const struct ledger *l, uint64_t now);

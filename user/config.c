@@ -34,7 +34,7 @@
 #define CFG_COORD_PORT	       7450
 /* Gateways a coordinator reserves fallback shares for (coord.yaml gateways:). */
 #define CFG_DEFAULT_GATEWAYS 8
-#define CFG_MAX_GATEWAYS 64
+#define CFG_MAX_GATEWAYS 16384
 #define CFG_AGENT_METRICS_PORT 9475
 #define CFG_COORD_METRICS_PORT 9476
 #define CFG_DEFAULT_PIN_DIR    "/sys/fs/bpf/leaseline"

@@ -16,10 +16,13 @@
 /* Output a slow peer may leave unsent before it is cut off. */
 #define CONN_MAX_OUT (4 * (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD))
 
+/* Buffers grow with what is in flight and shrink back when drained, so an
+ * idle connection costs a few hundred bytes, not a maximal frame.
+ */
 struct conn {
 	int fd;
-	uint8_t in[WIRE_HDR_LEN + WIRE_MAX_PAYLOAD];
-	size_t in_len;
+	uint8_t *in;
+	size_t in_len, in_cap;
 	uint8_t *out;
 	size_t out_len, out_cap;
 };

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <poll.h>
+#include <sys/epoll.h>
 
 #include "alloc.h"
 #include "config.h"
@@ -27,8 +27,10 @@
 #include "metrics.h"
 #include "wire.h"
 
-#define COORD_MAX_CONNS 128
-#define COORD_TICK_MS	20
+#define COORD_TICK_MS	     20
+#define COORD_SPARE_CONNS    64 /* connections beyond gateways: not yet said hello */
+#define COORD_RECOMPUTE_NS   50000000ull /* targets follow demand within 50 ms */
+#define COORD_EPOLL_BATCH    256
 
 struct climit {
 	char name[LL_NAME_LEN];
@@ -37,6 +39,9 @@ struct climit {
 	uint8_t on_loss;
 	uint64_t fb_rate, fb_burst;
 	struct ledger led;
+	uint64_t *t_rate, *t_burst; /* cached max-min targets per holder */
+	bool dirty; /* demand changed since the targets were computed */
+	uint64_t next_recompute_ns, recompute_ns; /* and how long the last one took */
 	uint64_t max_sum_rate, max_sum_burst; /* highest sums of live shares seen */
 	uint64_t drain_since_ns; /* contract lowered, live shares still above it since */
 	uint64_t last_drain_ns; /* how long the last such drain took */
@@ -54,6 +59,7 @@ struct cholder {
 struct cconn {
 	struct conn c;
 	int holder; /* -1 until HELLO */
+	uint32_t events; /* what epoll watches for it */
 };
 
 struct coord {
@@ -66,9 +72,10 @@ struct coord {
 	uint64_t quiet_until;
 	uint32_t n_limits;
 	struct climit lim[LL_MAX_LIMITS];
-	struct cholder h[LEDGER_MAX_HOLDERS];
-	struct cconn *conns[COORD_MAX_CONNS];
-	int listen_fd, metrics_fd;
+	struct cholder *h; /* cfg.gateways of them */
+	struct cconn **conns;
+	size_t max_conns;
+	int listen_fd, metrics_fd, ep;
 	struct wire_msg *msg; /* scratch: one message is large */
 	uint64_t grants, stale_reports, protocol_errors, violations, refused;
 };
@@ -122,6 +129,48 @@ static struct climit *limit_by_name(struct coord *co, const char *name)
 	return NULL;
 }
 
+static void climit_free(struct climit *c)
+{
+	ledger_free(&c->led);
+	free(c->t_rate);
+	free(c->t_burst);
+	c->t_rate = c->t_burst = NULL;
+}
+
+static void limits_free(struct climit *lim, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		climit_free(&lim[i]);
+}
+
+/* A limit's state for the new policy: a deep copy of the running one (its
+ * live grants go on counting) or a fresh ledger, room for every gateway.
+ */
+static int climit_init(struct climit *c, const struct climit *old, uint32_t gateways)
+{
+	int err;
+
+	memset(c, 0, sizeof(*c));
+	if (old) {
+		*c = *old;
+		err = ledger_copy(&c->led, &old->led);
+	} else {
+		err = ledger_init(&c->led, 0, 0);
+	}
+	c->t_rate = c->t_burst = NULL;
+	if (!err)
+		err = ledger_reserve(&c->led, gateways);
+	if (!err) {
+		c->t_rate = calloc(c->led.cap, sizeof(*c->t_rate));
+		c->t_burst = calloc(c->led.cap, sizeof(*c->t_burst));
+		if (!c->t_rate || !c->t_burst)
+			err = -ENOMEM;
+	}
+	c->dirty = true;
+	c->next_recompute_ns = 0;
+	return err;
+}
+
 /* Global limits of pol as ledgers, keeping the ledger (live grants) of a
  * limit that stays. Fallback shares of every gateway come off the top.
  */
@@ -129,18 +178,19 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 			uint32_t *n_out)
 {
 	uint32_t n = 0;
+	int err = 0;
 
-	for (uint32_t i = 0; i < pol->n_limits; i++) {
+	for (uint32_t i = 0; i < pol->n_limits && !err; i++) {
 		const struct cfg_limit *l = &pol->limits[i];
-		struct climit *old = limit_by_name(co, l->name), *c = &out[n];
+		struct climit *c = &out[n];
 		uint64_t fr = 0, fb = 0;
 
 		if (l->scope != LL_SCOPE_GLOBAL)
 			continue;
-		if (old)
-			*c = *old;
-		else
-			memset(c, 0, sizeof(*c));
+		err = climit_init(c, limit_by_name(co, l->name), co->cfg.gateways);
+		n++;
+		if (err)
+			break;
 		snprintf(c->name, sizeof(c->name), "%s", l->name);
 		if (l->on_loss == CFG_ON_LOSS_FALLBACK) {
 			fr = l->fallback_rate * co->cfg.gateways;
@@ -152,7 +202,8 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 				l->name, co->cfg.gateways, (unsigned long long)fr,
 				(unsigned long long)fb, (unsigned long long)l->rate,
 				(unsigned long long)l->burst);
-			return -EINVAL;
+			err = -EINVAL;
+			break;
 		}
 		c->rate = l->rate;
 		c->burst = l->burst;
@@ -163,10 +214,13 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 		c->fb_burst = l->fallback_burst;
 		c->led.rate = l->rate - fr;
 		c->led.burst = l->burst - fb;
-		n++;
+	}
+	if (err) {
+		limits_free(out, n);
+		n = 0;
 	}
 	*n_out = n;
-	return 0;
+	return err;
 }
 
 static int policy_load(struct coord *co, bool initial)
@@ -196,10 +250,11 @@ static int policy_load(struct coord *co, bool initial)
 		co->pol = pol;
 		co->yaml = yaml;
 		co->yaml_len = len;
+		limits_free(co->lim, co->n_limits);
 		memcpy(co->lim, lim, sizeof(co->lim));
 		co->n_limits = n;
 		for (uint32_t i = 0; i < n; i++)
-			if (ledger_check(&co->lim[i].led, dp_now_ns()))
+			if (ledger_over(&co->lim[i].led, dp_now_ns()))
 				co->lim[i].drain_since_ns = dp_now_ns();
 		pol = NULL;
 		yaml = NULL;
@@ -210,6 +265,20 @@ static int policy_load(struct coord *co, bool initial)
 	free(yaml);
 	free(lim);
 	return err;
+}
+
+/* Max-min targets from the latest demands: O(holders log holders), so done
+ * at most every COORD_RECOMPUTE_NS per limit rather than per report.
+ */
+static void targets_recompute(struct climit *c, uint64_t now)
+{
+	uint64_t t0 = dp_now_ns();
+
+	if (ledger_targets(&c->led, c->t_rate, c->t_burst))
+		return; /* out of memory: keep the old targets */
+	c->dirty = false;
+	c->recompute_ns = dp_now_ns() - t0;
+	c->next_recompute_ns = now + COORD_RECOMPUTE_NS;
 }
 
 /* ---- connections ---- */
@@ -229,6 +298,7 @@ static void conn_drop(struct coord *co, int ci, const char *why)
 		for (uint32_t l = 0; l < co->n_limits; l++) {
 			co->lim[l].led.h[cc->holder].active = false;
 			co->lim[l].led.h[cc->holder].demand = 0;
+			co->lim[l].dirty = true;
 		}
 	}
 	conn_close(&cc->c);
@@ -262,10 +332,10 @@ static int holder_find(struct coord *co, const char *name)
 {
 	int free_slot = -1;
 
-	for (int i = 0; i < LEDGER_MAX_HOLDERS; i++) {
+	for (int i = 0; i < (int)co->cfg.gateways; i++) {
 		if (co->h[i].used && !strcmp(co->h[i].name, name))
 			return i;
-		if (!co->h[i].used && free_slot < 0 && (uint32_t)i < co->cfg.gateways)
+		if (!co->h[i].used && free_slot < 0)
 			free_slot = i;
 	}
 	return free_slot;
@@ -312,8 +382,10 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 	h->incarnation = m->incarnation;
 	h->conn = ci;
 	co->conns[ci]->holder = hi;
-	for (uint32_t l = 0; l < co->n_limits; l++)
+	for (uint32_t l = 0; l < co->n_limits; l++) {
 		co->lim[l].led.h[hi].active = true;
+		targets_recompute(&co->lim[l], dp_now_ns()); /* its first grant is a real share */
+	}
 	pr_info("holder '%s' connected (incarnation %llu)\n", h->name,
 		(unsigned long long)m->incarnation);
 	send_policy(co, ci);
@@ -340,13 +412,13 @@ static void record_usage(struct coord *co, struct cholder *h, uint32_t l,
 
 static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
 {
-	uint64_t sr = ledger_sum_rate(&c->led, now), sb = ledger_sum_burst(&c->led, now);
+	uint64_t sr = ledger_sum_rate_fast(&c->led, now), sb = ledger_sum_burst_fast(&c->led, now);
 
 	if (sr > c->max_sum_rate)
 		c->max_sum_rate = sr;
 	if (sb > c->max_sum_burst)
 		c->max_sum_burst = sb;
-	if (ledger_check(&c->led, now) && c->drain_since_ns)
+	if (ledger_over(&c->led, now) && c->drain_since_ns)
 		return; /* a lowered contract: decreases are on their way, no increase goes out */
 	if (c->drain_since_ns) {
 		c->last_drain_ns = now - c->drain_since_ns;
@@ -354,7 +426,7 @@ static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
 		pr_info("limit '%s': live shares within the new contract after %.3f s\n", c->name,
 			(double)c->last_drain_ns / 1e9);
 	}
-	if (ledger_check(&c->led, now)) {
+	if (ledger_over(&c->led, now)) {
 		co->violations++;
 		pr_warn("limit '%s': INVARIANT VIOLATED: live shares %llu/s, %llu exceed %llu/s, "
 			"%llu\n", c->name, (unsigned long long)sr, (unsigned long long)sb,
@@ -365,14 +437,11 @@ static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
 static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t report_seq,
 		      uint64_t now)
 {
-	uint64_t rate[LEDGER_MAX_HOLDERS], burst[LEDGER_MAX_HOLDERS];
 	uint64_t live = lease_deadline(now, co->cfg.ttl_ns) - now;
 	struct wire_msg *m = co->msg;
 	struct ledger_grant g;
 
-	ledger_gc(&c->led, now);
-	ledger_targets(&c->led, rate, burst);
-	if (!ledger_issue(&c->led, (size_t)hi, rate[hi], burst[hi], now, live, &g))
+	if (!ledger_issue(&c->led, (size_t)hi, c->t_rate[hi], c->t_burst[hi], now, live, &g))
 		return;
 	check_invariant(co, c, now);
 	WIRE_MSG_CLEAR(m, grant);
@@ -423,7 +492,10 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 		record_usage(co, h, l, e);
 		if (e->applied_epoch == co->store.epoch)
 			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
-		c->led.h[hi].demand = e->demand;
+		if (c->led.h[hi].demand != e->demand) {
+			c->led.h[hi].demand = e->demand;
+			c->dirty = true;
+		}
 		check_invariant(co, c, now);
 		if (now >= co->quiet_until && co->conns[ci])
 			grant_one(co, ci, hi, c, r->seq, now);
@@ -462,21 +534,46 @@ static void conn_input(struct coord *co, int ci)
 		conn_drop(co, ci, err == -ECONNRESET ? "closed by peer" : strerror(-err));
 }
 
+/* epoll data: 0 the listener, 1 metrics, 2 + index for a connection. */
+#define EP_LISTEN  0
+#define EP_METRICS 1
+#define EP_CONN0   2
+
+/* Watch for writability only while output is queued. */
+static void conn_watch(struct coord *co, int ci)
+{
+	struct cconn *cc = co->conns[ci];
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EP_CONN0 + (uint64_t)ci};
+
+	if (!cc)
+		return;
+	if (cc->c.out_len)
+		ev.events |= EPOLLOUT;
+	if (ev.events != cc->events && !epoll_ctl(co->ep, EPOLL_CTL_MOD, cc->c.fd, &ev))
+		cc->events = ev.events;
+}
+
 static void accept_all(struct coord *co)
 {
 	for (;;) {
-		int fd = accept4(co->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), ci;
+		int fd = accept4(co->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct epoll_event ev = {.events = EPOLLIN};
+		size_t ci;
 
 		if (fd < 0)
 			return;
-		for (ci = 0; ci < COORD_MAX_CONNS && co->conns[ci]; ci++)
+		for (ci = 0; ci < co->max_conns && co->conns[ci]; ci++)
 			;
-		if (ci == COORD_MAX_CONNS || !(co->conns[ci] = calloc(1, sizeof(struct cconn)))) {
+		if (ci == co->max_conns || !(co->conns[ci] = calloc(1, sizeof(struct cconn)))) {
 			close(fd);
 			continue;
 		}
 		conn_init(&co->conns[ci]->c, fd);
 		co->conns[ci]->holder = -1;
+		co->conns[ci]->events = EPOLLIN;
+		ev.data.u64 = EP_CONN0 + ci;
+		if (epoll_ctl(co->ep, EPOLL_CTL_ADD, fd, &ev))
+			conn_drop(co, (int)ci, "cannot watch it");
 	}
 }
 
@@ -492,9 +589,9 @@ static int coord_metrics(FILE *f, void *arg)
 		struct climit *c = &co->lim[l];
 
 		fprintf(f, "leaseline_coord_live_rate{limit=\"%s\"} %llu\n", c->name,
-			(unsigned long long)ledger_sum_rate(&c->led, now));
+			(unsigned long long)ledger_sum_rate_fast(&c->led, now));
 		fprintf(f, "leaseline_coord_live_burst{limit=\"%s\"} %llu\n", c->name,
-			(unsigned long long)ledger_sum_burst(&c->led, now));
+			(unsigned long long)ledger_sum_burst_fast(&c->led, now));
 		fprintf(f, "leaseline_coord_max_live_rate{limit=\"%s\"} %llu\n", c->name,
 			(unsigned long long)c->max_sum_rate);
 		fprintf(f, "leaseline_coord_contract_rate{limit=\"%s\"} %llu\n", c->name,
@@ -507,7 +604,9 @@ static int coord_metrics(FILE *f, void *arg)
 			c->drain_since_ns != 0);
 		fprintf(f, "leaseline_coord_last_drain_seconds{limit=\"%s\"} %.3f\n", c->name,
 			(double)c->last_drain_ns / 1e9);
-		for (int hi = 0; hi < LEDGER_MAX_HOLDERS; hi++) {
+		fprintf(f, "leaseline_coord_recompute_seconds{limit=\"%s\"} %.6f\n", c->name,
+			(double)c->recompute_ns / 1e9);
+		for (uint32_t hi = 0; hi < co->cfg.gateways; hi++) {
 			if (!co->h[hi].used)
 				continue;
 			fprintf(f, "leaseline_coord_lease_rate{limit=\"%s\",holder=\"%s\"} %llu\n",
@@ -537,40 +636,47 @@ static int coord_metrics(FILE *f, void *arg)
 
 /* ---- main loop ---- */
 
+static void conn_event(struct coord *co, int ci, uint32_t events)
+{
+	if (!co->conns[ci])
+		return;
+	if (events & EPOLLOUT && conn_flush(&co->conns[ci]->c)) {
+		conn_drop(co, ci, "write failed");
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		conn_input(co, ci);
+	conn_watch(co, ci);
+}
+
 static void poll_once(struct coord *co)
 {
-	struct pollfd p[COORD_MAX_CONNS + 2];
-	int map[COORD_MAX_CONNS + 2], n = 0;
+	struct epoll_event ev[COORD_EPOLL_BATCH];
+	int n = epoll_wait(co->ep, ev, COORD_EPOLL_BATCH, COORD_TICK_MS);
 
-	p[n] = (struct pollfd){.fd = co->listen_fd, .events = POLLIN};
-	map[n++] = -1;
-	if (co->metrics_fd >= 0) {
-		p[n] = (struct pollfd){.fd = co->metrics_fd, .events = POLLIN};
-		map[n++] = -2;
-	}
-	for (int ci = 0; ci < COORD_MAX_CONNS; ci++) {
-		if (!co->conns[ci])
-			continue;
-		p[n] = (struct pollfd){.fd = co->conns[ci]->c.fd, .events = POLLIN};
-		if (co->conns[ci]->c.out_len)
-			p[n].events |= POLLOUT;
-		map[n++] = ci;
-	}
-	if (poll(p, (nfds_t)n, COORD_TICK_MS) <= 0)
-		return;
 	for (int i = 0; i < n; i++) {
-		if (!p[i].revents)
-			continue;
-		if (map[i] == -1)
+		uint64_t d = ev[i].data.u64;
+
+		if (d == EP_LISTEN)
 			accept_all(co);
-		else if (map[i] == -2)
+		else if (d == EP_METRICS)
 			metrics_serve(co->metrics_fd, coord_metrics, co);
-		else if (co->conns[map[i]]) {
-			if (p[i].revents & POLLOUT && conn_flush(&co->conns[map[i]]->c))
-				conn_drop(co, map[i], "write failed");
-			else if (p[i].revents & (POLLIN | POLLHUP | POLLERR))
-				conn_input(co, map[i]);
-		}
+		else
+			conn_event(co, (int)(d - EP_CONN0), ev[i].events);
+	}
+}
+
+/* Periodic work: targets follow demand, the invariant is checked. */
+static void tick(struct coord *co)
+{
+	uint64_t now = dp_now_ns();
+
+	for (uint32_t l = 0; l < co->n_limits; l++) {
+		struct climit *c = &co->lim[l];
+
+		if (c->dirty && now >= c->next_recompute_ns)
+			targets_recompute(c, now);
+		check_invariant(co, c, now);
 	}
 }
 
@@ -582,9 +688,11 @@ static void reload(struct coord *co)
 			(unsigned long long)co->pol->version);
 		return;
 	}
-	for (int ci = 0; ci < COORD_MAX_CONNS; ci++)
+	for (int ci = 0; ci < (int)co->max_conns; ci++) {
 		if (co->conns[ci] && co->conns[ci]->holder >= 0)
 			send_policy(co, ci);
+		conn_watch(co, ci);
+	}
 }
 
 static int coord_start(struct coord *co)
@@ -601,6 +709,14 @@ static int coord_start(struct coord *co)
 		pr_warn("%s\n", e.msg);
 		return 2;
 	}
+	co->h = calloc(co->cfg.gateways, sizeof(*co->h));
+	co->max_conns = co->cfg.gateways + COORD_SPARE_CONNS;
+	co->conns = calloc(co->max_conns, sizeof(*co->conns));
+	co->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (!co->h || !co->conns || co->ep < 0)
+		return 1;
+	for (uint32_t i = 0; i < co->cfg.gateways; i++)
+		co->h[i].conn = -1;
 	if (policy_load(co, true))
 		return 2;
 	err = coord_store_open(&co->store, co->cfg.state_dir);
@@ -618,6 +734,9 @@ static int coord_start(struct coord *co)
 		pr_warn("cannot listen on '%s': %s\n", co->cfg.listen, strerror(-co->listen_fd));
 		return 1;
 	}
+	if (epoll_ctl(co->ep, EPOLL_CTL_ADD, co->listen_fd,
+		      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_LISTEN}))
+		return 1;
 	if (co->cfg.has_metrics) {
 		co->metrics_fd = metrics_listen(co->cfg.metrics);
 		if (co->metrics_fd < 0) {
@@ -625,6 +744,9 @@ static int coord_start(struct coord *co)
 				strerror(-co->metrics_fd));
 			return 1;
 		}
+		if (epoll_ctl(co->ep, EPOLL_CTL_ADD, co->metrics_fd,
+			      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_METRICS}))
+			return 1;
 	}
 	pr_info("coordinator listening on %s\n", co->cfg.listen);
 	return 0;
@@ -639,11 +761,9 @@ int coord_run(const char *config_path)
 	if (!co)
 		return 1;
 	co->path = config_path;
-	co->listen_fd = co->metrics_fd = -1;
+	co->listen_fd = co->metrics_fd = co->ep = -1;
 	co->store.dir_fd = co->store.epoch_fd = co->store.usage_fd = -1;
 	co->msg = malloc(sizeof(*co->msg));
-	for (int i = 0; i < LEDGER_MAX_HOLDERS; i++)
-		co->h[i].conn = -1;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -656,17 +776,19 @@ int coord_run(const char *config_path)
 			reload(co);
 		}
 		poll_once(co);
-		for (uint32_t l = 0; l < co->n_limits; l++) {
-			ledger_gc(&co->lim[l].led, dp_now_ns());
-			check_invariant(co, &co->lim[l], dp_now_ns());
-		}
+		tick(co);
 	}
-	for (int ci = 0; ci < COORD_MAX_CONNS; ci++)
+	for (int ci = 0; co->conns && ci < (int)co->max_conns; ci++)
 		conn_drop(co, ci, "coordinator exiting");
 	if (co->listen_fd >= 0)
 		close(co->listen_fd);
 	if (co->metrics_fd >= 0)
 		close(co->metrics_fd);
+	if (co->ep >= 0)
+		close(co->ep);
+	limits_free(co->lim, co->n_limits);
+	free(co->h);
+	free(co->conns);
 	coord_store_close(&co->store);
 	free(co->pol);
 	free(co->yaml);

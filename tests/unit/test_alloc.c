@@ -499,6 +499,7 @@ static void test_ledger_partial_headroom(void **state)
 static void test_ledger_ack_order(void **state)
 {
 	struct ledger l, before;
+	struct ledger_holder before_h;
 
 	(void)state;
 	ledger_init(&l, 100, 1000);
@@ -520,6 +521,7 @@ static void test_ledger_ack_order(void **state)
 	assert_int_equal(l.h[0].acked_seq, 3);
 	/* Re-acking, and acking what was never issued, change nothing. */
 	memcpy(&before, &l, sizeof(l));
+	memcpy(&before_h, &l.h[0], sizeof(before_h));
 	ledger_ack(&l, 0, 3, 0);
 	ledger_ack(&l, 0, 3, 0);
 	ledger_ack(&l, 0, 4, 0);
@@ -527,6 +529,7 @@ static void test_ledger_ack_order(void **state)
 	ledger_ack(&l, 0, 0, 0);
 	ledger_ack(&l, LEDGER_MAX_HOLDERS, 1, 0);
 	assert_memory_equal(&before, &l, sizeof(l));
+	assert_memory_equal(&before_h, &l.h[0], sizeof(before_h));
 	/* The acked grant stays until its deadline. */
 	assert_int_equal(ledger_committed_rate(&l, 0, LIVE), 10);
 	assert_int_equal(ledger_committed_rate(&l, 0, LIVE + 1), 0);
@@ -607,16 +610,14 @@ static void test_ledger_gc(void **state)
 	assert_int_equal(ledger_sum_rate(&l, LIVE + 1), 20);
 }
 
-/* A zeroed ledger behaves like an initialized one: seqs start at 1. */
+/* A fresh ledger: seqs start at 1, nothing to ack yet. */
 static void test_ledger_zeroed(void **state)
 {
 	struct ledger l;
 	struct ledger_grant g;
 
 	(void)state;
-	memset(&l, 0, sizeof(l));
-	l.rate = 10;
-	l.burst = 10;
+	assert_int_equal(ledger_init(&l, 10, 10), 0);
 	ledger_ack(&l, 0, 1, 0); /* nothing issued yet: ignored */
 	assert_int_equal(l.h[0].acked_seq, 0);
 	g = issue(&l, 0, 10, 10, 0);
@@ -775,6 +776,15 @@ static void sim_check(struct sim *s, uint64_t event)
 		ref_prune(s, h);
 	if (ledger_check(&s->l, s->now) != 0)
 		fail_msg("event %llu: ledger_check failed", (unsigned long long)event);
+	/* The cached sums the coordinator uses agree with a full walk. */
+	if (ledger_sum_rate_fast(&s->l, s->now) != ledger_sum_rate(&s->l, s->now) ||
+	    ledger_sum_burst_fast(&s->l, s->now) != ledger_sum_burst(&s->l, s->now))
+		fail_msg("event %llu: cached sums %llu/%llu, walked %llu/%llu",
+			 (unsigned long long)event,
+			 (unsigned long long)ledger_sum_rate_fast(&s->l, s->now),
+			 (unsigned long long)ledger_sum_burst_fast(&s->l, s->now),
+			 (unsigned long long)ledger_sum_rate(&s->l, s->now),
+			 (unsigned long long)ledger_sum_burst(&s->l, s->now));
 	for (size_t h = 0; h < SIM_HOLDERS; h++) {
 		const struct agent *a = &s->agent[h];
 		uint64_t rr = ref_rate(s, h), rb = ref_burst(s, h);
