@@ -41,14 +41,16 @@ int link_init(struct link *l, const struct cfg_agent *ac)
 	l->refresh_ns = LINK_REFRESH_DEFAULT;
 	l->backoff_ns = LINK_BACKOFF_MIN_NS;
 	l->msg = malloc(sizeof(*l->msg));
-	return l->msg ? 0 : -ENOMEM;
+	l->out = malloc(sizeof(*l->out));
+	return l->msg && l->out ? 0 : -ENOMEM;
 }
 
 void link_free(struct link *l)
 {
 	conn_close(&l->c);
 	free(l->msg);
-	l->msg = NULL;
+	free(l->out);
+	l->msg = l->out = NULL;
 }
 
 int link_pollfd(const struct link *l, short *events)
@@ -74,7 +76,7 @@ static void link_down(struct link *l, const char *why, uint64_t now)
 
 static void send_hello(struct link *l, struct dp *dp, uint64_t now)
 {
-	struct wire_msg *m = l->msg;
+	struct wire_msg *m = l->out;
 	struct ll_state st = {};
 	struct ll_fence f = {};
 	int err;
@@ -107,15 +109,15 @@ static uint64_t demand_of(struct link *l, uint32_t id, uint64_t offered, uint64_
 static void send_report(struct link *l, struct dp *dp, uint64_t now)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
-	struct wire_report *r = &l->msg->report;
+	struct wire_report *r = &l->out->report;
 	struct ll_fence f = {};
 	uint32_t slot;
 	int err;
 
 	if (!pol || dp_policy_read(dp->policy_fd, dp->state_fd, pol) || dp_fence_read(dp, &f))
 		goto out;
-	WIRE_MSG_CLEAR(l->msg, report.n);
-	l->msg->type = WIRE_REPORT;
+	WIRE_MSG_CLEAR(l->out, report.n);
+	l->out->type = WIRE_REPORT;
 	snprintf(r->holder, sizeof(r->holder), "%s", l->holder);
 	r->incarnation = l->incarnation;
 	r->max_epoch_seen = f.max_epoch_seen;
@@ -149,7 +151,7 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 	slot = (uint32_t)(r->seq % LINK_SENT_RING);
 	l->sent_seq[slot] = r->seq;
 	l->sent_ns[slot] = now;
-	err = conn_send(&l->c, l->msg);
+	err = conn_send(&l->c, l->out);
 	if (err)
 		link_down(l, strerror(-err), now);
 	l->next_report_ns = now + l->refresh_ns;

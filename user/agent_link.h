@@ -33,7 +33,8 @@ struct link {
 	uint64_t refresh_ns, next_report_ns;
 	uint64_t last_offered[LL_MAX_LIMITS], last_sample_ns;
 	uint64_t demand[LL_MAX_LIMITS];
-	struct wire_msg *msg;
+	struct wire_msg *msg; /* the frame being handled */
+	struct wire_msg *out; /* the frame being sent: never the one being read */
 	uint64_t grants_applied, grants_stale, policies_applied, policies_refused;
 };
 

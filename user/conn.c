@@ -199,7 +199,7 @@ int net_listen(const char *hostport)
 	if (fd < 0)
 		return fd;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 128))
+	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, SOMAXCONN))
 		return fail_close(fd);
 	return fd;
 }

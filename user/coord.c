@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 
 #include "alloc.h"
@@ -76,7 +78,8 @@ struct coord {
 	struct cconn **conns;
 	size_t max_conns;
 	int listen_fd, metrics_fd, ep;
-	struct wire_msg *msg; /* scratch: one message is large */
+	struct wire_msg *msg; /* the frame being handled (one message is large) */
+	struct wire_msg *out; /* the frame being sent: never the one being read */
 	uint64_t grants, stale_reports, protocol_errors, violations, refused;
 };
 
@@ -317,7 +320,7 @@ static int send_msg(struct coord *co, int ci, const struct wire_msg *m)
 
 static int send_policy(struct coord *co, int ci)
 {
-	struct wire_msg *m = co->msg;
+	struct wire_msg *m = co->out;
 
 	WIRE_MSG_CLEAR(m, policy.len);
 	m->type = WIRE_POLICY;
@@ -382,9 +385,12 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 	h->incarnation = m->incarnation;
 	h->conn = ci;
 	co->conns[ci]->holder = hi;
+	/* Its share comes with the next recomputation (<= COORD_RECOMPUTE_NS):
+	 * recomputing here would make a storm of hellos quadratic.
+	 */
 	for (uint32_t l = 0; l < co->n_limits; l++) {
 		co->lim[l].led.h[hi].active = true;
-		targets_recompute(&co->lim[l], dp_now_ns()); /* its first grant is a real share */
+		co->lim[l].dirty = true;
 	}
 	pr_info("holder '%s' connected (incarnation %llu)\n", h->name,
 		(unsigned long long)m->incarnation);
@@ -438,7 +444,7 @@ static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64
 		      uint64_t now)
 {
 	uint64_t live = lease_deadline(now, co->cfg.ttl_ns) - now;
-	struct wire_msg *m = co->msg;
+	struct wire_msg *m = co->out;
 	struct ledger_grant g;
 
 	if (!ledger_issue(&c->led, (size_t)hi, c->t_rate[hi], c->t_burst[hi], now, live, &g))
@@ -568,6 +574,8 @@ static void accept_all(struct coord *co)
 			close(fd);
 			continue;
 		}
+		/* Grants go out one frame at a time: do not let Nagle hold them. */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 		conn_init(&co->conns[ci]->c, fd);
 		co->conns[ci]->holder = -1;
 		co->conns[ci]->events = EPOLLIN;
@@ -764,12 +772,13 @@ int coord_run(const char *config_path)
 	co->listen_fd = co->metrics_fd = co->ep = -1;
 	co->store.dir_fd = co->store.epoch_fd = co->store.usage_fd = -1;
 	co->msg = malloc(sizeof(*co->msg));
+	co->out = malloc(sizeof(*co->out));
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	rc = co->msg ? coord_start(co) : 1;
+	rc = co->msg && co->out ? coord_start(co) : 1;
 	while (!rc && !coord_stop) {
 		if (coord_hup) {
 			coord_hup = 0;
@@ -793,6 +802,7 @@ int coord_run(const char *config_path)
 	free(co->pol);
 	free(co->yaml);
 	free(co->msg);
+	free(co->out);
 	free(co);
 	return rc;
 }

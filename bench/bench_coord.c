@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Coordinator scale: many simulated agents over real TCP on loopback
+ * against a real `leaseline coord` pinned to one CPU. Each agent says hello,
+ * then keeps one report in flight: the report, and the grants answering it
+ * (one per limit), are the messages counted. Prints messages per second on
+ * the coordinator's one core, grant latency percentiles (report sent -> last
+ * grant received), coordinator memory per (agent, limit) lease, and how long
+ * a recomputation of the shares takes. Figures, not asserts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "conn.h"
+#include "dp.h"
+#include "wire.h"
+
+#define N_LIMITS      10
+#define PORT_BASE     17450
+#define COORD_CPU     1
+#define BENCH_CPU     0
+#define TTL_NS	      2000000000ull
+#define CONNECT_WAIT  20 /* s, for all agents to have their policy */
+#define LOAD_SECONDS  5
+#define QUICK_SECONDS 2
+
+struct agent {
+	struct conn c;
+	uint64_t seq, sent_ns;
+	uint32_t grants; /* of the report in flight */
+	bool have_policy;
+	uint64_t epoch, applied_seq[N_LIMITS];
+};
+
+struct run {
+	size_t n;
+	struct agent *a;
+	int ep;
+	pid_t pid;
+	char dir[64];
+	uint64_t msgs, reports_done;
+	uint64_t *lat;
+	size_t nlat, caplat;
+	struct wire_msg *msg;
+};
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static long rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static double cpu_seconds(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f || !fgets(buf, sizeof(buf), f)) {
+		if (f)
+			fclose(f);
+		return 0;
+	}
+	fclose(f);
+	p = strrchr(buf, ')');
+	/* fields after the command: state(3) ... utime(14) stime(15) */
+	if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int write_file(const char *dir, const char *name, const char *text)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fputs(text, f);
+	fclose(f);
+	return 0;
+}
+
+static int start_coord(struct run *r, const char *bin)
+{
+	char policy[4096], coord[512], cfg[128];
+	size_t off;
+
+	snprintf(r->dir, sizeof(r->dir), "/tmp/ll-bench-coord-XXXXXX");
+	if (!mkdtemp(r->dir))
+		return -errno;
+	off = (size_t)snprintf(policy, sizeof(policy), "version: 1\nlimits:\n");
+	for (int l = 0; l < N_LIMITS; l++)
+		off += (size_t)snprintf(policy + off, sizeof(policy) - off,
+					"  - {name: t%d, key: none, scope: global, rate: 1G, "
+					"burst: 1G}\n", l);
+	snprintf(policy + off, sizeof(policy) - off,
+		 "rules:\n  - {name: all, limits: [t0, t1, t2, t3]}\n");
+	snprintf(coord, sizeof(coord),
+		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
+		 "lease: {ttl: 2s, refresh: 500ms}\nmetrics: 127.0.0.1:%d\ngateways: %zu\n",
+		 PORT_BASE, PORT_BASE + 1, r->n);
+	if (write_file(r->dir, "policy.yaml", policy) || write_file(r->dir, "coord.yaml", coord))
+		return -EIO;
+	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", r->dir);
+	r->pid = fork();
+	if (r->pid == 0) {
+		char log[128];
+		int fd;
+
+		snprintf(log, sizeof(log), "%s/coord.log", r->dir);
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		pin(COORD_CPU);
+		if (fd >= 0)
+			dup2(fd, 2);
+		execl(bin, bin, "coord", "-c", cfg, (char *)NULL);
+		_exit(127);
+	}
+	return r->pid > 0 ? 0 : -errno;
+}
+
+static void stop_coord(struct run *r)
+{
+	char cmd[128];
+
+	if (r->pid > 0) {
+		kill(r->pid, SIGTERM);
+		waitpid(r->pid, NULL, 0);
+	}
+	if (getenv("LL_BENCH_KEEP"))
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r->dir);
+	if (system(cmd))
+		fprintf(stderr, "cannot remove %s\n", r->dir);
+}
+
+static int send_hello(struct run *r, size_t i)
+{
+	struct wire_msg *m = r->msg;
+
+	WIRE_MSG_CLEAR(m, hello);
+	m->type = WIRE_HELLO;
+	snprintf(m->hello.holder, sizeof(m->hello.holder), "agent-%zu", i);
+	m->hello.incarnation = i + 1;
+	return conn_send(&r->a[i].c, m);
+}
+
+static int send_report(struct run *r, size_t i)
+{
+	struct agent *a = &r->a[i];
+	struct wire_msg *m = r->msg;
+
+	WIRE_MSG_CLEAR(m, report.n);
+	m->type = WIRE_REPORT;
+	snprintf(m->report.holder, sizeof(m->report.holder), "agent-%zu", i);
+	m->report.incarnation = i + 1;
+	m->report.max_epoch_seen = a->epoch;
+	m->report.seq = ++a->seq;
+	m->report.n = N_LIMITS;
+	for (int l = 0; l < N_LIMITS; l++) {
+		struct wire_report_entry *e = &m->report.e[l];
+
+		memset(e, 0, sizeof(*e));
+		snprintf(e->limit, sizeof(e->limit), "t%d", l);
+		e->applied_epoch = a->epoch;
+		e->applied_seq = a->applied_seq[l];
+		/* A demand that moves, so shares are recomputed under load. */
+		e->demand = 1000000 + (i * 7919 + a->seq * 104729) % 1000000;
+	}
+	a->sent_ns = dp_now_ns();
+	a->grants = 0;
+	r->msgs++;
+	return conn_send(&a->c, m);
+}
+
+static void note_latency(struct run *r, uint64_t ns)
+{
+	if (r->nlat == r->caplat) {
+		size_t cap = r->caplat ? r->caplat * 2 : 65536;
+		uint64_t *p = realloc(r->lat, cap * sizeof(*p));
+
+		if (!p)
+			return;
+		r->lat = p;
+		r->caplat = cap;
+	}
+	r->lat[r->nlat++] = ns;
+}
+
+/* Read what arrived for agent i; answer a completed report with the next. */
+static int agent_input(struct run *r, size_t i, bool load)
+{
+	struct agent *a = &r->a[i];
+	int err = conn_read(&a->c), k;
+
+	while ((k = conn_next(&a->c, r->msg)) > 0) {
+		struct wire_msg *m = r->msg;
+
+		if (m->type == WIRE_POLICY) {
+			a->have_policy = true;
+			a->epoch = m->policy.epoch;
+		} else if (m->type == WIRE_GRANT) {
+			int l = atoi(m->grant.limit + 1);
+
+			if (getenv("LL_BENCH_DEBUG"))
+				fprintf(stderr, "agent %zu grant %s seq %llu for report %llu (at %llu)\n", i,
+					m->grant.limit, (unsigned long long)m->grant.seq,
+					(unsigned long long)m->grant.report_seq, (unsigned long long)a->seq);
+			r->msgs++;
+			if (l >= 0 && l < N_LIMITS)
+				a->applied_seq[l] = m->grant.seq;
+			if (m->grant.report_seq == a->seq && ++a->grants == N_LIMITS) {
+				note_latency(r, dp_now_ns() - a->sent_ns);
+				r->reports_done++;
+				if (load && send_report(r, i))
+					return -EIO;
+			}
+		}
+	}
+	return k < 0 ? k : err;
+}
+
+static int pump(struct run *r, int timeout_ms, bool load)
+{
+	struct epoll_event ev[512];
+	int n = epoll_wait(r->ep, ev, 512, timeout_ms);
+
+	for (int k = 0; k < n; k++) {
+		size_t i = ev[k].data.u64;
+
+		if (ev[k].events & EPOLLOUT)
+			conn_flush(&r->a[i].c);
+		if (ev[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+			int err = agent_input(r, i, load);
+
+			if (err && err != -EAGAIN) {
+				fprintf(stderr, "agent %zu: %s\n", i, strerror(-err));
+				return err;
+			}
+		}
+	}
+	return 0;
+}
+
+static int connect_all(struct run *r)
+{
+	struct sockaddr_storage sa;
+	char addr[32];
+	uint64_t deadline;
+	size_t ready = 0;
+	socklen_t len;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", PORT_BASE);
+	if (net_addr(addr, &sa, &len))
+		return -EINVAL;
+	for (size_t i = 0; i < r->n; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = i};
+		int fd = -1, one = 1;
+
+		/* Blocking connect (the coordinator may still be starting: retry),
+		 * then non-blocking I/O like an agent's.
+		 */
+		for (int t = 0; t < 200 && fd < 0; t++) {
+			fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len)) {
+				close(fd);
+				fd = -1;
+				usleep(10000);
+			}
+		}
+		if (fd < 0)
+			return -ECONNREFUSED;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		conn_init(&r->a[i].c, fd);
+		epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev);
+		if (send_hello(r, i))
+			return -EIO;
+	}
+	deadline = dp_now_ns() + CONNECT_WAIT * 1000000000ull;
+	while (dp_now_ns() < deadline) {
+		if (pump(r, 50, false))
+			return -EIO;
+		/* Hellos queued while a connect was still in progress. */
+		for (size_t i = 0; i < r->n; i++)
+			if (r->a[i].c.out_len)
+				conn_flush(&r->a[i].c);
+		ready = 0;
+		for (size_t i = 0; i < r->n; i++)
+			ready += r->a[i].have_policy;
+		if (ready == r->n)
+			return 0;
+	}
+	fprintf(stderr, "only %zu of %zu agents got the policy\n", ready, r->n);
+	return -ETIMEDOUT;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double pct(const struct run *r, double p)
+{
+	size_t k = (size_t)(p * (double)(r->nlat - 1));
+
+	return r->nlat ? (double)r->lat[k] / 1e6 : 0;
+}
+
+/* Largest leaseline_coord_recompute_seconds over the limits, from /metrics. */
+static double recompute_seconds(void)
+{
+	static char buf[1 << 20];
+	const char *req = "GET /metrics HTTP/1.0\r\n\r\n";
+	struct sockaddr_storage sa;
+	char addr[32], *line;
+	double max = 0, v;
+	socklen_t len;
+	size_t got = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", PORT_BASE + 1);
+	if (net_addr(addr, &sa, &len))
+		return -1;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, len) ||
+	    send(fd, req, strlen(req), 0) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while (got < sizeof(buf) - 1 && (n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0)
+		got += (size_t)n;
+	close(fd);
+	buf[got] = '\0';
+	for (line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+		if (sscanf(line, "leaseline_coord_recompute_seconds{limit=\"%*[^\"]\"} %lf", &v) ==
+			1 &&
+		    v > max)
+			max = v;
+	return max;
+}
+
+static int bench_one(const char *bin, size_t n, int seconds)
+{
+	struct run r = {.n = n, .ep = -1};
+	double cpu0, cpu1, elapsed;
+	long rss0, rss1;
+	uint64_t t0, msgs0;
+	int err;
+
+	r.a = calloc(n, sizeof(*r.a));
+	r.msg = malloc(sizeof(*r.msg));
+	r.ep = epoll_create1(0);
+	if (!r.a || !r.msg || r.ep < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		r.a[i].c.fd = -1;
+	err = start_coord(&r, bin);
+	if (err)
+		goto out;
+	usleep(200000);
+	rss0 = rss_kib(r.pid);
+	err = connect_all(&r);
+	if (err)
+		goto out;
+	/* The coordinator grants nothing during its quiet period (ttl(1+rho)+delta). */
+	usleep((useconds_t)(TTL_NS / 1000 + 100000));
+	for (size_t i = 0; i < n; i++)
+		if (send_report(&r, i)) {
+			err = -EIO;
+			goto out;
+		}
+	/* Warm up one second, then measure. */
+	for (uint64_t end = dp_now_ns() + 1000000000ull; dp_now_ns() < end;)
+		if ((err = pump(&r, 10, true)))
+			goto out;
+	r.nlat = 0;
+	msgs0 = r.msgs;
+	cpu0 = cpu_seconds(r.pid);
+	t0 = dp_now_ns();
+	for (uint64_t end = t0 + (uint64_t)seconds * 1000000000ull; dp_now_ns() < end;)
+		if ((err = pump(&r, 10, true)))
+			goto out;
+	elapsed = (double)(dp_now_ns() - t0) / 1e9;
+	cpu1 = cpu_seconds(r.pid);
+	rss1 = rss_kib(r.pid);
+	qsort(r.lat, r.nlat, sizeof(*r.lat), cmp_u64);
+	printf("  %6zu  %10.0f  %5.0f%%  %8.2f %8.2f %8.2f  %9ld  %8.0f  %9.3f\n", n,
+	       (double)(r.msgs - msgs0) / elapsed, 100.0 * (cpu1 - cpu0) / elapsed, pct(&r, 0.5),
+	       pct(&r, 0.9), pct(&r, 0.99), rss1,
+	       rss1 > rss0 ? (double)(rss1 - rss0) * 1024.0 / (double)(n * N_LIMITS) : 0.0,
+	       recompute_seconds() * 1e3);
+	fflush(stdout);
+out:
+	for (size_t i = 0; r.a && i < n; i++)
+		conn_close(&r.a[i].c);
+	stop_coord(&r);
+	if (r.ep >= 0)
+		close(r.ep);
+	free(r.a);
+	free(r.lat);
+	free(r.msg);
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	static const size_t full[] = {100, 1000, 10000}, quick[] = {100, 1000};
+	bool q = getenv("LL_BENCH_QUICK") != NULL;
+	const size_t *sizes = q ? quick : full;
+	size_t nsizes = q ? 2 : 3;
+	const char *bin = argc > 1 ? argv[1] : "build/leaseline";
+	struct rlimit rl = {.rlim_cur = 65536, .rlim_max = 65536};
+	int rc = 0;
+
+	if (access(bin, X_OK)) {
+		fprintf(stderr, "bench_coord: no coordinator binary at '%s'\n", bin);
+		return 1;
+	}
+	setrlimit(RLIMIT_NOFILE, &rl);
+	signal(SIGPIPE, SIG_IGN);
+	pin(BENCH_CPU);
+	printf("Coordinator scale: %d global limits per agent, every agent keeps one report in\n"
+	       "flight; a message is a report or a grant. Coordinator on CPU %d, load generator\n"
+	       "on CPU %d, TCP over loopback; %d s measured after 1 s of warm-up.\n\n",
+	       N_LIMITS, COORD_CPU, BENCH_CPU, q ? QUICK_SECONDS : LOAD_SECONDS);
+	printf("  agents   msgs/s     coord  grant latency ms (p50 p90 p99)  RSS KiB  B/lease  "
+	       "recompute ms\n");
+	for (size_t k = 0; k < nsizes; k++)
+		if (bench_one(bin, sizes[k], q ? QUICK_SECONDS : LOAD_SECONDS)) {
+			printf("  %6zu  failed\n", sizes[k]);
+			rc = 1;
+		}
+	printf("\nTargets: >= 50000 messages/s on one core; 10k agents x 10 limits in <= 512 MiB.\n");
+	return rc;
+}
