@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The coordinator over its real protocol on loopback: a real `leaseline
+ * coord` process, a client speaking the wire format. Every global limit a
+ * report names gets a grant answering it; shares sum to at most the
+ * contract; nothing is granted during the quiet period; a retransmitted
+ * report gets nothing; a malformed frame costs that connection only.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "conn.h"
+#include "dp.h"
+#include "lease.h"
+#include "wire.h"
+
+#define PORT	  17460
+#define TTL_MS	  300
+#define N_LIMITS  3
+#define RATE	  900
+#define GATEWAYS  4
+#define WAIT_MS	  3000
+
+struct fx {
+	pid_t pid;
+	char dir[64];
+	struct wire_msg *m;
+};
+
+static const char *bin(void)
+{
+	const char *b = getenv("LL_BIN");
+
+	return b ? b : "build/leaseline";
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	char coord[256], cfg[128];
+
+	if (!fx || access(bin(), X_OK))
+		return -1;
+	fx->m = malloc(sizeof(*fx->m));
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ll-coord-proto-XXXXXX");
+	if (!fx->m || !mkdtemp(fx->dir))
+		return -1;
+	write_file(fx->dir, "policy.yaml",
+		   "version: 1\nlimits:\n"
+		   "  - {name: a, key: none, scope: global, rate: 900, burst: 90}\n"
+		   "  - {name: b, key: none, scope: global, rate: 900, burst: 90}\n"
+		   "  - {name: c, key: none, scope: global, rate: 900, burst: 90}\n"
+		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+	snprintf(coord, sizeof(coord),
+		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
+		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n",
+		 PORT, TTL_MS, GATEWAYS);
+	write_file(fx->dir, "coord.yaml", coord);
+	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);
+	fx->pid = fork();
+	if (fx->pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 2);
+		execl(bin(), bin(), "coord", "-c", cfg, (char *)NULL);
+		_exit(127);
+	}
+	*state = fx;
+	return fx->pid > 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	char cmd[128];
+	int st = 0;
+
+	kill(fx->pid, SIGTERM);
+	waitpid(fx->pid, &st, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	if (system(cmd))
+		return -1;
+	free(fx->m);
+	free(fx);
+	/* The coordinator must have exited cleanly, not crashed. */
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static void dial(struct conn *c)
+{
+	char addr[32];
+	int fd = -1;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", PORT);
+	for (int t = 0; t < 200 && fd < 0; t++) {
+		struct sockaddr_storage sa;
+		socklen_t len;
+
+		assert_int_equal(net_addr(addr, &sa, &len), 0);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len)) {
+			close(fd);
+			fd = -1;
+			usleep(10000);
+		}
+	}
+	assert_true(fd >= 0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	conn_init(c, fd);
+}
+
+/* Next frame within WAIT_MS: 1 and *m, 0 on timeout, -ECONNRESET if closed. */
+static int recv_msg(struct conn *c, struct wire_msg *m, int wait_ms)
+{
+	uint64_t end = dp_now_ns() + (uint64_t)wait_ms * 1000000ull;
+
+	for (;;) {
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
+		int r = conn_next(c, m), err;
+
+		if (r)
+			return r;
+		if (dp_now_ns() >= end)
+			return 0;
+		poll(&p, 1, 20);
+		err = conn_read(c);
+		if (err)
+			return conn_next(c, m) ? 1 : err;
+	}
+}
+
+static void hello(struct fx *fx, struct conn *c, const char *holder)
+{
+	WIRE_MSG_CLEAR(fx->m, hello);
+	fx->m->type = WIRE_HELLO;
+	snprintf(fx->m->hello.holder, sizeof(fx->m->hello.holder), "%s", holder);
+	fx->m->hello.incarnation = 7;
+	assert_int_equal(conn_send(c, fx->m), 0);
+	assert_int_equal(recv_msg(c, fx->m, WAIT_MS), 1);
+	assert_int_equal(fx->m->type, WIRE_POLICY);
+	assert_int_equal(fx->m->policy.version, 1);
+}
+
+static void report(struct fx *fx, struct conn *c, const char *holder, uint64_t seq,
+		   uint64_t epoch, const uint64_t *applied)
+{
+	WIRE_MSG_CLEAR(fx->m, report.n);
+	fx->m->type = WIRE_REPORT;
+	snprintf(fx->m->report.holder, sizeof(fx->m->report.holder), "%s", holder);
+	fx->m->report.incarnation = 7;
+	fx->m->report.seq = seq;
+	fx->m->report.n = N_LIMITS;
+	for (int l = 0; l < N_LIMITS; l++) {
+		struct wire_report_entry *e = &fx->m->report.e[l];
+
+		memset(e, 0, sizeof(*e));
+		snprintf(e->limit, sizeof(e->limit), "%c", 'a' + l);
+		e->applied_epoch = epoch;
+		e->applied_seq = applied ? applied[l] : 0;
+		e->demand = 10000;
+	}
+	assert_int_equal(conn_send(c, fx->m), 0);
+}
+
+/* Collect the grants answering report seq; returns how many came. */
+static int grants(struct fx *fx, struct conn *c, uint64_t seq, uint64_t *rate, uint64_t *gseq,
+		  uint64_t *epoch)
+{
+	int n = 0;
+
+	while (n < N_LIMITS && recv_msg(c, fx->m, WAIT_MS / 3) == 1) {
+		int l;
+
+		assert_int_equal(fx->m->type, WIRE_GRANT);
+		assert_int_equal(fx->m->grant.report_seq, seq);
+		l = fx->m->grant.limit[0] - 'a';
+		assert_in_range(l, 0, N_LIMITS - 1);
+		rate[l] = fx->m->grant.rate;
+		gseq[l] = fx->m->grant.seq;
+		*epoch = fx->m->grant.epoch;
+		assert_int_equal(fx->m->grant.ttl_ns, TTL_MS * 1000000ull);
+		n++;
+	}
+	return n;
+}
+
+static void test_every_limit_granted_within_contract(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t r1[N_LIMITS] = {0}, r2[N_LIMITS] = {0}, s1[N_LIMITS], s2[N_LIMITS], epoch = 0;
+	struct conn c1, c2;
+	uint64_t t0 = dp_now_ns();
+
+	dial(&c1);
+	hello(fx, &c1, "gw-1");
+	/* Quiet period: a report before it ends gets no grant. */
+	report(fx, &c1, "gw-1", 1, 0, NULL);
+	if (dp_now_ns() - t0 < lease_deadline(0, TTL_MS * 1000000ull) / 2)
+		assert_int_equal(grants(fx, &c1, 1, r1, s1, &epoch), 0);
+	usleep((useconds_t)(lease_deadline(0, TTL_MS * 1000000ull) / 1000));
+	dial(&c2);
+	hello(fx, &c2, "gw-2");
+	/* Every limit named gets a grant answering this report. */
+	report(fx, &c1, "gw-1", 2, 0, NULL);
+	assert_int_equal(grants(fx, &c1, 2, r1, s1, &epoch), N_LIMITS);
+	usleep(100000); /* targets follow the new holder within 50 ms */
+	report(fx, &c2, "gw-2", 1, 0, NULL);
+	assert_int_equal(grants(fx, &c2, 1, r2, s2, &epoch), N_LIMITS);
+	for (int l = 0; l < N_LIMITS; l++)
+		assert_true(r1[l] + r2[l] <= RATE);
+	/* gw-1 acks its grants and is cut to its fair half; gw-2's increase waits
+	 * until that decrease has taken effect (acknowledged): decreases first.
+	 */
+	usleep(100000); /* targets follow gw-2's demand */
+	report(fx, &c1, "gw-1", 3, epoch, s1);
+	assert_int_equal(grants(fx, &c1, 3, r1, s1, &epoch), N_LIMITS);
+	report(fx, &c2, "gw-2", 2, epoch, s2);
+	assert_int_equal(grants(fx, &c2, 2, r2, s2, &epoch), N_LIMITS);
+	for (int l = 0; l < N_LIMITS; l++) {
+		assert_int_equal(r1[l], RATE / 2);
+		assert_int_equal(r2[l], 0);
+	}
+	report(fx, &c1, "gw-1", 4, epoch, s1); /* acks the decrease */
+	assert_int_equal(grants(fx, &c1, 4, r1, s1, &epoch), N_LIMITS);
+	report(fx, &c2, "gw-2", 3, epoch, s2);
+	assert_int_equal(grants(fx, &c2, 3, r2, s2, &epoch), N_LIMITS);
+	for (int l = 0; l < N_LIMITS; l++) {
+		assert_true(r1[l] + r2[l] <= RATE);
+		assert_int_equal(r1[l], RATE / 2);
+		assert_int_equal(r2[l], RATE / 2);
+	}
+	/* A retransmitted report (same seq) is old news: no grant. */
+	report(fx, &c2, "gw-2", 3, epoch, s2);
+	assert_int_equal(grants(fx, &c2, 3, r2, s2, &epoch), 0);
+	conn_close(&c1);
+	conn_close(&c2);
+}
+
+static void test_malformed_frame_costs_only_that_connection(void **state)
+{
+	struct fx *fx = *state;
+	static const uint8_t junk[16] = {0x4c, 0x4c, 0x57, 0x31, 0, 1, 0, 99};
+	struct conn bad, good;
+
+	dial(&bad);
+	assert_int_equal(send(bad.fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	assert_int_equal(recv_msg(&bad, fx->m, WAIT_MS), -ECONNRESET);
+	conn_close(&bad);
+	dial(&good);
+	hello(fx, &good, "gw-3");
+	conn_close(&good);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_every_limit_granted_within_contract, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection,
+						setup, teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
