@@ -1,0 +1,44 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The global-limit benchmark (docs/global.md): tests 1-7 with longer runs than
+# `make check` (GL_SCALE x the short durations), the SPEC's lease timing (ttl 2 s,
+# refresh 500 ms) and 5 coordinator kills. One coordinator, 8 gateways with
+# coordinated agents on native XDP, real UDP, in namespaces this script creates
+# and removes (SPEC §8). Prints each test's figures, then one table; the RESULT
+# lines go to BUILD/bench-global.jsonl and the table to BUILD/bench-global.txt.
+#
+# Usage: scripts/bench-global.sh BUILD_DIR
+# Knobs: GL_SCALE (5), GL_TTL (2), GL_REFRESH (0.5), GL_R (1000), GL_B (200),
+#        GL_KILLS (5), GL_SEED (random, printed), GL_ONLY ("steady shift ..."),
+#        GL_STRICT=1 (known shortfalls fail), LL_KEEP=1 (keep the run directories).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" && pwd) || exit 2
+export GL_SCALE=${GL_SCALE:-5} GL_TTL=${GL_TTL:-2} GL_REFRESH=${GL_REFRESH:-0.5}
+GL_KILLS=${GL_KILLS:-5}
+GL_SEED=${GL_SEED:-$((RANDOM * 32768 + RANDOM))}
+GL_RESULTS=$BUILD/bench-global.jsonl
+source "$ROOT/tests/global/lib.sh"
+source "$ROOT/tests/global/scenarios.sh"
+gl_init "$BUILD" 8
+: >"$GL_RESULTS"
+echo "bench-global: R $GL_R/s B $GL_B, ttl $GL_TTL s, refresh $GL_REFRESH s, scale $GL_SCALE," \
+	"8 gateways, seed $GL_SEED; $(nproc) CPUs, kernel $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC')"
+gl_topo
+rc=0
+want() { [ -z "${GL_ONLY:-}" ] || [[ " $GL_ONLY " == *" $1 "* ]]; }
+want steady && { gl_scn_steady lease || rc=1; }
+want naive && { gl_scn_steady local || rc=1; }
+want shift && { gl_scn_shift || rc=1; }
+for m in fail-closed fallback fail-open; do
+	want partition && { gl_scn_partition "$m" || rc=1; }
+done
+want restart && { gl_scn_restart "$GL_KILLS" || rc=1; }
+want stale && { gl_scn_stale || rc=1; }
+want policy && { gl_scn_policy || rc=1; }
+echo
+echo "== summary (seed $GL_SEED)"
+python3 "$ROOT/tests/global/gsummary.py" "$GL_RESULTS" | tee "$BUILD/bench-global.txt"
+python3 "$ROOT/tests/global/gsummary.py" "$GL_RESULTS" --markdown >"$BUILD/bench-global.md"
+[ "$rc" -eq 0 ] && echo "bench-global: all checks passed" || echo "bench-global: some checks FAILED"
+exit $rc

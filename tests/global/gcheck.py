@@ -1,0 +1,578 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Checks and figures of the global-limit scenarios (tests/global/scenarios.sh).
+
+  gcheck.py steady|shift|partition|restart|stale|policy RUN_DIR --rate R --burst B ...
+  gcheck.py reported RUN_DIR --gw G     (exit 0 when the coordinator has G's totals)
+
+Prints the figures, one "RESULT {json}" line, and exits 1 if a check fails.
+Targets (docs/global.md): overshoot <= 0 within the stated slack (one packet on
+kernel stamps), utilization >= 95% in steady state, on-loss within ttl, no
+admission under an expired fail-closed lease, no capacity re-issued while an
+earlier epoch's grant is live, reported fallback/bypass totals equal to the
+agents' counters.
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ganalyze import (KERN_SLACK_PKTS, NS, UTIL_TARGET, Run, dip, fmt_ov, fmt_sender,  # noqa
+                      fmt_skew, overshoot, prom, recovery, sender_report, skew, utilization,
+                      worst_pct)
+
+LIMIT = "global-udp"
+# A phase whose sender delivered less than this share of its schedule is not a
+# measurement of the limiter: the harness says so instead of reporting it.
+SENDER_MIN = 0.97
+# Stamps within this much after an instant are counted as decided before it
+# (the kernel stamp follows the XDP verdict by a NAPI poll).
+STAMP_SLACK_NS = 1000000
+
+
+# Targets the product is known to miss today, with the cause (docs/global.md,
+# "Findings"). Such a check still runs with its threshold unchanged: a miss is
+# printed as XFAIL and listed in the RESULT, a pass as XPASS (remove the entry).
+# GL_STRICT=1 turns them back into failures.
+KNOWN = {
+    "skewed-util": "agents report demand as 1.125 x offered + 1 (user/agent_link.c:104, "
+                   "LINK_DEMAND_HEADROOM_DIV); when the contract is short the coordinator "
+                   "grants unsaturated gateways that headroom, which they never use",
+}
+
+
+class Checker:
+    def __init__(self, name):
+        self.name = name
+        self.bad = []
+        self.xfail = []
+        self.res = {"test": name}
+
+    def check(self, ok, what, known=None):
+        if known and known in KNOWN and os.environ.get("GL_STRICT") != "1":
+            print("  [%s] %s" % ("XPASS" if ok else "XFAIL", what))
+            if ok:
+                print("         known issue '%s' did not show: remove it from KNOWN" % known)
+            else:
+                print("         known issue: %s" % KNOWN[known])
+                self.xfail.append(what)
+            return
+        print("  [%s] %s" % ("ok" if ok else "FAIL", what))
+        if not ok:
+            self.bad.append(what)
+
+    def done(self):
+        self.res["failed"] = self.bad
+        self.res["xfail"] = self.xfail
+        print("RESULT " + json.dumps(self.res, sort_keys=True))
+        if self.bad:
+            print("FAIL: %s: %d check(s) failed" % (self.name, len(self.bad)))
+            return 1
+        print("ok: %s" % self.name)
+        return 0
+
+
+def ov_summary(ov, rate):
+    return {("whole" if w == "whole" else "%gms" % (w * 1000)): round(v[0], 1)
+            for w, v in ov.items()} | {"max_pct_R": round(worst_pct(ov, rate), 2)}
+
+
+def max_excess(ov):
+    return max(v[0] for v in ov.values())
+
+
+def common(c, run, a):
+    for line in fmt_sender(run):
+        print("  " + line)
+    rows = sender_report(run)
+    c.res["sender"] = [round(r["achieved"], 4) for r in rows]
+    c.res["sender_lag_p99_ms"] = round(run.send["lag_p99_ms"], 2)
+    c.check(all(r["achieved"] >= SENDER_MIN for r in rows),
+            "sender delivered >= %.0f%% of its schedule in every phase" % (100 * SENDER_MIN))
+    sk = skew(run)
+    print("  " + fmt_skew(sk))
+    c.res["skew_ms"] = {k: round(v, 3) for k, v in sk.items()}
+    return sk
+
+
+def contract_overshoot(c, run, a, t0, t1, label, rate=None, burst=None, check=True):
+    rate = rate if rate is not None else a.rate
+    burst = burst if burst is not None else a.burst
+    tk = run.times("kern", t0=t0, t1=t1)
+    ta = run.times("app", t0=t0, t1=t1)
+    ok_ = overshoot(tk, rate, burst)
+    oa = overshoot(ta, rate, burst)
+    print("  %s overshoot vs B + R*w (R %d, B %d), packets, kernel stamps: %s"
+          % (label, rate, burst, fmt_ov(ok_, rate)))
+    print("  %s same, receiver clock reads:                 %s" % (label, fmt_ov(oa, rate)))
+    if check:
+        c.check(max_excess(ok_) <= KERN_SLACK_PKTS,
+                "%s: no window admits more than B + R*w (+%d packet stamp slack)"
+                % (label, KERN_SLACK_PKTS))
+    return ok_, oa
+
+
+def gw_times(run, g, key="kern"):
+    r = run.recv.get(g)
+    return sorted(t for t in r[key] if t) if r else []
+
+
+def lease_series(run, g):
+    """[(t, rate, burst, expiry, epoch, seq, allowed, denied, fallback, bypass)]"""
+    out = []
+    for t, row in run.samples:
+        v = row.get(g)
+        if v:
+            out.append((t, v[0], v[1], v[2], v[3], v[4], v[6], v[7], v[8], v[9]))
+    return out
+
+
+def death(run, g, t0, t1):
+    """Expiry of the lease of gateway g that died first after t0 (before t1): the
+    expiry the kernel enforced, read from the first sample that finds it dead."""
+    for x in lease_series(run, g):
+        if t0 <= x[0] <= t1 and x[3] <= x[0]:
+            return x[3]
+    return None
+
+
+def live_sum_series(run, gws=None):
+    out = []
+    for t, row in run.samples:
+        s = sum(v[0] for g, v in row.items() if v[2] > t and (gws is None or g in gws))
+        out.append((t, s))
+    return out
+
+
+def util_line(label, u):
+    return "%s utilization %.1f%% (min 1-s bin %.1f%%)" % (label, 100 * u[0], 100 * u[1])
+
+
+# ---------------- scenarios ----------------
+
+def do_steady(a, run):
+    c = Checker("steady-" + a.kind)
+    c.res["kind"] = a.kind
+    common(c, run, a)
+    b = run.send["bounds_ns"]
+    lease = a.kind == "lease"
+    for p, name in ((0, "uniform"), (1, "skewed")):
+        t0, t1 = b[p], b[p + 1]
+        tk = run.times("kern", t0=t0, t1=t1)
+        ok_, oa = contract_overshoot(c, run, a, t0, t1, name, check=lease)
+        u = utilization(tk, a.rate, t0 + int(a.warm * NS), t1)
+        print("  " + util_line(name + " (after %g s warm-up)" % a.warm, u))
+        per = []
+        for g in sorted(run.recv):
+            n = len([t for t in gw_times(run, g) if t0 + a.warm * NS <= t < t1])
+            per.append(round(n / ((t1 - t0) / NS - a.warm)))
+        print("  %s admitted per gateway, packets/s: %s" % (name, per))
+        leased = []
+        for g in sorted(run.recv):
+            ls = [x[1] for x in lease_series(run, g)
+                  if t0 + a.warm * NS <= x[0] < t1 and x[3] > x[0]]
+            leased.append(round(sum(ls) / len(ls)) if ls else 0)
+        if lease:
+            print("  %s leased per gateway (mean live share), packets/s: %s" % (name, leased))
+        c.res[name] = {"overshoot": ov_summary(ok_, a.rate),
+                       "overshoot_app": ov_summary(oa, a.rate),
+                       "util": round(u[0], 4), "util_min": round(u[1], 4), "per_gw_pps": per,
+                       "leased_pps": leased if lease else None}
+        if lease:
+            c.check(u[0] >= UTIL_TARGET, "%s utilization %.1f%% >= %.0f%%"
+                    % (name, 100 * u[0], 100 * UTIL_TARGET),
+                    known="skewed-util" if name == "skewed" else None)
+    if lease:
+        contract_overshoot(c, run, a, b[0], b[-1], "whole run")
+        fin = prom(os.path.join(run.dir, "final-coord.prom"))
+        v = fin.get("leaseline_coord_invariant_violations_total", -1)
+        c.check(v == 0, "coordinator invariant violations: %d" % v)
+        ml = fin.get('leaseline_coord_max_live_rate{limit="%s"}' % LIMIT, -1)
+        print("  coordinator max live rate %d (contract %d)" % (ml, a.rate))
+        c.res["max_live_rate"] = ml
+    else:
+        ok_, _ = contract_overshoot(c, run, a, b[0], b[-1], "whole run", check=False)
+        # The harness must be able to see an overshoot when there is one.
+        c.check(max_excess(ok_) > a.burst, "standalone buckets overshoot the contract "
+                "(the measurement detects it)")
+    return c.done()
+
+
+def do_shift(a, run):
+    c = Checker("shift")
+    common(c, run, a)
+    b = run.send["bounds_ns"]
+    tk = run.times("kern")
+    ub = utilization(tk, a.rate, b[0] + int(a.warm * NS), b[1])
+    print("  " + util_line("before the move", ub))
+    rec = recovery(tk, a.rate, b[1], b[2])
+    print("  after the move: utilization >= %.0f%% (500 ms window) again after %s s"
+          % (100 * UTIL_TARGET, "%.2f" % rec if rec is not None else "never"))
+    ua = utilization(tk, a.rate, b[1] + int((rec or 0) * NS) + NS // 2, b[2])
+    print("  " + util_line("after recovery", ua))
+    d0 = b[1] - NS
+    d1 = b[1] + int(((rec or 3) + 1) * NS)
+    ov_move, _ = contract_overshoot(c, run, a, d0, d1, "during the move")
+    ov_all, _ = contract_overshoot(c, run, a, b[0], b[-1], "whole run")
+    # Live shares of the gateways that lost / gained the load, from the maps.
+    h = a.gateways // 2
+    gain = set(range(h + 1, a.gateways + 1))
+    first_full = None
+    for t, s in live_sum_series(run, gain):
+        if t >= b[1] and s >= UTIL_TARGET * a.rate:
+            first_full = (t - b[1]) / NS
+            break
+    print("  gateways %d-%d hold >= %.0f%% of R in live leases %s s after the move"
+          % (h + 1, a.gateways, 100 * UTIL_TARGET,
+             "%.2f" % first_full if first_full is not None else "never"))
+    c.res.update({"util_before": round(ub[0], 4), "recovery_s": rec,
+                  "shares_moved_s": first_full, "util_after": round(ua[0], 4),
+                  "overshoot_move": ov_summary(ov_move, a.rate),
+                  "overshoot": ov_summary(ov_all, a.rate)})
+    c.check(ub[0] >= UTIL_TARGET, "utilization before the move %.1f%% >= %.0f%%"
+            % (100 * ub[0], 100 * UTIL_TARGET))
+    bound = 2 * a.ttl + 4 * a.refresh
+    c.check(rec is not None and rec <= bound,
+            "utilization back to %.0f%% within 2 ttl + 4 refresh = %.2f s"
+            % (100 * UTIL_TARGET, bound))
+    return c.done()
+
+
+def counters(run, g):
+    ag = prom(os.path.join(run.dir, "final-agent-%d.prom" % g))
+    co = prom(os.path.join(run.dir, "final-coord.prom"))
+    f = ag.get('leaseline_packets_total{limit="%s",verdict="fallback"}' % LIMIT)
+    by = ag.get('leaseline_packets_total{limit="%s",verdict="bypass"}' % LIMIT)
+    cf = co.get('leaseline_coord_fallback_total{limit="%s",holder="gw-%d"}' % (LIMIT, g))
+    cb = co.get('leaseline_coord_bypass_total{limit="%s",holder="gw-%d"}' % (LIMIT, g))
+    return f, by, cf, cb
+
+
+def do_reported(a, run):
+    f, by, cf, cb = counters(run, a.gw)
+    return 0 if f is not None and (f, by) == (cf, cb) else 1
+
+
+def do_partition(a, run):
+    c = Checker("partition-" + a.onloss)
+    c.res["onloss"] = a.onloss
+    common(c, run, a)
+    t_cut, t_res = run.mark("cut"), run.mark("restore")
+    b = run.send["bounds_ns"]
+    cut = list(range(1, a.cut + 1))
+    rest = [g for g in range(1, a.gateways + 1) if g not in cut]
+    reserve = a.gateways * a.fb_rate if a.onloss == "fallback" else 0
+    print("  cut at +%.2f s for %.2f s; reserve for fallback %d/s" %
+          ((t_cut - b[0]) / NS, (t_res - t_cut) / NS, reserve))
+    per = []
+    for g in cut:
+        # The link of gateway g went down somewhere inside its `ip link set down`
+        # (cut_begin..cut_end): dev_close waits for an RCU grace period before the
+        # port stops forwarding, which under load took up to ~150 ms here.
+        cb_ = [e[1] for e in run.marks("cut_begin") if e[2] == [str(g)]]
+        ce_ = [e[1] for e in run.marks("cut_end") if e[2] == [str(g)]]
+        t_cb, t_ce = (cb_[0] if cb_ else t_cut), (ce_[0] if ce_ else t_cut)
+        expiry = death(run, g, t_cut, t_res)
+        tg = gw_times(run, g)
+        # Relive: the last sample after the restore without a live lease and the
+        # first one with it bracket the moment the new lease was applied.
+        relive, t_dead_last, t_live_first = None, t_res, None
+        for x in lease_series(run, g):
+            if x[0] <= t_res:
+                continue
+            if x[3] > x[0] and x[1] > 0:
+                t_live_first = x[0]
+                relive = (x[0] - t_res) / NS
+                break
+            t_dead_last = x[0]
+        in_cut = [t for t in tg if t_cut <= t <= t_res]
+        after = [t for t in in_cut if expiry and t > expiry + STAMP_SLACK_NS]
+        before = [t for t in in_cut if expiry and t <= expiry + STAMP_SLACK_NS]
+        # Admitted while the lease was dead, up to the new lease: bounds.
+        dead_lo = len([t for t in tg if expiry and expiry + STAMP_SLACK_NS < t <= t_dead_last])
+        dead_hi = len([t for t in tg if expiry and expiry < t <= (t_live_first or t_res)])
+        to_loss = (expiry - t_ce) / NS if expiry else None
+        to_loss_b = (expiry - t_cb) / NS if expiry else None
+        last_before = (before[-1] - t_ce) / NS if before else None
+        f, by, cf, cb = counters(run, g)
+        row = {"gw": g, "to_onloss_s": to_loss, "to_onloss_from_cmd_start_s": to_loss_b,
+               "cut_cmd_ms": (t_ce - t_cb) / 1e6, "last_lease_admit_s": last_before,
+               "admitted_after_expiry": len(after), "admitted_dead": [dead_lo, dead_hi],
+               "agent_fallback": f, "agent_bypass": by,
+               "coord_fallback": cf, "coord_bypass": cb, "relive_after_restore_s": relive}
+        print("  gateway %d: lease died %.3f s after the cut (%.3f s after `ip link set down` "
+              "began, which took %.0f ms; ttl %g); last admission under the lease at +%s s; "
+              "%d admitted after expiry; live lease again %s s after the restore"
+              % (g, to_loss if to_loss is not None else -1,
+                 to_loss_b if to_loss_b is not None else -1, (t_ce - t_cb) / 1e6, a.ttl,
+                 "%.3f" % last_before if last_before is not None else "-",
+                 len(after), "%.2f" % relive if relive is not None else "never"))
+        print("             agent counted fallback %s bypass %s; coordinator has fallback %s "
+              "bypass %s" % (f, by, cf, cb))
+        c.check(to_loss is not None and to_loss <= a.ttl,
+                "gateway %d enters on-loss within ttl of the cut" % g)
+        if a.onloss == "fail-closed":
+            c.check(len(after) == 0, "gateway %d admits nothing after its lease died" % g)
+        elif a.onloss == "fallback" and expiry:
+            fo = overshoot(after, a.fb_rate, a.fb_burst, whole=False)
+            row["fallback_pps"] = round(len(after) / ((t_res - expiry) / NS), 1)
+            row["fallback_overshoot"] = round(max_excess(fo), 1) if after else None
+            print("             fallback: %.1f packets/s admitted (share %d/s, burst %d); "
+                  "max excess over fb_burst + fb_rate*w: %s" % (
+                      row["fallback_pps"], a.fb_rate, a.fb_burst,
+                      "%+.0f" % max_excess(fo) if after else "-"))
+            c.check(not after or max_excess(fo) <= KERN_SLACK_PKTS,
+                    "gateway %d admits no more than its fallback share" % g)
+        else:
+            row["bypass_pps"] = round(len(after) / ((t_res - expiry) / NS), 1) if expiry else 0
+            print("             fail-open: %s packets/s admitted unlimited" % row["bypass_pps"])
+        c.check(f is not None and (f, by) == (cf, cb),
+                "gateway %d: fallback/bypass totals reported to the coordinator equal the "
+                "agent's counters" % g)
+        if a.onloss == "fallback":
+            c.check(f > 0 and dead_lo - 2 <= f <= dead_hi + 2,
+                    "gateway %d: fallback counter %s matches the packets received while the "
+                    "lease was dead (%d..%d)" % (g, f, dead_lo, dead_hi))
+        if a.onloss == "fail-open":
+            c.check(by > 0 and dead_lo - 2 <= by <= dead_hi + 2,
+                    "gateway %d: bypass counter %s matches the packets received while the "
+                    "lease was dead (%d..%d)" % (g, by, dead_lo, dead_hi))
+        per.append(row)
+    c.res["gateways"] = per
+    # The gateways that kept their link: what they admitted while the others were out.
+    tk = run.times("kern")
+    rest_ts = run.times("kern", gws=set(rest))
+    w0 = t_cut + int(a.ttl * 1.2 * NS)
+    ur = utilization(rest_ts, a.rate, w0, t_res)
+    ua = utilization(tk, a.rate, w0, t_res)
+    lsr = [s for t, s in live_sum_series(run, set(rest)) if w0 <= t <= t_res]
+    print("  during the cut (after the leases died): the %d connected gateways admit %.1f%% "
+          "of R (all gateways %.1f%%); their live leases sum to %s/s"
+          % (len(rest), 100 * ur[0], 100 * ua[0], max(lsr) if lsr else "?"))
+    c.res.update({"util_rest_during_cut": round(ur[0], 4), "util_all_during_cut": round(ua[0], 4),
+                  "rest_live_rate": max(lsr) if lsr else None})
+    check = a.onloss != "fail-open"
+    ov, _ = contract_overshoot(c, run, a, b[0], b[-1], "whole run", check=check)
+    c.res["overshoot"] = ov_summary(ov, a.rate)
+    fin = prom(os.path.join(run.dir, "final-coord.prom"))
+    v = fin.get("leaseline_coord_invariant_violations_total", -1)
+    c.check(v == 0, "coordinator invariant violations: %d" % v)
+    return c.done()
+
+
+def do_restart(a, run):
+    c = Checker("restart")
+    common(c, run, a)
+    b = run.send["bounds_ns"]
+    tk = run.times("kern")
+    kills = run.marks("kill")
+    restarts = run.marks("restart")
+    lives = run.marks("live")
+    span_ns = int(a.ttl * NS) - int(a.ttl * NS) // 1000000 * 1000 - 10000000
+    # Σ live lease rate and epochs per sample, from the agents' maps.
+    max_live, overlap_rate, overlap_n = 0, 0, 0
+    for t, row in run.samples:
+        live = [(v[0], v[3]) for v in row.values() if v[2] > t]
+        s = sum(r for r, _ in live)
+        max_live = max(max_live, s)
+        eps = {e for _, e in live}
+        if len(eps) > 1:
+            overlap_n += 1
+            overlap_rate = max(overlap_rate, sum(r for r, e in live if e == max(eps)))
+    print("  sum of live lease rates over the agents (sampled every ~20 ms): max %d/s "
+          "(contract %d/s); samples with two epochs live at once: %d"
+          % (max_live, a.rate, overlap_n))
+    c.check(max_live <= a.rate, "sum of live lease rates never exceeds R")
+    c.check(overlap_n == 0, "no sample shows grants of two epochs live at once")
+    rows = []
+    for k, (_, tkill, _) in enumerate(kills):
+        trs = restarts[k][1] if k < len(restarts) else None
+        tlive = lives[k][1] if k < len(lives) else None
+        tnext = kills[k + 1][1] if k + 1 < len(kills) else b[-1]
+        # Epochs: every epoch an agent held up to the kill is "old"; a lease of a
+        # higher epoch after it is new. Old grants die at their expiry (exact, from
+        # the maps); a new one's clock starts at the send of the report it answers,
+        # expiry - span, which is no later than the coordinator issued it.
+        e_old = 0
+        for t, row in run.samples:
+            if t > tkill:
+                break
+            for v in row.values():
+                e_old = max(e_old, v[3])
+        old_exp = 0
+        for t, row in run.samples:
+            for v in row.values():
+                if v[3] <= e_old:
+                    old_exp = max(old_exp, v[2])
+        new_send = None  # earliest send time of a report a new-epoch grant answers
+        for t, row in run.samples:
+            if t < tkill or t > tnext:
+                continue
+            for v in row.values():
+                if v[3] > e_old and v[0] > 0:
+                    ts_ = v[2] - span_ns
+                    new_send = ts_ if new_send is None else min(new_send, ts_)
+        gap = (new_send - old_exp) / NS if new_send and old_exp else None
+        q = None
+        for t, m in run.coord:
+            if trs and t > trs:
+                q = m.get("leaseline_coord_quiet_seconds")
+                break
+        _, dlen = dip(tk, a.rate, tkill, tnext)
+        row = {"kill": k + 1, "down_s": (trs - tkill) / NS if trs else None,
+               "quiet_s_after_restart": q, "old_grants_dead_before_new_s": gap,
+               "dip_s": dlen, "relive_s": (tlive - tkill) / NS if tlive else None}
+        print("  kill %d at +%.2f s: down %.2f s; quiet_seconds just after restart %s; the last "
+              "grant of epoch %s died %s s before the first new-epoch lease could start; "
+              "utilization dip %s s" % (
+                  k + 1, (tkill - b[0]) / NS, row["down_s"] or -1,
+                  "%.3f" % q if q is not None else "?", "<= %d" % e_old,
+                  "%.3f" % gap if gap is not None else "?",
+                  "%.2f" % dlen if dlen is not None else "?"))
+        c.check(q is not None and q > 0, "kill %d: coordinator quiet right after restart" % (k + 1))
+        c.check(gap is not None and gap >= 0, "kill %d: no capacity re-issued while an earlier "
+                "epoch's grant was live" % (k + 1))
+        rows.append(row)
+    c.res["kills"] = rows
+    c.res["max_live_rate"] = max_live
+    c.res["max_live_over_R"] = round(max_live / a.rate, 4)
+    c.res["epoch_overlap_samples"] = overlap_n
+    ov, _ = contract_overshoot(c, run, a, b[0], b[-1], "whole run")
+    c.res["overshoot"] = ov_summary(ov, a.rate)
+    return c.done()
+
+
+def do_stale(a, run):
+    c = Checker("stale")
+    common(c, run, a)
+    b = run.send["bounds_ns"]
+    t_stop, t_cont = run.mark("stop"), run.mark("cont")
+    g = a.gw
+    ls = [x for x in lease_series(run, g) if t_stop <= x[0] <= t_cont]
+    expiry = death(run, g, t_stop, t_cont)
+    tg = gw_times(run, g)
+    during = [t for t in tg if t_stop <= t <= t_cont]
+    after = [t for t in during if expiry and t > expiry + STAMP_SLACK_NS]
+    before = [t for t in during if expiry and t <= expiry + STAMP_SLACK_NS]
+    share = ls[0][1] if ls else 0
+    resumed = [t for t in tg if t > t_cont]
+    to_exp = (expiry - t_stop) / NS if expiry else None
+    gap_ms = (expiry - before[-1]) / 1e6 if before and expiry else None
+    print("  agent %d stopped at +%.2f s for %.2f s; its lease (%d/s) expired %.3f s after the "
+          "stop (ttl %g)" % (g, (t_stop - b[0]) / NS, (t_cont - t_stop) / NS, share,
+                             to_exp if to_exp is not None else -1, a.ttl))
+    print("  admitted under the expired lease: %d packets; last admission %.1f ms before expiry "
+          "(packet spacing at the share: %.1f ms); first admission after SIGCONT +%s ms"
+          % (len(after), gap_ms if gap_ms is not None else -1, 1000.0 / share if share else 0,
+             "%.1f" % ((resumed[0] - t_cont) / 1e6) if resumed else "never"))
+    c.check(expiry is not None and to_exp <= a.ttl, "the stopped agent's lease expires within ttl")
+    c.check(len(after) == 0, "no packet admitted under the expired lease")
+    # Packets reach the gateway every 1000/share ms at most (the offered rate is
+    # 3x the share) unless the sender ran late: allow 3 spacings plus its worst lag.
+    gap_max = 3 * 1000.0 / max(share, 1) + run.send["lag_max_ms"]
+    c.check(gap_ms is not None and gap_ms <= gap_max,
+            "the kernel admitted up to its expiry (last admission within %.1f ms of it)"
+            % gap_max)
+    c.check(bool(resumed), "admission resumes after SIGCONT")
+    others = run.times("kern", gws=set(range(1, a.gateways + 1)) - {g})
+    w0 = expiry + NS // 5 if expiry else t_stop
+    uo = utilization(others, a.rate, w0, t_cont)
+    print("  while it was stopped the other gateways admitted %.1f%% of R" % (100 * uo[0]))
+    c.res.update({"to_expiry_s": to_exp, "admitted_after_expiry": len(after),
+                  "last_admit_before_expiry_ms": gap_ms, "util_others_during_stop": round(uo[0], 4),
+                  "resume_s": (resumed[0] - t_cont) / NS if resumed else None})
+    ov, _ = contract_overshoot(c, run, a, b[0], b[-1], "whole run")
+    c.res["overshoot"] = ov_summary(ov, a.rate)
+    return c.done()
+
+
+def do_policy(a, run):
+    c = Checker("policy")
+    common(c, run, a)
+    b = run.send["bounds_ns"]
+    t_hup = run.mark("hup")
+    r2 = a.new_rate
+    # Coordinator's view: draining 1 -> 0, last drain seconds.
+    key_d = 'leaseline_coord_draining{limit="%s"}' % LIMIT
+    drain_seen, drain_end = False, None
+    for t, m in run.coord:
+        if t < t_hup:
+            continue
+        if m.get(key_d) == 1:
+            drain_seen = True
+        elif drain_seen and m.get(key_d) == 0:
+            drain_end = (t - t_hup) / NS
+            break
+    fin = prom(os.path.join(run.dir, "final-coord.prom"))
+    last = fin.get('leaseline_coord_last_drain_seconds{limit="%s"}' % LIMIT)
+    # Agents' view: Σ live lease rate <= new R.
+    t_ok = None
+    for t, s in live_sum_series(run):
+        if t >= t_hup and s <= r2:
+            t_ok = t
+            break
+    print("  SIGHUP at +%.2f s: coordinator draining seen %s, back to 0 after %s s; "
+          "last_drain_seconds %s; agents' live leases sum <= %d/s after %s s"
+          % ((t_hup - b[0]) / NS, drain_seen, "%.3f" % drain_end if drain_end else "?", last, r2,
+             "%.3f" % ((t_ok - t_hup) / NS) if t_ok else "never"))
+    c.check(t_ok is not None, "live leases fit the new contract")
+    c.check(last is not None and last > 0 and drain_seen and drain_end is not None,
+            "the coordinator reports a finished drain")
+    bound = 2 * a.refresh + 0.5
+    c.check(t_ok is not None and (t_ok - t_hup) / NS <= bound,
+            "shares within the new contract within 2 refresh + 0.5 s = %.2f s" % bound)
+    tk = run.times("kern")
+    ov_old, _ = contract_overshoot(c, run, a, b[0], t_hup, "before (old contract)")
+    ov_mid, _ = contract_overshoot(c, run, a, t_hup, b[-1], "from SIGHUP (new contract)",
+                                   rate=r2, check=False)
+    ov_new = None
+    if t_ok:
+        # Windows that start once every agent applied its decrease (+ one sample period).
+        ov_new, _ = contract_overshoot(c, run, a, t_ok + 20000000, b[-1],
+                                       "after the drain (new contract)", rate=r2)
+        u2 = utilization(tk, r2, t_ok + NS // 2, b[-1])
+        print("  " + util_line("after the drain, of the new R", u2))
+        c.res["util_new"] = round(u2[0], 4)
+    c.res.update({"drain_coord_s": drain_end, "last_drain_seconds": last,
+                  "drain_agents_s": (t_ok - t_hup) / NS if t_ok else None,
+                  "overshoot_old": ov_summary(ov_old, a.rate),
+                  "overshoot_during": ov_summary(ov_mid, r2),
+                  "overshoot_new": ov_summary(ov_new, r2) if ov_new else None})
+    return c.done()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("scenario")
+    ap.add_argument("run")
+    ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--burst", type=int, default=200)
+    ap.add_argument("--ttl", type=float, default=1.0)
+    ap.add_argument("--refresh", type=float, default=0.25)
+    ap.add_argument("--gateways", type=int, default=8)
+    ap.add_argument("--kind", default="lease")
+    ap.add_argument("--warm", type=float, default=2.0)
+    ap.add_argument("--onloss", default="fail-closed")
+    ap.add_argument("--cut", type=int, default=3)
+    ap.add_argument("--fb-rate", type=int, default=25)
+    ap.add_argument("--fb-burst", type=int, default=10)
+    ap.add_argument("--gw", type=int, default=1)
+    ap.add_argument("--new-rate", type=int, default=600)
+    a = ap.parse_args()
+    if a.scenario == "reported":
+        return do_reported(a, argparse.Namespace(dir=a.run))
+    run = Run(a.run)
+    fn = {"steady": do_steady, "shift": do_shift, "partition": do_partition,
+          "reported": do_reported, "restart": do_restart, "stale": do_stale,
+          "policy": do_policy}.get(a.scenario)
+    if not fn:
+        ap.error("unknown scenario '%s'" % a.scenario)
+    if a.scenario != "reported":
+        print("== %s (R %d/s, B %d, ttl %g s, refresh %g s, %d gateways)"
+              % (a.scenario, a.rate, a.burst, a.ttl, a.refresh, a.gateways))
+    return fn(a, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

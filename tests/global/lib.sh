@@ -1,0 +1,374 @@
+# SPDX-License-Identifier: MIT
+# Multi-gateway harness for global limits (docs/global.md). Sourced by
+# tests/net/test_global_*.sh, scripts/bench-global.sh and scripts/demo-global.sh,
+# on top of tests/net/lib.sh (ll_init, ll_fail, ll_stop_pid, the cleanup trap).
+#
+# Everything carries the test's pid ($$) in its name and is removed on every exit
+# path (SPEC §8):
+#   namespaces  llk$$ (coordinator), llc$$ (client), llg$$-<i> (gateway i = 1..N)
+#   data        veth dc<i>x$$ (client) <-> dg<i>x$$ (gateway i), 198.18.<i>.1/24 and
+#               198.18.<i>.2/24; the agent of gateway i attaches (native XDP) to dg<i>x$$
+#   control     bridge kbr$$ in llk$$ with 198.19.0.1/24; one veth per gateway,
+#               kk<i>x$$ (bridge port) <-> kg<i>x$$ (gateway, 198.19.0.<10+i>/24)
+#   bpffs       one private mount under the temp dir; pin dirs <tag>-gw-<i> on it
+# Cutting gateway i's control link = setting its bridge port kk<i>x$$ down: the
+# gateway's own stack sees nothing (no error, no route change), its packets to the
+# coordinator are dropped at the switch, as in a real partition.
+#
+# Clock: every timestamp is CLOCK_MONOTONIC (time.monotonic_ns(), bpf_ktime_get_ns,
+# the leases' expiry). gl_mark writes $EPOCHREALTIME (no fork); ganalyze.py maps it
+# to CLOCK_MONOTONIC with the offset it measures.
+
+GL_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../net/lib.sh
+source "$GL_DIR/../net/lib.sh"
+
+GL_PORT=7000 # UDP port the global limit's rule matches
+GL_COORD_ADDR=198.19.0.1
+GL_COORD_PORT=7450
+GL_LIMIT=global-udp
+
+# gl_init BUILD_DIR N: checks, names, temp dir, cleanup trap.
+gl_init() {
+	ll_init "${1:-}"
+	GL_N=${2:-8}
+	if [ "$GL_N" -lt 1 ] || [ "$GL_N" -gt 32 ]; then
+		ll_fail "gl_init: 1..32 gateways, got $GL_N"
+	fi
+	command -v curl >/dev/null || ll_skip "needs 'curl'"
+	GL_NS_K=llk$$
+	GL_NS_C=$LL_NS_C
+	GL_BR=kbr$$
+	COORD_PID=
+	SAMPLE_PID=
+	SEND_PID=
+	GL_AGENT_PIDS=()
+	GL_RECV_PIDS=()
+	GL_STOPPED=()
+	trap gl_cleanup EXIT
+}
+
+gl_ns_g() { echo "llg$$-$1"; }
+gl_if_c() { echo "dc$1x$$"; }
+gl_if_g() { echo "dg$1x$$"; }
+gl_if_kb() { echo "kk$1x$$"; }
+gl_if_kg() { echo "kg$1x$$"; }
+
+# Wake stopped agents first (a stopped process ignores TERM until continued), stop
+# everything at once, then let tests/net/lib.sh wait, delete namespaces and unmount.
+gl_cleanup() {
+	local rc=$? p
+	for p in "${GL_STOPPED[@]+"${GL_STOPPED[@]}"}"; do
+		kill -CONT "$p" 2>/dev/null
+	done
+	for p in "${LL_PIDS[@]+"${LL_PIDS[@]}"}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	(exit "$rc")
+	ll_cleanup
+}
+
+gl_track() { LL_PIDS+=("$1"); }
+
+# Names of MAC addresses inside a namespace.
+gl_mac() { ip -n "$1" -o link show "$2" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p'; }
+
+gl_topo() {
+	local i g
+	ip netns add "$GL_NS_K" || ll_fail "cannot create netns $GL_NS_K"
+	LL_NETNS+=("$GL_NS_K")
+	ip netns add "$GL_NS_C" || ll_fail "cannot create netns $GL_NS_C"
+	LL_NETNS+=("$GL_NS_C")
+	ip -n "$GL_NS_K" link set lo up
+	ip -n "$GL_NS_C" link set lo up
+	ip -n "$GL_NS_K" link add "$GL_BR" type bridge || ll_skip "cannot create a bridge"
+	ip -n "$GL_NS_K" addr add "$GL_COORD_ADDR/24" dev "$GL_BR"
+	ip -n "$GL_NS_K" link set "$GL_BR" up
+	for ((i = 1; i <= GL_N; i++)); do
+		g=$(gl_ns_g "$i")
+		ip netns add "$g" || ll_fail "cannot create netns $g"
+		LL_NETNS+=("$g")
+		ip -n "$g" link set lo up
+		# Data: client <-> gateway i.
+		ip -n "$GL_NS_C" link add "$(gl_if_c "$i")" type veth peer name "$(gl_if_g "$i")" netns "$g" ||
+			ll_skip "cannot create a veth pair"
+		ip -n "$GL_NS_C" addr add "198.18.$i.1/24" dev "$(gl_if_c "$i")"
+		ip -n "$g" addr add "198.18.$i.2/24" dev "$(gl_if_g "$i")"
+		ip -n "$GL_NS_C" link set "$(gl_if_c "$i")" up
+		ip -n "$g" link set "$(gl_if_g "$i")" up
+		# Control: gateway i <-> the coordinator's bridge.
+		ip -n "$GL_NS_K" link add "$(gl_if_kb "$i")" type veth peer name "$(gl_if_kg "$i")" netns "$g" ||
+			ll_skip "cannot create a veth pair"
+		ip -n "$GL_NS_K" link set "$(gl_if_kb "$i")" master "$GL_BR" up
+		ip -n "$g" addr add "198.19.0.$((10 + i))/24" dev "$(gl_if_kg "$i")"
+		ip -n "$g" link set "$(gl_if_kg "$i")" up
+	done
+	# Static neighbours on the data path: no packet of the test waits on ARP.
+	for ((i = 1; i <= GL_N; i++)); do
+		g=$(gl_ns_g "$i")
+		ip -n "$GL_NS_C" neigh replace "198.18.$i.2" lladdr "$(gl_mac "$g" "$(gl_if_g "$i")")" \
+			dev "$(gl_if_c "$i")" nud permanent || ll_fail "cannot set a neighbour"
+		ip -n "$g" neigh replace "198.18.$i.1" lladdr "$(gl_mac "$GL_NS_C" "$(gl_if_c "$i")")" \
+			dev "$(gl_if_g "$i")" nud permanent || ll_fail "cannot set a neighbour"
+	done
+	ll_bpffs
+	GL_PIN_ROOT=$TMPD/bpffs
+}
+
+# gl_policy FILE VERSION RATE BURST SCOPE [ON_LOSS [FB_RATE FB_BURST]]: one key-none
+# limit on UDP to GL_PORT, packets.
+gl_policy() {
+	local f=$1 v=$2 rate=$3 burst=$4 scope=$5 onloss=${6:-fail-closed} fr=${7:-} fb=${8:-}
+	{
+		echo "# written by $(basename "$0")"
+		echo "version: $v"
+		echo "default: pass"
+		echo "limits:"
+		echo "  - name: $GL_LIMIT"
+		echo "    key: none"
+		echo "    unit: packets"
+		echo "    rate: $rate"
+		echo "    burst: $burst"
+		echo "    scope: $scope"
+		echo "    mode: enforce"
+		if [ "$scope" = global ]; then
+			echo "    on-loss: $onloss"
+			[ "$onloss" = fallback ] && echo "    fallback: {rate: $fr, burst: $fb}"
+		fi
+		echo "rules:"
+		echo "  - name: data"
+		echo "    match: {proto: udp, dst-port: $GL_PORT}"
+		echo "    limits: [$GL_LIMIT]"
+	} >"$f.tmp"
+	mv "$f.tmp" "$f"
+}
+
+# gl_coord_start DIR TTL REFRESH: coordinator in llk$$ with DIR/policy.yaml,
+# state in DIR/state. Waits (bounded) until it listens. Sets COORD_PID.
+gl_coord_start() {
+	local d=$1 ttl=$2 refresh=$3 i
+	mkdir -p "$d/state"
+	cat >"$d/coord.yaml" <<EOF
+listen: $GL_COORD_ADDR:$GL_COORD_PORT
+policy: policy.yaml
+state-dir: state
+lease: {ttl: $ttl, refresh: $refresh}
+metrics: 127.0.0.1:9476
+gateways: $GL_N
+EOF
+	local before
+	before=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null)
+	nsenter --net=/run/netns/"$GL_NS_K" "$LL" coord -c "$d/coord.yaml" -v >>"$d/coord.log" 2>&1 &
+	COORD_PID=$!
+	gl_track "$COORD_PID"
+	for ((i = 0; i < LL_WAIT_TRIES; i++)); do
+		kill -0 "$COORD_PID" 2>/dev/null || {
+			tail -20 "$d/coord.log" | sed 's/^/   coord: /'
+			ll_fail "the coordinator exited during start-up"
+		}
+		[ "$(grep -c "coordinator listening" "$d/coord.log")" -gt "${before:-0}" ] && return 0
+		sleep "$LL_POLL_S"
+	done
+	ll_fail "the coordinator did not listen within $((LL_WAIT_TRIES / 10)) s"
+}
+
+# gl_coord_kill9: SIGKILL, as a crash.
+gl_coord_kill9() {
+	kill -KILL "$COORD_PID" 2>/dev/null
+	wait "$COORD_PID" 2>/dev/null
+	COORD_PID=
+}
+
+gl_coord_stop() {
+	ll_stop_pid "$COORD_PID"
+	COORD_PID=
+}
+
+# gl_agents_start DIR TAG MODE: one agent per gateway; MODE coord (coordinated, the
+# policy from the coordinator) or local (standalone with DIR/policy-local.yaml).
+# Pins under $GL_PIN_ROOT/TAG-gw-<i>. Waits (bounded) until every agent runs.
+gl_agents_start() {
+	local d=$1 tag=$2 mode=$3 i k g cfg
+	GL_AGENT_PIDS=()
+	GL_PIN_TAG=$tag
+	for ((i = 1; i <= GL_N; i++)); do
+		g=$(gl_ns_g "$i")
+		cfg=$d/agent-$i.yaml
+		{
+			echo "node: gw-$i"
+			echo "interfaces:"
+			echo "  - {name: $(gl_if_g "$i"), mode: native}"
+			echo "pin-dir: $GL_PIN_ROOT/$tag-gw-$i"
+			if [ "$mode" = coord ]; then
+				echo "coordinator: {address: $GL_COORD_ADDR:$GL_COORD_PORT}"
+			else
+				echo "policy: policy-local.yaml"
+			fi
+			echo "metrics: 127.0.0.1:9475"
+			echo "max-keys: 4096"
+		} >"$cfg"
+		nsenter --net=/run/netns/"$g" "$LL" agent -c "$cfg" -v --detach-on-exit >>"$d/agent-$i.log" 2>&1 &
+		GL_AGENT_PIDS[i]=$!
+		gl_track "$!"
+	done
+	for ((i = 1; i <= GL_N; i++)); do
+		for ((k = 0; k < LL_WAIT_TRIES; k++)); do
+			kill -0 "${GL_AGENT_PIDS[i]}" 2>/dev/null || {
+				tail -20 "$d/agent-$i.log" | sed "s/^/   agent $i: /"
+				ll_fail "agent $i exited during start-up"
+			}
+			grep -q "running (pid" "$d/agent-$i.log" && break
+			sleep "$LL_POLL_S"
+		done
+		[ "$k" -lt "$LL_WAIT_TRIES" ] || ll_fail "agent $i did not start"
+	done
+}
+
+gl_agents_stop() {
+	local i
+	for ((i = 1; i <= GL_N; i++)); do
+		kill -CONT "${GL_AGENT_PIDS[i]}" 2>/dev/null
+		kill -TERM "${GL_AGENT_PIDS[i]}" 2>/dev/null
+	done
+	for ((i = 1; i <= GL_N; i++)); do
+		ll_stop_pid "${GL_AGENT_PIDS[i]}"
+	done
+	GL_AGENT_PIDS=()
+}
+
+gl_pin() { echo "$GL_PIN_ROOT/$GL_PIN_TAG-gw-$1"; }
+
+# gl_wait_live N SECONDS [--new-epoch]: until N agents hold a live lease (read from
+# their maps); with --new-epoch, of an epoch newer than any they hold now.
+gl_wait_live() {
+	local n=$1 secs=$2 args=() i
+	shift 2
+	for ((i = 1; i <= GL_N; i++)); do
+		args+=(--pins "$i=$(gl_pin "$i")")
+	done
+	python3 "$GL_DIR/gsample.py" "${args[@]}" --wait-live "$n" --max-time "$secs" "$@" --out /dev/null
+}
+
+# gl_recv_start RUN MAX_TIME: one receiver per gateway namespace.
+gl_recv_start() {
+	local run=$1 max=$2 i k g
+	GL_RECV_PIDS=()
+	for ((i = 1; i <= GL_N; i++)); do
+		g=$(gl_ns_g "$i")
+		rm -f "$run/recv-$i.ready"
+		nsenter --net=/run/netns/"$g" python3 "$GL_DIR/grecv.py" --gw "$i" --bind "198.18.$i.2" \
+			--port "$GL_PORT" --max-time "$max" --out "$run/recv-$i.json" \
+			--ready "$run/recv-$i.ready" 2>>"$run/recv.log" &
+		GL_RECV_PIDS[i]=$!
+		gl_track "$!"
+	done
+	for ((i = 1; i <= GL_N; i++)); do
+		for ((k = 0; k < LL_WAIT_TRIES; k++)); do
+			[ -e "$run/recv-$i.ready" ] && break
+			kill -0 "${GL_RECV_PIDS[i]}" 2>/dev/null || ll_fail "receiver $i exited: $(cat "$run/recv.log")"
+			sleep "$LL_POLL_S"
+		done
+		[ "$k" -lt "$LL_WAIT_TRIES" ] || ll_fail "receiver $i did not bind"
+	done
+}
+
+# gl_recv_stop: let queued datagrams drain, stop the receivers (they write on TERM).
+gl_recv_stop() {
+	local i
+	sleep 0.3
+	for ((i = 1; i <= GL_N; i++)); do
+		kill -TERM "${GL_RECV_PIDS[i]}" 2>/dev/null
+	done
+	for ((i = 1; i <= GL_N; i++)); do
+		ll_wait_pid "${GL_RECV_PIDS[i]}" 20 || ll_fail "receiver $i did not finish"
+	done
+	GL_RECV_PIDS=()
+}
+
+# gl_send_bg RUN PHASE...: the client sends to every gateway; PHASE = SECONDS:r1,..,rN.
+gl_send_bg() {
+	local run=$1 p i args=()
+	shift
+	for ((i = 1; i <= GL_N; i++)); do
+		args+=(--target "198.18.$i.1,198.18.$i.2")
+	done
+	for p in "$@"; do
+		args+=(--phase "$p")
+	done
+	nsenter --net=/run/netns/"$GL_NS_C" python3 "$GL_DIR/gsend.py" --port "$GL_PORT" "${args[@]}" \
+		--out "$run/send.json" 2>>"$run/send.log" &
+	SEND_PID=$!
+	gl_track "$SEND_PID"
+}
+
+# gl_send_wait SECONDS: wait (bounded) for the sender.
+gl_send_wait() {
+	ll_wait_pid "$SEND_PID" "$1" || ll_fail "the sender failed or overran ($(cat "$RUN/send.log" 2>/dev/null))"
+	SEND_PID=
+}
+
+# gl_send_stop: end the sender's run now (it writes what it sent so far).
+gl_send_stop() {
+	kill -TERM "$SEND_PID" 2>/dev/null
+	gl_send_wait 10
+}
+
+# gl_sample_start RUN [PERIOD]: map and coordinator sampler (in llk$$).
+gl_sample_start() {
+	local run=$1 period=${2:-0.02} args=() i k
+	for ((i = 1; i <= GL_N; i++)); do
+		args+=(--pins "$i=$(gl_pin "$i")")
+	done
+	rm -f "$run/sample.ready"
+	nsenter --net=/run/netns/"$GL_NS_K" python3 "$GL_DIR/gsample.py" "${args[@]}" \
+		--coord 127.0.0.1:9476 --period "$period" --coord-period 0.05 --max-time 600 \
+		--out "$run/samples.jsonl" --ready "$run/sample.ready" 2>>"$run/sample.log" &
+	SAMPLE_PID=$!
+	gl_track "$SAMPLE_PID"
+	for ((k = 0; k < LL_WAIT_TRIES; k++)); do
+		[ -e "$run/sample.ready" ] && return 0
+		sleep "$LL_POLL_S"
+	done
+	ll_fail "the sampler did not start"
+}
+
+gl_sample_stop() {
+	ll_stop_pid "$SAMPLE_PID"
+	SAMPLE_PID=
+}
+
+# gl_mark RUN NAME [ARGS]: an event at this instant (realtime, converted later).
+gl_mark() {
+	printf '%s %s %s\n' "$2" "$EPOCHREALTIME" "${*:3}" >>"$1/events.txt"
+}
+
+# gl_cut I / gl_restore I: take gateway I's switch port down / up. Through nsenter,
+# not `ip -n`: ip's own namespace switch remounts /sys in a private mount namespace,
+# which here intermittently took 100-220 ms (RCU grace periods), leaving the instant
+# of the cut uncertain; nsenter --net + ip takes ~2.5 ms.
+gl_cut() { nsenter --net=/run/netns/"$GL_NS_K" ip link set "$(gl_if_kb "$1")" down; }
+gl_restore() { nsenter --net=/run/netns/"$GL_NS_K" ip link set "$(gl_if_kb "$1")" up; }
+
+# gl_scrape_coord FILE / gl_scrape_agent I FILE: /metrics text.
+gl_scrape_coord() {
+	nsenter --net=/run/netns/"$GL_NS_K" curl -s -m 2 http://127.0.0.1:9476/metrics >"$1"
+}
+gl_scrape_agent() {
+	nsenter --net=/run/netns/"$(gl_ns_g "$1")" curl -s -m 2 http://127.0.0.1:9475/metrics >"$2"
+}
+gl_scrape_all() {
+	local run=$1 tag=${2:-final} i
+	gl_scrape_coord "$run/$tag-coord.prom"
+	for ((i = 1; i <= GL_N; i++)); do
+		gl_scrape_agent "$i" "$run/$tag-agent-$i.prom"
+	done
+}
+
+# gl_rates N RATE: "RATE,RATE,..." N times.
+gl_rates() {
+	local n=$1 r=$2 i out=
+	for ((i = 1; i <= n; i++)); do
+		out+="${out:+,}$r"
+	done
+	echo "$out"
+}
