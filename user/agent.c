@@ -230,6 +230,27 @@ static void wait_tick(struct dp *dp, int metrics_fd, struct link *link)
 		link_step(link, dp, p[1].revents, dp_now_ns());
 }
 
+/* A coordinated agent with no policy yet (none pinned from an earlier run)
+ * does not attach until the coordinator's arrives: attached with an empty
+ * policy it would pass everything, counted as nothing. Returns false if
+ * told to stop first.
+ */
+static bool wait_first_policy(struct dp *dp, struct link *link)
+{
+	struct ll_state st = {};
+	bool said = false;
+
+	while (!got_stop) {
+		if (!dp_state_read(dp->state_fd, &st) && st.version)
+			return true;
+		if (!said)
+			pr_info("waiting for the coordinator's policy before attaching\n");
+		said = true;
+		wait_tick(dp, -1, link);
+	}
+	return false;
+}
+
 static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *run,
 		     int metrics_fd, struct link *link)
 {
@@ -290,6 +311,8 @@ int agent_run(const struct agent_opts *opts)
 	} else if (apply_policy(&dp, pol)) {
 		goto out;
 	}
+	if (have_link && !wait_first_policy(&dp, &link))
+		goto done; /* told to stop before there was anything to enforce */
 	if (attach_all(&dp, ac, opts->force))
 		goto out;
 
@@ -309,6 +332,7 @@ int agent_run(const struct agent_opts *opts)
 		detach_all(ac);
 	else
 		pr_info("exiting; XDP program stays attached and enforcing\n");
+done:
 	rc = 0;
 out:
 	if (have_link)

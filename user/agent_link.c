@@ -25,8 +25,10 @@
 #define LINK_BACKOFF_MIN_NS  100000000ull /* 100 ms */
 #define LINK_BACKOFF_MAX_NS  2000000000ull
 #define LINK_REFRESH_DEFAULT 500000000ull
-/* Demand is reported with headroom so a holder at its share can show growth. */
-#define LINK_DEMAND_HEADROOM_DIV 8
+/* No grant for this many refresh intervals, once grants flowed, means the
+ * link is dead even if TCP has not noticed (a cut path): redial.
+ */
+#define LINK_SILENCE_REFRESHES 4
 
 int link_init(struct link *l, const struct cfg_agent *ac)
 {
@@ -102,8 +104,12 @@ static uint64_t demand_of(struct link *l, uint32_t id, uint64_t offered, uint64_
 
 	if (!l->last_sample_ns || dt == 0 || offered < l->last_offered[id])
 		return l->demand[id];
+	/* Offered load counts denied packets too, so a holder held at its share
+	 * shows its growth without headroom; headroom would only strand capacity
+	 * with gateways that do not use it.
+	 */
 	d = (offered - l->last_offered[id]) * 1000000000ull / dt;
-	return d + d / LINK_DEMAND_HEADROOM_DIV + 1;
+	return d + 1;
 }
 
 static void send_report(struct link *l, struct dp *dp, uint64_t now)
@@ -245,6 +251,8 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 	int err = conn_read(&l->c), r;
 
 	while (l->c.fd >= 0 && (r = conn_next(&l->c, l->msg)) > 0) {
+		if (l->msg->type == WIRE_GRANT)
+			l->last_grant_ns = now;
 		if (l->msg->type == WIRE_POLICY)
 			on_policy(l, dp, &l->msg->policy, now);
 		else if (l->msg->type == WIRE_GRANT)
@@ -283,6 +291,7 @@ static void connected(struct link *l, struct dp *dp, uint64_t now)
 		return;
 	}
 	l->up = true;
+	l->last_grant_ns = 0;
 	l->backoff_ns = LINK_BACKOFF_MIN_NS;
 	pr_info("connected to coordinator %s\n", l->addr);
 	send_hello(l, dp, now);
@@ -304,6 +313,12 @@ void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 		link_down(l, "write failed", now);
 	if (l->c.fd >= 0 && revents & (POLLIN | POLLHUP | POLLERR))
 		read_frames(l, dp, now);
+	/* Once grants flow, every report is answered: silence means a dead path. */
+	if (l->up && l->c.fd >= 0 && l->last_grant_ns &&
+	    now - l->last_grant_ns > LINK_SILENCE_REFRESHES * l->refresh_ns) {
+		link_down(l, "no word from the coordinator", now);
+		return;
+	}
 	if (l->up && l->c.fd >= 0 && now >= l->next_report_ns)
 		send_report(l, dp, now);
 }

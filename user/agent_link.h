@@ -31,6 +31,7 @@ struct link {
 	uint64_t report_seq;
 	uint64_t sent_seq[LINK_SENT_RING], sent_ns[LINK_SENT_RING];
 	uint64_t refresh_ns, next_report_ns;
+	uint64_t last_grant_ns; /* last grant on this connection; 0 before the first */
 	uint64_t last_offered[LL_MAX_LIMITS], last_sample_ns;
 	uint64_t demand[LL_MAX_LIMITS];
 	struct wire_msg *msg; /* the frame being handled */

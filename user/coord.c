@@ -55,6 +55,8 @@ struct cholder {
 	uint64_t incarnation;
 	int conn; /* index in coord.conns, -1 if not connected */
 	uint64_t report_seq; /* highest report seen from this incarnation */
+	uint64_t last_report_ns; /* a holder silent for a lease's life asks for nothing */
+	bool asking; /* counted in the targets (connected and reporting) */
 	uint64_t fallback[LL_MAX_LIMITS], bypass[LL_MAX_LIMITS]; /* durable totals */
 };
 
@@ -284,6 +286,21 @@ static void targets_recompute(struct climit *c, uint64_t now)
 	c->next_recompute_ns = now + COORD_RECOMPUTE_NS;
 }
 
+/* Whether holder hi takes part in the max-min division. A gateway that is
+ * connected but silent (a cut path TCP has not noticed, a stopped agent)
+ * must not keep a share reserved that nobody spends.
+ */
+static void holder_asking(struct coord *co, int hi, bool asking)
+{
+	co->h[hi].asking = asking;
+	for (uint32_t l = 0; l < co->n_limits; l++) {
+		co->lim[l].led.h[hi].active = asking;
+		if (!asking)
+			co->lim[l].led.h[hi].demand = 0;
+		co->lim[l].dirty = true;
+	}
+}
+
 /* ---- connections ---- */
 
 static void conn_drop(struct coord *co, int ci, const char *why)
@@ -298,11 +315,7 @@ static void conn_drop(struct coord *co, int ci, const char *why)
 		pr_info("holder '%s' disconnected (%s)\n", h->name, why);
 		h->conn = -1;
 		/* It asks for nothing now; its live grants still count until they die. */
-		for (uint32_t l = 0; l < co->n_limits; l++) {
-			co->lim[l].led.h[cc->holder].active = false;
-			co->lim[l].led.h[cc->holder].demand = 0;
-			co->lim[l].dirty = true;
-		}
+		holder_asking(co, cc->holder, false);
 	}
 	conn_close(&cc->c);
 	free(cc);
@@ -388,10 +401,8 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 	/* Its share comes with the next recomputation (<= COORD_RECOMPUTE_NS):
 	 * recomputing here would make a storm of hellos quadratic.
 	 */
-	for (uint32_t l = 0; l < co->n_limits; l++) {
-		co->lim[l].led.h[hi].active = true;
-		co->lim[l].dirty = true;
-	}
+	h->last_report_ns = dp_now_ns();
+	holder_asking(co, hi, true);
 	pr_info("holder '%s' connected (incarnation %llu)\n", h->name,
 		(unsigned long long)m->incarnation);
 	send_policy(co, ci);
@@ -487,6 +498,11 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 		return;
 	}
 	h->report_seq = r->seq;
+	h->last_report_ns = now;
+	if (!h->asking) {
+		pr_info("holder '%s' reports again\n", h->name);
+		holder_asking(co, hi, true);
+	}
 	for (uint32_t i = 0; i < r->n; i++) {
 		const struct wire_report_entry *e = &r->e[i];
 		struct climit *c = limit_by_name(co, e->limit);
@@ -674,10 +690,22 @@ static void poll_once(struct coord *co)
 	}
 }
 
-/* Periodic work: targets follow demand, the invariant is checked. */
+/* Periodic work: silent holders stop asking, targets follow demand, the
+ * invariant is checked.
+ */
 static void tick(struct coord *co)
 {
-	uint64_t now = dp_now_ns();
+	uint64_t now = dp_now_ns(), silence = lease_deadline(0, co->cfg.ttl_ns);
+
+	for (uint32_t hi = 0; hi < co->cfg.gateways; hi++) {
+		struct cholder *h = &co->h[hi];
+
+		if (h->used && h->asking && now - h->last_report_ns > silence) {
+			pr_info("holder '%s' silent for %.3f s: its share goes to the others\n",
+				h->name, (double)(now - h->last_report_ns) / 1e9);
+			holder_asking(co, (int)hi, false);
+		}
+	}
 
 	for (uint32_t l = 0; l < co->n_limits; l++) {
 		struct climit *c = &co->lim[l];

@@ -459,6 +459,18 @@ int dp_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint
 	 */
 	if (bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY))
 		return -errno;
+	if (now >= old.expiry_ns) {
+		/* Revived: the tokens it held when it died are covered by no live
+		 * share (the coordinator has since counted that grant dead and may
+		 * have leased it elsewhere), so the new share starts empty. The pool
+		 * is reset before the lease names the new generation, so no packet
+		 * can take the old tokens under it.
+		 */
+		struct ll_pool p = {.gen = nl.gen, .last_ns = now};
+
+		if (bpf_map_update_elem(dp->pools_fd, &id, &p, BPF_F_LOCK))
+			return -errno;
+	}
 	if (bpf_map_update_elem(dp->leases_fd, &id, &nl, BPF_F_LOCK))
 		return -errno;
 	f.applied_epoch[id] = g->epoch;

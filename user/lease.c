@@ -66,7 +66,9 @@ void lease_next(const struct ll_lease *old, const struct lease_grant *g, uint64_
 		/* The next death must not find this fallback period's slices valid. */
 		out->fb_gen = (*next_gen)++;
 	} else {
-		/* Dead and fail-closed/open: no refill for the time it was dead. */
+		/* Dead and fail-closed/open: no refill for the time it was dead (and
+		 * dp_lease_apply empties the pool of a revived lease anyway).
+		 */
 		out->prev_gen = old->gen;
 		out->prev_rate = old->rate;
 		out->prev_burst_s = old->burst_s;

@@ -213,7 +213,8 @@ int status_print(const char *pin_dir, bool json)
 	out_obj_begin(&o, NULL);
 	out_str(&o, "pin_dir", pin_dir);
 	out_u64(&o, "policy_version", st.version);
-	out_f64(&o, "policy_age_seconds", (double)(dp_now_ns() - st.applied_ns) / 1e9);
+	if (st.applied_ns)
+		out_f64(&o, "policy_age_seconds", (double)(dp_now_ns() - st.applied_ns) / 1e9);
 	out_str(&o, "default", pol->default_action == LL_ACT_DROP ? "drop" : "pass");
 	print_ifaces(&o, &st);
 	out_arr_begin(&o, "limits");

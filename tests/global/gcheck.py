@@ -35,11 +35,7 @@ STAMP_SLACK_NS = 1000000
 # "Findings"). Such a check still runs with its threshold unchanged: a miss is
 # printed as XFAIL and listed in the RESULT, a pass as XPASS (remove the entry).
 # GL_STRICT=1 turns them back into failures.
-KNOWN = {
-    "skewed-util": "agents report demand as 1.125 x offered + 1 (user/agent_link.c:104, "
-                   "LINK_DEMAND_HEADROOM_DIV); when the contract is short the coordinator "
-                   "grants unsaturated gateways that headroom, which they never use",
-}
+KNOWN = {}
 
 
 class Checker:

@@ -156,7 +156,7 @@ lease: {ttl: $ttl, refresh: $refresh}
 metrics: 127.0.0.1:9476
 gateways: $GL_N
 EOF
-	local before
+	local before n
 	before=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null)
 	nsenter --net=/run/netns/"$GL_NS_K" "$LL" coord -c "$d/coord.yaml" -v >>"$d/coord.log" 2>&1 &
 	COORD_PID=$!
@@ -166,7 +166,8 @@ EOF
 			tail -20 "$d/coord.log" | sed 's/^/   coord: /'
 			ll_fail "the coordinator exited during start-up"
 		}
-		[ "$(grep -c "coordinator listening" "$d/coord.log")" -gt "${before:-0}" ] && return 0
+		n=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null || true)
+		[ "${n:-0}" -gt "${before:-0}" ] && return 0
 		sleep "$LL_POLL_S"
 	done
 	ll_fail "the coordinator did not listen within $((LL_WAIT_TRIES / 10)) s"

@@ -221,31 +221,34 @@ static void test_every_limit_granted_within_contract(void **state)
 	report(fx, &c1, "gw-1", 1, 0, NULL);
 	if (dp_now_ns() - t0 < lease_deadline(0, TTL_MS * 1000000ull) / 2)
 		assert_int_equal(grants(fx, &c1, 1, r1, s1, &epoch), 0);
-	usleep((useconds_t)(lease_deadline(0, TTL_MS * 1000000ull) / 1000));
-	dial(&c2);
-	hello(fx, &c2, "gw-2");
-	/* Every limit named gets a grant answering this report. */
+	/* After it, every limit a report names gets a grant answering it. */
 	report(fx, &c1, "gw-1", 2, 0, NULL);
 	assert_int_equal(grants(fx, &c1, 2, r1, s1, &epoch), N_LIMITS);
-	usleep(100000); /* targets follow the new holder within 50 ms */
+	usleep(100000); /* targets follow demand within 50 ms */
+	report(fx, &c1, "gw-1", 3, epoch, s1);
+	assert_int_equal(grants(fx, &c1, 3, r1, s1, &epoch), N_LIMITS);
+	for (int l = 0; l < N_LIMITS; l++)
+		assert_int_equal(r1[l], RATE); /* alone: the whole contract */
+	dial(&c2);
+	hello(fx, &c2, "gw-2");
 	report(fx, &c2, "gw-2", 1, 0, NULL);
 	assert_int_equal(grants(fx, &c2, 1, r2, s2, &epoch), N_LIMITS);
 	for (int l = 0; l < N_LIMITS; l++)
-		assert_true(r1[l] + r2[l] <= RATE);
-	/* gw-1 acks its grants and is cut to its fair half; gw-2's increase waits
-	 * until that decrease has taken effect (acknowledged): decreases first.
+		assert_int_equal(r2[l], 0); /* no headroom: gw-1 holds it all */
+	usleep(100000);
+	/* gw-1 is cut to its fair half; gw-2's increase waits until that
+	 * decrease has taken effect (acknowledged): decreases first.
 	 */
-	usleep(100000); /* targets follow gw-2's demand */
-	report(fx, &c1, "gw-1", 3, epoch, s1);
-	assert_int_equal(grants(fx, &c1, 3, r1, s1, &epoch), N_LIMITS);
+	report(fx, &c1, "gw-1", 4, epoch, s1);
+	assert_int_equal(grants(fx, &c1, 4, r1, s1, &epoch), N_LIMITS);
 	report(fx, &c2, "gw-2", 2, epoch, s2);
 	assert_int_equal(grants(fx, &c2, 2, r2, s2, &epoch), N_LIMITS);
 	for (int l = 0; l < N_LIMITS; l++) {
 		assert_int_equal(r1[l], RATE / 2);
 		assert_int_equal(r2[l], 0);
 	}
-	report(fx, &c1, "gw-1", 4, epoch, s1); /* acks the decrease */
-	assert_int_equal(grants(fx, &c1, 4, r1, s1, &epoch), N_LIMITS);
+	report(fx, &c1, "gw-1", 5, epoch, s1); /* acks the decrease */
+	assert_int_equal(grants(fx, &c1, 5, r1, s1, &epoch), N_LIMITS);
 	report(fx, &c2, "gw-2", 3, epoch, s2);
 	assert_int_equal(grants(fx, &c2, 3, r2, s2, &epoch), N_LIMITS);
 	for (int l = 0; l < N_LIMITS; l++) {
