@@ -23,7 +23,7 @@
 #include "stats.h"
 
 #define LINK_BACKOFF_MIN_NS  100000000ull /* 100 ms */
-#define LINK_BACKOFF_MAX_NS  2000000000ull
+#define LINK_BACKOFF_MAX_NS  1000000000ull /* back within a second of a link returning */
 #define LINK_REFRESH_DEFAULT 500000000ull
 /* No grant for this many refresh intervals, once grants flowed, means the
  * link is dead even if TCP has not noticed (a cut path): redial.
