@@ -106,9 +106,13 @@ bench-global: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/bench-global.sh $(BUILD)
 
+# One gateway's per-client limits, then one contract across gateways
+# (independent buckets overshoot; leaseline holds; a gateway cut off), with a
+# picture in build/demo-global.svg.
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/demo.sh $(BUILD)
+	$(Q)scripts/demo-global.sh $(BUILD)
 
 install: $(BUILD)/leaseline
 	install -D -m 0755 $(BUILD)/leaseline $(DESTDIR)$(PREFIX)/sbin/leaseline
