@@ -91,7 +91,10 @@ static int cmd_agent(int argc, char **argv)
 	return agent_run(&o);
 }
 
-static int cmd_coord(int argc, char **argv)
+/* Options of commands that take just -c FILE (a bare FILE too, if allowed).
+ * Returns -1 with *path set to go on, else an exit code.
+ */
+static int config_only_opts(const char *cmd, int argc, char **argv, bool bare, const char **path)
 {
 	static const struct option lo[] = {
 		{"config", required_argument, NULL, 'c'},
@@ -99,18 +102,28 @@ static int cmd_coord(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{},
 	};
-	const char *path = NULL;
 	int opt, rc;
 
+	*path = NULL;
 	while ((opt = getopt_long(argc, argv, "c:vh", lo, NULL)) != -1) {
 		if (opt == 'c')
-			path = optarg;
-		else if ((rc = common_opt("coord", opt)) >= 0)
+			*path = optarg;
+		else if ((rc = common_opt(cmd, opt)) >= 0)
 			return rc;
 	}
-	if (!path)
-		return usage_error("coord", "%s", "missing -c FILE");
-	return coord_run(path);
+	if (!*path && bare && optind < argc)
+		*path = argv[optind];
+	if (!*path)
+		return usage_error(cmd, "%s", "missing -c FILE");
+	return -1;
+}
+
+static int cmd_coord(int argc, char **argv)
+{
+	const char *path;
+	int rc = config_only_opts("coord", argc, argv, false, &path);
+
+	return rc >= 0 ? rc : coord_run(path);
 }
 
 static int check_file(const char *path)
@@ -145,26 +158,10 @@ static int check_file(const char *path)
 
 static int cmd_check(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{},
-	};
-	const char *path = NULL;
-	int opt, rc;
+	const char *path;
+	int rc = config_only_opts("check", argc, argv, true, &path);
 
-	while ((opt = getopt_long(argc, argv, "c:vh", lo, NULL)) != -1) {
-		if (opt == 'c')
-			path = optarg;
-		else if ((rc = common_opt("check", opt)) >= 0)
-			return rc;
-	}
-	if (!path && optind < argc)
-		path = argv[optind];
-	if (!path)
-		return usage_error("check", "%s", "missing -c FILE");
-	return check_file(path);
+	return rc >= 0 ? rc : check_file(path);
 }
 
 static int cmd_status(int argc, char **argv)

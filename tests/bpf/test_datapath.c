@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
+#include "stats.h"
 
 #define S4  "198.18.0.1"
 #define S4B "198.18.0.2"
@@ -54,19 +55,6 @@ enum {
 static const uint32_t rule_slots[] = {R_DNS, R_UDP, R_TCP, R_DEFAULT};
 #define N_RULE_SLOTS (sizeof(rule_slots) / sizeof(rule_slots[0]))
 
-static const char *const reason_names[LL_PARSE_MAX] = {
-    [LL_PARSE_OK] = "ok",
-    [LL_PARSE_NON_IP] = "non_ip",
-    [LL_PARSE_TRUNC_ETH] = "trunc_eth",
-    [LL_PARSE_TRUNC_VLAN] = "trunc_vlan",
-    [LL_PARSE_VLAN_DEPTH] = "vlan_depth",
-    [LL_PARSE_TRUNC_IP] = "trunc_ip",
-    [LL_PARSE_BAD_IP] = "bad_ip",
-    [LL_PARSE_TRUNC_EXT] = "trunc_ext",
-    [LL_PARSE_EXT_LIMIT] = "ext_limit",
-    [LL_PARSE_TRUNC_L4] = "trunc_l4",
-    [LL_PARSE_FRAGMENT] = "fragment",
-};
 
 static int reason_verdict(int reason)
 {
@@ -105,7 +93,7 @@ static int check_frame(struct fx *fx, const char *desc, const struct pkt *p, int
 	}
 	if (v != verdict) {
 		print_error("%s (%zu bytes): verdict %d, expected %d (%s)\n", desc, p->len, v,
-			    verdict, reason < LL_PARSE_MAX ? reason_names[reason] : "refused");
+			    verdict, reason < LL_PARSE_MAX ? stats_parse_reason_name(reason) : "refused");
 		bad++;
 	}
 	for (r = 0; r < LL_PARSE_MAX; r++) {
@@ -113,9 +101,9 @@ static int check_frame(struct fx *fx, const char *desc, const struct pkt *p, int
 
 		if (after[r] - before[r] != want) {
 			print_error("%s (%zu bytes): parse counter %s moved by %llu, expected %s\n",
-				    desc, p->len, reason_names[r],
+				    desc, p->len, stats_parse_reason_name(r),
 				    (unsigned long long)(after[r] - before[r]),
-				    reason < LL_PARSE_MAX ? reason_names[reason] : "none");
+				    reason < LL_PARSE_MAX ? stats_parse_reason_name(reason) : "none");
 			bad++;
 		}
 	}
@@ -316,8 +304,8 @@ static void test_parse_table_expectations_agree_with_builder(void **state)
 			continue;
 		if (pkt_expect_reason(&p, p.len, true) != c->reason)
 			fail_msg("%s: builder expects %s, table says %s", c->desc,
-				 reason_names[pkt_expect_reason(&p, p.len, true)],
-				 reason_names[c->reason]);
+				 stats_parse_reason_name(pkt_expect_reason(&p, p.len, true)),
+				 stats_parse_reason_name(c->reason));
 	}
 }
 
