@@ -25,6 +25,7 @@
 #define LINK_BACKOFF_MIN_NS  100000000ull /* 100 ms */
 #define LINK_BACKOFF_MAX_NS  1000000000ull /* back within a second of a link returning */
 #define LINK_REFRESH_DEFAULT 500000000ull
+#define LINK_CONNECT_TIMEOUT_NS 1000000000ull
 /* No grant for this many refresh intervals, once grants flowed, means the
  * link is dead even if TCP has not noticed (a cut path): redial.
  */
@@ -67,8 +68,10 @@ int link_pollfd(const struct link *l, short *events)
 
 static void link_down(struct link *l, const char *why, uint64_t now)
 {
-	if (l->up || l->connecting)
+	if (l->up)
 		pr_info("coordinator link down (%s); leases run out in the kernel\n", why);
+	else
+		pr_debug("coordinator not reachable (%s)\n", why);
 	conn_close(&l->c);
 	l->up = l->connecting = false;
 	l->next_dial_ns = now + l->backoff_ns;
@@ -278,6 +281,7 @@ static void dial(struct link *l, uint64_t now)
 	}
 	conn_init(&l->c, fd);
 	l->connecting = true;
+	l->dial_ns = now;
 }
 
 static void connected(struct link *l, struct dp *dp, uint64_t now)
@@ -307,6 +311,8 @@ void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 	if (l->connecting) {
 		if (revents & (POLLOUT | POLLERR | POLLHUP))
 			connected(l, dp, now);
+		else if (now - l->dial_ns > LINK_CONNECT_TIMEOUT_NS)
+			link_down(l, "connect timed out", now); /* a lost SYN backs off for minutes */
 		return;
 	}
 	if (revents & POLLOUT && conn_flush(&l->c))

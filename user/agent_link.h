@@ -26,7 +26,7 @@ struct link {
 	uint64_t incarnation;
 	struct conn c;
 	bool connecting, up;
-	uint64_t next_dial_ns, backoff_ns;
+	uint64_t next_dial_ns, backoff_ns, dial_ns;
 	uint64_t hello_ns; /* send time of HELLO: report_seq 0 */
 	uint64_t report_seq;
 	uint64_t sent_seq[LINK_SENT_RING], sent_ns[LINK_SENT_RING];

@@ -519,6 +519,11 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 			c->dirty = true;
 		}
 		check_invariant(co, c, now);
+		/* Fresh targets when due (a holder that just joined gets its share
+		 * in this grant, not the next), still at most every 50 ms a limit.
+		 */
+		if (c->dirty && now >= c->next_recompute_ns)
+			targets_recompute(c, now);
 		if (now >= co->quiet_until && co->conns[ci])
 			grant_one(co, ci, hi, c, r->seq, now);
 	}
