@@ -39,7 +39,7 @@ BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all deps check check-unit check-bpf check-net bench bench-global demo install clean format
+.PHONY: all deps check check-unit check-bpf check-net bench bench-live bench-global demo install clean format
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -100,6 +100,11 @@ check-net: all
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)for b in $(BENCH_BINS); do $$b || exit 1; done
+
+# Live traffic on veth against hashlimit and nft (docs/benchmarks-live.md; ~10 min).
+bench-live: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/bench-live.sh $(BUILD)
 
 # The multi-gateway figures of docs/global.md (long: several minutes).
 bench-global: deps

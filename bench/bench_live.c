@@ -60,28 +60,38 @@
 /* Sources 198.19.0.0 + k for k < 65536: the upper half of 198.18.0.0/15 (SPEC §8),
  * away from the veth addresses 198.18.0.x. More keys vary the UDP source port.
  */
-#define SRC_BASE 0xc6130000u
-#define MAX_SRC 65536u
+#define SRC_BASE   0xc6130000u
+#define MAX_SRC	   65536u
 #define SPORT_BASE 1024
 /* ll_buckets size for the throughput runs: 1M keys at load factor 0.5. */
 #define DEF_MAX_KEYS (2u << 20)
 /* Limits the 4-limit policy adds and that never deny: 10^10 tokens/s. */
-#define HUGE_RATE 10000000000ull
-#define HUGE_BURST 1000000000ull
+#define HUGE_RATE    10000000000ull
+#define HUGE_BURST   1000000000ull
 #define WARMUP_MAX_S 8.0
+/* Frames in flight at most: below the veth ring's 256, so the ring never
+ * refuses a frame, and above NAPI's 64-frame budget, so the DUT never waits.
+ */
+#define DEF_WINDOW 192
+/* test_run's live mode sizes its page pool by the batch; at 256 (the kernel's
+ * maximum, TEST_XDP_MAX_BATCH) the pool's ring can hold every frame in flight
+ * (the window) when the DUT returns them, so none has to go back to the page
+ * allocator.
+ */
+#define DEF_BATCH 256
 
 enum dut_prog {
 	DUT_DROP, /* xdpcount: count, XDP_DROP (the floor) */
 	DUT_PASS, /* pass.bpf.c: parse, count, XDP_PASS (netfilter baselines) */
-	DUT_LL1, /* leaseline, one per-key limit */
-	DUT_LL4, /* leaseline, four limits, the binding per-key one last */
+	DUT_LL1,  /* leaseline, one per-key limit */
+	DUT_LL4,  /* leaseline, four limits, the binding per-key one last */
 	DUT_LL4F, /* leaseline, four limits, the binding per-key one first */
 	DUT_KEEP, /* whatever is attached (the agent's): count from --pin-dir */
 };
 
 static const char *const prog_names[] = {
-	[DUT_DROP] = "drop", [DUT_PASS] = "pass", [DUT_LL1] = "ll1",
-	[DUT_LL4] = "ll4",   [DUT_LL4F] = "ll4f", [DUT_KEEP] = "keep",
+    [DUT_DROP] = "drop", [DUT_PASS] = "pass", [DUT_LL1] = "ll1",
+    [DUT_LL4] = "ll4",	 [DUT_LL4F] = "ll4f", [DUT_KEEP] = "keep",
 };
 
 struct opts {
@@ -91,6 +101,8 @@ struct opts {
 	enum dut_prog prog;
 	uint64_t rate, burst;
 	double warmup_s, duration_s;
+	uint32_t window; /* frames in flight at most (trafgen's tg_window); 0: none */
+	uint32_t batch;	 /* frames per test_run batch, 1..256 */
 	int gen_cpu, dut_cpu, prog_stats, flow;
 	uint8_t unit; /* of the client limit: enum ll_unit */
 };
@@ -211,7 +223,8 @@ static pid_t napi_find(const char *dut_if)
 	}
 	closedir(d);
 	if (n != 1) {
-		fprintf(stderr, "bench_live: %d threads named '%s*' (threaded NAPI on?)\n", n, want);
+		fprintf(stderr, "bench_live: %d threads named '%s*' (threaded NAPI on?)\n", n,
+			want);
 		return -ENOENT;
 	}
 	return found;
@@ -475,7 +488,28 @@ struct gen {
 	volatile pid_t tid; /* for its CPU time; 0 until the thread runs */
 	volatile int done;
 	unsigned int ncpus;
+	uint32_t batch; /* test_run's batch_size: also the size of its page pool's ring */
 };
+
+/* Load the generator with its tg_dut map being the DUT program's counter map,
+ * so the window can see what the DUT has done.
+ */
+static int gen_load(struct gen *g, const struct dut *d)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	int err;
+
+	g->skel = trafgen_bpf__open();
+	if (!g->skel)
+		return -errno;
+	if (bpf_obj_get_info_by_fd(d->count_fd, &info, &len))
+		return -errno;
+	if ((err = bpf_map__set_max_entries(g->skel->maps.tg_dut, info.max_entries)) ||
+	    (err = bpf_map__reuse_fd(g->skel->maps.tg_dut, d->count_fd)))
+		return err;
+	return trafgen_bpf__load(g->skel);
+}
 
 static void on_wake(int sig)
 {
@@ -490,7 +524,7 @@ static void *gen_main(void *arg)
 	struct gen *g = arg;
 	LIBBPF_OPTS(bpf_test_run_opts, t, .data_in = g->frame, .data_size_in = FRAME_LEN,
 		    .ctx_in = &g->ctx, .ctx_size_in = sizeof(g->ctx), .repeat = GEN_REPEAT,
-		    .flags = BPF_F_TEST_XDP_LIVE_FRAMES);
+		    .flags = BPF_F_TEST_XDP_LIVE_FRAMES, .batch_size = g->batch);
 
 	g->tid = (pid_t)syscall(SYS_gettid);
 	g->err = pin_cpu(0, g->cpu);
@@ -584,40 +618,128 @@ static int buckets_dump(const struct dut *d, const char *path)
 	return n;
 }
 
+/* One line of figures for the measurement between samples a and b. */
+static void report(const struct opts *o, const char *phase, const struct dut *d,
+		   const struct gen *g, pid_t napi, const struct sample *s0, const struct sample *a,
+		   const struct sample *b)
+{
+	double dt = b->t - a->t, pkts = (double)(b->dut_pkts - a->dut_pkts);
+	double napi_ns = (double)(b->napi_ns - a->napi_ns), busy = napi_ns / (dt * 1e9);
+	double pushed = (double)(b->pushed - a->pushed);
+	double cpu_all = (double)(b->cpu_all - a->cpu_all);
+	double cpu_busy = cpu_all > 0 ? (b->cpu_busy - a->cpu_busy) / cpu_all : 0;
+	uint64_t denied = b->ls.denied - a->ls.denied, allowed = b->ls.allowed - a->ls.allowed;
+	struct lstats tot;
+
+	limit_stats_read(d, &tot);
+	printf("run label=%s phase=%s prog=%s keys=%u key=%s unit=%s rate=%llu burst=%llu "
+	       "window=%u batch=%u secs=%.3f dut_pkts=%.0f dut_pps=%.0f napi_ns_per_pkt=%.1f "
+	       "napi_busy=%.3f cpu_other=%.3f pushed_pps=%.0f gen_ns_per_frame=%.1f "
+	       "ring_loss=%.4f allowed=%llu denied=%llu admit_frac=%.4f prog_ns_per_pkt=%.1f "
+	       "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
+	       "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
+	       "gen_held=%llu gen_resyncs=%llu\n",
+	       o->label, phase, prog_names[o->prog], o->keys, o->flow ? "flow" : "src-ip",
+	       o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
+	       (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
+	       pkts > 0 ? napi_ns / pkts : 0, busy, cpu_busy > busy ? cpu_busy - busy : 0,
+	       pushed / dt, pushed > 0 ? (double)(b->gen_ns - a->gen_ns) / pushed : 0,
+	       pushed > 0 ? 1 - pkts / pushed : 0, (unsigned long long)allowed,
+	       (unsigned long long)denied,
+	       allowed + denied ? (double)allowed / (allowed + denied) : -1,
+	       b->prog_cnt > a->prog_cnt
+		   ? (double)(b->prog_ns - a->prog_ns) / (b->prog_cnt - a->prog_cnt)
+		   : -1,
+	       b->t - s0->t, (unsigned long long)tot.allowed, (unsigned long long)tot.new_keys,
+	       (unsigned long long)tot.overflow, a->t - s0->t, (int)napi, s0->t * 1e9,
+	       (unsigned long long)g->skel->bss->tg_first_ns, b->t * 1e9,
+	       (unsigned long long)g->skel->bss->tg_held,
+	       (unsigned long long)g->skel->bss->tg_resyncs);
+	fflush(stdout);
+}
+
+/* Generate for secs (bounded by stop), then sample into *s. */
+static void run_for(double secs, struct sample *s, const struct dut *d, const struct gen *g,
+		    pid_t napi, const struct opts *o)
+{
+	double t_end = now_s() + secs;
+
+	while (!stop && !g->err && now_s() < t_end)
+		nanosleep(&(struct timespec){.tv_nsec = POLL_NS}, NULL);
+	sample(s, d, g, napi, o);
+}
+
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst A.B.C.D\n"
-		"         --prog drop|pass|ll1|ll4|ll4f|keep [--pin-dir DIR] --keys N [--rate R]\n"
-		"         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
-		"         [--unit packets|bytes] [--gen-cpu C] [--dut-cpu C] [--prog-stats]\n"
-		"         [--dump-buckets FILE] [--label TEXT]\n"
-		"Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
+	fprintf(
+	    f,
+	    "usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
+	    "A.B.C.D\n"
+	    "         --prog drop|pass|ll1|ll4|ll4f|keep [--pin-dir DIR] --keys N [--rate R]\n"
+	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
+	    "         [--unit packets|bytes] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
+	    "         [--prog-stats]\n"
+	    "         [--dump-buckets FILE] [--label TEXT]\n"
+	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
-		{"gen-ns", 1, 0, 'a'},	 {"gen-if", 1, 0, 'b'},	  {"dut-ns", 1, 0, 'c'},
-		{"dut-if", 1, 0, 'd'},	 {"dst", 1, 0, 'e'},	  {"prog", 1, 0, 'f'},
-		{"pin-dir", 1, 0, 'g'},	 {"keys", 1, 0, 'h'},	  {"rate", 1, 0, 'i'},
-		{"burst", 1, 0, 'j'},	 {"dport", 1, 0, 'k'},	  {"warmup", 1, 0, 'l'},
-		{"duration", 1, 0, 'm'}, {"max-keys", 1, 0, 'n'}, {"gen-cpu", 1, 0, 'o'},
-		{"dut-cpu", 1, 0, 'p'},	 {"prog-stats", 0, 0, 'q'}, {"label", 1, 0, 'r'},
-		{"unit", 1, 0, 's'},	 {"dump-buckets", 1, 0, 't'}, {0, 0, 0, 0},
+	    {"gen-ns", 1, 0, 'a'},
+	    {"gen-if", 1, 0, 'b'},
+	    {"dut-ns", 1, 0, 'c'},
+	    {"dut-if", 1, 0, 'd'},
+	    {"dst", 1, 0, 'e'},
+	    {"prog", 1, 0, 'f'},
+	    {"pin-dir", 1, 0, 'g'},
+	    {"keys", 1, 0, 'h'},
+	    {"rate", 1, 0, 'i'},
+	    {"burst", 1, 0, 'j'},
+	    {"dport", 1, 0, 'k'},
+	    {"warmup", 1, 0, 'l'},
+	    {"duration", 1, 0, 'm'},
+	    {"max-keys", 1, 0, 'n'},
+	    {"gen-cpu", 1, 0, 'o'},
+	    {"dut-cpu", 1, 0, 'p'},
+	    {"prog-stats", 0, 0, 'q'},
+	    {"label", 1, 0, 'r'},
+	    {"unit", 1, 0, 's'},
+	    {"dump-buckets", 1, 0, 't'},
+	    {"window", 1, 0, 'u'},
+	    {"batch", 1, 0, 'v'},
+	    {0, 0, 0, 0},
 	};
 	struct in_addr a;
 	int c;
 
-	*o = (struct opts){.keys = 1, .rate = 1, .burst = 1, .dport = 7000, .warmup_s = 0.5,
-			   .duration_s = 3, .max_keys = DEF_MAX_KEYS, .gen_cpu = 0, .dut_cpu = 1,
-			   .prog = DUT_DROP, .label = "-"};
+	*o = (struct opts){.keys = 1,
+			   .rate = 1,
+			   .burst = 1,
+			   .dport = 7000,
+			   .warmup_s = 0.5,
+			   .duration_s = 3,
+			   .max_keys = DEF_MAX_KEYS,
+			   .gen_cpu = 0,
+			   .dut_cpu = 1,
+			   .prog = DUT_DROP,
+			   .label = "-",
+			   .window = DEF_WINDOW,
+			   .batch = DEF_BATCH};
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'a': o->gen_ns = optarg; break;
-		case 'b': o->gen_if = optarg; break;
-		case 'c': o->dut_ns = optarg; break;
-		case 'd': o->dut_if = optarg; break;
+		case 'a':
+			o->gen_ns = optarg;
+			break;
+		case 'b':
+			o->gen_if = optarg;
+			break;
+		case 'c':
+			o->dut_ns = optarg;
+			break;
+		case 'd':
+			o->dut_if = optarg;
+			break;
 		case 'e':
 			if (inet_pton(AF_INET, optarg, &a) != 1)
 				return -EINVAL;
@@ -631,30 +753,63 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			if (o->prog > DUT_KEEP)
 				return -EINVAL;
 			break;
-		case 'g': o->pin_dir = optarg; break;
-		case 'h': o->keys = strtoul(optarg, NULL, 0); break;
-		case 'i': o->rate = strtoull(optarg, NULL, 0); break;
-		case 'j': o->burst = strtoull(optarg, NULL, 0); break;
-		case 'k': o->dport = strtoul(optarg, NULL, 0); break;
-		case 'l': o->warmup_s = atof(optarg); break;
-		case 'm': o->duration_s = atof(optarg); break;
-		case 'n': o->max_keys = strtoul(optarg, NULL, 0); break;
-		case 'o': o->gen_cpu = atoi(optarg); break;
-		case 'p': o->dut_cpu = atoi(optarg); break;
-		case 'q': o->prog_stats = 1; break;
-		case 'r': o->label = optarg; break;
+		case 'g':
+			o->pin_dir = optarg;
+			break;
+		case 'h':
+			o->keys = strtoul(optarg, NULL, 0);
+			break;
+		case 'i':
+			o->rate = strtoull(optarg, NULL, 0);
+			break;
+		case 'j':
+			o->burst = strtoull(optarg, NULL, 0);
+			break;
+		case 'k':
+			o->dport = strtoul(optarg, NULL, 0);
+			break;
+		case 'l':
+			o->warmup_s = atof(optarg);
+			break;
+		case 'm':
+			o->duration_s = atof(optarg);
+			break;
+		case 'n':
+			o->max_keys = strtoul(optarg, NULL, 0);
+			break;
+		case 'o':
+			o->gen_cpu = atoi(optarg);
+			break;
+		case 'p':
+			o->dut_cpu = atoi(optarg);
+			break;
+		case 'q':
+			o->prog_stats = 1;
+			break;
+		case 'r':
+			o->label = optarg;
+			break;
 		case 's':
 			if (strcmp(optarg, "packets") && strcmp(optarg, "bytes"))
 				return -EINVAL;
 			o->unit = !strcmp(optarg, "bytes") ? LL_UNIT_BYTES : LL_UNIT_PACKETS;
 			break;
-		case 't': o->dump = optarg; break;
-		default: return -EINVAL;
+		case 't':
+			o->dump = optarg;
+			break;
+		case 'u':
+			o->window = strtoul(optarg, NULL, 0);
+			break;
+		case 'v':
+			o->batch = strtoul(optarg, NULL, 0);
+			break;
+		default:
+			return -EINVAL;
 		}
 	}
 	if (!o->gen_ns || !o->gen_if || !o->dut_ns || !o->dut_if || !o->dst || !o->keys ||
 	    o->keys > (MAX_SRC << 6) || o->duration_s <= 0 || o->duration_s > 60 ||
-	    o->warmup_s < 0 || (o->prog == DUT_KEEP && !o->pin_dir))
+	    o->warmup_s < 0 || (o->prog == DUT_KEEP && !o->pin_dir) || !o->batch || o->batch > 256)
 		return -EINVAL;
 	o->flow = o->keys > MAX_SRC;
 	return 0;
@@ -669,7 +824,7 @@ int main(int argc, char **argv)
 	struct dut d = {};
 	struct gen g = {};
 	struct opts o;
-	double t_end, warm_pkts;
+	double warm_pkts;
 	const char *live = getenv("LL_BENCH_LIVE");
 	pid_t napi;
 
@@ -692,7 +847,8 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 
 	if ((err = pin_cpu(0, o.gen_cpu))) {
-		fprintf(stderr, "bench_live: cannot pin to CPU %d: %s\n", o.gen_cpu, strerror(-err));
+		fprintf(stderr, "bench_live: cannot pin to CPU %d: %s\n", o.gen_cpu,
+			strerror(-err));
 		return 1;
 	}
 	if ((err = ns_enter(o.dut_ns)) || (err = if_info(o.dut_if, &dut_ifindex, dut_mac)) ||
@@ -737,9 +893,7 @@ int main(int argc, char **argv)
 				strerror(errno));
 	}
 
-	g.skel = trafgen_bpf__open_and_load();
-	if (!g.skel) {
-		err = -errno;
+	if ((err = gen_load(&g, &d))) {
 		fprintf(stderr, "bench_live: cannot load the generator: %s\n", strerror(-err));
 		goto out;
 	}
@@ -751,12 +905,16 @@ int main(int argc, char **argv)
 	g.skel->data->tg_sport_base = SPORT_BASE;
 	g.skel->bss->tg_src_base = SRC_BASE;
 	g.skel->bss->tg_csum_base = csum_base;
+	g.skel->bss->tg_window = o.window;
+	g.skel->data->tg_dut_cpu = o.dut_cpu;
+	g.skel->bss->tg_dut_key = 0; /* LL_PARSE_OK in ll_parse_stats and pass_parse_stats */
 	g.ctx = (struct xdp_md){.data_end = FRAME_LEN, .ingress_ifindex = gen_ifindex};
 
 	/* Warm-up: every key seen about once before the measurement (so a 1M-key
 	 * run measures steady state, not bucket creation), at least warmup_s.
 	 */
 	g.cpu = o.gen_cpu;
+	g.batch = o.batch;
 	g.ncpus = d.ncpus;
 	sample(&s0, &d, &g, napi, &o);
 	if ((err = gen_start(&g))) {
@@ -775,50 +933,18 @@ int main(int argc, char **argv)
 		nanosleep(&(struct timespec){.tv_nsec = POLL_NS}, NULL);
 	}
 	sample(&s1, &d, &g, napi, &o);
-	t_end = s1.t + o.duration_s;
-	while (!stop && !g.err && now_s() < t_end)
-		nanosleep(&(struct timespec){.tv_nsec = POLL_NS}, NULL);
-	sample(&s2, &d, &g, napi, &o);
+	run_for(o.duration_s, &s2, &d, &g, napi, &o);
 	gen_stop(&g);
 	gen_running = 0;
 	if ((err = g.err))
 		goto out;
 	/* Let the ring drain so the totals below include every frame sent. */
 	usleep(100000);
-
-	{
-		double dt = s2.t - s1.t, pkts = (double)(s2.dut_pkts - s1.dut_pkts);
-		double napi_ns = (double)(s2.napi_ns - s1.napi_ns);
-		double pushed = (double)(s2.pushed - s1.pushed);
-		uint64_t dropped = s2.ls.denied - s1.ls.denied, allowed = s2.ls.allowed - s1.ls.allowed;
-		double cpu_all = (double)(s2.cpu_all - s1.cpu_all);
-		double cpu_busy = cpu_all > 0 ? (s2.cpu_busy - s1.cpu_busy) / cpu_all : 0;
-		struct lstats tot;
-
-		limit_stats_read(&d, &tot);
-		printf("run label=%s prog=%s keys=%u key=%s rate=%llu burst=%llu secs=%.3f "
-		       "dut_pkts=%.0f dut_pps=%.0f napi_ns_per_pkt=%.1f napi_busy=%.3f cpu_other=%.3f "
-		       "pushed_pps=%.0f gen_ns_per_frame=%.1f ring_loss=%.3f "
-		       "allowed=%llu denied=%llu admit_frac=%.4f prog_ns_per_pkt=%.1f "
-		       "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
-		       "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f\n",
-		       o.label, prog_names[o.prog], o.keys, o.flow ? "flow" : "src-ip",
-		       (unsigned long long)o.rate, (unsigned long long)o.burst, dt, pkts, pkts / dt,
-		       pkts > 0 ? napi_ns / pkts : 0, napi_ns / (dt * 1e9),
-		       cpu_busy > napi_ns / (dt * 1e9) ? cpu_busy - napi_ns / (dt * 1e9) : 0, pushed / dt,
-		       pushed > 0 ? (double)(s2.gen_ns - s1.gen_ns) / pushed : 0,
-		       pushed > 0 ? 1 - pkts / pushed : 0, (unsigned long long)allowed,
-		       (unsigned long long)dropped,
-		       allowed + dropped ? (double)allowed / (allowed + dropped) : -1,
-		       s2.prog_cnt > s1.prog_cnt
-			       ? (double)(s2.prog_ns - s1.prog_ns) / (s2.prog_cnt - s1.prog_cnt)
-			       : -1,
-		       s2.t - s0.t, (unsigned long long)tot.allowed,
-		       (unsigned long long)tot.new_keys, (unsigned long long)tot.overflow,
-		       s1.t - s0.t, (int)napi, s0.t * 1e9,
-		       (unsigned long long)g.skel->bss->tg_first_ns, s2.t * 1e9);
-		fflush(stdout);
+	if (stop) {
+		err = -EINTR;
+		goto out;
 	}
+	report(&o, o.window ? "win" : "open", &d, &g, napi, &s0, &s1, &s2);
 	err = 0;
 	if (o.dump && d.dp.skel) {
 		int n = buckets_dump(&d, o.dump);

@@ -117,8 +117,9 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	if (!opts->pin_dir)
 		for (size_t i = 0; i < n; i++)
 			bpf_map__set_pin_path(maps[i], NULL);
+	/* One overflow bucket per limit comes on top of max-keys. */
 	if (opts->max_keys)
-		bpf_map__set_max_entries(dp->skel->maps.ll_buckets, opts->max_keys);
+		bpf_map__set_max_entries(dp->skel->maps.ll_buckets, opts->max_keys + LL_MAX_LIMITS);
 
 	err = leaseline_bpf__load(dp->skel);
 	if (err) {
@@ -309,6 +310,10 @@ out:
 #define REAP_PRESSURE_NUM   1
 #define REAP_PRESSURE_SHIFT 1
 #define REAP_BATCH	    4096
+/* An idle bucket is deleted only after this long without a packet: deleting
+ * a key that comes back soon only buys it a trip through the slow path.
+ */
+#define REAP_MIN_IDLE_NS 10000000000ull
 
 enum reap_class { REAP_KEEP, REAP_IDLE, REAP_GONE };
 
@@ -326,6 +331,8 @@ static enum reap_class bucket_class(const struct ll_policy *pol, const struct ll
 			continue;
 		if (k->family == LL_OVERFLOW_FAMILY || b->gen != l->gen)
 			return REAP_KEEP; /* overflow stays; let the datapath settle first */
+		if (now < b->last_ns + REAP_MIN_IDLE_NS)
+			return REAP_KEEP;
 		return tb_refill(b->tokens, b->last_ns, now, &cur) >= l->burst_s ? REAP_IDLE
 										   : REAP_KEEP;
 	}

@@ -899,6 +899,7 @@ static void test_prefix_rules(void **state)
 /* ll_buckets full: new keys share the limit's overflow bucket, so none gets
  * a fresh burst because there was no room for its own.
  */
+#define OWN_KEYS (OVERFLOW_MAX_KEYS + LL_MAX_LIMITS - 1)
 #define OVERFLOW_MAX_KEYS 4
 
 static int overflow_setup(void **state)
@@ -925,26 +926,27 @@ static void test_overflow_bucket(void **state)
 	assert_int_equal(hx_bucket(fx, &k, &b), 0);
 	assert_int_equal(b.tokens, cfg.burst_s);
 
-	/* The overflow bucket takes one entry: three keys of their own, then
-	 * six more sources share 2 tokens between them.
+	/* max-keys plus one slot per possible limit: with one limit's overflow
+	 * bucket in the map, that many keys less one get buckets of their own,
+	 * then six more sources share 2 tokens between them.
 	 */
-	for (int i = 1; i <= 9; i++) {
+	for (int i = 1; i <= OWN_KEYS + 6; i++) {
 		char src[32];
 
-		snprintf(src, sizeof(src), "198.18.0.%d", i);
+		snprintf(src, sizeof(src), "198.18.%d.%d", i / 200, i % 200 + 1);
 		hx_udp4(&p, src, D4, 1, 53, 0);
-		if (i <= OVERFLOW_MAX_KEYS - 1)
+		if (i <= OWN_KEYS)
 			own += expect_burst(fx, &p, 3, 2, 1, t0);
 		else
 			shared += hx_send(fx, &p, 3, NULL);
 	}
-	assert_in_range(own, 6, 6 + 3 * hx_slack(1, t0));
+	assert_in_range(own, 2 * OWN_KEYS, 2 * OWN_KEYS + OWN_KEYS * hx_slack(1, t0));
 	assert_in_range(shared, 2, 2 + hx_slack(1, t0));
 	st = hx_stats_of(fx, "l");
-	assert_int_equal(st.new_keys, OVERFLOW_MAX_KEYS - 1);
+	assert_int_equal(st.new_keys, OWN_KEYS);
 	assert_int_equal(st.overflow_pkts, 18);
 	assert_int_equal(st.allowed_pkts, (uint64_t)(own + shared));
-	assert_int_equal(hx_count_buckets(fx, cfg.uid), OVERFLOW_MAX_KEYS - 1);
+	assert_int_equal(hx_count_buckets(fx, cfg.uid), OWN_KEYS);
 	assert_int_equal(hx_bucket(fx, &k, &b), 0);
 	assert_in_range(b.tokens, 0, hx_refill_max(1, t0, b.last_ns));
 }
