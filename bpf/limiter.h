@@ -74,9 +74,8 @@ static __always_inline void key_build(struct ll_key *k, const struct ll_limit_cf
  * seen has had all the time in the world to fill). When the map is full the
  * key shares its limit's pre-created overflow bucket.
  */
-static __always_inline struct ll_bucket *bucket_get(struct ll_key *k,
-						    const struct ll_limit_cfg *cfg, __u64 now,
-						    struct ll_limit_stats *st)
+static __always_inline struct ll_bucket *
+bucket_get(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, struct ll_limit_stats *st)
 {
 	struct ll_bucket *b, nb = {};
 	long err;
@@ -157,8 +156,7 @@ static __always_inline void view_from_cfg(const struct ll_limit_cfg *cfg, struct
 /* Copy a consistent view of the lease under its lock (the agent rewrites
  * it whole). Dead with fallback: the fallback share, entered at expiry_ns.
  */
-static __always_inline void view_from_lease(struct ll_lease *ls, int fallback,
-					    struct pool_view *v)
+static __always_inline void view_from_lease(struct ll_lease *ls, int fallback, struct pool_view *v)
 {
 	bpf_spin_lock(&ls->lock);
 	if (fallback) {
@@ -281,8 +279,8 @@ static __always_inline __u64 meta_now(struct pkt_meta *m)
 	return m->now;
 }
 
-static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
-				       struct pkt_meta *m, __u64 cost_s, int refund)
+static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg, struct pkt_meta *m,
+				       __u64 cost_s, int refund)
 {
 	__u64 now;
 	struct ll_slice *sl = bpf_map_lookup_elem(&ll_slices, &id);

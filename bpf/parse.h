@@ -26,7 +26,7 @@
 #endif
 #define IPV4_FRAG_OFFSET_MASK 0x1fff
 #define IPV6_FRAG_OFFSET_MASK 0xfff8
-#define IPV4_MIN_IHL 5
+#define IPV4_MIN_IHL	      5
 
 struct vlan_tag {
 	__be16 tci;
@@ -39,7 +39,7 @@ struct pkt_meta {
 	__u32 dst[4];
 	__be16 sport; /* 0 when the packet has no ports (ICMP, non-first fragment) */
 	__be16 dport;
-	__u8 proto; /* final L4 protocol */
+	__u8 proto;  /* final L4 protocol */
 	__u8 family; /* 4 or 6 */
 	__u8 has_ports;
 	__u8 pad0;
@@ -133,7 +133,8 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct pkt_met
 
 		if (i == LL_MAX_EXT_HDRS &&
 		    (nexthdr == IPPROTO_HOPOPTS || nexthdr == IPPROTO_ROUTING ||
-		     nexthdr == IPPROTO_DSTOPTS || nexthdr == IPPROTO_AH || nexthdr == IPPROTO_FRAGMENT))
+		     nexthdr == IPPROTO_DSTOPTS || nexthdr == IPPROTO_AH ||
+		     nexthdr == IPPROTO_FRAGMENT))
 			return LL_PARSE_EXT_LIMIT;
 		switch (nexthdr) {
 		case IPPROTO_HOPOPTS:

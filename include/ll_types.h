@@ -56,17 +56,17 @@ enum ll_action {
 
 /* Why a frame was not (fully) parsed. Index of ll_parse_stats. */
 enum ll_parse_reason {
-	LL_PARSE_OK = 0, /* IPv4/IPv6 parsed, L4 ports if any */
-	LL_PARSE_NON_IP, /* not IPv4/IPv6: passed, never limited */
-	LL_PARSE_TRUNC_ETH, /* shorter than an Ethernet header: dropped */
+	LL_PARSE_OK = 0,     /* IPv4/IPv6 parsed, L4 ports if any */
+	LL_PARSE_NON_IP,     /* not IPv4/IPv6: passed, never limited */
+	LL_PARSE_TRUNC_ETH,  /* shorter than an Ethernet header: dropped */
 	LL_PARSE_TRUNC_VLAN, /* VLAN tag claimed but cut off: dropped */
 	LL_PARSE_VLAN_DEPTH, /* more than two VLAN tags: dropped */
-	LL_PARSE_TRUNC_IP, /* IPv4/IPv6 header cut off: dropped */
-	LL_PARSE_BAD_IP, /* bad version, IHL < 5 or total length < header: dropped */
-	LL_PARSE_TRUNC_EXT, /* IPv6 extension header cut off: dropped */
-	LL_PARSE_EXT_LIMIT, /* more than LL_MAX_EXT_HDRS extension headers: dropped */
-	LL_PARSE_TRUNC_L4, /* TCP/UDP/ICMP header cut off in a first fragment: dropped */
-	LL_PARSE_FRAGMENT, /* non-first fragment: parsed without ports (counted, not dropped) */
+	LL_PARSE_TRUNC_IP,   /* IPv4/IPv6 header cut off: dropped */
+	LL_PARSE_BAD_IP,     /* bad version, IHL < 5 or total length < header: dropped */
+	LL_PARSE_TRUNC_EXT,  /* IPv6 extension header cut off: dropped */
+	LL_PARSE_EXT_LIMIT,  /* more than LL_MAX_EXT_HDRS extension headers: dropped */
+	LL_PARSE_TRUNC_L4,   /* TCP/UDP/ICMP header cut off in a first fragment: dropped */
+	LL_PARSE_FRAGMENT,   /* non-first fragment: parsed without ports (counted, not dropped) */
 	LL_PARSE_MAX,
 };
 
@@ -75,27 +75,27 @@ enum ll_parse_reason {
  * still at an older generation is settled with the old rate up to reload_ns.
  */
 struct ll_limit_cfg {
-	__u64 rate; /* tokens per second */
-	__u64 burst_s; /* sub-tokens (burst * TB_SCALE) */
-	__u64 fill_ns; /* ceil(burst_s / rate) */
-	__u64 chunk_s; /* key none: sub-tokens a CPU takes from the shared pool at once */
+	__u64 rate;	 /* tokens per second */
+	__u64 burst_s;	 /* sub-tokens (burst * TB_SCALE) */
+	__u64 fill_ns;	 /* ceil(burst_s / rate) */
+	__u64 chunk_s;	 /* key none: sub-tokens a CPU takes from the shared pool at once */
 	__u64 prev_rate; /* generation gen - 1 */
 	__u64 prev_burst_s;
 	__u64 prev_fill_ns;
 	__u64 reload_ns; /* CLOCK_MONOTONIC when gen became current */
-	__u32 gen; /* new (unique) value when rate or burst changes */
-	__u32 prev_gen; /* generation that prev_* describe; 0 if none */
-	__u32 uid; /* changes when the id is reused by another limit */
+	__u32 gen;	 /* new (unique) value when rate or burst changes */
+	__u32 prev_gen;	 /* generation that prev_* describe; 0 if none */
+	__u32 uid;	 /* changes when the id is reused by another limit */
 	__u32 pad2;
-	__u8 key_mode; /* enum ll_key_mode */
-	__u8 unit; /* enum ll_unit */
-	__u8 mode; /* enum ll_mode */
-	__u8 scope; /* enum ll_scope */
+	__u8 key_mode;	/* enum ll_key_mode */
+	__u8 unit;	/* enum ll_unit */
+	__u8 mode;	/* enum ll_mode */
+	__u8 scope;	/* enum ll_scope */
 	__u8 prefix_v4; /* with src-ip/dst-ip: aggregate by prefix */
 	__u8 prefix_v6;
 	__u8 in_use;
-	__u8 on_loss; /* global: enum ll_on_loss */
-	__u32 mask_v4; /* network order mask of prefix_v4, applied to the v4 address word */
+	__u8 on_loss;	  /* global: enum ll_on_loss */
+	__u32 mask_v4;	  /* network order mask of prefix_v4, applied to the v4 address word */
 	__u32 mask_v6[4]; /* network order mask of prefix_v6 */
 	__u32 pad1;
 	__u64 fb_rate; /* global + fallback: this gateway's reserved share */
@@ -113,7 +113,7 @@ struct ll_rule {
 	__u32 dst_mask[4];
 	__u16 dport_lo; /* host order; 0-65535 means any */
 	__u16 dport_hi;
-	__u8 proto; /* IPPROTO_*, 0 = any */
+	__u8 proto;  /* IPPROTO_*, 0 = any */
 	__u8 family; /* 0 any, 4 or 6: set when a prefix pins the family */
 	__u8 n_limits;
 	__u8 pad0;
@@ -133,23 +133,23 @@ struct ll_policy {
 struct ll_state {
 	__u32 active_slot;
 	__u32 n_ifaces;
-	__u64 version; /* version of the policy in active_slot */
+	__u64 version;	  /* version of the policy in active_slot */
 	__u64 applied_ns; /* CLOCK_MONOTONIC of the last apply */
 	__u32 ifindex[LL_MAX_IFACES];
 	__u32 agent_pid;
-	__u32 next_uid; /* source of ll_limit_cfg.uid and .gen, both unique */
+	__u32 next_uid;	 /* source of ll_limit_cfg.uid and .gen, both unique */
 	__u64 netns_ino; /* network namespace the ifindexes belong to */
 };
 
 /* Bucket key for per-key limits. Fields unused by the key mode are zero. */
 struct ll_key {
 	__u32 limit_uid; /* ll_limit_cfg.uid: a reused limit id never inherits buckets */
-	__u8 proto; /* dst-port and flow */
-	__u8 family; /* 4 or 6; 0 for dst-port */
-	__u16 sport; /* flow only, network order */
-	__u16 dport; /* dst-port and flow, network order */
+	__u8 proto;	 /* dst-port and flow */
+	__u8 family;	 /* 4 or 6; 0 for dst-port */
+	__u16 sport;	 /* flow only, network order */
+	__u16 dport;	 /* dst-port and flow, network order */
 	__u16 pad0;
-	__u32 addr[4]; /* src or dst address (prefix-masked); flow: source */
+	__u32 addr[4];	/* src or dst address (prefix-masked); flow: source */
 	__u32 addr2[4]; /* flow: destination */
 };
 
@@ -162,9 +162,9 @@ struct ll_key {
 /* Per-key bucket: 32 bytes, well inside one cache line. */
 struct ll_bucket {
 	struct bpf_spin_lock lock;
-	__u32 gen; /* ll_limit_cfg.gen the tokens are settled for */
-	__u64 tokens; /* sub-tokens */
-	__u64 last_ns; /* refilled up to this instant */
+	__u32 gen;	     /* ll_limit_cfg.gen the tokens are settled for */
+	__u64 tokens;	     /* sub-tokens */
+	__u64 last_ns;	     /* refilled up to this instant */
 	__u64 deny_until_ns; /* packets mode: no packet can pay before this (lock-free drop) */
 };
 
@@ -178,12 +178,12 @@ struct ll_pool {
 	__u32 gen;
 	__u64 tokens;
 	__u64 last_ns;
-	__u64 lent; /* sum of slice balances as last reported by each CPU */
+	__u64 lent;	      /* sum of slice balances as last reported by each CPU */
 	__u64 empty_until_ns; /* hint read without the lock: no chunk before this */
 };
 
 struct ll_slice {
-	__u64 tokens; /* sub-tokens this CPU may spend without the pool */
+	__u64 tokens;	/* sub-tokens this CPU may spend without the pool */
 	__u64 reported; /* balance this CPU last accounted for in pool.lent */
 	__u32 gen;
 	__u32 pad0;
@@ -232,8 +232,8 @@ struct ll_lease {
 
 /* Fencing state that must survive agent restarts (single entry). */
 struct ll_fence {
-	__u64 max_epoch_seen; /* highest coordinator epoch ever seen */
-	__u64 incarnation; /* of the agent that last wrote this */
+	__u64 max_epoch_seen;		    /* highest coordinator epoch ever seen */
+	__u64 incarnation;		    /* of the agent that last wrote this */
 	__u64 applied_epoch[LL_MAX_LIMITS]; /* per limit id: grant applied */
 	__u64 applied_seq[LL_MAX_LIMITS];
 };
@@ -254,8 +254,9 @@ struct ll_limit_stats {
 	__u64 denied_bytes;
 	__u64 shadow_denied_pkts;
 	__u64 shadow_denied_bytes;
-	__u64 overflow_pkts; /* keys that found the bucket map full and shared the overflow bucket */
-	__u64 new_keys; /* buckets created */
+	__u64
+	    overflow_pkts; /* keys that found the bucket map full and shared the overflow bucket */
+	__u64 new_keys;	   /* buckets created */
 	__u64 fallback_pkts; /* global: admitted from the fallback share after the lease died */
 	__u64 fallback_bytes;
 	__u64 bypass_pkts; /* global, fail-open: admitted unlimited after the lease died */

@@ -28,7 +28,7 @@
 
 /* Parameters of one bucket generation, all precomputed in userspace. */
 struct tb_params {
-	__u64 rate; /* tokens per second; 0 means never refills */
+	__u64 rate;    /* tokens per second; 0 means never refills */
 	__u64 burst_s; /* capacity in sub-tokens (burst * TB_SCALE) */
 	__u64 fill_ns; /* ns from empty to full: ceil(burst_s / rate), 0 if rate is 0 */
 };

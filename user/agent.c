@@ -28,8 +28,8 @@
 #include "log.h"
 #include "metrics.h"
 
-#define AGENT_TICK_MS 100
-#define AGENT_LINK_TICK_MS 10 /* reports go out within 10 ms of being due */
+#define AGENT_TICK_MS	    100
+#define AGENT_LINK_TICK_MS  10	 /* reports go out within 10 ms of being due */
 #define AGENT_REAP_EVERY_MS 5000 /* idle buckets are full after fill_ns anyway */
 
 static volatile sig_atomic_t got_hup, got_stop;
@@ -142,7 +142,8 @@ static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 		err = attach_iface(ifindex, dp->prog_fd, ifc->mode, force, &mode);
 		if (err == -EBUSY) {
 			pr_warn("interface '%s' already has another XDP program; use --force to "
-				"replace it\n", ifc->name);
+				"replace it\n",
+				ifc->name);
 			return err;
 		}
 		if (err) {
@@ -199,7 +200,8 @@ static void reload(struct dp *dp, const char *path, const struct cfg_agent *run)
 	if (ac && pol && !load_config(path, ac, pol))
 		warn_restart_only(run, ac);
 	if (run->has_coordinator) {
-		pr_info("coordinated: the policy comes from the coordinator; nothing else to reload\n");
+		pr_info(
+		    "coordinated: the policy comes from the coordinator; nothing else to reload\n");
 		goto out;
 	}
 	if (!ac || !pol || !pol->version || apply_policy(dp, pol)) {
@@ -251,8 +253,8 @@ static bool wait_first_policy(struct dp *dp, struct link *link)
 	return false;
 }
 
-static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *run,
-		     int metrics_fd, struct link *link)
+static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *run, int metrics_fd,
+		     struct link *link)
 {
 	long since_reap = 0;
 

@@ -22,9 +22,9 @@
 #include "policy.h"
 #include "stats.h"
 
-#define LINK_BACKOFF_MIN_NS  100000000ull /* 100 ms */
-#define LINK_BACKOFF_MAX_NS  1000000000ull /* back within a second of a link returning */
-#define LINK_REFRESH_DEFAULT 500000000ull
+#define LINK_BACKOFF_MIN_NS	100000000ull  /* 100 ms */
+#define LINK_BACKOFF_MAX_NS	1000000000ull /* back within a second of a link returning */
+#define LINK_REFRESH_DEFAULT	500000000ull
 #define LINK_CONNECT_TIMEOUT_NS 1000000000ull
 /* No grant for this many refresh intervals, once grants flowed, means the
  * link is dead even if TCP has not noticed (a cut path): redial.
@@ -75,8 +75,8 @@ static void link_down(struct link *l, const char *why, uint64_t now)
 	conn_close(&l->c);
 	l->up = l->connecting = false;
 	l->next_dial_ns = now + l->backoff_ns;
-	l->backoff_ns = l->backoff_ns * 2 > LINK_BACKOFF_MAX_NS ? LINK_BACKOFF_MAX_NS
-								 : l->backoff_ns * 2;
+	l->backoff_ns =
+	    l->backoff_ns * 2 > LINK_BACKOFF_MAX_NS ? LINK_BACKOFF_MAX_NS : l->backoff_ns * 2;
 }
 
 static void send_hello(struct link *l, struct dp *dp, uint64_t now)
@@ -136,7 +136,8 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 		struct ll_limit_stats s;
 		bool bytes = c->unit == LL_UNIT_BYTES;
 
-		if (!c->in_use || c->scope != LL_SCOPE_GLOBAL || stats_limit(dp->limit_stats_fd, id, &s))
+		if (!c->in_use || c->scope != LL_SCOPE_GLOBAL ||
+		    stats_limit(dp->limit_stats_fd, id, &s))
 			continue;
 		memset(e, 0, sizeof(*e));
 		snprintf(e->limit, sizeof(e->limit), "%s", c->name);
@@ -146,8 +147,8 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 		e->denied = bytes ? s.denied_bytes : s.denied_pkts;
 		e->fallback = bytes ? s.fallback_bytes : s.fallback_pkts;
 		e->bypass = bytes ? s.bypass_bytes : s.bypass_pkts;
-		l->demand[id] = demand_of(l, id, e->admitted + e->denied + e->fallback + e->bypass,
-					  now);
+		l->demand[id] =
+		    demand_of(l, id, e->admitted + e->denied + e->fallback + e->bypass, now);
 		l->last_offered[id] = e->admitted + e->denied + e->fallback + e->bypass;
 		e->demand = l->demand[id];
 		r->n++;
@@ -179,8 +180,9 @@ static void on_policy(struct link *l, struct dp *dp, const struct wire_policy *p
 		return;
 	rc = dp_fence_see_epoch(dp, p->epoch, l->incarnation);
 	if (rc) {
-		pr_warn("coordinator epoch %llu is older than one already seen: dropping the link\n",
-			(unsigned long long)p->epoch);
+		pr_warn(
+		    "coordinator epoch %llu is older than one already seen: dropping the link\n",
+		    (unsigned long long)p->epoch);
 		link_down(l, "stale coordinator", now);
 		goto out;
 	}
@@ -218,8 +220,8 @@ static uint64_t sent_time(const struct link *l, uint64_t report_seq)
 static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, uint64_t now)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
-	struct lease_grant lg = {.epoch = g->epoch, .seq = g->seq, .rate = g->rate,
-				 .burst = g->burst};
+	struct lease_grant lg = {
+	    .epoch = g->epoch, .seq = g->seq, .rate = g->rate, .burst = g->burst};
 	uint64_t t_send = sent_time(l, g->report_seq);
 	int id = -1, err = -ESTALE;
 
@@ -268,7 +270,8 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 	if (l->c.fd >= 0 && r < 0)
 		link_down(l, "malformed frame from the coordinator", now);
 	else if (l->c.fd >= 0 && err)
-		link_down(l, err == -ECONNRESET ? "closed by the coordinator" : strerror(-err), now);
+		link_down(l, err == -ECONNRESET ? "closed by the coordinator" : strerror(-err),
+			  now);
 }
 
 static void dial(struct link *l, uint64_t now)
@@ -312,7 +315,8 @@ void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 		if (revents & (POLLOUT | POLLERR | POLLHUP))
 			connected(l, dp, now);
 		else if (now - l->dial_ns > LINK_CONNECT_TIMEOUT_NS)
-			link_down(l, "connect timed out", now); /* a lost SYN backs off for minutes */
+			link_down(l, "connect timed out",
+				  now); /* a lost SYN backs off for minutes */
 		return;
 	}
 	if (revents & POLLOUT && conn_flush(&l->c))

@@ -52,9 +52,9 @@ struct ledger_holder {
 	bool active; /* registered (connected or with live grants) */
 	uint32_t weight;
 	uint64_t demand;
-	uint64_t next_seq; /* seq of the next grant; starts at 1 */
+	uint64_t next_seq;  /* seq of the next grant; starts at 1 */
 	uint64_t acked_seq; /* highest seq the holder acknowledged */
-	uint32_t n; /* live grants, oldest first */
+	uint32_t n;	    /* live grants, oldest first */
 	struct ledger_grant g[LEDGER_MAX_PENDING];
 	uint64_t c_rate, c_burst; /* committed share as last synced (see struct ledger) */
 };
@@ -67,7 +67,7 @@ struct ledger_holder {
  */
 struct ledger {
 	uint64_t rate, burst; /* capacity left for leases after the fallback reserve */
-	size_t cap; /* holders h has room for */
+	size_t cap;	      /* holders h has room for */
 	struct ledger_holder *h;
 	uint64_t sum_rate, sum_burst;
 	uint64_t next_expiry;

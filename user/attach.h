@@ -14,7 +14,7 @@
 
 struct attach_info {
 	uint32_t prog_id; /* 0: nothing attached */
-	uint8_t mode; /* XDP_ATTACHED_* */
+	uint8_t mode;	  /* XDP_ATTACHED_* */
 	char prog_name[16];
 	bool ours;
 };

@@ -31,10 +31,10 @@
 #define CFG_MAX_KEYS_LIMIT   (1ULL << 28)
 #define CFG_DEFAULT_MAX_KEYS 1048576
 /* Ports of SPEC §2. */
-#define CFG_COORD_PORT	       7450
+#define CFG_COORD_PORT 7450
 /* Gateways a coordinator reserves fallback shares for (coord.yaml gateways:). */
-#define CFG_DEFAULT_GATEWAYS 8
-#define CFG_MAX_GATEWAYS 16384
+#define CFG_DEFAULT_GATEWAYS   8
+#define CFG_MAX_GATEWAYS       16384
 #define CFG_AGENT_METRICS_PORT 9475
 #define CFG_COORD_METRICS_PORT 9476
 #define CFG_DEFAULT_PIN_DIR    "/sys/fs/bpf/leaseline"

@@ -14,7 +14,7 @@
 
 #include "ll_types.h"
 
-#define CFG_ERR_LEN 512
+#define CFG_ERR_LEN  512
 #define CFG_PATH_LEN 4096
 #define CFG_ADDR_LEN 128
 
@@ -30,15 +30,15 @@ enum cfg_on_loss {
 
 struct cfg_limit {
 	char name[LL_NAME_LEN];
-	uint8_t key_mode; /* enum ll_key_mode; default none */
+	uint8_t key_mode;  /* enum ll_key_mode; default none */
 	uint8_t prefix_v4; /* default 32 */
 	uint8_t prefix_v6; /* default 128 */
-	uint8_t unit; /* enum ll_unit; default packets */
-	uint64_t rate; /* tokens/s, required, 1..TB_MAX_RATE */
-	uint64_t burst; /* tokens, required, 1..TB_MAX_BURST */
-	uint8_t scope; /* enum ll_scope; default local */
-	uint8_t mode; /* enum ll_mode; default enforce */
-	uint8_t on_loss; /* enum cfg_on_loss; only with scope global */
+	uint8_t unit;	   /* enum ll_unit; default packets */
+	uint64_t rate;	   /* tokens/s, required, 1..TB_MAX_RATE */
+	uint64_t burst;	   /* tokens, required, 1..TB_MAX_BURST */
+	uint8_t scope;	   /* enum ll_scope; default local */
+	uint8_t mode;	   /* enum ll_mode; default enforce */
+	uint8_t on_loss;   /* enum cfg_on_loss; only with scope global */
 	bool has_fallback;
 	uint64_t fallback_rate;
 	uint64_t fallback_burst;
@@ -48,19 +48,19 @@ struct cfg_limit {
 struct cfg_rule {
 	char name[LL_NAME_LEN];
 	bool has_src, has_dst;
-	uint8_t src_family, dst_family; /* 4 or 6 */
+	uint8_t src_family, dst_family;	    /* 4 or 6 */
 	uint8_t src_addr[16], dst_addr[16]; /* network order; IPv4 in the first 4 bytes */
 	uint8_t src_plen, dst_plen;
 	uint8_t proto; /* 0 any, else IPPROTO_TCP/UDP/ICMP/ICMPV6 */
 	bool has_dport;
-	uint16_t dport_lo, dport_hi; /* "53" or "1000-2000" */
-	uint8_t n_limits; /* 1..LL_MAX_RULE_LIMITS */
+	uint16_t dport_lo, dport_hi;	   /* "53" or "1000-2000" */
+	uint8_t n_limits;		   /* 1..LL_MAX_RULE_LIMITS */
 	uint8_t limit[LL_MAX_RULE_LIMITS]; /* indexes into cfg_policy.limits */
 	int line, col;
 };
 
 struct cfg_policy {
-	uint64_t version; /* required */
+	uint64_t version;	/* required */
 	uint8_t default_action; /* enum ll_action; default pass */
 	uint32_t n_limits;
 	struct cfg_limit limits[LL_MAX_LIMITS];
@@ -76,14 +76,14 @@ enum cfg_xdp_mode {
 
 struct cfg_iface {
 	char name[16]; /* IFNAMSIZ */
-	uint8_t mode; /* enum cfg_xdp_mode; default native */
+	uint8_t mode;  /* enum cfg_xdp_mode; default native */
 };
 
 struct cfg_agent {
-	char node[64]; /* default: hostname */
+	char node[64];	   /* default: hostname */
 	uint32_t n_ifaces; /* >= 1 */
 	struct cfg_iface ifaces[LL_MAX_IFACES];
-	char pin_dir[CFG_PATH_LEN]; /* default /sys/fs/bpf/leaseline */
+	char pin_dir[CFG_PATH_LEN];	/* default /sys/fs/bpf/leaseline */
 	char policy_path[CFG_PATH_LEN]; /* resolved relative to the agent file; "" if none */
 	bool has_coordinator;
 	char coordinator[CFG_ADDR_LEN]; /* host:port, default port 7450 */
@@ -93,14 +93,15 @@ struct cfg_agent {
 };
 
 struct cfg_coord {
-	char listen[CFG_ADDR_LEN]; /* default 127.0.0.1:7450 */
+	char listen[CFG_ADDR_LEN];	/* default 127.0.0.1:7450 */
 	char policy_path[CFG_PATH_LEN]; /* required, resolved relative to the file */
-	char state_dir[CFG_PATH_LEN]; /* default /var/lib/leaseline */
-	uint64_t ttl_ns; /* lease.ttl, default 2s */
-	uint64_t refresh_ns; /* lease.refresh, default 500ms, must be < ttl */
+	char state_dir[CFG_PATH_LEN];	/* default /var/lib/leaseline */
+	uint64_t ttl_ns;		/* lease.ttl, default 2s */
+	uint64_t refresh_ns;		/* lease.refresh, default 500ms, must be < ttl */
 	bool has_metrics;
 	char metrics[CFG_ADDR_LEN];
-	uint32_t gateways; /* holders served; fallback shares are reserved for this many (default 8) */
+	uint32_t
+	    gateways; /* holders served; fallback shares are reserved for this many (default 8) */
 };
 
 enum cfg_kind {
@@ -116,8 +117,7 @@ enum cfg_kind {
  * Outputs are written only on success: a refused reload leaves them as they were.
  * err may be NULL.
  */
-int cfg_policy_load(const char *path, bool standalone, struct cfg_policy *out,
-		    struct cfg_err *err);
+int cfg_policy_load(const char *path, bool standalone, struct cfg_policy *out, struct cfg_err *err);
 int cfg_policy_parse(const char *name, const char *text, size_t len, bool standalone,
 		     struct cfg_policy *out, struct cfg_err *err);
 /* Loads the agent file and, when it names one (policy:), its policy file

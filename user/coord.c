@@ -29,40 +29,40 @@
 #include "metrics.h"
 #include "wire.h"
 
-#define COORD_TICK_MS	     20
-#define COORD_SPARE_CONNS    64 /* connections beyond gateways: not yet said hello */
-#define COORD_RECOMPUTE_NS   50000000ull /* targets follow demand within 50 ms */
-#define COORD_EPOLL_BATCH    256
+#define COORD_TICK_MS	   20
+#define COORD_SPARE_CONNS  64	       /* connections beyond gateways: not yet said hello */
+#define COORD_RECOMPUTE_NS 50000000ull /* targets follow demand within 50 ms */
+#define COORD_EPOLL_BATCH  256
 
 struct climit {
 	char name[LL_NAME_LEN];
-	uint64_t rate, burst; /* the contract R, B */
+	uint64_t rate, burst;		      /* the contract R, B */
 	uint64_t reserve_rate, reserve_burst; /* fallback shares of all gateways */
 	uint8_t on_loss;
 	uint64_t fb_rate, fb_burst;
 	struct ledger led;
 	uint64_t *t_rate, *t_burst; /* cached max-min targets per holder */
-	bool dirty; /* demand changed since the targets were computed */
+	bool dirty;		    /* demand changed since the targets were computed */
 	uint64_t next_recompute_ns, recompute_ns; /* and how long the last one took */
-	uint64_t max_sum_rate, max_sum_burst; /* highest sums of live shares seen */
+	uint64_t max_sum_rate, max_sum_burst;	  /* highest sums of live shares seen */
 	uint64_t drain_since_ns; /* contract lowered, live shares still above it since */
-	uint64_t last_drain_ns; /* how long the last such drain took */
+	uint64_t last_drain_ns;	 /* how long the last such drain took */
 };
 
 struct cholder {
 	bool used;
 	char name[WIRE_HOLDER_LEN];
 	uint64_t incarnation;
-	int conn; /* index in coord.conns, -1 if not connected */
-	uint64_t report_seq; /* highest report seen from this incarnation */
+	int conn;		 /* index in coord.conns, -1 if not connected */
+	uint64_t report_seq;	 /* highest report seen from this incarnation */
 	uint64_t last_report_ns; /* a holder silent for a lease's life asks for nothing */
-	bool asking; /* counted in the targets (connected and reporting) */
+	bool asking;		 /* counted in the targets (connected and reporting) */
 	uint64_t fallback[LL_MAX_LIMITS], bypass[LL_MAX_LIMITS]; /* durable totals */
 };
 
 struct cconn {
 	struct conn c;
-	int holder; /* -1 until HELLO */
+	int holder;	 /* -1 until HELLO */
 	uint32_t events; /* what epoll watches for it */
 };
 
@@ -374,8 +374,9 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		 * lost. Never issue under an epoch a holder has seen surpassed.
 		 */
 		pr_warn("holder '%s' has seen epoch %llu > ours %llu: restarting with a new "
-			"epoch and a quiet period\n", m->holder,
-			(unsigned long long)m->max_epoch_seen, (unsigned long long)co->store.epoch);
+			"epoch and a quiet period\n",
+			m->holder, (unsigned long long)m->max_epoch_seen,
+			(unsigned long long)co->store.epoch);
 		if (coord_store_bump(&co->store, m->max_epoch_seen + 1)) {
 			conn_drop(co, ci, "cannot record a new epoch");
 			return;
@@ -446,7 +447,8 @@ static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
 	if (ledger_over(&c->led, now)) {
 		co->violations++;
 		pr_warn("limit '%s': INVARIANT VIOLATED: live shares %llu/s, %llu exceed %llu/s, "
-			"%llu\n", c->name, (unsigned long long)sr, (unsigned long long)sb,
+			"%llu\n",
+			c->name, (unsigned long long)sr, (unsigned long long)sb,
 			(unsigned long long)c->led.rate, (unsigned long long)c->led.burst);
 	}
 }
@@ -487,7 +489,8 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 	uint64_t now = dp_now_ns();
 	struct cholder *h;
 
-	if (hi < 0 || strcmp(co->h[hi].name, r->holder) || co->h[hi].incarnation != r->incarnation) {
+	if (hi < 0 || strcmp(co->h[hi].name, r->holder) ||
+	    co->h[hi].incarnation != r->incarnation) {
 		co->protocol_errors++;
 		conn_drop(co, ci, "report from a holder that did not say hello");
 		return;
@@ -638,14 +641,17 @@ static int coord_metrics(FILE *f, void *arg)
 		for (uint32_t hi = 0; hi < co->cfg.gateways; hi++) {
 			if (!co->h[hi].used)
 				continue;
-			fprintf(f, "leaseline_coord_lease_rate{limit=\"%s\",holder=\"%s\"} %llu\n",
-				c->name, co->h[hi].name,
-				(unsigned long long)ledger_committed_rate(&c->led, (size_t)hi, now));
+			fprintf(
+			    f, "leaseline_coord_lease_rate{limit=\"%s\",holder=\"%s\"} %llu\n",
+			    c->name, co->h[hi].name,
+			    (unsigned long long)ledger_committed_rate(&c->led, (size_t)hi, now));
 			fprintf(f, "leaseline_coord_demand{limit=\"%s\",holder=\"%s\"} %llu\n",
 				c->name, co->h[hi].name, (unsigned long long)c->led.h[hi].demand);
-			fprintf(f, "leaseline_coord_fallback_total{limit=\"%s\",holder=\"%s\"} %llu\n",
+			fprintf(f,
+				"leaseline_coord_fallback_total{limit=\"%s\",holder=\"%s\"} %llu\n",
 				c->name, co->h[hi].name, (unsigned long long)co->h[hi].fallback[l]);
-			fprintf(f, "leaseline_coord_bypass_total{limit=\"%s\",holder=\"%s\"} %llu\n",
+			fprintf(f,
+				"leaseline_coord_bypass_total{limit=\"%s\",holder=\"%s\"} %llu\n",
 				c->name, co->h[hi].name, (unsigned long long)co->h[hi].bypass[l]);
 		}
 	}

@@ -94,7 +94,8 @@ static uint64_t epoch_scan(struct coord_store *s)
 		s->corrupt++;
 		s->had_state = true;
 		if (ftruncate(s->epoch_fd, st.st_size - st.st_size % (off_t)sizeof(r)))
-			pr_warn("state: cannot cut the torn tail of epoch.log: %s\n", strerror(errno));
+			pr_warn("state: cannot cut the torn tail of epoch.log: %s\n",
+				strerror(errno));
 	}
 
 	while ((n = pread(s->epoch_fd, &r, sizeof(r), off)) > 0) {

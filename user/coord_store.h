@@ -19,8 +19,8 @@ struct coord_store {
 	int dir_fd;
 	int epoch_fd;
 	int usage_fd;
-	uint64_t epoch; /* this run's epoch, durable before any grant */
-	bool had_state; /* an earlier epoch was found (valid or not) */
+	uint64_t epoch;	  /* this run's epoch, durable before any grant */
+	bool had_state;	  /* an earlier epoch was found (valid or not) */
 	uint32_t corrupt; /* records skipped because their CRC or magic was wrong */
 };
 

@@ -264,10 +264,10 @@ int dp_policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_
 	if (st.next_uid == 0)
 		st.next_uid = 1;
 	struct policy_compile_opts o = {
-		.prev = prev->version ? prev : NULL,
-		.next_uid = &st.next_uid,
-		.now_ns = now,
-		.ncpus = dp->ncpus,
+	    .prev = prev->version ? prev : NULL,
+	    .next_uid = &st.next_uid,
+	    .now_ns = now,
+	    .ncpus = dp->ncpus,
 	};
 	ret = policy_compile(cp, &o, pol, err, errlen);
 	if (ret)
@@ -334,7 +334,7 @@ static enum reap_class bucket_class(const struct ll_policy *pol, const struct ll
 		if (now < b->last_ns + REAP_MIN_IDLE_NS)
 			return REAP_KEEP;
 		return tb_refill(b->tokens, b->last_ns, now, &cur) >= l->burst_s ? REAP_IDLE
-										   : REAP_KEEP;
+										 : REAP_KEEP;
 	}
 	return REAP_GONE;
 }

@@ -27,7 +27,7 @@ struct dp {
 
 struct dp_opts {
 	const char *pin_dir; /* NULL: no pinning (tests, benchmarks) */
-	uint32_t max_keys; /* ll_buckets size; 0 keeps the object's default */
+	uint32_t max_keys;   /* ll_buckets size; 0 keeps the object's default */
 };
 
 int dp_open(struct dp *dp, const struct dp_opts *opts);

@@ -30,7 +30,8 @@ int lease_fence_check(const struct ll_fence *f, uint32_t id, uint64_t epoch, uin
 {
 	if (id >= LL_MAX_LIMITS || epoch < f->max_epoch_seen)
 		return -ESTALE;
-	if (epoch < f->applied_epoch[id] || (epoch == f->applied_epoch[id] && seq <= f->applied_seq[id]))
+	if (epoch < f->applied_epoch[id] ||
+	    (epoch == f->applied_epoch[id] && seq <= f->applied_seq[id]))
 		return -ESTALE;
 	return 0;
 }

@@ -32,7 +32,7 @@ uint64_t lease_deadline(uint64_t t_issue_ns, uint64_t ttl_ns);
 struct lease_grant {
 	uint64_t epoch, seq;
 	uint64_t rate, burst; /* tokens/s, tokens */
-	uint64_t expiry_ns; /* from lease_expiry */
+	uint64_t expiry_ns;   /* from lease_expiry */
 };
 
 /* Fencing: 0 if a grant (epoch, seq) for limit id may be applied given f,

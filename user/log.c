@@ -40,8 +40,9 @@ void log_print(enum log_level level, const char *fmt, ...)
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	enum log_level l = level == LIBBPF_WARN ? LOG_WARN :
-			   level == LIBBPF_INFO ? LOG_INFO : LOG_DEBUG;
+	enum log_level l = level == LIBBPF_WARN	  ? LOG_WARN
+			   : level == LIBBPF_INFO ? LOG_INFO
+						  : LOG_DEBUG;
 
 	/* libbpf's info chatter is debug detail for an operator. */
 	if (l == LOG_INFO)

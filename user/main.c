@@ -66,12 +66,9 @@ static int common_opt(const char *cmd, int opt)
 static int cmd_agent(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"detach-on-exit", no_argument, NULL, 'D'},
-		{"force", no_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
-		{},
+	    {"config", required_argument, NULL, 'c'},	{"verbose", no_argument, NULL, 'v'},
+	    {"detach-on-exit", no_argument, NULL, 'D'}, {"force", no_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},		{},
 	};
 	struct agent_opts o = {};
 	int opt, rc;
@@ -97,10 +94,10 @@ static int cmd_agent(int argc, char **argv)
 static int config_only_opts(const char *cmd, int argc, char **argv, bool bare, const char **path)
 {
 	static const struct option lo[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{},
+	    {"config", required_argument, NULL, 'c'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
 	int opt, rc;
 
@@ -150,7 +147,9 @@ static int check_file(const char *path)
 		return err == -EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
 	}
 	printf("%s: ok (%s; policy version %llu, %u limits, %u rules)\n", path,
-	       kind == CFG_KIND_AGENT ? "agent" : kind == CFG_KIND_COORD ? "coordinator" : "policy",
+	       kind == CFG_KIND_AGENT	? "agent"
+	       : kind == CFG_KIND_COORD ? "coordinator"
+					: "policy",
 	       (unsigned long long)pol->version, pol->n_limits, pol->n_rules);
 	free(pol);
 	return 0;
@@ -167,11 +166,11 @@ static int cmd_check(int argc, char **argv)
 static int cmd_status(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"pin-dir", required_argument, NULL, 'p'},
-		{"json", no_argument, NULL, 'j'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{},
+	    {"pin-dir", required_argument, NULL, 'p'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
 	const char *pin_dir = DEFAULT_PIN_DIR;
 	bool json = false;
@@ -191,10 +190,10 @@ static int cmd_status(int argc, char **argv)
 static int cmd_detach(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"force", no_argument, NULL, 'f'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{},
+	    {"force", no_argument, NULL, 'f'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
 	bool force = false;
 	int opt, rc, ifindex, err;
@@ -216,8 +215,10 @@ static int cmd_detach(int argc, char **argv)
 		return EXIT_RUNTIME;
 	}
 	if (err == -EBUSY) {
-		fprintf(stderr, "leaseline detach: the XDP program on '%s' is not leaseline's; "
-				"use --force to remove it anyway\n", argv[optind]);
+		fprintf(stderr,
+			"leaseline detach: the XDP program on '%s' is not leaseline's; "
+			"use --force to remove it anyway\n",
+			argv[optind]);
 		return EXIT_RUNTIME;
 	}
 	if (err) {
@@ -240,29 +241,29 @@ static int cmd_version(int argc, char **argv)
 static int cmd_help(int argc, char **argv);
 
 static const struct cmd cmds[] = {
-	{"agent", "leaseline agent -c agent.yaml [-v] [--detach-on-exit] [--force]",
-	 "Gateway daemon, in the foreground: load and attach the XDP program, pin its maps,\n"
-	 "apply the policy; SIGHUP re-reads the configuration (a bad file is refused and the\n"
-	 "running policy keeps enforcing). The program stays attached on exit unless\n"
-	 "--detach-on-exit. --force replaces another tool's XDP program.",
-	 cmd_agent},
-	{"coord", "leaseline coord -c coord.yaml [-v]",
-	 "Coordinator daemon, in the foreground: leases shares of every global limit to the\n"
-	 "agents that connect, so that together they never exceed the contract. SIGHUP\n"
-	 "re-reads the policy (a newer version is pushed to every agent).",
-	 cmd_coord},
-	{"check", "leaseline check -c FILE",
-	 "Validate an agent, coordinator or policy file; no side effects.\n"
-	 "Errors are printed as FILE:LINE:COL: message and exit 2.",
-	 cmd_check},
-	{"status", "leaseline status [--pin-dir DIR] [-j]",
-	 "Attached interfaces, policy version, limits, counters, from the pinned maps.\n"
-	 "-j prints one JSON document.",
-	 cmd_status},
-	{"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
-	 cmd_detach},
-	{"version", "leaseline version", "Print the version.", cmd_version},
-	{"help", "leaseline help [COMMAND]", "Show help for leaseline or a command.", cmd_help},
+    {"agent", "leaseline agent -c agent.yaml [-v] [--detach-on-exit] [--force]",
+     "Gateway daemon, in the foreground: load and attach the XDP program, pin its maps,\n"
+     "apply the policy; SIGHUP re-reads the configuration (a bad file is refused and the\n"
+     "running policy keeps enforcing). The program stays attached on exit unless\n"
+     "--detach-on-exit. --force replaces another tool's XDP program.",
+     cmd_agent},
+    {"coord", "leaseline coord -c coord.yaml [-v]",
+     "Coordinator daemon, in the foreground: leases shares of every global limit to the\n"
+     "agents that connect, so that together they never exceed the contract. SIGHUP\n"
+     "re-reads the policy (a newer version is pushed to every agent).",
+     cmd_coord},
+    {"check", "leaseline check -c FILE",
+     "Validate an agent, coordinator or policy file; no side effects.\n"
+     "Errors are printed as FILE:LINE:COL: message and exit 2.",
+     cmd_check},
+    {"status", "leaseline status [--pin-dir DIR] [-j]",
+     "Attached interfaces, policy version, limits, counters, from the pinned maps.\n"
+     "-j prints one JSON document.",
+     cmd_status},
+    {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
+     cmd_detach},
+    {"version", "leaseline version", "Print the version.", cmd_version},
+    {"help", "leaseline help [COMMAND]", "Show help for leaseline or a command.", cmd_help},
 };
 
 #define N_CMDS (sizeof(cmds) / sizeof(cmds[0]))

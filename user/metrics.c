@@ -97,8 +97,9 @@ int metrics_write(FILE *f, void *arg)
 	for (uint32_t r = 0; r < LL_PARSE_MAX; r++)
 		fprintf(f, "leaseline_parse_total{reason=\"%s\"} %llu\n",
 			stats_parse_reason_name(r), (unsigned long long)parse[r]);
-	fprintf(f, "# HELP leaseline_policy_version Version of the enforcing policy.\n"
-		   "# TYPE leaseline_policy_version gauge\nleaseline_policy_version %llu\n",
+	fprintf(f,
+		"# HELP leaseline_policy_version Version of the enforcing policy.\n"
+		"# TYPE leaseline_policy_version gauge\nleaseline_policy_version %llu\n",
 		(unsigned long long)st.version);
 out:
 	free(pol);
@@ -132,7 +133,8 @@ static void respond(int c, metrics_writer write, void *arg)
 	fclose(f);
 	snprintf(hdr, sizeof(hdr),
 		 "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-		 "Content-Length: %zu\r\n\r\n", blen);
+		 "Content-Length: %zu\r\n\r\n",
+		 blen);
 	if (send(c, hdr, strlen(hdr), MSG_NOSIGNAL) > 0)
 		send(c, body, blen, MSG_NOSIGNAL);
 	free(body);

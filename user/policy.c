@@ -12,8 +12,8 @@
 #include "policy.h"
 #include "tb_math.h"
 
-#define CHUNK_NS_PER_S 1000 /* a chunk is ~1 ms of rate */
-#define CHUNK_BURST_DIV 4 /* stranded slices hold < burst / 4 */
+#define CHUNK_NS_PER_S	1000 /* a chunk is ~1 ms of rate */
+#define CHUNK_BURST_DIV 4    /* stranded slices hold < burst / 4 */
 
 uint64_t policy_chunk_s(uint64_t rate, uint64_t burst, unsigned int ncpus)
 {
@@ -161,10 +161,13 @@ int policy_compile(const struct cfg_policy *cp, const struct policy_compile_opts
 		return -ESTALE;
 	}
 	for (uint32_t i = 0; i < cp->n_limits; i++) {
-		if (cp->limits[i].scope == LL_SCOPE_GLOBAL && cp->limits[i].key_mode != LL_KEY_NONE) {
-			snprintf(err, errlen,
-				 "limit '%s': scope 'global' needs key 'none' (per-key global limits "
-				 "are not supported yet)", cp->limits[i].name);
+		if (cp->limits[i].scope == LL_SCOPE_GLOBAL &&
+		    cp->limits[i].key_mode != LL_KEY_NONE) {
+			snprintf(
+			    err, errlen,
+			    "limit '%s': scope 'global' needs key 'none' (per-key global limits "
+			    "are not supported yet)",
+			    cp->limits[i].name);
 			return -EINVAL;
 		}
 	}
@@ -185,7 +188,8 @@ int policy_compile(const struct cfg_policy *cp, const struct policy_compile_opts
 		int id = ids[i] == 0xff ? free_id(out, prev) : ids[i];
 
 		if (id < 0) {
-			snprintf(err, errlen, "no free limit slot (at most %d limits)", LL_MAX_LIMITS);
+			snprintf(err, errlen, "no free limit slot (at most %d limits)",
+				 LL_MAX_LIMITS);
 			return -EINVAL;
 		}
 		ids[i] = (uint8_t)id;

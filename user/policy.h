@@ -17,9 +17,9 @@
 
 struct policy_compile_opts {
 	const struct ll_policy *prev; /* running policy, or NULL for the first */
-	uint32_t *next_uid; /* in/out: source of fresh limit uids */
-	uint64_t now_ns; /* CLOCK_MONOTONIC of the reload */
-	unsigned int ncpus; /* sizes per-CPU chunks of key-none limits */
+	uint32_t *next_uid;	      /* in/out: source of fresh limit uids */
+	uint64_t now_ns;	      /* CLOCK_MONOTONIC of the reload */
+	unsigned int ncpus;	      /* sizes per-CPU chunks of key-none limits */
 };
 
 /* Returns 0, or -ESTALE (older version) / -EINVAL with err filled. */

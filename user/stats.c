@@ -60,17 +60,17 @@ int stats_parse(int fd, uint64_t out[LL_PARSE_MAX])
 const char *stats_parse_reason_name(uint32_t reason)
 {
 	static const char *const names[LL_PARSE_MAX] = {
-		[LL_PARSE_OK] = "ok",
-		[LL_PARSE_NON_IP] = "non_ip",
-		[LL_PARSE_TRUNC_ETH] = "trunc_eth",
-		[LL_PARSE_TRUNC_VLAN] = "trunc_vlan",
-		[LL_PARSE_VLAN_DEPTH] = "vlan_depth",
-		[LL_PARSE_TRUNC_IP] = "trunc_ip",
-		[LL_PARSE_BAD_IP] = "bad_ip",
-		[LL_PARSE_TRUNC_EXT] = "trunc_ext",
-		[LL_PARSE_EXT_LIMIT] = "ext_limit",
-		[LL_PARSE_TRUNC_L4] = "trunc_l4",
-		[LL_PARSE_FRAGMENT] = "fragment",
+	    [LL_PARSE_OK] = "ok",
+	    [LL_PARSE_NON_IP] = "non_ip",
+	    [LL_PARSE_TRUNC_ETH] = "trunc_eth",
+	    [LL_PARSE_TRUNC_VLAN] = "trunc_vlan",
+	    [LL_PARSE_VLAN_DEPTH] = "vlan_depth",
+	    [LL_PARSE_TRUNC_IP] = "trunc_ip",
+	    [LL_PARSE_BAD_IP] = "bad_ip",
+	    [LL_PARSE_TRUNC_EXT] = "trunc_ext",
+	    [LL_PARSE_EXT_LIMIT] = "ext_limit",
+	    [LL_PARSE_TRUNC_L4] = "trunc_l4",
+	    [LL_PARSE_FRAGMENT] = "fragment",
 	};
 
 	return reason < LL_PARSE_MAX ? names[reason] : "unknown";

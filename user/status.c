@@ -32,10 +32,10 @@ static int pinned_open(const char *dir, struct pinned *p)
 		const char *name;
 		int *fd;
 	} maps[] = {
-		{"ll_state", &p->state},	     {"ll_policy", &p->policy},
-		{"ll_buckets", &p->buckets},	     {"ll_limit_stats", &p->limit_stats},
-		{"ll_rule_stats", &p->rule_stats}, {"ll_parse_stats", &p->parse_stats},
-		{"ll_leases", &p->leases},	     {"ll_fence", &p->fence},
+	    {"ll_state", &p->state},	       {"ll_policy", &p->policy},
+	    {"ll_buckets", &p->buckets},       {"ll_limit_stats", &p->limit_stats},
+	    {"ll_rule_stats", &p->rule_stats}, {"ll_parse_stats", &p->parse_stats},
+	    {"ll_leases", &p->leases},	       {"ll_fence", &p->fence},
 	};
 	char path[CFG_PATH_LEN + 32];
 

@@ -28,15 +28,15 @@
 #define WIRE_MAX_ENTRIES LL_MAX_LIMITS
 
 enum wire_type {
-	WIRE_HELLO = 1, /* agent -> coord, first frame */
+	WIRE_HELLO = 1,	 /* agent -> coord, first frame */
 	WIRE_POLICY = 2, /* coord -> agent */
-	WIRE_GRANT = 3, /* coord -> agent */
+	WIRE_GRANT = 3,	 /* coord -> agent */
 	WIRE_REPORT = 4, /* agent -> coord; also the acknowledgement of grants */
 };
 
 struct wire_hello {
 	char holder[WIRE_HOLDER_LEN];
-	uint64_t incarnation; /* changes every agent start (e.g. boot time ns) */
+	uint64_t incarnation;	 /* changes every agent start (e.g. boot time ns) */
 	uint64_t max_epoch_seen; /* highest coordinator epoch this holder has seen */
 	uint64_t policy_version; /* version the agent runs, 0 if none */
 };
@@ -53,14 +53,14 @@ struct wire_grant {
 	char holder[WIRE_HOLDER_LEN];
 	uint64_t incarnation;
 	uint64_t epoch;
-	uint64_t seq; /* per (epoch, holder, limit), increasing */
+	uint64_t seq;	     /* per (epoch, holder, limit), increasing */
 	uint64_t report_seq; /* the report (or 0 = hello) this grant answers: starts its clock */
 	uint64_t policy_version;
-	uint64_t rate; /* tokens/s share */
-	uint64_t burst; /* tokens share */
-	uint64_t ttl_ns; /* duration, never a wall-clock time */
-	uint64_t refresh_ns; /* hint: report again within this */
-	uint8_t on_loss; /* enum cfg_on_loss */
+	uint64_t rate;		/* tokens/s share */
+	uint64_t burst;		/* tokens share */
+	uint64_t ttl_ns;	/* duration, never a wall-clock time */
+	uint64_t refresh_ns;	/* hint: report again within this */
+	uint8_t on_loss;	/* enum cfg_on_loss */
 	uint64_t fallback_rate; /* reserved for this holder, used after the lease dies */
 	uint64_t fallback_burst;
 };
