@@ -100,12 +100,17 @@ bucket_get(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, struct l
 	return bpf_map_lookup_elem(&ll_buckets, k);
 }
 
+/* The cheapest packet the limiter ever charges: an Ethernet header and a
+ * bare IPv4 header (anything shorter is dropped by the parser first).
+ */
+#define LL_MIN_CHARGED_FRAME (14 + 20)
+
 /* Denied packets of a key that cannot pay yet skip the lock: deny_until_ns
- * is when the bucket will next hold one packet's cost. It is set under the
- * lock by a denial in packets mode (every packet costs the same there) and
- * cleared by any admission or refund, so it never denies a packet the bucket
- * could pay: reading it unlocked can only see a value some denial computed
- * from the bucket's real state, or 0.
+ * is when the bucket will next hold the cheapest packet's cost (one packet in
+ * packets mode, LL_MIN_CHARGED_FRAME bytes in bytes mode). It is set under
+ * the lock by a denial and cleared by any admission or refund, so it never
+ * denies a packet the bucket could pay: reading it unlocked can only see a
+ * value some denial computed from the bucket's real state, or 0.
  */
 static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_limit_cfg *cfg,
 					 __u64 now, __u64 cost_s, int refund)
@@ -126,8 +131,12 @@ static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_li
 	else
 		ok = tb_take(&tokens, cost_s);
 	b->deny_until_ns = 0;
-	if (!ok && cfg->unit == LL_UNIT_PACKETS && cur.rate)
-		b->deny_until_ns = now + (cost_s - tokens + cur.rate - 1) / cur.rate;
+	if (!ok && cur.rate) {
+		__u64 least = tb_cost(cfg->unit, LL_MIN_CHARGED_FRAME);
+
+		if (least > tokens)
+			b->deny_until_ns = now + (least - tokens + cur.rate - 1) / cur.rate;
+	}
 	b->tokens = tokens;
 	b->last_ns = last;
 	b->gen = cfg->gen;

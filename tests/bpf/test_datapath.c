@@ -1497,6 +1497,26 @@ static void test_deny_hint_never_overdenies(void **state)
 	assert_int_equal(b.deny_until_ns, 0); /* cleared by the admission */
 }
 
+/* Bytes mode: a denied large packet must not make a smaller one that the
+ * bucket can still pay drop on the lock-free path.
+ */
+static void test_deny_hint_bytes_smaller_packet_passes(void **state)
+{
+	struct fx *fx = FX(state);
+	struct pkt big, mid, small;
+
+	assert_int_equal(apply_one(fx, 1, "key: src-ip, unit: bytes, rate: 1, burst: 150"), 0);
+	hx_udp4(&big, "198.18.0.10", D4, 1000, 53, 58);	 /* 100 bytes */
+	hx_udp4(&mid, "198.18.0.10", D4, 1000, 53, 58);
+	hx_udp4(&small, "198.18.0.10", D4, 1000, 53, 0); /* 42 bytes */
+	assert_int_equal(big.len, 100);
+	assert_int_equal(small.len, 42);
+	assert_int_equal(hx_run(fx, &big, 1), XDP_PASS);   /* 50 bytes left */
+	assert_int_equal(hx_run(fx, &mid, 1), XDP_DROP);   /* 100 > 50 */
+	assert_int_equal(hx_run(fx, &small, 1), XDP_PASS); /* 42 <= 50 */
+	assert_int_equal(hx_run(fx, &small, 1), XDP_DROP); /* 8 left */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1533,6 +1553,8 @@ int main(void)
 	    T(test_reload_reused_id_counters),
 	    cmocka_unit_test_setup_teardown(test_restart_readopts_pinned, hx_setup, pin_teardown),
 	    cmocka_unit_test_setup_teardown(test_deny_hint_never_overdenies, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_deny_hint_bytes_smaller_packet_passes, hx_setup,
+					    hx_teardown),
 	};
 
 	return cmocka_run_group_tests_name("datapath", tests, NULL, NULL);
