@@ -76,7 +76,6 @@ static __always_inline struct ll_limit_stats *limit_stats(__u32 id)
  */
 __noinline int ll_limit_charge(__u32 slot, __u32 id, __u32 refund, struct pkt_meta *m)
 {
-	struct ll_limit_stats *st;
 	struct ll_limit_cfg *cfg;
 	struct ll_policy *pol;
 
@@ -88,8 +87,7 @@ __noinline int ll_limit_charge(__u32 slot, __u32 id, __u32 refund, struct pkt_me
 	if (!pol)
 		return 0;
 	cfg = &pol->limits[id];
-	st = refund ? 0 : limit_stats(id);
-	return limit_charge(id, cfg, m, tb_cost(cfg->unit, m->len), refund, st);
+	return limit_charge(id, cfg, m, tb_cost(cfg->unit, m->len), refund);
 }
 
 /* Charge the limits of rule r in order. Enforced denial: undo the debits

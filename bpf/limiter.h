@@ -70,12 +70,28 @@ static __always_inline void key_build(struct ll_key *k, const struct ll_limit_cf
 	}
 }
 
+/* Count a bucket created or a key sent to the overflow bucket: rare events,
+ * so the per-CPU counters are looked up only then.
+ */
+static __always_inline void count_key_event(__u32 id, int overflow)
+{
+	struct ll_limit_stats *st = bpf_map_lookup_elem(&ll_limit_stats, &id);
+
+	if (!st)
+		return;
+	if (overflow)
+		st->overflow_pkts++;
+	else
+		st->new_keys++;
+}
+
 /* Find or create the bucket of key k. A new bucket starts full (a key never
  * seen has had all the time in the world to fill). When the map is full the
- * key shares its limit's pre-created overflow bucket.
+ * key shares its limit's pre-created overflow bucket. count: attribute a
+ * creation or overflow to limit id (not on a refund).
  */
 static __always_inline struct ll_bucket *
-bucket_get(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, struct ll_limit_stats *st)
+bucket_get(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, __u32 id, int count)
 {
 	struct ll_bucket *b, nb = {};
 	long err;
@@ -88,14 +104,14 @@ bucket_get(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, struct l
 	nb.last_ns = now;
 	err = bpf_map_update_elem(&ll_buckets, k, &nb, BPF_NOEXIST);
 	if (err == 0) {
-		if (st)
-			st->new_keys++;
+		if (count)
+			count_key_event(id, 0);
 	} else if (err != -EEXIST) { /* EEXIST: another CPU created it: use that one */
 		__builtin_memset(k, 0, sizeof(*k));
 		k->limit_uid = cfg->uid;
 		k->family = LL_OVERFLOW_FAMILY;
-		if (st)
-			st->overflow_pkts++;
+		if (count)
+			count_key_event(id, 1);
 	}
 	return bpf_map_lookup_elem(&ll_buckets, k);
 }
@@ -332,8 +348,7 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
  * never admits because it lost track.
  */
 static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg,
-					struct pkt_meta *m, __u64 cost_s, int refund,
-					struct ll_limit_stats *st)
+					struct pkt_meta *m, __u64 cost_s, int refund)
 {
 	struct ll_key k;
 	struct ll_bucket *b;
@@ -343,7 +358,7 @@ static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg
 		return pool_charge(id, cfg, m, cost_s, refund);
 	now = meta_now(m);
 	key_build(&k, cfg, m);
-	b = bucket_get(&k, cfg, now, refund ? 0 : st);
+	b = bucket_get(&k, cfg, now, id, !refund);
 	if (!b)
 		return 0;
 	return bucket_charge(b, cfg, now, cost_s, refund);

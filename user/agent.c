@@ -24,6 +24,7 @@
 #include "agent_link.h"
 #include "attach.h"
 #include "config.h"
+#include "fs.h"
 #include "dp.h"
 #include "log.h"
 #include "metrics.h"
@@ -49,31 +50,13 @@ static bool on_bpffs(const char *dir)
 	return !statfs(dir, &sf) && sf.f_type == BPF_FS_MAGIC;
 }
 
-static int mkdir_p(const char *dir)
-{
-	char buf[CFG_PATH_LEN];
-
-	snprintf(buf, sizeof(buf), "%s", dir);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 int agent_bpffs_ensure(const char *dir)
 {
 	int err;
 
 	if (on_bpffs(dir))
 		return 0;
-	err = mkdir_p(dir);
+	err = fs_mkdir_p(dir, 0755);
 	if (err) {
 		pr_warn("cannot create pin directory '%s': %s\n", dir, strerror(-err));
 		return err;

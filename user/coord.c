@@ -24,6 +24,7 @@
 #include "coord.h"
 #include "coord_store.h"
 #include "dp.h"
+#include "fs.h"
 #include "lease.h"
 #include "log.h"
 #include "metrics.h"
@@ -96,35 +97,6 @@ static void coord_signal(int sig)
 }
 
 /* ---- policy ---- */
-
-static int read_file(const char *path, char **buf, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *b;
-	long n;
-
-	if (!f)
-		return -errno;
-	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-		fclose(f);
-		return -EIO;
-	}
-	if (n > WIRE_MAX_POLICY) {
-		fclose(f);
-		return -EFBIG;
-	}
-	b = malloc((size_t)n + 1);
-	if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) {
-		free(b);
-		fclose(f);
-		return -EIO;
-	}
-	fclose(f);
-	b[n] = '\0';
-	*buf = b;
-	*len = (size_t)n;
-	return 0;
-}
 
 static struct climit *limit_by_name(struct coord *co, const char *name)
 {
@@ -238,15 +210,16 @@ static int policy_load(struct coord *co, bool initial)
 	uint32_t n = 0;
 	int err = pol && lim ? 0 : -ENOMEM;
 
-	if (!err && (err = cfg_policy_load(co->cfg.policy_path, false, pol, &e)))
+	/* Parse the very bytes that will be pushed to the agents. */
+	if (!err && (err = fs_read_file(co->cfg.policy_path, WIRE_MAX_POLICY, &yaml, &len)))
+		pr_warn("cannot read '%s': %s\n", co->cfg.policy_path, strerror(-err));
+	if (!err && (err = cfg_policy_parse(co->cfg.policy_path, yaml, len, false, pol, &e)))
 		pr_warn("%s\n", e.msg);
 	if (!err && co->pol && pol->version <= co->pol->version && !initial) {
 		pr_warn("policy version %llu refused: not newer than the running version %llu\n",
 			(unsigned long long)pol->version, (unsigned long long)co->pol->version);
 		err = -ESTALE;
 	}
-	if (!err && (err = read_file(co->cfg.policy_path, &yaml, &len)))
-		pr_warn("cannot read '%s': %s\n", co->cfg.policy_path, strerror(-err));
 	if (!err)
 		err = limits_build(co, pol, lim, &n);
 	if (!err) {

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "coord_store.h"
+#include "fs.h"
 #include "log.h"
 
 #define EPOCH_MAGIC 0x4c4c4550u /* "LLEP" */
@@ -60,22 +61,6 @@ static int open_log(struct coord_store *s, const char *name)
 	int fd = openat(s->dir_fd, name, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 
 	return fd < 0 ? -errno : fd;
-}
-
-static int mkdir_p(const char *dir)
-{
-	char buf[4096];
-
-	snprintf(buf, sizeof(buf), "%s", dir);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	return mkdir(buf, 0700) && errno != EEXIST ? -errno : 0;
 }
 
 /* Highest valid epoch in the log; counts bad records. A torn tail (a record
@@ -136,7 +121,7 @@ int coord_store_open(struct coord_store *s, const char *dir)
 
 	memset(s, 0, sizeof(*s));
 	s->dir_fd = s->epoch_fd = s->usage_fd = -1;
-	err = mkdir_p(dir);
+	err = fs_mkdir_p(dir, 0700);
 	if (err)
 		return err;
 	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

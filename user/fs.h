@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small file-system helpers shared by the agent and the coordinator.
+ * Return 0 or a negative errno.
+ */
+#ifndef LEASELINE_FS_H
+#define LEASELINE_FS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* mkdir -p with mode for every directory created. */
+int fs_mkdir_p(const char *dir, mode_t mode);
+/* The whole file in a NUL-terminated malloc'd buffer; -EFBIG above max. */
+int fs_read_file(const char *path, size_t max, char **buf, size_t *len);
+
+#endif /* LEASELINE_FS_H */
