@@ -45,6 +45,7 @@
 #include "pass.skel.h"
 #include "policy.h"
 #include "trafgen.skel.h"
+#include "keyfloor.skel.h"
 #include "xdpcount.skel.h"
 
 /* 64 B in memory: Ethernet 14 + IPv4 20 + UDP 8 + 22 B payload (as bench_datapath). */
@@ -87,11 +88,16 @@ enum dut_prog {
 	DUT_LL4,  /* leaseline, four limits, the binding per-key one last */
 	DUT_LL4F, /* leaseline, four limits, the binding per-key one first */
 	DUT_KEEP, /* whatever is attached (the agent's): count from --pin-dir */
+	DUT_KFHDR,   /* keyfloor: read the headers, XDP_DROP */
+	DUT_KFLOOR,  /* keyfloor: one clock read + one 8-byte-key lookup, XDP_DROP */
+	DUT_KFLOORC, /* keyfloor with the coarse clock */
+	DUT_NPROGS
 };
 
 static const char *const prog_names[] = {
     [DUT_DROP] = "drop", [DUT_PASS] = "pass", [DUT_LL1] = "ll1",
     [DUT_LL4] = "ll4",	 [DUT_LL4F] = "ll4f", [DUT_KEEP] = "keep",
+    [DUT_KFHDR] = "kfhdr", [DUT_KFLOOR] = "kfloor", [DUT_KFLOORC] = "kfloorc",
 };
 
 struct opts {
@@ -111,6 +117,7 @@ struct dut {
 	struct dp dp;
 	struct pass_bpf *pass;
 	struct xdpcount_bpf *cnt;
+	struct keyfloor_bpf *kf;
 	int prog_fd, count_fd, limit_stats_fd, client_id; /* client_id < 0: sum every limit */
 	uint32_t client_uid; /* ll_key.limit_uid of the client limit's buckets */
 	unsigned int ncpus;
@@ -406,6 +413,21 @@ static int dut_load(struct dut *d, const struct opts *o)
 		d->prog_fd = bpf_program__fd(d->cnt->progs.xdpcount);
 		d->count_fd = bpf_map__fd(d->cnt->maps.xc_pkts);
 		return 0;
+	case DUT_KFHDR:
+	case DUT_KFLOOR:
+	case DUT_KFLOORC:
+		d->kf = keyfloor_bpf__open();
+		if (!d->kf)
+			return -errno;
+		d->kf->rodata->kf_lookup = o->prog != DUT_KFHDR;
+		d->kf->rodata->kf_coarse = o->prog == DUT_KFLOORC;
+		bpf_map__set_max_entries(d->kf->maps.kf_keys, o->max_keys);
+		err = keyfloor_bpf__load(d->kf);
+		if (err)
+			return err;
+		d->prog_fd = bpf_program__fd(d->kf->progs.keyfloor);
+		d->count_fd = bpf_map__fd(d->kf->maps.kf_pkts);
+		return 0;
 	case DUT_PASS:
 		d->pass = pass_bpf__open_and_load();
 		if (!d->pass)
@@ -675,7 +697,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
 	    "A.B.C.D\n"
-	    "         --prog drop|pass|ll1|ll4|ll4f|keep [--pin-dir DIR] --keys N [--rate R]\n"
+	    "         --prog drop|pass|ll1|ll4|ll4f|keep|kfhdr|kfloor|kfloorc [--pin-dir DIR] --keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
 	    "         [--unit packets|bytes] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
 	    "         [--prog-stats]\n"
@@ -746,11 +768,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->dst = ntohl(a.s_addr);
 			break;
 		case 'f':
-			o->prog = DUT_KEEP + 1;
-			for (int i = 0; i <= DUT_KEEP; i++)
+			o->prog = DUT_NPROGS;
+			for (int i = 0; i < DUT_NPROGS; i++)
 				if (!strcmp(optarg, prog_names[i]))
 					o->prog = i;
-			if (o->prog > DUT_KEEP)
+			if (o->prog == DUT_NPROGS)
 				return -EINVAL;
 			break;
 		case 'g':
@@ -966,6 +988,7 @@ out:
 		close(stats_fd);
 	trafgen_bpf__destroy(g.skel);
 	xdpcount_bpf__destroy(d.cnt);
+	keyfloor_bpf__destroy(d.kf);
 	pass_bpf__destroy(d.pass);
 	if (d.dp.skel)
 		dp_close(&d.dp);

@@ -29,7 +29,7 @@
 # Knobs: BL_REPS (5), BL_DUR (3 s per run), BL_WINDOW (192 frames; 0: overrun the ring),
 #        BL_BATCH (256: test_run's batch, which sizes its page pool),
 #        BL_RATE (1), BL_BURST (1), BL_KEYS ("1 65536 1048576"),
-#        BL_CONFIGS ("drop ll1 ll4 ll4f ll1b hashlimit nft"), BL_ONLY ("tput stats acc mem perf"),
+#        BL_CONFIGS ("drop kfloor ll1 ll4 ll4f ll1b hashlimit nft"; also kfhdr kfloorc), BL_ONLY ("tput stats acc mem perf"),
 #        BL_PERF_CFGS ("ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"),
 #        BL_ACC_S (10), LL_KEEP=1 (keep the temp dir). Raw lines: BUILD/bench-live.txt.
 set -u
@@ -56,7 +56,7 @@ for line in open(sys.argv[1]):
 def med(rs, f):
     return statistics.median(float(r[f]) for r in rs)
 keys = sorted({k for _, k, _ in tput})
-order = ["drop", "ll1", "ll4", "ll4f", "ll1b", "hashlimit", "nft"]
+order = ["drop", "kfhdr", "kfloor", "kfloorc", "ll1", "ll4", "ll4f", "ll1b", "hashlimit", "nft"]
 cfgs = [c for c in order if any((c, k, p) in tput for k in keys for p in ("win", "open"))]
 for phase, title in (("win", "DUT saturated, window-limited generator"),
                      ("open", "generator overrunning the veth ring")):
@@ -96,7 +96,12 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
                                ("hashlimit", "ll1", 1048576, None, None),
                                ("nft", "ll1", 1048576, None, None),
                                ("ll1", "drop", 65536, None, None), ("ll1", "drop", 1048576, None, None),
-                               ("ll1b", "ll1", 1, None, None), ("ll1b", "ll1", 65536, None, None)]:
+                               ("ll1b", "ll1", 1, None, None), ("ll1b", "ll1", 65536, None, None),
+                               ("kfhdr", "drop", 1, None, None),
+                               ("kfloor", "drop", 1, None, None), ("kfloorc", "drop", 1, None, None),
+                               ("ll1", "kfloor", 1, None, None), ("ll1", "kfloor", 65536, None, None),
+                               ("hashlimit", "kfloor", 65536, None, None),
+                               ("nft", "kfloor", 65536, None, None)]:
         rr = ratio(a, b, k)
         if rr is None:
             continue
@@ -131,7 +136,7 @@ BL_WINDOW=${BL_WINDOW:-192}
 BL_BATCH=${BL_BATCH:-256}
 FRAME=64 # bytes per generated frame: ll1b's cost per packet in bytes mode
 BL_KEYS=${BL_KEYS:-"1 65536 1048576"}
-BL_CONFIGS=${BL_CONFIGS:-"drop ll1 ll4 ll4f ll1b hashlimit nft"}
+BL_CONFIGS=${BL_CONFIGS:-"drop kfloor ll1 ll4 ll4f ll1b hashlimit nft"}
 BL_ONLY=${BL_ONLY:-"tput stats acc mem perf"}
 BL_ACC_S=${BL_ACC_S:-10}
 BL_PERF_CFGS=${BL_PERF_CFGS:-"ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"}
@@ -265,8 +270,9 @@ tput_run() {
 	*) prog=$cfg ;;
 	esac
 	nf_set "$cfg" "$keys"
+	# Per-key tables sized as nf_set sizes the netfilter ones: room for 2N keys.
 	bl_run "tput:$cfg:$keys:$rep" "$prog" "$keys" "${lim[@]}" --duration "$BL_DUR" \
-		--window "$BL_WINDOW" --batch "$BL_BATCH" "$@"
+		--window "$BL_WINDOW" --batch "$BL_BATCH" --max-keys $((2 * (keys < 1024 ? 1024 : keys))) "$@"
 	nf_clear
 }
 
