@@ -85,20 +85,18 @@ static __always_inline void count_key_event(__u32 id, int overflow)
 		st->new_keys++;
 }
 
-/* Find or create the bucket of key k. A new bucket starts full (a key never
- * seen has had all the time in the world to fill). When the map is full the
- * key shares its limit's pre-created overflow bucket. count: attribute a
- * creation or overflow to limit id (not on a refund).
+/* Create the bucket of key k, which the lookup did not find. A new bucket
+ * starts full (a key never seen has had all the time in the world to fill).
+ * When the map is full the key shares its limit's pre-created overflow
+ * bucket. count: attribute a creation or overflow to limit id (not on a
+ * refund).
  */
 static __always_inline struct ll_bucket *
-bucket_get(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, __u32 id, int count)
+bucket_create(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, __u32 id, int count)
 {
-	struct ll_bucket *b, nb = {};
+	struct ll_bucket nb = {};
 	long err;
 
-	b = bpf_map_lookup_elem(&ll_buckets, k);
-	if (b)
-		return b;
 	nb.gen = cfg->gen;
 	nb.tokens = cfg->burst_s;
 	nb.last_ns = now;
@@ -127,6 +125,8 @@ bucket_get(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, __u32 id
  * the lock by a denial and cleared by any admission or refund, so it never
  * denies a packet the bucket could pay: reading it unlocked can only see a
  * value some denial computed from the bucket's real state, or 0.
+ * limit_charge checks it first against the coarse clock (see
+ * LL_COARSE_SLACK_NS), this against the packet's clock.
  */
 static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_limit_cfg *cfg,
 					 __u64 now, __u64 cost_s, int refund)
@@ -304,6 +304,26 @@ static __always_inline __u64 meta_now(struct pkt_meta *m)
 	return m->now;
 }
 
+/* The coarse clock (CLOCK_MONOTONIC as of the last timekeeping update, a tick
+ * at most behind bpf_ktime_get_ns: 4 ms at HZ=250, 10 ms at HZ=100) costs a
+ * few ns where bpf_ktime_get_ns costs 20-120 ns here (its TSC read waits for
+ * every load before it, the packet's included). It decides only denials that
+ * are certain with this much to spare; a deny time closer than that is left
+ * to the packet's clock. Were the coarse clock ever further behind, the cost
+ * would be packets denied up to that lag early, never one admitted.
+ */
+#define LL_COARSE_SLACK_NS 20000000ull
+
+/* 1 when the coarse clock alone shows that `until` has not come. */
+static __always_inline int coarse_before(struct pkt_meta *m, __u64 until)
+{
+	if (until <= LL_COARSE_SLACK_NS)
+		return 0;
+	if (!m->coarse)
+		m->coarse = bpf_ktime_get_coarse_ns();
+	return m->coarse < until - LL_COARSE_SLACK_NS;
+}
+
 static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg, struct pkt_meta *m,
 				       __u64 cost_s, int refund)
 {
@@ -329,6 +349,9 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 		sl->tokens -= cost_s;
 		return admit;
 	}
+	if (!refund && pool->gen == gen &&
+	    coarse_before(m, *(volatile __u64 *)&pool->empty_until_ns))
+		return LL_DENY;
 	now = meta_now(m);
 	if (!refund && pool->gen == gen && now < *(volatile __u64 *)&pool->empty_until_ns)
 		return LL_DENY;
@@ -356,9 +379,14 @@ static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg
 
 	if (cfg->key_mode == LL_KEY_NONE)
 		return pool_charge(id, cfg, m, cost_s, refund);
-	now = meta_now(m);
 	key_build(&k, cfg, m);
-	b = bucket_get(&k, cfg, now, id, !refund);
+	b = bpf_map_lookup_elem(&ll_buckets, &k);
+	if (b && !refund && b->gen == cfg->gen &&
+	    coarse_before(m, *(volatile __u64 *)&b->deny_until_ns))
+		return 0;
+	now = meta_now(m);
+	if (!b)
+		b = bucket_create(&k, cfg, now, id, !refund);
 	if (!b)
 		return 0;
 	return bucket_charge(b, cfg, now, cost_s, refund);

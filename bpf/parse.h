@@ -45,7 +45,8 @@ struct pkt_meta {
 	__u8 pad0;
 	__u32 len; /* frame length, the cost of a packet in bytes mode */
 	__u32 pad1;
-	__u64 now; /* clock, read by the first limit that needs it; 0 = not yet */
+	__u64 now;    /* clock, read by the first limit that needs it; 0 = not yet */
+	__u64 coarse; /* coarse clock, read by the first deny-hint check; 0 = not yet */
 };
 
 static __always_inline void set_v4_mapped(__u32 *a, __be32 v4)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -1497,6 +1498,47 @@ static void test_deny_hint_never_overdenies(void **state)
 	assert_int_equal(b.deny_until_ns, 0); /* cleared by the admission */
 }
 
+/* The hint is first read against the coarse clock, which lags the packet's
+ * clock by up to a tick: a hint that has just passed must not deny (the
+ * coarse clock alone would still be before it), and one far ahead denies
+ * without the lock (the bucket is left as it was, not settled).
+ */
+static void test_deny_hint_coarse_clock(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_key k;
+	struct ll_bucket b, after;
+	struct ll_limit_cfg cfg;
+	struct timespec ts;
+	struct pkt p;
+	uint64_t now;
+
+	assert_int_equal(apply_one(fx, 1, "key: src-ip, rate: 1, burst: 1"), 0);
+	hx_limit(fx, "l", &cfg);
+	hx_udp4(&p, "198.18.0.10", D4, 1000, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS); /* creates the bucket */
+	k = hx_key_addr(cfg.uid, 4, "198.18.0.10", 32);
+
+	/* A full bucket whose hint passed 1 us ago: the packet can pay. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = ts.tv_sec * 1000000000ull + ts.tv_nsec;
+	b = (struct ll_bucket){.gen = cfg.gen, .tokens = cfg.burst_s, .last_ns = now,
+			       .deny_until_ns = now - 1000};
+	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
+
+	/* An empty bucket, next token 1 s away: denied without settling. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = ts.tv_sec * 1000000000ull + ts.tv_nsec;
+	b = (struct ll_bucket){.gen = cfg.gen, .tokens = 0, .last_ns = now - 5000000,
+			       .deny_until_ns = now + 1000000000ull};
+	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP);
+	assert_int_equal(hx_bucket(fx, &k, &after), 0);
+	assert_int_equal(after.last_ns, b.last_ns);
+	assert_int_equal(after.deny_until_ns, b.deny_until_ns);
+}
+
 /* Bytes mode: a denied large packet must not make a smaller one that the
  * bucket can still pay drop on the lock-free path.
  */
@@ -1555,6 +1597,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_deny_hint_never_overdenies, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_deny_hint_bytes_smaller_packet_passes, hx_setup,
 					    hx_teardown),
+	    T(test_deny_hint_coarse_clock),
 	};
 
 	return cmocka_run_group_tests_name("datapath", tests, NULL, NULL);
