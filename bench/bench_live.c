@@ -613,10 +613,10 @@ static void sample(struct sample *s, const struct dut *d, const struct gen *g, p
  */
 static int buckets_dump(const struct dut *d, const char *path)
 {
-	struct ll_key k, next;
+	int fds[2] = {d->dp.buckets_fd, d->dp.flow_buckets_fd};
+	struct ll_flow_key next, fk; /* room for either key kind */
 	struct ll_bucket b;
 	char a[INET_ADDRSTRLEN];
-	void *prev = NULL;
 	FILE *f;
 	int n = 0;
 
@@ -625,16 +625,23 @@ static int buckets_dump(const struct dut *d, const char *path)
 	f = fopen(path, "w");
 	if (!f)
 		return -errno;
-	while (!bpf_map_get_next_key(d->dp.buckets_fd, prev, &next)) {
-		k = next;
-		prev = &k;
-		if (k.limit_uid != d->client_uid || k.family != 4 ||
-		    bpf_map_lookup_elem(d->dp.buckets_fd, &k, &b))
-			continue;
-		inet_ntop(AF_INET, &k.addr[3], a, sizeof(a));
-		fprintf(f, "%s %u %llu %llu\n", a, ntohs(k.sport), (unsigned long long)b.last_ns,
-			(unsigned long long)b.tokens);
-		n++;
+	for (int m = 0; m < 2; m++) {
+		void *prev = NULL;
+
+		while (!bpf_map_get_next_key(fds[m], prev, &next)) {
+			struct ll_key k;
+
+			fk = next;
+			prev = &fk;
+			memcpy(&k, &fk, sizeof(k));
+			if (k.limit_uid != d->client_uid || k.family != 4 ||
+			    bpf_map_lookup_elem(fds[m], &fk, &b))
+				continue;
+			inet_ntop(AF_INET, m ? &fk.addr[3] : &k.addr[3], a, sizeof(a));
+			fprintf(f, "%s %u %llu %llu\n", a, m ? ntohs(fk.sport) : 0,
+				(unsigned long long)b.last_ns, (unsigned long long)b.tokens);
+			n++;
+		}
 	}
 	fclose(f);
 	return n;

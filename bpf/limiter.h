@@ -59,15 +59,20 @@ static __always_inline void key_build(struct ll_key *k, const struct ll_limit_cf
 		k->proto = m->proto;
 		k->dport = m->dport;
 		break;
-	case LL_KEY_FLOW:
-		k->family = m->family;
-		k->proto = m->proto;
-		k->sport = m->sport;
-		k->dport = m->dport;
-		__builtin_memcpy(k->addr, m->src, 16);
-		__builtin_memcpy(k->addr2, m->dst, 16);
-		break;
 	}
+}
+
+static __always_inline void flow_key_build(struct ll_flow_key *k, const struct ll_limit_cfg *cfg,
+					   const struct pkt_meta *m)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->limit_uid = cfg->uid;
+	k->family = m->family;
+	k->proto = m->proto;
+	k->sport = m->sport;
+	k->dport = m->dport;
+	__builtin_memcpy(k->addr, m->src, 16);
+	__builtin_memcpy(k->addr2, m->dst, 16);
 }
 
 /* Count a bucket created or a key sent to the overflow bucket: rare events,
@@ -92,7 +97,8 @@ static __always_inline void count_key_event(__u32 id, int overflow)
  * refund).
  */
 static __always_inline struct ll_bucket *
-bucket_create(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, __u32 id, int count)
+bucket_create(void *map, void *k, __u32 key_size, const struct ll_limit_cfg *cfg, __u64 now,
+	      __u32 id, int count)
 {
 	struct ll_bucket nb = {};
 	long err;
@@ -100,18 +106,20 @@ bucket_create(struct ll_key *k, const struct ll_limit_cfg *cfg, __u64 now, __u32
 	nb.gen = cfg->gen;
 	nb.tokens = cfg->burst_s;
 	nb.last_ns = now;
-	err = bpf_map_update_elem(&ll_buckets, k, &nb, BPF_NOEXIST);
+	err = bpf_map_update_elem(map, k, &nb, BPF_NOEXIST);
 	if (err == 0) {
 		if (count)
 			count_key_event(id, 0);
 	} else if (err != -EEXIST) { /* EEXIST: another CPU created it: use that one */
-		__builtin_memset(k, 0, sizeof(*k));
-		k->limit_uid = cfg->uid;
-		k->family = LL_OVERFLOW_FAMILY;
+		struct ll_key_head *head = k; /* both key kinds begin alike */
+
+		__builtin_memset(k, 0, key_size);
+		head->limit_uid = cfg->uid;
+		head->family = LL_OVERFLOW_FAMILY;
 		if (count)
 			count_key_event(id, 1);
 	}
-	return bpf_map_lookup_elem(&ll_buckets, k);
+	return bpf_map_lookup_elem(map, k);
 }
 
 /* The cheapest packet the limiter ever charges: an Ethernet header and a
@@ -366,6 +374,25 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 	return pool_take(pool, sl, &v, now, cost_s) ? admit : LL_DENY;
 }
 
+/* Charge the bucket of key k in map (ll_buckets or ll_flow_buckets). */
+static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 id,
+				      const struct ll_limit_cfg *cfg, struct pkt_meta *m,
+				      __u64 cost_s, int refund)
+{
+	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
+	__u64 now;
+
+	if (b && !refund && b->gen == cfg->gen &&
+	    coarse_before(m, *(volatile __u64 *)&b->deny_until_ns))
+		return 0;
+	now = meta_now(m);
+	if (!b)
+		b = bucket_create(map, k, key_size, cfg, now, id, !refund);
+	if (!b)
+		return 0;
+	return bucket_charge(b, cfg, now, cost_s, refund);
+}
+
 /* Debit (or with refund, give back) one limit for packet m. Returns an
  * enum ll_verdict. A packet that can find no state is denied: the limiter
  * never admits because it lost track.
@@ -373,23 +400,18 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg,
 					struct pkt_meta *m, __u64 cost_s, int refund)
 {
-	struct ll_key k;
-	struct ll_bucket *b;
-	__u64 now;
-
 	if (cfg->key_mode == LL_KEY_NONE)
 		return pool_charge(id, cfg, m, cost_s, refund);
+	if (cfg->key_mode == LL_KEY_FLOW) {
+		struct ll_flow_key fk;
+
+		flow_key_build(&fk, cfg, m);
+		return key_charge(&ll_flow_buckets, &fk, sizeof(fk), id, cfg, m, cost_s, refund);
+	}
+	struct ll_key k;
+
 	key_build(&k, cfg, m);
-	b = bpf_map_lookup_elem(&ll_buckets, &k);
-	if (b && !refund && b->gen == cfg->gen &&
-	    coarse_before(m, *(volatile __u64 *)&b->deny_until_ns))
-		return 0;
-	now = meta_now(m);
-	if (!b)
-		b = bucket_create(&k, cfg, now, id, !refund);
-	if (!b)
-		return 0;
-	return bucket_charge(b, cfg, now, cost_s, refund);
+	return key_charge(&ll_buckets, &k, sizeof(k), id, cfg, m, cost_s, refund);
 }
 
 #endif /* LEASELINE_LIMITER_H */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Maps of the leaseline datapath, all with BTF and pinned by name under the
- * agent's pin directory (docs/maps.md describes each). ll_buckets' size is
- * set by the agent from max-keys before load.
+ * agent's pin directory (docs/maps.md describes each). The sizes of
+ * ll_buckets and ll_flow_buckets are set by the agent from max-keys before
+ * load.
  */
 #ifndef LEASELINE_MAPS_H
 #define LEASELINE_MAPS_H
@@ -38,6 +39,18 @@ struct {
 	__type(value, struct ll_bucket);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_buckets SEC(".maps");
+
+/* Flow keys are many and short-lived, and most policies have none: this map
+ * takes memory as keys arrive instead of preallocating max-keys of them.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LL_DEFAULT_MAX_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ll_flow_key);
+	__type(value, struct ll_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_flow_buckets SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -141,21 +141,54 @@ struct ll_state {
 	__u64 netns_ino; /* network namespace the ifindexes belong to */
 };
 
-/* Bucket key for per-key limits. Fields unused by the key mode are zero. */
+/* Bucket key of src-ip, dst-ip and dst-port limits, in ll_buckets. Every
+ * lookup hashes and compares the whole key, so it is kept to 24 bytes and
+ * flow keys, which need both addresses, live in their own map. Fields unused
+ * by the key mode are zero.
+ */
 struct ll_key {
 	__u32 limit_uid; /* ll_limit_cfg.uid: a reused limit id never inherits buckets */
-	__u8 proto;	 /* dst-port and flow */
-	__u8 family;	 /* 4 or 6; 0 for dst-port */
-	__u16 sport;	 /* flow only, network order */
-	__u16 dport;	 /* dst-port and flow, network order */
-	__u16 pad0;
-	__u32 addr[4];	/* src or dst address (prefix-masked); flow: source */
-	__u32 addr2[4]; /* flow: destination */
+	__u8 proto;	 /* dst-port */
+	__u8 family;	 /* 4 or 6; 0 for dst-port; LL_OVERFLOW_FAMILY */
+	__u16 dport;	 /* dst-port, network order */
+	__u32 addr[4];	 /* src or dst address (prefix-masked; IPv4 as ::ffff:a.b.c.d) */
 };
 
-/* Where keys go when ll_buckets is full: one shared, pre-created bucket per
- * limit (family LL_OVERFLOW_FAMILY, all else zero). Sharing is conservative:
- * no key ever gets a fresh burst because the map was full.
+/* Bucket key of flow limits, in ll_flow_buckets: 44 bytes. The first 8 bytes
+ * are laid out as in ll_key, so code that only needs the limit and the
+ * family reads either kind alike.
+ */
+struct ll_flow_key {
+	__u32 limit_uid;
+	__u8 proto;
+	__u8 family;
+	__u16 dport;
+	__u16 sport;
+	__u16 pad0;
+	__u32 addr[4];	/* source */
+	__u32 addr2[4]; /* destination */
+};
+
+/* The first 8 bytes of both key kinds: what the reaper and status read. */
+struct ll_key_head {
+	__u32 limit_uid;
+	__u8 proto;
+	__u8 family;
+	__u16 dport;
+};
+
+_Static_assert(sizeof(struct ll_key) == 24, "ll_key is hashed on every lookup: keep it small");
+_Static_assert(sizeof(struct ll_flow_key) == 44, "ll_flow_key layout");
+_Static_assert(__builtin_offsetof(struct ll_flow_key, family) ==
+			   __builtin_offsetof(struct ll_key_head, family) &&
+		       __builtin_offsetof(struct ll_key, family) ==
+			   __builtin_offsetof(struct ll_key_head, family),
+	       "both key kinds begin like ll_key_head");
+
+/* Where keys go when their bucket map is full: one shared, pre-created
+ * bucket per limit (family LL_OVERFLOW_FAMILY, all else zero), in the map of
+ * the limit's key mode. Sharing is conservative: no key ever gets a fresh
+ * burst because the map was full.
  */
 #define LL_OVERFLOW_FAMILY 0xff
 

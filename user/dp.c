@@ -31,7 +31,7 @@ uint64_t dp_now_ns(void)
 
 static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
 {
-	static struct bpf_map *maps[10];
+	static struct bpf_map *maps[11];
 
 	maps[0] = s->maps.ll_policy;
 	maps[1] = s->maps.ll_state;
@@ -43,7 +43,8 @@ static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
 	maps[7] = s->maps.ll_parse_stats;
 	maps[8] = s->maps.ll_leases;
 	maps[9] = s->maps.ll_fence;
-	*n = 10;
+	maps[10] = s->maps.ll_flow_buckets;
+	*n = 11;
 	return maps;
 }
 
@@ -118,8 +119,11 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 		for (size_t i = 0; i < n; i++)
 			bpf_map__set_pin_path(maps[i], NULL);
 	/* One overflow bucket per limit comes on top of max-keys. */
-	if (opts->max_keys)
+	if (opts->max_keys) {
 		bpf_map__set_max_entries(dp->skel->maps.ll_buckets, opts->max_keys + LL_MAX_LIMITS);
+		bpf_map__set_max_entries(dp->skel->maps.ll_flow_buckets,
+					 opts->max_keys + LL_MAX_LIMITS);
+	}
 
 	err = leaseline_bpf__load(dp->skel);
 	if (err) {
@@ -131,6 +135,7 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->policy_fd = bpf_map__fd(dp->skel->maps.ll_policy);
 	dp->state_fd = bpf_map__fd(dp->skel->maps.ll_state);
 	dp->buckets_fd = bpf_map__fd(dp->skel->maps.ll_buckets);
+	dp->flow_buckets_fd = bpf_map__fd(dp->skel->maps.ll_flow_buckets);
 	dp->pools_fd = bpf_map__fd(dp->skel->maps.ll_pools);
 	dp->slices_fd = bpf_map__fd(dp->skel->maps.ll_slices);
 	dp->limit_stats_fd = bpf_map__fd(dp->skel->maps.ll_limit_stats);
@@ -194,6 +199,8 @@ static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 				    .tokens = l->scope == LL_SCOPE_GLOBAL ? 0 : l->burst_s,
 				    .last_ns = now};
 		struct ll_key k = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
+		struct ll_flow_key fk = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
+		int flow = l->key_mode == LL_KEY_FLOW;
 
 		if (!l->in_use || (prev->limits[id].in_use && prev->limits[id].uid == l->uid))
 			continue;
@@ -203,7 +210,9 @@ static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 		if (bpf_map_update_elem(dp->limit_stats_fd, &id, zero_stats, BPF_ANY))
 			return -errno;
 		if (l->key_mode != LL_KEY_NONE &&
-		    bpf_map_update_elem(dp->buckets_fd, &k, &b, BPF_NOEXIST) && errno != EEXIST)
+		    bpf_map_update_elem(flow ? dp->flow_buckets_fd : dp->buckets_fd,
+					flow ? (void *)&fk : (void *)&k, &b, BPF_NOEXIST) &&
+		    errno != EEXIST)
 			return -errno;
 	}
 	return 0;
@@ -320,7 +329,7 @@ enum reap_class { REAP_KEEP, REAP_IDLE, REAP_GONE };
 /* A bucket deleted now would come back full on the next packet; delete only
  * when it is full anyway (REAP_IDLE) or its limit is gone (REAP_GONE).
  */
-static enum reap_class bucket_class(const struct ll_policy *pol, const struct ll_key *k,
+static enum reap_class bucket_class(const struct ll_policy *pol, const struct ll_key_head *k,
 				    const struct ll_bucket *b, uint64_t now)
 {
 	for (int i = 0; i < LL_MAX_LIMITS; i++) {
@@ -339,33 +348,36 @@ static enum reap_class bucket_class(const struct ll_policy *pol, const struct ll
 	return REAP_GONE;
 }
 
+/* Keys of one bucket map, key_size bytes each. */
 struct reap_list {
-	struct ll_key *keys;
-	size_t n, cap;
+	unsigned char *keys;
+	size_t n, cap, key_size;
 };
 
-static int reap_list_add(struct reap_list *l, const struct ll_key *k)
+static int reap_list_add(struct reap_list *l, const void *k)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 1024;
-		struct ll_key *nk = realloc(l->keys, cap * sizeof(*nk));
+		unsigned char *nk = realloc(l->keys, cap * l->key_size);
 
 		if (!nk)
 			return -ENOMEM;
 		l->keys = nk;
 		l->cap = cap;
 	}
-	l->keys[l->n++] = *k;
+	memcpy(l->keys + l->n++ * l->key_size, k, l->key_size);
 	return 0;
 }
 
-/* One pass with batched lookups: classify every bucket, count them all. */
-static int reap_scan(struct dp *dp, const struct ll_policy *pol, uint64_t now,
+/* One pass over one bucket map with batched lookups: classify every bucket,
+ * count them all.
+ */
+static int reap_scan(int fd, size_t key_size, const struct ll_policy *pol, uint64_t now,
 		     struct reap_list *idle, struct reap_list *gone, size_t *total)
 {
-	struct ll_key *keys = calloc(REAP_BATCH, sizeof(*keys));
+	unsigned char *keys = calloc(REAP_BATCH, key_size);
 	struct ll_bucket *vals = calloc(REAP_BATCH, sizeof(*vals));
-	struct ll_key batch_out;
+	struct ll_flow_key batch_out; /* the larger key */
 	void *in = NULL;
 	int err = 0;
 
@@ -376,19 +388,20 @@ static int reap_scan(struct dp *dp, const struct ll_policy *pol, uint64_t now,
 	}
 	for (;;) {
 		__u32 cnt = REAP_BATCH;
-		int r = bpf_map_lookup_batch(dp->buckets_fd, in, &batch_out, keys, vals, &cnt, &bo);
+		int r = bpf_map_lookup_batch(fd, in, &batch_out, keys, vals, &cnt, &bo);
 
 		if (r && errno != ENOENT) {
 			err = -errno;
 			break;
 		}
 		for (__u32 i = 0; i < cnt && !err; i++) {
-			enum reap_class c = bucket_class(pol, &keys[i], &vals[i], now);
+			const void *k = keys + i * key_size;
+			enum reap_class c = bucket_class(pol, k, &vals[i], now);
 
 			if (c == REAP_IDLE)
-				err = reap_list_add(idle, &keys[i]);
+				err = reap_list_add(idle, k);
 			else if (c == REAP_GONE)
-				err = reap_list_add(gone, &keys[i]);
+				err = reap_list_add(gone, k);
 		}
 		*total += cnt;
 		if (r || err)
@@ -406,33 +419,43 @@ static int reap_delete(int fd, const struct reap_list *l)
 	int n = 0;
 
 	for (size_t i = 0; i < l->n; i++)
-		n += !bpf_map_delete_elem(fd, &l->keys[i]);
+		n += !bpf_map_delete_elem(fd, l->keys + i * l->key_size);
 	return n;
+}
+
+/* Reap one bucket map. Returns how many buckets it deleted, or -errno. */
+static int reap_map(int fd, const struct bpf_map *map, const struct ll_policy *pol, uint64_t now)
+{
+	size_t ks = bpf_map__key_size(map), total = 0;
+	struct reap_list idle = {.key_size = ks}, gone = {.key_size = ks};
+	int err = reap_scan(fd, ks, pol, now, &idle, &gone, &total);
+
+	if (!err) {
+		err = reap_delete(fd, &gone);
+		if (total << REAP_PRESSURE_SHIFT > bpf_map__max_entries(map) * REAP_PRESSURE_NUM)
+			err += reap_delete(fd, &idle);
+	}
+	free(idle.keys);
+	free(gone.keys);
+	return err;
 }
 
 int dp_buckets_reap(struct dp *dp, uint64_t now)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
-	struct reap_list idle = {}, gone = {};
-	size_t total = 0, max;
-	int err;
+	int err, n = 0;
 
 	if (!pol)
 		return -ENOMEM;
 	err = dp_policy_read(dp->policy_fd, dp->state_fd, pol);
 	if (!err)
-		err = reap_scan(dp, pol, now, &idle, &gone, &total);
-	if (err)
-		goto out;
-	max = bpf_map__max_entries(dp->skel->maps.ll_buckets);
-	err = reap_delete(dp->buckets_fd, &gone);
-	if (total << REAP_PRESSURE_SHIFT > max * REAP_PRESSURE_NUM)
-		err += reap_delete(dp->buckets_fd, &idle);
-out:
-	free(idle.keys);
-	free(gone.keys);
+		err = reap_map(dp->buckets_fd, dp->skel->maps.ll_buckets, pol, now);
+	if (err >= 0) {
+		n = err;
+		err = reap_map(dp->flow_buckets_fd, dp->skel->maps.ll_flow_buckets, pol, now);
+	}
 	free(pol);
-	return err;
+	return err < 0 ? err : n + err;
 }
 
 int dp_fence_read(struct dp *dp, struct ll_fence *f)

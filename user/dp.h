@@ -18,7 +18,9 @@ struct leaseline_bpf;
 struct dp {
 	struct leaseline_bpf *skel;
 	int prog_fd;
-	int policy_fd, state_fd, buckets_fd, pools_fd, slices_fd;
+	int policy_fd, state_fd, pools_fd, slices_fd;
+	int buckets_fd;	     /* ll_buckets: src-ip, dst-ip, dst-port keys (struct ll_key) */
+	int flow_buckets_fd; /* ll_flow_buckets: flow keys (struct ll_flow_key) */
 	int limit_stats_fd, rule_stats_fd, parse_stats_fd;
 	int leases_fd, fence_fd;
 	int rcu_fd; /* map-in-map whose update waits for an RCU grace period */
@@ -27,7 +29,7 @@ struct dp {
 
 struct dp_opts {
 	const char *pin_dir; /* NULL: no pinning (tests, benchmarks) */
-	uint32_t max_keys;   /* ll_buckets size; 0 keeps the object's default */
+	uint32_t max_keys;   /* size of each bucket map; 0 keeps the object's default */
 };
 
 int dp_open(struct dp *dp, const struct dp_opts *opts);
@@ -43,10 +45,10 @@ int dp_policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_
 int dp_state_read(int state_fd, struct ll_state *st);
 int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol);
 
-/* Delete buckets of limits no longer in the policy and, once the map is more
- * than half full, buckets idle long enough to be full again (deleting those
- * changes nothing: a new bucket starts full). Returns the number deleted or
- * a negative errno.
+/* In both bucket maps: delete buckets of limits no longer in the policy
+ * and, once the map is more than half full, buckets idle long enough to be
+ * full again (deleting those changes nothing: a new bucket starts full).
+ * Returns the number deleted or a negative errno.
  */
 int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
 

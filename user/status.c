@@ -23,7 +23,7 @@
 #include "tb_math.h"
 
 struct pinned {
-	int state, policy, buckets, limit_stats, rule_stats, parse_stats, leases, fence;
+	int state, policy, buckets, flow_buckets, limit_stats, rule_stats, parse_stats, leases, fence;
 };
 
 static int pinned_open(const char *dir, struct pinned *p)
@@ -33,7 +33,8 @@ static int pinned_open(const char *dir, struct pinned *p)
 		int *fd;
 	} maps[] = {
 	    {"ll_state", &p->state},	       {"ll_policy", &p->policy},
-	    {"ll_buckets", &p->buckets},       {"ll_limit_stats", &p->limit_stats},
+	    {"ll_buckets", &p->buckets},       {"ll_flow_buckets", &p->flow_buckets},
+	    {"ll_limit_stats", &p->limit_stats},
 	    {"ll_rule_stats", &p->rule_stats}, {"ll_parse_stats", &p->parse_stats},
 	    {"ll_leases", &p->leases},	       {"ll_fence", &p->fence},
 	};
@@ -53,20 +54,23 @@ static int pinned_open(const char *dir, struct pinned *p)
 	return 0;
 }
 
-/* Keys per limit uid, by walking ll_buckets once. */
+/* Add the keys of one bucket map (ll_buckets or ll_flow_buckets, whose keys
+ * begin alike) to their limits' counts, walking the map once.
+ */
 static void count_keys(int fd, const struct ll_policy *pol, uint64_t keys[LL_MAX_LIMITS])
 {
-	struct ll_key k, next;
+	struct ll_flow_key k, next; /* room for either kind */
+	struct ll_key_head h;
 	bool more = !bpf_map_get_next_key(fd, NULL, &next);
 
-	memset(keys, 0, LL_MAX_LIMITS * sizeof(keys[0]));
 	while (more) {
 		k = next;
 		more = !bpf_map_get_next_key(fd, &k, &next);
-		if (k.family == LL_OVERFLOW_FAMILY)
+		memcpy(&h, &k, sizeof(h));
+		if (h.family == LL_OVERFLOW_FAMILY)
 			continue;
 		for (int i = 0; i < LL_MAX_LIMITS; i++)
-			if (pol->limits[i].in_use && pol->limits[i].uid == k.limit_uid)
+			if (pol->limits[i].in_use && pol->limits[i].uid == h.limit_uid)
 				keys[i]++;
 	}
 }
@@ -191,7 +195,7 @@ static void print_parse(struct out *o, const struct pinned *p)
 
 int status_print(const char *pin_dir, bool json)
 {
-	struct pinned p = {-1, -1, -1, -1, -1, -1, -1, -1};
+	struct pinned p = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
 	uint64_t keys[LL_MAX_LIMITS];
 	struct ll_state st;
@@ -207,7 +211,9 @@ int status_print(const char *pin_dir, bool json)
 		err = dp_policy_read(p.policy, p.state, pol);
 	if (err)
 		goto out;
+	memset(keys, 0, sizeof(keys));
 	count_keys(p.buckets, pol, keys);
+	count_keys(p.flow_buckets, pol, keys);
 
 	out_init(&o, stdout, json);
 	out_obj_begin(&o, NULL);

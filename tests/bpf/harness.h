@@ -351,19 +351,36 @@ static inline int hx_bucket(struct fx *fx, const struct ll_key *k, struct ll_buc
 	return 0;
 }
 
-/* Buckets of limit uid (overflow bucket excluded). */
-static inline int hx_count_buckets(struct fx *fx, uint32_t uid)
+/* The same for a flow key, in ll_flow_buckets. */
+static inline int hx_flow_bucket(struct fx *fx, const struct ll_flow_key *k, struct ll_bucket *b)
 {
-	struct ll_key k, next;
+	memset(b, 0, sizeof(*b));
+	if (bpf_map_lookup_elem_flags(fx->dp.flow_buckets_fd, k, b, BPF_F_LOCK))
+		return -errno;
+	return 0;
+}
+
+/* Buckets of limit uid in one bucket map (overflow bucket excluded). */
+static inline int hx_count_in(int fd, uint32_t uid)
+{
+	struct ll_flow_key k, next; /* room for either key kind */
+	struct ll_key_head h;
 	int n = 0;
-	bool more = !bpf_map_get_next_key(fx->dp.buckets_fd, NULL, &next);
+	bool more = !bpf_map_get_next_key(fd, NULL, &next);
 
 	while (more) {
 		k = next;
-		more = !bpf_map_get_next_key(fx->dp.buckets_fd, &k, &next);
-		n += k.limit_uid == uid && k.family != LL_OVERFLOW_FAMILY;
+		more = !bpf_map_get_next_key(fd, &k, &next);
+		memcpy(&h, &k, sizeof(h));
+		n += h.limit_uid == uid && h.family != LL_OVERFLOW_FAMILY;
 	}
 	return n;
+}
+
+/* Buckets of limit uid in either map (overflow bucket excluded). */
+static inline int hx_count_buckets(struct fx *fx, uint32_t uid)
+{
+	return hx_count_in(fx->dp.buckets_fd, uid) + hx_count_in(fx->dp.flow_buckets_fd, uid);
 }
 
 /* Key none: the shared pool and what every CPU's slice holds for generation gen. */

@@ -594,7 +594,7 @@ static void test_flow(void **state)
 	struct fx *fx = FX(state);
 	struct ll_limit_cfg cfg;
 	struct ll_bucket b;
-	struct ll_key k;
+	struct ll_flow_key k;
 	struct pkt p;
 	uint64_t t0 = dp_now_ns();
 
@@ -627,7 +627,10 @@ static void test_flow(void **state)
 	k.dport = htons(53);
 	hx_v4_mapped(k.addr, S4, 32);
 	hx_v4_mapped(k.addr2, D4, 32);
-	assert_int_equal(hx_bucket(fx, &k, &b), 0);
+	assert_int_equal(hx_flow_bucket(fx, &k, &b), 0);
+	/* Flow keys live apart from the 24-byte keys of the other modes. */
+	assert_int_equal(hx_count_in(fx->dp.flow_buckets_fd, cfg.uid), 8);
+	assert_int_equal(hx_count_in(fx->dp.buckets_fd, cfg.uid), 0);
 	assert_in_range(b.tokens, 0, hx_refill_max(1, t0, b.last_ns));
 }
 
@@ -908,23 +911,28 @@ static int overflow_setup(void **state)
 	return hx_setup_keys(state, OVERFLOW_MAX_KEYS);
 }
 
-static void test_overflow_bucket(void **state)
+/* flow: the same with flow keys, which live in ll_flow_buckets (not
+ * preallocated: the map refuses a key past max_entries all the same).
+ */
+static void overflow_case(struct fx *fx, int flow)
 {
-	struct fx *fx = FX(state);
 	struct ll_limit_stats st;
 	struct ll_limit_cfg cfg;
 	struct ll_bucket b;
-	struct ll_key k;
+	struct ll_flow_key k; /* room for either key kind; both begin alike */
+	struct ll_key_head *h = (struct ll_key_head *)&k;
 	struct pkt p;
 	uint64_t t0 = dp_now_ns();
 	int own = 0, shared = 0;
 
-	assert_int_equal(apply_one(fx, 1, "key: src-ip, rate: 1, burst: 2"), 0);
+	assert_int_equal(apply_one(fx, 1, flow ? "key: flow, rate: 1, burst: 2"
+					       : "key: src-ip, rate: 1, burst: 2"),
+			 0);
 	hx_limit(fx, "l", &cfg);
 	memset(&k, 0, sizeof(k));
-	k.limit_uid = cfg.uid;
-	k.family = LL_OVERFLOW_FAMILY;
-	assert_int_equal(hx_bucket(fx, &k, &b), 0);
+	h->limit_uid = cfg.uid;
+	h->family = LL_OVERFLOW_FAMILY;
+	assert_int_equal(flow ? hx_flow_bucket(fx, &k, &b) : hx_bucket(fx, (void *)&k, &b), 0);
 	assert_int_equal(b.tokens, cfg.burst_s);
 
 	/* max-keys plus one slot per possible limit: with one limit's overflow
@@ -934,8 +942,8 @@ static void test_overflow_bucket(void **state)
 	for (int i = 1; i <= OWN_KEYS + 6; i++) {
 		char src[32];
 
-		snprintf(src, sizeof(src), "198.18.%d.%d", i / 200, i % 200 + 1);
-		hx_udp4(&p, src, D4, 1, 53, 0);
+		snprintf(src, sizeof(src), "198.18.%d.%d", flow ? 0 : i / 200, flow ? 1 : i % 200 + 1);
+		hx_udp4(&p, src, D4, flow ? 1000 + i : 1, 53, 0);
 		if (i <= OWN_KEYS)
 			own += expect_burst(fx, &p, 3, 2, 1, t0);
 		else
@@ -948,8 +956,18 @@ static void test_overflow_bucket(void **state)
 	assert_int_equal(st.overflow_pkts, 18);
 	assert_int_equal(st.allowed_pkts, (uint64_t)(own + shared));
 	assert_int_equal(hx_count_buckets(fx, cfg.uid), OWN_KEYS);
-	assert_int_equal(hx_bucket(fx, &k, &b), 0);
+	assert_int_equal(flow ? hx_flow_bucket(fx, &k, &b) : hx_bucket(fx, (void *)&k, &b), 0);
 	assert_in_range(b.tokens, 0, hx_refill_max(1, t0, b.last_ns));
+}
+
+static void test_overflow_bucket(void **state)
+{
+	overflow_case(FX(state), 0);
+}
+
+static void test_overflow_flow_bucket(void **state)
+{
+	overflow_case(FX(state), 1);
 }
 
 /* Reaping deletes only buckets that are full again (or whose limit is
@@ -1583,6 +1601,7 @@ int main(void)
 	    T(test_port_range_and_proto),
 	    T(test_prefix_rules),
 	    cmocka_unit_test_setup_teardown(test_overflow_bucket, overflow_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_overflow_flow_bucket, overflow_setup, hx_teardown),
 	    T(test_reap_only_full_buckets),
 	    T(test_all_or_nothing),
 	    T(test_all_or_nothing_four_kinds),
