@@ -90,6 +90,24 @@ __noinline int ll_limit_charge(__u32 slot, __u32 id, __u32 refund, struct pkt_me
 	return limit_charge(id, cfg, m, tb_cost(cfg->unit, m->len), refund);
 }
 
+/* 1 when limit id's deny hint alone shows it will deny m: lets a rule with
+ * several limits drop a packet a later limit refuses without debiting and
+ * refunding the earlier ones. Global for the same reason as ll_limit_charge.
+ */
+__noinline int ll_limit_hinted(__u32 slot, __u32 id, struct pkt_meta *m)
+{
+	struct ll_policy *pol;
+
+	if (!m)
+		return 0;
+	slot &= LL_POLICY_SLOTS - 1;
+	id &= LL_MAX_LIMITS - 1;
+	pol = bpf_map_lookup_elem(&ll_policy, &slot);
+	if (!pol)
+		return 0;
+	return limit_hinted(&pol->limits[id], m);
+}
+
 /* Charge the limits of rule r in order. Enforced denial: undo the debits
  * already taken and attribute the drop to the denying limit. Shadow denial:
  * count it and go on. Returns XDP_PASS or XDP_DROP.
@@ -102,11 +120,24 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 	__u32 n = r->n_limits;
 	int i, j, denier = -1;
 
+	/* Several limits: a key already known to be refused (its deny hint,
+	 * lock-free) drops the packet before anything is debited. Under a
+	 * flood from one key this spares every other limit a debit and a
+	 * refund; an admitted packet pays one more lookup per per-key limit.
+	 */
+	if (n > 1) {
+#pragma unroll
+		for (i = 0; i < LL_MAX_RULE_LIMITS; i++)
+			if (i < n && denier < 0 &&
+			    ll_limit_hinted(slot, r->limit[i] & (LL_MAX_LIMITS - 1), m))
+				denier = i;
+	}
+
 #pragma unroll
 	for (i = 0; i < LL_MAX_RULE_LIMITS; i++) {
 		__u32 id = r->limit[i] & (LL_MAX_LIMITS - 1);
 
-		if (i >= n)
+		if (i >= n || denier >= 0)
 			break;
 		int v = ll_limit_charge(slot, id, 0, m);
 

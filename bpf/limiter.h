@@ -393,6 +393,33 @@ static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 
 	return bucket_charge(b, cfg, now, cost_s, refund);
 }
 
+/* 1 when the deny hint of m's bucket alone, read against the coarse clock,
+ * shows the limit will deny m (no lock, no debit, no bucket created).
+ */
+static __always_inline int key_hinted(void *map, void *k, const struct ll_limit_cfg *cfg,
+				      struct pkt_meta *m)
+{
+	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
+
+	return b && b->gen == cfg->gen && coarse_before(m, *(volatile __u64 *)&b->deny_until_ns);
+}
+
+static __always_inline int limit_hinted(const struct ll_limit_cfg *cfg, struct pkt_meta *m)
+{
+	if (cfg->key_mode == LL_KEY_NONE || cfg->mode == LL_MODE_SHADOW)
+		return 0;
+	if (cfg->key_mode == LL_KEY_FLOW) {
+		struct ll_flow_key fk;
+
+		flow_key_build(&fk, cfg, m);
+		return key_hinted(&ll_flow_buckets, &fk, cfg, m);
+	}
+	struct ll_key k;
+
+	key_build(&k, cfg, m);
+	return key_hinted(&ll_buckets, &k, cfg, m);
+}
+
 /* Debit (or with refund, give back) one limit for packet m. Returns an
  * enum ll_verdict. A packet that can find no state is denied: the limiter
  * never admits because it lost track.

@@ -1557,6 +1557,49 @@ static void test_deny_hint_coarse_clock(void **state)
 	assert_int_equal(after.deny_until_ns, b.deny_until_ns);
 }
 
+/* Several limits: a packet that a later limit's hint already refuses is
+ * dropped before the earlier limits are touched (no debit and refund: their
+ * buckets are not even settled), and the drop is the refusing limit's.
+ */
+static void test_deny_hint_precheck_spares_earlier_limits(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_cfg ca, cb;
+	struct ll_limit_stats sa, sb;
+	struct ll_bucket ba, ba2, bb;
+	struct ll_key ka, kb;
+	struct pkt p;
+
+	assert_int_equal(hx_apply(fx, "version: 1\n"
+				      "limits:\n"
+				      "  - {name: a, key: src-ip, rate: 1000, burst: 1000}\n"
+				      "  - {name: b, key: src-ip, rate: 1, burst: 1}\n"
+				      "rules:\n"
+				      "  - {name: r, limits: [a, b]}\n"),
+			 0);
+	hx_limit(fx, "a", &ca);
+	hx_limit(fx, "b", &cb);
+	ka = hx_key_addr(ca.uid, 4, S4, 32);
+	kb = hx_key_addr(cb.uid, 4, S4, 32);
+	hx_udp4(&p, S4, D4, 1, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS); /* both debited */
+	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* b refuses, sets its hint */
+	assert_int_equal(hx_bucket(fx, &kb, &bb), 0);
+	assert_true(bb.deny_until_ns > bb.last_ns);
+	assert_int_equal(hx_bucket(fx, &ka, &ba), 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* by b's hint alone */
+	assert_int_equal(hx_bucket(fx, &ka, &ba2), 0);
+	assert_int_equal(ba2.last_ns, ba.last_ns);
+	assert_int_equal(ba2.tokens, ba.tokens);
+	sa = hx_stats_of(fx, "a");
+	sb = hx_stats_of(fx, "b");
+	assert_int_equal(sa.allowed_pkts, 1);
+	assert_int_equal(sa.denied_pkts, 0);
+	assert_int_equal(sb.allowed_pkts, 1);
+	assert_int_equal(sb.denied_pkts, 2);
+	assert_int_equal(hx_rule_stats(fx, 0).dropped_pkts, 2);
+}
+
 /* Bytes mode: a denied large packet must not make a smaller one that the
  * bucket can still pay drop on the lock-free path.
  */
@@ -1617,6 +1660,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_deny_hint_bytes_smaller_packet_passes, hx_setup,
 					    hx_teardown),
 	    T(test_deny_hint_coarse_clock),
+	    T(test_deny_hint_precheck_spares_earlier_limits),
 	};
 
 	return cmocka_run_group_tests_name("datapath", tests, NULL, NULL);
