@@ -647,10 +647,58 @@ static int buckets_dump(const struct dut *d, const char *path)
 	return n;
 }
 
+/* The state of the DUT's CPU as user space sees it, right after a run: the
+ * cost of a CLOCK_MONOTONIC read (vDSO: a TSC read) and of one dependent
+ * load from a 32 MiB buffer. This shared VM moves between states that double
+ * the cost of some DUT configurations for tens of seconds at a time; these
+ * two figures on every line show which state a run met.
+ */
+#define PROBE_WORDS (4u << 20) /* 32 MiB of size_t */
+#define PROBE_STEPS 400000
+#define PROBE_READS 400000
+
+static void machine_probe(int cpu, double *clock_ns, double *mem_ns)
+{
+	size_t *next = malloc(PROBE_WORDS * sizeof(*next)), i, j, t, at = 0;
+	cpu_set_t old;
+	struct timespec ts;
+	volatile uint64_t sink = 0;
+	double t0;
+
+	*clock_ns = *mem_ns = -1;
+	if (!next || sched_getaffinity(0, sizeof(old), &old) || pin_cpu(0, cpu)) {
+		free(next);
+		return;
+	}
+	/* One cycle through every word, in random order (Sattolo). */
+	for (i = 0; i < PROBE_WORDS; i++)
+		next[i] = i;
+	srand(1);
+	for (i = PROBE_WORDS - 1; i > 0; i--) {
+		j = ((size_t)rand() << 16 ^ (size_t)rand()) % i;
+		t = next[i];
+		next[i] = next[j];
+		next[j] = t;
+	}
+	t0 = now_s();
+	for (i = 0; i < PROBE_READS; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		sink += ts.tv_nsec;
+	}
+	*clock_ns = (now_s() - t0) * 1e9 / PROBE_READS;
+	t0 = now_s();
+	for (i = 0; i < PROBE_STEPS; i++)
+		at = next[at];
+	*mem_ns = (now_s() - t0) * 1e9 / PROBE_STEPS;
+	sink += at;
+	sched_setaffinity(0, sizeof(old), &old);
+	free(next);
+}
+
 /* One line of figures for the measurement between samples a and b. */
 static void report(const struct opts *o, const char *phase, const struct dut *d,
 		   const struct gen *g, pid_t napi, const struct sample *s0, const struct sample *a,
-		   const struct sample *b)
+		   const struct sample *b, double clock_ns, double mem_ns)
 {
 	double dt = b->t - a->t, pkts = (double)(b->dut_pkts - a->dut_pkts);
 	double napi_ns = (double)(b->napi_ns - a->napi_ns), busy = napi_ns / (dt * 1e9);
@@ -667,7 +715,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	       "ring_loss=%.4f allowed=%llu denied=%llu admit_frac=%.4f prog_ns_per_pkt=%.1f "
 	       "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
 	       "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
-	       "gen_held=%llu gen_resyncs=%llu\n",
+	       "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f\n",
 	       o->label, phase, prog_names[o->prog], o->keys, o->flow ? "flow" : "src-ip",
 	       o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
 	       (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
@@ -683,7 +731,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	       (unsigned long long)tot.overflow, a->t - s0->t, (int)napi, s0->t * 1e9,
 	       (unsigned long long)g->skel->bss->tg_first_ns, b->t * 1e9,
 	       (unsigned long long)g->skel->bss->tg_held,
-	       (unsigned long long)g->skel->bss->tg_resyncs);
+	       (unsigned long long)g->skel->bss->tg_resyncs, clock_ns, mem_ns);
 	fflush(stdout);
 }
 
@@ -847,6 +895,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 int main(int argc, char **argv)
 {
 	struct sample s0, s1, s2;
+	double clock_ns, mem_ns;
 	uint8_t gen_mac[ETH_ALEN], dut_mac[ETH_ALEN];
 	int gen_ifindex, dut_ifindex, stats_fd = -1, err, attached = 0, gen_running = 0;
 	uint32_t csum_base, n_src;
@@ -973,7 +1022,8 @@ int main(int argc, char **argv)
 		err = -EINTR;
 		goto out;
 	}
-	report(&o, o.window ? "win" : "open", &d, &g, napi, &s0, &s1, &s2);
+	machine_probe(o.dut_cpu, &clock_ns, &mem_ns);
+	report(&o, o.window ? "win" : "open", &d, &g, napi, &s0, &s1, &s2, clock_ns, mem_ns);
 	err = 0;
 	if (o.dump && d.dp.skel) {
 		int n = buckets_dump(&d, o.dump);

@@ -63,8 +63,9 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
     if not any(p == phase for _, _, p in tput):
         continue
     print("-- %s: medians over repetitions (min-max of DUT ns/pkt)" % title)
-    print("%-10s %8s %3s %10s %11s %8s %6s %6s %7s %6s %8s" % ("config", "keys", "n",
-          "DUT ns/pkt", "(min-max)", "DUT Mpps", "busy", "other", "admit", "loss", "prog ns"))
+    print("%-10s %8s %3s %10s %11s %8s %6s %6s %7s %6s %8s %6s %6s" % ("config", "keys", "n",
+          "DUT ns/pkt", "(min-max)", "DUT Mpps", "busy", "other", "admit", "loss", "prog ns",
+          "clk ns", "mem ns"))
     for k in keys:
         for c in cfgs:
             rs = tput.get((c, k, phase))
@@ -72,11 +73,13 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
                 continue
             ns = [float(r["napi_ns_per_pkt"]) for r in rs]
             st = stats.get((c, k, phase))
-            print("%-10s %8d %3d %10.1f %5.0f-%-5.0f %8.3f %6.2f %6.2f %7s %6.3f %8s" % (
+            host = lambda f: "%.0f" % med(rs, f) if all(f in r for r in rs) else "-"
+            print("%-10s %8d %3d %10.1f %5.0f-%-5.0f %8.3f %6.2f %6.2f %7s %6.3f %8s %6s %6s" % (
                 c, k, len(rs), statistics.median(ns), min(ns), max(ns),
                 med(rs, "dut_pps") / 1e6, med(rs, "napi_busy"), med(rs, "cpu_other"),
                 "%.4f" % max(med(rs, "admit_frac"), 0) if c.startswith("ll") else "-",
-                med(rs, "ring_loss"), "%.1f" % st if st is not None else "-"))
+                med(rs, "ring_loss"), "%.1f" % st if st is not None else "-",
+                host("host_clock_ns"), host("host_mem_ns")))
     print()
     def ratio(a, b, k):
         # Median over repetitions of the ratio within each repetition: the
