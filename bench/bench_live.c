@@ -648,16 +648,18 @@ static int buckets_dump(const struct dut *d, const char *path)
 }
 
 /* The state of the DUT's CPU as user space sees it, right after a run: the
- * cost of a CLOCK_MONOTONIC read (vDSO: a TSC read) and of one dependent
- * load from a 32 MiB buffer. This shared VM moves between states that double
- * the cost of some DUT configurations for tens of seconds at a time; these
- * two figures on every line show which state a run met.
+ * cost of a CLOCK_MONOTONIC read (vDSO: a TSC read), of one dependent load
+ * from a 32 MiB buffer, and of a round of 64-bit multiplies. This shared VM
+ * moves between states that double the cost of some DUT configurations for
+ * tens of seconds at a time; these figures on every line are there to show
+ * which state a run met.
  */
 #define PROBE_WORDS (4u << 20) /* 32 MiB of size_t */
 #define PROBE_STEPS 400000
 #define PROBE_READS 400000
+#define PROBE_ALU   20000000
 
-static void machine_probe(int cpu, double *clock_ns, double *mem_ns)
+static void machine_probe(int cpu, double *clock_ns, double *mem_ns, double *alu_ns)
 {
 	size_t *next = malloc(PROBE_WORDS * sizeof(*next)), i, j, t, at = 0;
 	cpu_set_t old;
@@ -665,7 +667,7 @@ static void machine_probe(int cpu, double *clock_ns, double *mem_ns)
 	volatile uint64_t sink = 0;
 	double t0;
 
-	*clock_ns = *mem_ns = -1;
+	*clock_ns = *mem_ns = *alu_ns = -1;
 	if (!next || sched_getaffinity(0, sizeof(old), &old) || pin_cpu(0, cpu)) {
 		free(next);
 		return;
@@ -691,6 +693,24 @@ static void machine_probe(int cpu, double *clock_ns, double *mem_ns)
 		at = next[at];
 	*mem_ns = (now_s() - t0) * 1e9 / PROBE_STEPS;
 	sink += at;
+	/* Arithmetic in four independent lanes over an L1-resident 4 KiB:
+	 * what a hash of a key costs, and what a busy SMT sibling slows down.
+	 */
+	{
+		uint64_t a = 1, b = 2, c = 3, e = 4;
+
+		t0 = now_s();
+		for (i = 0; i < PROBE_ALU; i++) {
+			uint64_t w = next[i & 511];
+
+			a = (a ^ w) * 0x9e3779b97f4a7c15ull;
+			b = (b + w) * 0xc2b2ae3d27d4eb4full;
+			c = (c ^ (w >> 7)) * 0x165667b19e3779f9ull;
+			e = (e + (w << 3)) * 0x27d4eb2f165667c5ull;
+		}
+		*alu_ns = (now_s() - t0) * 1e9 / PROBE_ALU;
+		sink += a ^ b ^ c ^ e;
+	}
 	sched_setaffinity(0, sizeof(old), &old);
 	free(next);
 }
@@ -698,7 +718,7 @@ static void machine_probe(int cpu, double *clock_ns, double *mem_ns)
 /* One line of figures for the measurement between samples a and b. */
 static void report(const struct opts *o, const char *phase, const struct dut *d,
 		   const struct gen *g, pid_t napi, const struct sample *s0, const struct sample *a,
-		   const struct sample *b, double clock_ns, double mem_ns)
+		   const struct sample *b, double clock_ns, double mem_ns, double alu_ns)
 {
 	double dt = b->t - a->t, pkts = (double)(b->dut_pkts - a->dut_pkts);
 	double napi_ns = (double)(b->napi_ns - a->napi_ns), busy = napi_ns / (dt * 1e9);
@@ -715,7 +735,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	       "ring_loss=%.4f allowed=%llu denied=%llu admit_frac=%.4f prog_ns_per_pkt=%.1f "
 	       "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
 	       "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
-	       "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f\n",
+	       "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f\n",
 	       o->label, phase, prog_names[o->prog], o->keys, o->flow ? "flow" : "src-ip",
 	       o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
 	       (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
@@ -731,7 +751,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	       (unsigned long long)tot.overflow, a->t - s0->t, (int)napi, s0->t * 1e9,
 	       (unsigned long long)g->skel->bss->tg_first_ns, b->t * 1e9,
 	       (unsigned long long)g->skel->bss->tg_held,
-	       (unsigned long long)g->skel->bss->tg_resyncs, clock_ns, mem_ns);
+	       (unsigned long long)g->skel->bss->tg_resyncs, clock_ns, mem_ns, alu_ns);
 	fflush(stdout);
 }
 
@@ -895,7 +915,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 int main(int argc, char **argv)
 {
 	struct sample s0, s1, s2;
-	double clock_ns, mem_ns;
+	double clock_ns, mem_ns, alu_ns;
 	uint8_t gen_mac[ETH_ALEN], dut_mac[ETH_ALEN];
 	int gen_ifindex, dut_ifindex, stats_fd = -1, err, attached = 0, gen_running = 0;
 	uint32_t csum_base, n_src;
@@ -1022,8 +1042,9 @@ int main(int argc, char **argv)
 		err = -EINTR;
 		goto out;
 	}
-	machine_probe(o.dut_cpu, &clock_ns, &mem_ns);
-	report(&o, o.window ? "win" : "open", &d, &g, napi, &s0, &s1, &s2, clock_ns, mem_ns);
+	machine_probe(o.dut_cpu, &clock_ns, &mem_ns, &alu_ns);
+	report(&o, o.window ? "win" : "open", &d, &g, napi, &s0, &s1, &s2, clock_ns, mem_ns,
+	       alu_ns);
 	err = 0;
 	if (o.dump && d.dp.skel) {
 		int n = buckets_dump(&d, o.dump);

@@ -396,17 +396,33 @@ EOF
 	bl_run "mem:1048576" keep 1048576 --pin-dir "$PIN" --duration 12
 	rss1=$(awk '/^VmRSS/ {print $2}' /proc/"$AGENT_PID"/status)
 	hwm=$(awk '/^VmHWM/ {print $2}' /proc/"$AGENT_PID"/status)
-	bpftool -j map show pinned "$PIN/ll_buckets" >"$TMPD/buckets.json" ||
-		ll_fail "cannot read ll_buckets' info"
-	python3 - "$TMPD/buckets.json" "$rss0" "$rss1" "$hwm" <<'EOF' | tee -a "$OUT"
+	for m in ll_buckets ll_flow_buckets; do
+		bpftool -j map show pinned "$PIN/$m" >"$TMPD/$m.json" ||
+			ll_fail "cannot read $m's info"
+	done
+	ll_status -j >"$TMPD/status.json" || ll_fail "leaseline status -j failed"
+	python3 - "$TMPD" "$rss0" "$rss1" "$hwm" <<'EOF' | tee -a "$OUT"
 import json, sys
-m = json.load(open(sys.argv[1]))
-kv = m["bytes_key"] + m["bytes_value"]
-ml = m.get("bytes_memlock", 0)
-print("mem ll_buckets max_entries=%d key=%d value=%d flags=0x%x memlock=%d per_entry=%.1f "
-      "per_entry_over_kv=%.2f agent_rss_kib_start=%s agent_rss_kib_after=%s agent_hwm_kib=%s" % (
-          m["max_entries"], m["bytes_key"], m["bytes_value"], m.get("flags", 0), ml,
-          ml / m["max_entries"], ml / m["max_entries"] / kv, sys.argv[2], sys.argv[3], sys.argv[4]))
+d = sys.argv[1]
+live = sum(l["keys"] for l in json.load(open(d + "/status.json"))["limits"])
+r8 = lambda n: (n + 7) // 8 * 8
+for name in ("ll_buckets", "ll_flow_buckets"):
+    m = json.load(open("%s/%s.json" % (d, name)))
+    kv = m["bytes_key"] + m["bytes_value"]
+    ml = m.get("bytes_memlock", 0)
+    # The kernel's own element: struct htab_elem (48 B on 6.x, x86-64) + key
+    # + value, each rounded to 8; and one 16-byte hash bucket per power of 2.
+    elem = 48 + r8(m["bytes_key"]) + r8(m["bytes_value"])
+    nb = 1 << (m["max_entries"] - 1).bit_length()
+    prealloc = not m.get("flags", 0) & 1  # BPF_F_NO_PREALLOC
+    n = m["max_entries"] if prealloc else live
+    per = ml / n if n else 0
+    print("mem %s max_entries=%d key=%d value=%d flags=0x%x memlock=%d live_keys=%d "
+          "per_key=%.1f per_key_over_kv=%.2f kernel_elem=%d hash_buckets=%d "
+          "per_key_over_kernel_elem=%.2f" % (
+              name, m["max_entries"], m["bytes_key"], m["bytes_value"], m.get("flags", 0), ml,
+              live if not prealloc else -1, per, per / kv, elem, nb, per / elem))
+print("mem agent rss_kib_start=%s rss_kib_after=%s hwm_kib=%s" % tuple(sys.argv[2:5]))
 EOF
 	ll_stop_pid "$AGENT_PID"
 	AGENT_PID=

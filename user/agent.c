@@ -167,8 +167,9 @@ static void warn_restart_only(const struct cfg_agent *run, const struct cfg_agen
 		pr_warn("reload: 'interfaces' changed; restart the agent to apply it\n");
 	if (strcmp(run->pin_dir, ac->pin_dir))
 		pr_warn("reload: 'pin-dir' changed; restart the agent to apply it\n");
-	if (run->max_keys != ac->max_keys)
-		pr_warn("reload: 'max-keys' changed; restart the agent to apply it\n");
+	if (run->max_keys != ac->max_keys || run->max_flow_keys != ac->max_flow_keys)
+		pr_warn("reload: 'max-keys' or 'max-flow-keys' changed; restart the agent to "
+			"apply it\n");
 	if (run->has_metrics != ac->has_metrics || strcmp(run->metrics, ac->metrics))
 		pr_warn("reload: 'metrics' changed; restart the agent to apply it\n");
 }
@@ -283,7 +284,10 @@ int agent_run(const struct agent_opts *opts)
 	}
 	if (agent_bpffs_ensure(ac->pin_dir))
 		goto out;
-	struct dp_opts dopts = {.pin_dir = ac->pin_dir, .max_keys = ac->max_keys};
+	struct dp_opts dopts = {.pin_dir = ac->pin_dir,
+				.max_keys = ac->max_keys,
+				.max_flow_keys = ac->max_flow_keys,
+				.flow_keys_set = true};
 	if (dp_open(&dp, &dopts))
 		goto out;
 	pr_info("maps pinned under '%s'\n", ac->pin_dir);

@@ -632,6 +632,8 @@ static int agent_check(struct cw_ctx *c, const struct cw_map *m, void *obj)
 
 	a->has_coordinator = coord != NULL;
 	a->has_metrics = cw_get(m, "metrics") != NULL;
+	if (!cw_get(m, "max-flow-keys"))
+		a->max_flow_keys = a->max_keys;
 	if (!pol && !coord)
 		return cw_fail_raw(c, m->node,
 				   "agent file needs policy: (standalone) or coordinator: "
@@ -653,6 +655,7 @@ static const struct cw_field agent_fields[] = {
     {"coordinator", CW_MAP, .sub = &coordinator_section},
     {"metrics", CW_HOSTPORT, AGENT(metrics), .port = CFG_AGENT_METRICS_PORT},
     {"max-keys", CW_UINT, AGENT(max_keys), .min = 1, .max = CFG_MAX_KEYS_LIMIT},
+    {"max-flow-keys", CW_UINT, AGENT(max_flow_keys), .min = 0, .max = CFG_MAX_KEYS_LIMIT},
 };
 
 static const struct cw_section agent_section = CW_SECTION(agent_fields, agent_check);
@@ -816,6 +819,7 @@ static const struct {
     {"version", CFG_KIND_POLICY}, {"rules", CFG_KIND_POLICY},	   {"limits", CFG_KIND_POLICY},
     {"default", CFG_KIND_POLICY}, {"interfaces", CFG_KIND_AGENT},  {"node", CFG_KIND_AGENT},
     {"pin-dir", CFG_KIND_AGENT},  {"coordinator", CFG_KIND_AGENT}, {"max-keys", CFG_KIND_AGENT},
+    {"max-flow-keys", CFG_KIND_AGENT},
     {"listen", CFG_KIND_COORD},	  {"lease", CFG_KIND_COORD},	   {"state-dir", CFG_KIND_COORD},
 };
 

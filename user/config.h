@@ -89,7 +89,8 @@ struct cfg_agent {
 	char coordinator[CFG_ADDR_LEN]; /* host:port, default port 7450 */
 	bool has_metrics;
 	char metrics[CFG_ADDR_LEN];
-	uint32_t max_keys; /* default 1048576, 1..2^28 */
+	uint32_t max_keys;	/* default 1048576, 1..2^28 */
+	uint32_t max_flow_keys; /* key: flow buckets; default max_keys, 0..2^28 */
 };
 
 struct cfg_coord {

@@ -119,11 +119,12 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 		for (size_t i = 0; i < n; i++)
 			bpf_map__set_pin_path(maps[i], NULL);
 	/* One overflow bucket per limit comes on top of max-keys. */
-	if (opts->max_keys) {
+	if (opts->max_keys)
 		bpf_map__set_max_entries(dp->skel->maps.ll_buckets, opts->max_keys + LL_MAX_LIMITS);
+	if (opts->flow_keys_set || opts->max_keys)
 		bpf_map__set_max_entries(dp->skel->maps.ll_flow_buckets,
-					 opts->max_keys + LL_MAX_LIMITS);
-	}
+					 (opts->flow_keys_set ? opts->max_flow_keys : opts->max_keys) +
+					     LL_MAX_LIMITS);
 
 	err = leaseline_bpf__load(dp->skel);
 	if (err) {
@@ -305,7 +306,17 @@ int dp_policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_
 	if (bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY)) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot switch to the new policy: %s", strerror(-ret));
+		goto out;
 	}
+	/* Enforced all the same (every key shares the overflow bucket), but
+	 * surely not what was meant.
+	 */
+	for (uint32_t i = 0; i < cp->n_limits; i++)
+		if (cp->limits[i].key_mode == LL_KEY_FLOW &&
+		    bpf_map__max_entries(dp->skel->maps.ll_flow_buckets) <= LL_MAX_LIMITS)
+			pr_warn("limit '%s' is key: flow but max-flow-keys is 0: all its flows "
+				"share one bucket\n",
+				cp->limits[i].name);
 out:
 	free(prev);
 	free(pol);

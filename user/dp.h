@@ -29,7 +29,9 @@ struct dp {
 
 struct dp_opts {
 	const char *pin_dir; /* NULL: no pinning (tests, benchmarks) */
-	uint32_t max_keys;   /* size of each bucket map; 0 keeps the object's default */
+	uint32_t max_keys;	/* ll_buckets size; 0 keeps the object's default */
+	uint32_t max_flow_keys; /* ll_flow_buckets size, when flow_keys_set (else max_keys) */
+	bool flow_keys_set;
 };
 
 int dp_open(struct dp *dp, const struct dp_opts *opts);

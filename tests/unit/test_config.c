@@ -326,7 +326,7 @@ static const struct file_case file_cases[] = {
      "agent, coordinator: for a coordinated one)"},
     {"agent_unknown_key", LOAD_AGENT, "agent-unknown-key.yaml", NULL, -EINVAL, "2:1",
      "unknown key 'interface' in agent file (expected one of: node, interfaces, pin-dir, "
-     "policy, coordinator, metrics, max-keys; did you mean 'interfaces'?)"},
+     "policy, coordinator, metrics, max-keys, max-flow-keys; did you mean 'interfaces'?)"},
     {"agent_interface_unknown_key", LOAD_AGENT, "agent-iface-unknown-key.yaml", NULL, -EINVAL,
      "3:5",
      "unknown key 'mdoe' in interface 'eth0' (expected one of: name, mode; did you mean "
@@ -593,8 +593,24 @@ static void test_agent_defaults(void **state)
 	assert_string_equal(o->agent.coordinator, "coord.example:7450");
 	assert_string_equal(o->agent.pin_dir, "/sys/fs/bpf/leaseline");
 	assert_int_equal(o->agent.max_keys, 1048576);
+	assert_int_equal(o->agent.max_flow_keys, 1048576);
 	assert_int_equal(o->agent.ifaces[0].mode, CFG_XDP_NATIVE);
 	assert_false(o->agent.has_metrics);
+	free(o);
+}
+
+/* max-flow-keys follows max-keys unless set; 0 (no flow buckets) is allowed. */
+static void test_agent_flow_keys(void **state)
+{
+	struct outputs *o = load_ok(LOAD_AGENT, "agent-max-keys.yaml");
+
+	(void)state;
+	assert_int_equal(o->agent.max_keys, 2048);
+	assert_int_equal(o->agent.max_flow_keys, 2048);
+	free(o);
+	o = load_ok(LOAD_AGENT, "agent-no-flow-keys.yaml");
+	assert_int_equal(o->agent.max_keys, 2048);
+	assert_int_equal(o->agent.max_flow_keys, 0);
 	free(o);
 }
 
@@ -823,6 +839,7 @@ int main(void)
 	    cmocka_unit_test(test_spec_agent_standalone),
 	    cmocka_unit_test(test_spec_agent_coordinated),
 	    cmocka_unit_test(test_agent_defaults),
+	    cmocka_unit_test(test_agent_flow_keys),
 	    cmocka_unit_test(test_spec_coord),
 	    cmocka_unit_test(test_coord_global_policy),
 	    cmocka_unit_test(test_detect_kind),
