@@ -70,24 +70,27 @@ static __always_inline struct ll_limit_stats *limit_stats(__u32 id)
 	return bpf_map_lookup_elem(&ll_limit_stats, &id);
 }
 
+/* Limit id of policy slot `slot`, or NULL. */
+static __always_inline struct ll_limit_cfg *limit_cfg(__u32 slot, __u32 id)
+{
+	struct ll_policy *pol;
+
+	slot &= LL_POLICY_SLOTS - 1;
+	pol = bpf_map_lookup_elem(&ll_policy, &slot);
+	return pol ? &pol->limits[id & (LL_MAX_LIMITS - 1)] : 0;
+}
+
 /* One limit for one packet, verified once as a global function so that four
  * limits per rule do not multiply the verifier's work. Returns an enum
  * ll_verdict (with refund: LL_ADMIT once the debit is given back).
  */
 __noinline int ll_limit_charge(__u32 slot, __u32 id, __u32 refund, struct pkt_meta *m)
 {
-	struct ll_limit_cfg *cfg;
-	struct ll_policy *pol;
+	struct ll_limit_cfg *cfg = limit_cfg(slot, id);
 
-	if (!m)
+	if (!cfg || !m)
 		return 0;
-	slot &= LL_POLICY_SLOTS - 1;
-	id &= LL_MAX_LIMITS - 1;
-	pol = bpf_map_lookup_elem(&ll_policy, &slot);
-	if (!pol)
-		return 0;
-	cfg = &pol->limits[id];
-	return limit_charge(id, cfg, m, tb_cost(cfg->unit, m->len), refund);
+	return limit_charge(id & (LL_MAX_LIMITS - 1), cfg, m, tb_cost(cfg->unit, m->len), refund);
 }
 
 /* 1 when limit id's deny hint alone shows it will deny m: lets a rule with
@@ -96,16 +99,9 @@ __noinline int ll_limit_charge(__u32 slot, __u32 id, __u32 refund, struct pkt_me
  */
 __noinline int ll_limit_hinted(__u32 slot, __u32 id, struct pkt_meta *m)
 {
-	struct ll_policy *pol;
+	struct ll_limit_cfg *cfg = limit_cfg(slot, id);
 
-	if (!m)
-		return 0;
-	slot &= LL_POLICY_SLOTS - 1;
-	id &= LL_MAX_LIMITS - 1;
-	pol = bpf_map_lookup_elem(&ll_policy, &slot);
-	if (!pol)
-		return 0;
-	return limit_hinted(&pol->limits[id], m);
+	return cfg && m && limit_hinted(cfg, m);
 }
 
 /* Charge the limits of rule r in order. Enforced denial: undo the debits
