@@ -101,7 +101,7 @@ __noinline int ll_limit_hinted(__u32 slot, __u32 id, struct pkt_meta *m)
 {
 	struct ll_limit_cfg *cfg = limit_cfg(slot, id);
 
-	return cfg && m && limit_hinted(cfg, m);
+	return cfg && m && limit_hinted(id & (LL_MAX_LIMITS - 1), cfg, m);
 }
 
 /* Charge the limits of rule r in order. Enforced denial: undo the debits
@@ -116,10 +116,11 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 	__u32 n = r->n_limits;
 	int i, j, denier = -1;
 
-	/* Several limits: a key already known to be refused (its deny hint,
-	 * lock-free) drops the packet before anything is debited. Under a
-	 * flood from one key this spares every other limit a debit and a
-	 * refund; an admitted packet pays one more lookup per per-key limit.
+	/* Several limits: a limit already known to refuse the packet (a key's
+	 * deny hint, or an aggregate's empty pool, read lock-free) drops it
+	 * before anything is debited. Under a flood from one key, or against an
+	 * exhausted aggregate, this spares every other limit a debit and a
+	 * refund; an admitted packet pays one more lookup per limit.
 	 */
 	if (n > 1) {
 #pragma unroll

@@ -404,10 +404,39 @@ static __always_inline int key_hinted(void *map, void *k, const struct ll_limit_
 	return b && b->gen == cfg->gen && coarse_before(m, *(volatile __u64 *)&b->deny_until_ns);
 }
 
-static __always_inline int limit_hinted(const struct ll_limit_cfg *cfg, struct pkt_meta *m)
+/* The same for a key-none limit: this CPU's slice cannot pay m and the
+ * pool's empty hint says no chunk can be had yet. A global limit counts only
+ * while its lease is certainly live (the coarse clock with the same slack);
+ * otherwise its on-loss rule decides, in the charge.
+ */
+static __always_inline int pool_hinted(__u32 id, const struct ll_limit_cfg *cfg,
+				       struct pkt_meta *m)
 {
-	if (cfg->key_mode == LL_KEY_NONE || cfg->mode == LL_MODE_SHADOW)
+	struct ll_slice *sl = bpf_map_lookup_elem(&ll_slices, &id);
+	struct ll_pool *pool = bpf_map_lookup_elem(&ll_pools, &id);
+	__u32 gen = cfg->gen;
+
+	if (!sl || !pool)
 		return 0;
+	if (cfg->scope == LL_SCOPE_GLOBAL) {
+		struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
+
+		if (!ls || !coarse_before(m, *(volatile __u64 *)&ls->expiry_ns))
+			return 0;
+		gen = ls->gen;
+	}
+	if (sl->gen == gen && sl->tokens >= tb_cost(cfg->unit, m->len))
+		return 0;
+	return pool->gen == gen && coarse_before(m, *(volatile __u64 *)&pool->empty_until_ns);
+}
+
+static __always_inline int limit_hinted(__u32 id, const struct ll_limit_cfg *cfg,
+					struct pkt_meta *m)
+{
+	if (cfg->mode == LL_MODE_SHADOW)
+		return 0;
+	if (cfg->key_mode == LL_KEY_NONE)
+		return pool_hinted(id, cfg, m);
 	if (cfg->key_mode == LL_KEY_FLOW) {
 		struct ll_flow_key fk;
 

@@ -1600,6 +1600,44 @@ static void test_deny_hint_precheck_spares_earlier_limits(void **state)
 	assert_int_equal(hx_rule_stats(fx, 0).dropped_pkts, 2);
 }
 
+/* The same against an exhausted aggregate (key none, listed last): once its
+ * pool is known empty, a packet is dropped without debiting the per-key
+ * limit before it.
+ */
+static void test_pool_hint_precheck_spares_earlier_limits(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_cfg ca;
+	struct ll_limit_stats sa, sb;
+	struct ll_bucket ba, ba2;
+	struct ll_key ka;
+	struct pkt p;
+
+	assert_int_equal(hx_apply(fx, "version: 1\n"
+				      "limits:\n"
+				      "  - {name: a, key: src-ip, rate: 1000, burst: 1000}\n"
+				      "  - {name: b, key: none, rate: 1, burst: 1}\n"
+				      "rules:\n"
+				      "  - {name: r, limits: [a, b]}\n"),
+			 0);
+	hx_limit(fx, "a", &ca);
+	ka = hx_key_addr(ca.uid, 4, S4, 32);
+	hx_udp4(&p, S4, D4, 1, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS); /* both debited */
+	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* b's pool is empty: a refunded */
+	assert_int_equal(hx_bucket(fx, &ka, &ba), 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* by b's empty hint alone */
+	assert_int_equal(hx_bucket(fx, &ka, &ba2), 0);
+	assert_int_equal(ba2.last_ns, ba.last_ns);
+	assert_int_equal(ba2.tokens, ba.tokens);
+	sa = hx_stats_of(fx, "a");
+	sb = hx_stats_of(fx, "b");
+	assert_int_equal(sa.allowed_pkts, 1);
+	assert_int_equal(sa.denied_pkts, 0);
+	assert_int_equal(sb.allowed_pkts, 1);
+	assert_int_equal(sb.denied_pkts, 2);
+}
+
 /* Bytes mode: a denied large packet must not make a smaller one that the
  * bucket can still pay drop on the lock-free path.
  */
@@ -1661,6 +1699,7 @@ int main(void)
 					    hx_teardown),
 	    T(test_deny_hint_coarse_clock),
 	    T(test_deny_hint_precheck_spares_earlier_limits),
+	    T(test_pool_hint_precheck_spares_earlier_limits),
 	};
 
 	return cmocka_run_group_tests_name("datapath", tests, NULL, NULL);
