@@ -122,28 +122,40 @@ bucket_create(void *map, void *k, __u32 key_size, const struct ll_limit_cfg *cfg
 	return bpf_map_lookup_elem(map, k);
 }
 
-/* The cheapest packet the limiter ever charges: an Ethernet header and a
- * bare IPv4 header (anything shorter is dropped by the parser first).
- */
-#define LL_MIN_CHARGED_FRAME (14 + 20)
+/* The class of a packet of len bytes under limit cfg (LL_HINT_CLASS_MASK). */
+static __always_inline __u32 hint_class(const struct ll_limit_cfg *cfg, __u32 len)
+{
+	if (cfg->unit != LL_UNIT_BYTES)
+		return 0;
+	return len < LL_HINT_CLASS_MASK ? len : LL_HINT_CLASS_MASK;
+}
 
-/* Denied packets of a key that cannot pay yet skip the lock: deny_until_ns
- * is when the bucket will next hold the cheapest packet's cost (one packet in
- * packets mode, LL_MIN_CHARGED_FRAME bytes in bytes mode). It is set under
- * the lock by a denial and cleared by any admission or refund, so it never
- * denies a packet the bucket could pay: reading it unlocked can only see a
- * value some denial computed from the bucket's real state, or 0.
- * limit_charge checks it first against the coarse clock (see
- * LL_COARSE_SLACK_NS), this against the packet's clock.
+/* The instant before which hint h refuses a packet of class `class`, or 0. */
+static __always_inline __u64 hint_until(__u64 h, __u32 class)
+{
+	return class >= (h & LL_HINT_CLASS_MASK) ? h & ~LL_HINT_CLASS_MASK : 0;
+}
+
+/* Denied packets of a key that cannot pay yet skip the lock. A denial
+ * stores in deny_hint when the bucket will hold the cost of a packet of the
+ * denied one's class (one packet in packets mode; its length in bytes mode,
+ * so a flood of equal frames is refused lock-free until the next one fits,
+ * and smaller frames still get to try). Set under the lock, cleared by any
+ * admission or refund, so it never refuses a packet the bucket could pay:
+ * reading the one word unlocked can only see a value some denial computed
+ * from the bucket's real state, or 0. limit_charge checks it first against
+ * the coarse clock (see LL_COARSE_SLACK_NS), this against the packet's clock.
  */
 static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_limit_cfg *cfg,
-					 __u64 now, __u64 cost_s, int refund)
+					 __u64 now, __u64 cost_s, __u32 len, int refund)
 {
 	struct tb_params cur, prev;
 	__u64 tokens, last;
+	__u32 class = hint_class(cfg, len);
 	int ok = 1;
 
-	if (!refund && b->gen == cfg->gen && now < *(volatile __u64 *)&b->deny_until_ns)
+	if (!refund && b->gen == cfg->gen &&
+	    now < hint_until(*(volatile __u64 *)&b->deny_hint, class))
 		return 0;
 	cfg_params(cfg, &cur, &prev);
 	bpf_spin_lock(&b->lock);
@@ -154,12 +166,15 @@ static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_li
 		tokens = tb_refund(tokens, cost_s, cur.burst_s);
 	else
 		ok = tb_take(&tokens, cost_s);
-	b->deny_until_ns = 0;
+	b->deny_hint = 0;
 	if (!ok && cur.rate) {
-		__u64 least = tb_cost(cfg->unit, LL_MIN_CHARGED_FRAME);
+		/* class < len only past 64 KiB: then the hint covers that size */
+		__u64 need = tb_cost(cfg->unit, class);
 
-		if (least > tokens)
-			b->deny_until_ns = now + (least - tokens + cur.rate - 1) / cur.rate;
+		if (need > tokens)
+			b->deny_hint = ((now + (need - tokens + cur.rate - 1) / cur.rate) &
+					~LL_HINT_CLASS_MASK) |
+				       class;
 	}
 	b->tokens = tokens;
 	b->last_ns = last;
@@ -383,14 +398,14 @@ static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 
 	__u64 now;
 
 	if (b && !refund && b->gen == cfg->gen &&
-	    coarse_before(m, *(volatile __u64 *)&b->deny_until_ns))
+	    coarse_before(m, hint_until(*(volatile __u64 *)&b->deny_hint, hint_class(cfg, m->len))))
 		return 0;
 	now = meta_now(m);
 	if (!b)
 		b = bucket_create(map, k, key_size, cfg, now, id, !refund);
 	if (!b)
 		return 0;
-	return bucket_charge(b, cfg, now, cost_s, refund);
+	return bucket_charge(b, cfg, now, cost_s, m->len, refund);
 }
 
 /* 1 when the deny hint of m's bucket alone, read against the coarse clock,
@@ -401,7 +416,8 @@ static __always_inline int key_hinted(void *map, void *k, const struct ll_limit_
 {
 	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
 
-	return b && b->gen == cfg->gen && coarse_before(m, *(volatile __u64 *)&b->deny_until_ns);
+	return b && b->gen == cfg->gen &&
+	       coarse_before(m, hint_until(*(volatile __u64 *)&b->deny_hint, hint_class(cfg, m->len)));
 }
 
 /* The same for a key-none limit: this CPU's slice cannot pay m and the

@@ -198,8 +198,16 @@ struct ll_bucket {
 	__u32 gen;	     /* ll_limit_cfg.gen the tokens are settled for */
 	__u64 tokens;	     /* sub-tokens */
 	__u64 last_ns;	     /* refilled up to this instant */
-	__u64 deny_until_ns; /* packets mode: no packet can pay before this (lock-free drop) */
+	__u64 deny_hint;     /* lock-free drop: see LL_HINT_CLASS_MASK; 0 = none */
 };
+
+/* ll_bucket.deny_hint, one word so that an unlocked read is consistent: no
+ * packet whose class is at least the hint's can pay before the hint's
+ * instant. The instant (CLOCK_MONOTONIC ns) is rounded down to 2^16 ns, the
+ * class sits in the low 16 bits: 0 in packets mode (every packet costs the
+ * same), the frame length in bytes (at most 0xffff) in bytes mode.
+ */
+#define LL_HINT_CLASS_MASK 0xffffull
 
 /* key none: one shared pool per limit; CPUs take chunks into per-CPU slices
  * so the hot path touches no shared cache line. Invariant: pool.tokens + lent

@@ -1504,7 +1504,7 @@ static void test_deny_hint_never_overdenies(void **state)
 	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP);
 	k = hx_key_addr(cfg.uid, 4, "198.18.0.10", 32);
 	assert_int_equal(hx_bucket(fx, &k, &b), 0);
-	assert_true(b.deny_until_ns > b.last_ns); /* set by the denial */
+	assert_true(b.deny_hint > b.last_ns); /* set by the denial */
 	/* Another key is not covered by it. */
 	hx_udp4(&p, "198.18.0.11", D4, 1000, 53, 0);
 	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
@@ -1513,7 +1513,7 @@ static void test_deny_hint_never_overdenies(void **state)
 	hx_udp4(&p, "198.18.0.10", D4, 1000, 53, 0);
 	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
 	assert_int_equal(hx_bucket(fx, &k, &b), 0);
-	assert_int_equal(b.deny_until_ns, 0); /* cleared by the admission */
+	assert_int_equal(b.deny_hint, 0); /* cleared by the admission */
 }
 
 /* The hint is first read against the coarse clock, which lags the packet's
@@ -1541,7 +1541,7 @@ static void test_deny_hint_coarse_clock(void **state)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	now = ts.tv_sec * 1000000000ull + ts.tv_nsec;
 	b = (struct ll_bucket){.gen = cfg.gen, .tokens = cfg.burst_s, .last_ns = now,
-			       .deny_until_ns = now - 1000};
+			       .deny_hint = (now - 1000) & ~LL_HINT_CLASS_MASK};
 	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
 	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
 
@@ -1549,12 +1549,12 @@ static void test_deny_hint_coarse_clock(void **state)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	now = ts.tv_sec * 1000000000ull + ts.tv_nsec;
 	b = (struct ll_bucket){.gen = cfg.gen, .tokens = 0, .last_ns = now - 5000000,
-			       .deny_until_ns = now + 1000000000ull};
+			       .deny_hint = (now + 1000000000ull) & ~LL_HINT_CLASS_MASK};
 	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
 	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP);
 	assert_int_equal(hx_bucket(fx, &k, &after), 0);
 	assert_int_equal(after.last_ns, b.last_ns);
-	assert_int_equal(after.deny_until_ns, b.deny_until_ns);
+	assert_int_equal(after.deny_hint, b.deny_hint);
 }
 
 /* Several limits: a packet that a later limit's hint already refuses (a
@@ -1628,6 +1628,40 @@ static void test_deny_hint_bytes_smaller_packet_passes(void **state)
 	assert_int_equal(hx_run(fx, &small, 1), XDP_DROP); /* 8 left */
 }
 
+/* Bytes mode: a hint refuses frames of its class or larger only. With 50
+ * bytes in the bucket and a hint for 100-byte frames a second away, a
+ * 100-byte frame drops without the lock (the bucket is not settled) and a
+ * 42-byte one is charged and passes.
+ */
+static void test_deny_hint_bytes_class(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_bucket b, after;
+	struct ll_limit_cfg cfg;
+	struct timespec ts;
+	struct pkt big, small;
+	struct ll_key k;
+	uint64_t now;
+
+	assert_int_equal(apply_one(fx, 1, "key: src-ip, unit: bytes, rate: 1, burst: 150"), 0);
+	hx_limit(fx, "l", &cfg);
+	hx_udp4(&big, "198.18.0.10", D4, 1000, 53, 58);	 /* 100 bytes */
+	hx_udp4(&small, "198.18.0.10", D4, 1000, 53, 0); /* 42 bytes */
+	assert_int_equal(hx_run(fx, &small, 1), XDP_PASS); /* creates the bucket */
+	k = hx_key_addr(cfg.uid, 4, "198.18.0.10", 32);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = ts.tv_sec * 1000000000ull + ts.tv_nsec;
+	b = (struct ll_bucket){.gen = cfg.gen, .tokens = 50 * TB_SCALE, .last_ns = now,
+			       .deny_hint = ((now + 1000000000ull) & ~LL_HINT_CLASS_MASK) | 100};
+	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+	assert_int_equal(hx_run(fx, &big, 1), XDP_DROP);
+	assert_int_equal(hx_bucket(fx, &k, &after), 0);
+	assert_int_equal(after.last_ns, b.last_ns); /* not settled: no lock taken */
+	assert_int_equal(hx_run(fx, &small, 1), XDP_PASS);
+	assert_int_equal(hx_bucket(fx, &k, &after), 0);
+	assert_in_range(after.tokens, 8 * TB_SCALE, 9 * TB_SCALE); /* 50 - 42, plus refill */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1668,6 +1702,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_deny_hint_bytes_smaller_packet_passes, hx_setup,
 					    hx_teardown),
 	    T(test_deny_hint_coarse_clock),
+	    T(test_deny_hint_bytes_class),
 	    T(test_deny_hint_precheck_spares_earlier_limits),
 	    T(test_pool_hint_precheck_spares_earlier_limits),
 	};
