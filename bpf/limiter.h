@@ -389,6 +389,16 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 	return pool_take(pool, sl, &v, now, cost_s) ? admit : LL_DENY;
 }
 
+/* 1 when bucket b's deny hint, read unlocked against the coarse clock,
+ * already refuses m.
+ */
+static __always_inline int bucket_hinted(struct ll_bucket *b, const struct ll_limit_cfg *cfg,
+					 struct pkt_meta *m)
+{
+	return b->gen == cfg->gen &&
+	       coarse_before(m, hint_until(*(volatile __u64 *)&b->deny_hint, hint_class(cfg, m->len)));
+}
+
 /* Charge the bucket of key k in map (ll_buckets or ll_flow_buckets). */
 static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 id,
 				      const struct ll_limit_cfg *cfg, struct pkt_meta *m,
@@ -397,8 +407,7 @@ static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 
 	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
 	__u64 now;
 
-	if (b && !refund && b->gen == cfg->gen &&
-	    coarse_before(m, hint_until(*(volatile __u64 *)&b->deny_hint, hint_class(cfg, m->len))))
+	if (b && !refund && bucket_hinted(b, cfg, m))
 		return 0;
 	now = meta_now(m);
 	if (!b)
@@ -416,8 +425,7 @@ static __always_inline int key_hinted(void *map, void *k, const struct ll_limit_
 {
 	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
 
-	return b && b->gen == cfg->gen &&
-	       coarse_before(m, hint_until(*(volatile __u64 *)&b->deny_hint, hint_class(cfg, m->len)));
+	return b && bucket_hinted(b, cfg, m);
 }
 
 /* The same for a key-none limit: this CPU's slice cannot pay m and the
