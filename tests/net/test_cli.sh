@@ -130,9 +130,12 @@ expect_rc 0 "status still works with no agent" ll_status -j
 expect_rc 0 "leaseline detach $LL_G_IF" in_g "$LL" detach $LL_G_IF
 [ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "detach removed it" || bad "program still on $LL_G_IF after detach"
 
-echo "agent --detach-on-exit, bpffs mounted by the agent:"
+echo "agent --detach-on-exit, bpffs mounted by the agent, max-flow-keys 0 with a flow limit:"
 mkdir -p "$TMPD/plain"
-sed "s|^pin-dir: .*|pin-dir: $TMPD/plain/pins|" "$TMPD/agent.yaml" >"$TMPD/agent2.yaml"
+sed "s|key: src-ip|key: flow|" "$POL" >"$TMPD/flow.yaml"
+sed -e "s|^pin-dir: .*|pin-dir: $TMPD/plain/pins|" -e "s|^policy: .*|policy: flow.yaml|" \
+	"$TMPD/agent.yaml" >"$TMPD/agent2.yaml"
+echo "max-flow-keys: 0" >>"$TMPD/agent2.yaml"
 PIN_SAVED=$PIN
 PIN=$TMPD/plain/pins
 ll_agent_start "$TMPD/agent2.yaml" "$TMPD/agent2.log" --detach-on-exit
@@ -147,6 +150,8 @@ ll_agent_wait_exit 50 || ll_fail "the agent did not exit on SIGTERM"
 	bad "program still attached after --detach-on-exit"
 grep -q "detached from '$LL_G_IF'" "$TMPD/agent2.log" && ok "agent logged the detach" ||
 	bad "no detach log line"
+grep -q "limit 'per-client' is key: flow but max-flow-keys is 0" "$TMPD/agent2.log" &&
+	ok "agent warned that the flow limit has no flow buckets" || bad "no max-flow-keys warning"
 PIN=$PIN_SAVED
 
 echo "$CHECKS checks, $FAILS failed"
