@@ -68,7 +68,7 @@ $(BUILD)/leaseline: $(BUILD)/user/main.o $(BUILD)/libleaseline.a
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libleaseline.a $(USER_HDRS) | $(BUILD)
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libleaseline.a $(USER_HDRS) $(wildcard tests/unit/*.h) | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests $< $(BUILD)/libleaseline.a -o $@ $(LDLIBS) -lcmocka
 
@@ -76,7 +76,7 @@ $(BUILD)/tests/%: tests/bpf/%.c $(wildcard tests/bpf/*.h) $(BUILD)/libleaseline.
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests $< $(BUILD)/libleaseline.a -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libleaseline.a $(SKELS) $(USER_HDRS) | $(BUILD)
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libleaseline.a $(SKELS) $(USER_HDRS) $(wildcard bench/*.h) | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -Itests $< $(BUILD)/libleaseline.a -o $@ $(LDLIBS)
 

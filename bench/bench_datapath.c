@@ -24,6 +24,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "csum.h"
 #include "dp.h"
 #include "log.h"
 #include "pass.skel.h"
@@ -88,18 +89,6 @@ struct meas {
 	double drop_pct;
 };
 
-static uint16_t ip_csum(const void *hdr, size_t len)
-{
-	const uint16_t *p = hdr;
-	uint32_t s = 0;
-
-	for (size_t i = 0; i < len / 2; i++)
-		s += p[i];
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return (uint16_t)~s;
-}
-
 /* 64-byte Ethernet/IPv4/UDP frame to DADDR:53 from saddr (host order). */
 static void frame_build(uint8_t *f, uint32_t saddr)
 {
@@ -118,7 +107,7 @@ static void frame_build(uint8_t *f, uint32_t saddr)
 	ip->protocol = IPPROTO_UDP;
 	ip->saddr = htonl(saddr);
 	ip->daddr = htonl(DADDR);
-	ip->check = ip_csum(ip, sizeof(*ip));
+	ip->check = (uint16_t)~csum_partial16(ip, sizeof(*ip));
 	udp->source = htons(40000);
 	udp->dest = htons(DNS_PORT);
 	udp->len = htons(FRAME_LEN - ETH_HLEN - sizeof(*ip));

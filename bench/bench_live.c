@@ -40,6 +40,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "csum.h"
 #include "dp.h"
 #include "log.h"
 #include "pass.skel.h"
@@ -461,18 +462,6 @@ static int dut_load(struct dut *d, const struct opts *o)
 }
 
 /* ---- the generator ---- */
-
-static uint16_t csum_partial16(const void *p, size_t len)
-{
-	const uint16_t *w = p;
-	uint32_t s = 0;
-
-	for (size_t i = 0; i < len / 2; i++)
-		s += w[i];
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return (uint16_t)s;
-}
 
 static void frame_build(uint8_t *f, const uint8_t *src_mac, const uint8_t *dst_mac, uint32_t dst,
 			uint16_t dport, uint32_t *csum_base)

@@ -28,20 +28,12 @@
 #include "dp.h"
 #include "log.h"
 #include "metrics.h"
+#include "signals.h"
 
 #define AGENT_TICK_MS	    100
 #define AGENT_LINK_TICK_MS  10	 /* reports go out within 10 ms of being due */
 #define AGENT_REAP_EVERY_MS 5000 /* idle buckets are full after fill_ns anyway */
 
-static volatile sig_atomic_t got_hup, got_stop;
-
-static void on_signal(int sig)
-{
-	if (sig == SIGHUP)
-		got_hup = 1;
-	else
-		got_stop = 1;
-}
 
 static bool on_bpffs(const char *dir)
 {
@@ -226,7 +218,7 @@ static bool wait_first_policy(struct dp *dp, struct link *link)
 	struct ll_state st = {};
 	bool said = false;
 
-	while (!got_stop) {
+	while (!sig_stop) {
 		if (!dp_state_read(dp->state_fd, &st) && st.version)
 			return true;
 		if (!said)
@@ -242,9 +234,9 @@ static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *ru
 {
 	long since_reap = 0;
 
-	while (!got_stop) {
-		if (got_hup) {
-			got_hup = 0;
+	while (!sig_stop) {
+		if (sig_reload) {
+			sig_reload = 0;
 			reload(dp, path, run);
 		}
 		uint64_t t0 = dp_now_ns();
@@ -265,7 +257,6 @@ int agent_run(const struct agent_opts *opts)
 {
 	struct cfg_agent *ac = calloc(1, sizeof(*ac));
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
-	struct sigaction sa = {.sa_handler = on_signal};
 	struct dp dp = {.rcu_fd = -1};
 	struct link link = {.c.fd = -1};
 	bool have_link = false;
@@ -273,11 +264,7 @@ int agent_run(const struct agent_opts *opts)
 
 	if (!ac || !pol)
 		goto out;
-	/* Before anything slow: a signal during start-up must not kill us. */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	signals_install(); /* before anything slow */
 	if (load_config(opts->config_path, ac, pol)) {
 		rc = 2;
 		goto out;

@@ -28,6 +28,7 @@
 #include "lease.h"
 #include "log.h"
 #include "metrics.h"
+#include "signals.h"
 #include "wire.h"
 
 #define COORD_TICK_MS	   20
@@ -86,15 +87,6 @@ struct coord {
 	uint64_t grants, stale_reports, protocol_errors, violations, refused;
 };
 
-static volatile sig_atomic_t coord_hup, coord_stop;
-
-static void coord_signal(int sig)
-{
-	if (sig == SIGHUP)
-		coord_hup = 1;
-	else
-		coord_stop = 1;
-}
 
 /* ---- policy ---- */
 
@@ -774,7 +766,6 @@ static int coord_start(struct coord *co)
 
 int coord_run(const char *config_path)
 {
-	struct sigaction sa = {.sa_handler = coord_signal};
 	struct coord *co = calloc(1, sizeof(*co));
 	int rc;
 
@@ -785,15 +776,12 @@ int coord_run(const char *config_path)
 	co->store.dir_fd = co->store.epoch_fd = co->store.usage_fd = -1;
 	co->msg = malloc(sizeof(*co->msg));
 	co->out = malloc(sizeof(*co->out));
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	signals_install();
 	signal(SIGPIPE, SIG_IGN);
 	rc = co->msg && co->out ? coord_start(co) : 1;
-	while (!rc && !coord_stop) {
-		if (coord_hup) {
-			coord_hup = 0;
+	while (!rc && !sig_stop) {
+		if (sig_reload) {
+			sig_reload = 0;
 			reload(co);
 		}
 		poll_once(co);

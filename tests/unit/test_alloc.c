@@ -15,26 +15,9 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "unit/rnd.h"
 
 typedef unsigned __int128 u128;
-
-/* Deterministic PRNG (splitmix64); its state lives in each test. */
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-/* Uniform-ish in [lo, hi]. */
-static uint64_t rnd_in(uint64_t *s, uint64_t lo, uint64_t hi)
-{
-	uint64_t span = hi - lo;
-
-	return span == ~0ULL ? rnd(s) : lo + rnd(s) % (span + 1);
-}
 
 /* True with probability pct/100. */
 static bool chance(uint64_t *s, unsigned pct)

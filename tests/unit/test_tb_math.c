@@ -13,26 +13,9 @@
 #include <stdio.h>
 
 #include "tb_math.h"
+#include "unit/rnd.h"
 
 typedef unsigned __int128 u128;
-
-/* Deterministic PRNG (splitmix64); its state lives in each test. */
-static __u64 rnd(__u64 *s)
-{
-	__u64 z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-/* Uniform-ish in [lo, hi]. */
-static __u64 rnd_in(__u64 *s, __u64 lo, __u64 hi)
-{
-	__u64 span = hi - lo;
-
-	return span == ~0ULL ? rnd(s) : lo + rnd(s) % (span + 1);
-}
 
 static struct tb_params params(__u64 rate, __u64 burst)
 {
@@ -168,7 +151,8 @@ static void test_rate_change(void **state)
 /* Splitting an interval anywhere, at one rate, changes nothing. */
 static void test_refill_is_additive(void **state)
 {
-	__u64 s = 1, i, t0, mid, now, a, b;
+	uint64_t s = 1;
+	__u64 i, t0, mid, now, a, b;
 	struct tb_params p;
 
 	(void)state;
@@ -218,7 +202,8 @@ static void test_cost(void **state)
 /* A rollback is exact: refunding after any refill equals never having debited. */
 static void test_refund_exact(void **state)
 {
-	__u64 s = 2, i, t, c, dt, with, without;
+	uint64_t s = 2;
+	__u64 i, t, c, dt, with, without;
 	struct tb_params p;
 
 	(void)state;
@@ -253,7 +238,8 @@ static void test_overflow_bounds(void **state)
 static void test_refill_at_max_rate_and_burst(void **state)
 {
 	struct tb_params p = params(TB_MAX_RATE, TB_MAX_BURST);
-	__u64 s = 3, i, t, dt, want;
+	uint64_t s = 3;
+	__u64 i, t, dt, want;
 	static const __u64 tokens[] = {0, 1, TB_SCALE, TB_MAX_BURST * TB_SCALE - 1};
 
 	(void)state;
@@ -274,7 +260,8 @@ static void test_refill_at_max_rate_and_burst(void **state)
 /* Random rates, bursts, balances and times over the whole allowed range. */
 static void test_refill_matches_reference(void **state)
 {
-	__u64 s = 4, i, t, last, now;
+	uint64_t s = 4;
+	__u64 i, t, last, now;
 	struct tb_params p;
 
 	(void)state;
@@ -297,7 +284,8 @@ static void test_refill_matches_reference(void **state)
  */
 static void long_window(__u64 seed, __u64 steps, const struct tb_params *p, int bytes, __u64 max_dt)
 {
-	__u64 s = seed, now = 0, tokens = p->burst_s, dt, cost;
+	uint64_t s = seed;
+	__u64 now = 0, tokens = p->burst_s, dt, cost;
 	u128 budget, admitted_s = 0; /* sub-tokens: 10^19 after ~3 min at 100 MB/s */
 	__u64 i;
 
@@ -359,7 +347,8 @@ static void test_long_window_odd_rate(void **state)
 static void test_any_window_at_most_burst_plus_rate(void **state)
 {
 	struct tb_params p = params(5000, 300);
-	__u64 s = 8, now = 0, tokens = p.burst_s, dt, offered, i;
+	uint64_t s = 8;
+	__u64 now = 0, tokens = p.burst_s, dt, offered, i;
 	__int128 admitted = 0, lowest = 0, excess, worst = -1;
 
 	(void)state;

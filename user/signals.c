@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: MIT
+#include "signals.h"
+
+volatile sig_atomic_t sig_reload, sig_stop;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		sig_reload = 1;
+	else
+		sig_stop = 1;
+}
+
+void signals_install(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
