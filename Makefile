@@ -18,19 +18,49 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 ARCH_INC  := /usr/include/$(shell $(CC) -dumpmachine 2>/dev/null)
+# CFLAGS and LDFLAGS are the user's (make CFLAGS='-O1 -fsanitize=address');
+# what the project needs is in LL_CFLAGS and is always added.
 CFLAGS    ?= -O2 -g
-CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -Iinclude -Iuser -I$(BUILD) -D_GNU_SOURCE
-BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -I$(ARCH_INC) -D__TARGET_ARCH_x86
+LL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(EXTRA_CFLAGS)
+DEP_FLAGS := -MMD -MP
+BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -Ibpf -I$(ARCH_INC) -D__TARGET_ARCH_x86
 LDLIBS    := -lbpf -lelf -lz -lyaml -lpthread
 
-BPF_SRCS  := $(wildcard bpf/*.bpf.c)
-BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
-SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+# The XDP program the agent embeds, and the benchmark-only programs.
+BPF_SRCS  := bpf/leaseline.bpf.c $(wildcard bench/bpf/*.bpf.c)
 BPF_HDRS  := $(wildcard bpf/*.h) $(wildcard include/*.h)
+SKEL      := $(BUILD)/leaseline.skel.h
+BENCH_SKELS := $(patsubst bench/bpf/%.bpf.c,$(BUILD)/%.skel.h,$(wildcard bench/bpf/*.bpf.c))
 
-LIB_SRCS  := $(filter-out user/main.c,$(wildcard user/*.c))
-LIB_OBJS  := $(patsubst user/%.c,$(BUILD)/user/%.o,$(LIB_SRCS))
-USER_HDRS := $(wildcard user/*.h) $(wildcard include/*.h)
+# Layering (docs/design.md, "Layers"): each folder of user/ compiles with the
+# include paths it may use and becomes one archive. lib/ sees only itself and
+# the kernel ABI; agent/ and coord/ see lib/ and themselves, never each
+# other; only user/leaseline.c (the command table) sees all three. A file
+# that includes a header of a layer it may not use fails to compile
+# (tests/build/test_layering.sh proves it).
+INC_lib   := -Iinclude -Iuser/lib
+INC_agent := $(INC_lib) -Iuser/agent -I$(BUILD)
+INC_coord := $(INC_lib) -Iuser/coord
+INC_main  := $(INC_lib) -Iuser/agent -Iuser/coord
+LAYERS    := lib agent coord
+
+define layer
+$(1)_SRCS := $$(wildcard user/$(1)/*.c)
+$(1)_OBJS := $$(patsubst user/$(1)/%.c,$(BUILD)/user/$(1)/%.o,$$($(1)_SRCS))
+$(BUILD)/user/$(1)/%.o: user/$(1)/%.c | $(BUILD)/user/$(1) $(if $(filter agent,$(1)),$(SKEL))
+	$$(call msg,CC,$$@)
+	$(Q)$$(CC) $$(LL_CFLAGS) $$(DEP_FLAGS) $$(CFLAGS) $$(INC_$(1)) -c $$< -o $$@
+$(BUILD)/libll-$(1).a: $$($(1)_OBJS)
+	$$(call msg,AR,$$@)
+	$(Q)rm -f $$@ && ar rcs $$@ $$^
+$(BUILD)/user/$(1):
+	$(Q)mkdir -p $$@
+endef
+$(foreach l,$(LAYERS),$(eval $(call layer,$(l))))
+
+LIB_A     := $(BUILD)/libll-lib.a
+AGENT_A   := $(BUILD)/libll-agent.a
+COORD_A   := $(BUILD)/libll-coord.a
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -38,8 +68,14 @@ BPFT_SRCS := $(wildcard tests/bpf/test_*.c)
 BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+# Tests and benchmarks see what they test; the coordinator's link without
+# the agent's archive, so none of them can contain the BPF loader.
+TEST_INC  := $(INC_main) -I$(BUILD) -Itests -Ibench
+COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
+	      $(BUILD)/tests/test_ledger $(BUILD)/bench/bench_coord
+link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(COORD_A) $(LIB_A),$(AGENT_A) $(COORD_A) $(LIB_A))
 
-.PHONY: all deps check check-unit check-bpf check-net bench bench-live bench-global demo install clean format
+.PHONY: all deps check check-build check-unit check-bpf check-net bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -52,41 +88,50 @@ $(BUILD)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) | $(BUILD)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
+$(BUILD)/%.bpf.o: bench/bpf/%.bpf.c $(BPF_HDRS) | $(BUILD)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
 $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
-$(BUILD)/user/%.o: user/%.c $(USER_HDRS) $(SKELS) | $(BUILD)
+$(BUILD)/user/leaseline.o: user/leaseline.c | $(BUILD)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(INC_main) -c $< -o $@
 
-$(BUILD)/libleaseline.a: $(LIB_OBJS)
-	$(call msg,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
-
-$(BUILD)/leaseline: $(BUILD)/user/main.o $(BUILD)/libleaseline.a
+$(BUILD)/leaseline: $(BUILD)/user/leaseline.o $(AGENT_A) $(COORD_A) $(LIB_A)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libleaseline.a $(USER_HDRS) $(wildcard tests/unit/*.h) | $(BUILD)
+$(BUILD)/tests/%: tests/unit/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -Itests $< $(BUILD)/libleaseline.a -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/%: tests/bpf/%.c $(wildcard tests/bpf/*.h) $(BUILD)/libleaseline.a $(SKELS) $(USER_HDRS) | $(BUILD)
+$(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD) $(SKEL)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -Itests $< $(BUILD)/libleaseline.a -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libleaseline.a $(SKELS) $(USER_HDRS) $(wildcard bench/*.h) | $(BUILD)
+$(BUILD)/bench/%: bench/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD) $(SKEL) $(BENCH_SKELS)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -Itests $< $(BUILD)/libleaseline.a -o $@ $(LDLIBS)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS)
 
 $(BUILD):
 	$(Q)mkdir -p $(BUILD)/user $(BUILD)/tests $(BUILD)/bench
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# The flags one layer compiles with, for tests/build/test_layering.sh.
+print-flags:
+	@echo $(LL_CFLAGS) $(CFLAGS) $(INC_$(LAYER))
 
 # Tests: unit (no root), BPF through bpf_prog_test_run_opts, then namespaces.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/run-tests.sh $(BUILD)
+
+check-build: all
+	$(Q)scripts/run-tests.sh $(BUILD) build
 
 check-unit: all
 	$(Q)scripts/run-tests.sh $(BUILD) unit
@@ -123,7 +168,8 @@ install: $(BUILD)/leaseline
 	install -D -m 0755 $(BUILD)/leaseline $(DESTDIR)$(PREFIX)/sbin/leaseline
 
 format:
-	clang-format -i bpf/*.c bpf/*.h include/*.h user/*.c user/*.h tests/*/*.c bench/*.c
+	clang-format -i bpf/*.c bpf/*.h bench/bpf/*.c include/*.h user/*.c user/*/*.c user/*/*.h \
+		tests/*/*.c tests/*/*.h bench/*.c
 
 clean:
 	rm -rf $(BUILD)

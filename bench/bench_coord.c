@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +25,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include "clock.h"
 #include "conn.h"
-#include "dp.h"
 #include "wire.h"
 
 #define N_LIMITS      10
@@ -99,7 +100,8 @@ static double cpu_seconds(pid_t pid)
 	fclose(f);
 	p = strrchr(buf, ')');
 	/* fields after the command: state(3) ... utime(14) stime(15) */
-	if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+	if (p &&
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
 		return 0;
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -130,7 +132,8 @@ static int start_coord(struct run *r, const char *bin)
 	for (int l = 0; l < N_LIMITS; l++)
 		off += (size_t)snprintf(policy + off, sizeof(policy) - off,
 					"  - {name: t%d, key: none, scope: global, rate: 1G, "
-					"burst: 1G}\n", l);
+					"burst: 1G}\n",
+					l);
 	snprintf(policy + off, sizeof(policy) - off,
 		 "rules:\n  - {name: all, limits: [t0, t1, t2, t3]}\n");
 	snprintf(coord, sizeof(coord),
@@ -204,7 +207,7 @@ static int send_report(struct run *r, size_t i)
 		/* A demand that moves, so shares are recomputed under load. */
 		e->demand = 1000000 + (i * 7919 + a->seq * 104729) % 1000000;
 	}
-	a->sent_ns = dp_now_ns();
+	a->sent_ns = clock_now_ns();
 	a->grants = 0;
 	r->msgs++;
 	return conn_send(&a->c, m);
@@ -240,14 +243,16 @@ static int agent_input(struct run *r, size_t i, bool load)
 			int l = atoi(m->grant.limit + 1);
 
 			if (getenv("LL_BENCH_DEBUG"))
-				fprintf(stderr, "agent %zu grant %s seq %llu for report %llu (at %llu)\n", i,
-					m->grant.limit, (unsigned long long)m->grant.seq,
-					(unsigned long long)m->grant.report_seq, (unsigned long long)a->seq);
+				fprintf(stderr,
+					"agent %zu grant %s seq %llu for report %llu (at %llu)\n",
+					i, m->grant.limit, (unsigned long long)m->grant.seq,
+					(unsigned long long)m->grant.report_seq,
+					(unsigned long long)a->seq);
 			r->msgs++;
 			if (l >= 0 && l < N_LIMITS)
 				a->applied_seq[l] = m->grant.seq;
 			if (m->grant.report_seq == a->seq && ++a->grants == N_LIMITS) {
-				note_latency(r, dp_now_ns() - a->sent_ns);
+				note_latency(r, clock_now_ns() - a->sent_ns);
 				r->reports_done++;
 				if (load && send_report(r, i))
 					return -EIO;
@@ -314,8 +319,8 @@ static int connect_all(struct run *r)
 		if (send_hello(r, i))
 			return -EIO;
 	}
-	deadline = dp_now_ns() + CONNECT_WAIT * 1000000000ull;
-	while (dp_now_ns() < deadline) {
+	deadline = clock_now_ns() + CONNECT_WAIT * 1000000000ull;
+	while (clock_now_ns() < deadline) {
 		if (pump(r, 50, false))
 			return -EIO;
 		/* Hellos queued while a connect was still in progress. */
@@ -412,17 +417,17 @@ static int bench_one(const char *bin, size_t n, int seconds)
 			goto out;
 		}
 	/* Warm up one second, then measure. */
-	for (uint64_t end = dp_now_ns() + 1000000000ull; dp_now_ns() < end;)
+	for (uint64_t end = clock_now_ns() + 1000000000ull; clock_now_ns() < end;)
 		if ((err = pump(&r, 10, true)))
 			goto out;
 	r.nlat = 0;
 	msgs0 = r.msgs;
 	cpu0 = cpu_seconds(r.pid);
-	t0 = dp_now_ns();
-	for (uint64_t end = t0 + (uint64_t)seconds * 1000000000ull; dp_now_ns() < end;)
+	t0 = clock_now_ns();
+	for (uint64_t end = t0 + (uint64_t)seconds * 1000000000ull; clock_now_ns() < end;)
 		if ((err = pump(&r, 10, true)))
 			goto out;
-	elapsed = (double)(dp_now_ns() - t0) / 1e9;
+	elapsed = (double)(clock_now_ns() - t0) / 1e9;
 	cpu1 = cpu_seconds(r.pid);
 	rss1 = rss_kib(r.pid);
 	qsort(r.lat, r.nlat, sizeof(*r.lat), cmp_u64);
@@ -472,6 +477,7 @@ int main(int argc, char **argv)
 			printf("  %6zu  failed\n", sizes[k]);
 			rc = 1;
 		}
-	printf("\nTargets: >= 50000 messages/s on one core; 10k agents x 10 limits in <= 512 MiB.\n");
+	printf(
+	    "\nTargets: >= 50000 messages/s on one core; 10k agents x 10 limits in <= 512 MiB.\n");
 	return rc;
 }

@@ -24,6 +24,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "csum.h"
 #include "dp.h"
 #include "log.h"
@@ -301,7 +302,7 @@ struct lim_spec {
 /* clang-format on */
 
 /* One rule (UDP to port 53, any address) charging the n limits, made live
- * through dp_policy_apply. Fresh limit names each time, so every scenario
+ * through policy_apply. Fresh limit names each time, so every scenario
  * starts from new buckets and pools. *first receives the first limit as
  * compiled (uid, gen, mask), to key pre-created buckets.
  */
@@ -339,7 +340,7 @@ static int policy_set(struct bench *b, int n, const struct lim_spec *ls, struct 
 	r->n_limits = n;
 	for (int i = 0; i < n; i++)
 		r->limit[i] = i;
-	ret = dp_policy_apply(&b->dp, cp, err, sizeof(err));
+	ret = policy_apply(&b->dp, cp, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "bench: cannot apply the policy: %s\n", err);
 		goto out;
@@ -383,7 +384,7 @@ static int buckets_clear(struct bench *b)
 }
 
 /* Pre-create n buckets of the src-ip limit cfg for sources KEY_NET+1..n,
- * keyed exactly as key_build (bpf/limiter.h) keys an IPv4 source: family 4,
+ * keyed exactly as key_build (bpf/bucket.h) keys an IPv4 source: family 4,
  * v4-mapped address masked by the prefix. full: tokens = burst, else empty.
  */
 static int buckets_fill(struct bench *b, const struct ll_limit_cfg *cfg, uint32_t n, int full)
@@ -391,7 +392,7 @@ static int buckets_fill(struct bench *b, const struct ll_limit_cfg *cfg, uint32_
 	enum { BATCH = 65536 };
 	struct ll_key *keys = calloc(BATCH, sizeof(*keys));
 	struct ll_bucket *vals = calloc(BATCH, sizeof(*vals));
-	uint64_t now = dp_now_ns();
+	uint64_t now = clock_now_ns();
 	int ret = 0;
 
 	if (!keys || !vals) {

@@ -2,7 +2,7 @@
 /*
  * Live benchmark driver: one run of the "line-rate evidence" figures of
  * docs/benchmarks-live.md. It generates 64-byte UDP frames with our own XDP
- * generator (bpf/trafgen.bpf.c, bpf_prog_test_run_opts + BPF_F_TEST_XDP_LIVE_FRAMES,
+ * generator (bench/bpf/trafgen.bpf.c, bpf_prog_test_run_opts + BPF_F_TEST_XDP_LIVE_FRAMES,
  * XDP_TX out of the generator veth), attaches the program under test to the
  * DUT veth in the other namespace, and measures the DUT's threaded NAPI
  * kthread: CPU time per packet the DUT's XDP program saw, and packets/s.
@@ -59,7 +59,7 @@
 #define GEN_REPEAT (1u << 31)
 /* How often the driver looks at the DUT during the warm-up. */
 #define POLL_NS 50000000L
-/* Sources 198.19.0.0 + k for k < 65536: the upper half of 198.18.0.0/15 (SPEC §8),
+/* Sources 198.19.0.0 + k for k < 65536: the upper half of 198.18.0.0/15 (reference §8),
  * away from the veth addresses 198.18.0.x. More keys vary the UDP source port.
  */
 #define SRC_BASE   0xc6130000u
@@ -83,12 +83,12 @@
 #define DEF_BATCH 256
 
 enum dut_prog {
-	DUT_DROP, /* xdpcount: count, XDP_DROP (the floor) */
-	DUT_PASS, /* pass.bpf.c: parse, count, XDP_PASS (netfilter baselines) */
-	DUT_LL1,  /* leaseline, one per-key limit */
-	DUT_LL4,  /* leaseline, four limits, the binding per-key one last */
-	DUT_LL4F, /* leaseline, four limits, the binding per-key one first */
-	DUT_KEEP, /* whatever is attached (the agent's): count from --pin-dir */
+	DUT_DROP,    /* xdpcount: count, XDP_DROP (the floor) */
+	DUT_PASS,    /* pass.bpf.c: parse, count, XDP_PASS (netfilter baselines) */
+	DUT_LL1,     /* leaseline, one per-key limit */
+	DUT_LL4,     /* leaseline, four limits, the binding per-key one last */
+	DUT_LL4F,    /* leaseline, four limits, the binding per-key one first */
+	DUT_KEEP,    /* whatever is attached (the agent's): count from --pin-dir */
 	DUT_KFHDR,   /* keyfloor: read the headers, XDP_DROP */
 	DUT_KFLOOR,  /* keyfloor: one clock read + one 8-byte-key lookup, XDP_DROP */
 	DUT_KFLOORC, /* keyfloor with the coarse clock */
@@ -96,8 +96,8 @@ enum dut_prog {
 };
 
 static const char *const prog_names[] = {
-    [DUT_DROP] = "drop", [DUT_PASS] = "pass", [DUT_LL1] = "ll1",
-    [DUT_LL4] = "ll4",	 [DUT_LL4F] = "ll4f", [DUT_KEEP] = "keep",
+    [DUT_DROP] = "drop",   [DUT_PASS] = "pass",	    [DUT_LL1] = "ll1",
+    [DUT_LL4] = "ll4",	   [DUT_LL4F] = "ll4f",	    [DUT_KEEP] = "keep",
     [DUT_KFHDR] = "kfhdr", [DUT_KFLOOR] = "kfloor", [DUT_KFLOORC] = "kfloorc",
 };
 
@@ -380,7 +380,7 @@ static int dut_policy(struct dut *d, const struct opts *o)
 	r->n_limits = n;
 	for (int i = 0; i < n; i++)
 		r->limit[i] = o->prog == DUT_LL4 ? (i + 1) % n : i; /* ll4: 1,2,3,0 */
-	ret = dp_policy_apply(&d->dp, cp, err, sizeof(err));
+	ret = policy_apply(&d->dp, cp, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "bench_live: cannot apply the policy: %s\n", err);
 		goto out;
@@ -718,29 +718,30 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	struct lstats tot;
 
 	limit_stats_read(d, &tot);
-	printf("run label=%s phase=%s prog=%s keys=%u key=%s unit=%s rate=%llu burst=%llu "
-	       "window=%u batch=%u secs=%.3f dut_pkts=%.0f dut_pps=%.0f napi_ns_per_pkt=%.1f "
-	       "napi_busy=%.3f cpu_other=%.3f pushed_pps=%.0f gen_ns_per_frame=%.1f "
-	       "ring_loss=%.4f allowed=%llu denied=%llu admit_frac=%.4f prog_ns_per_pkt=%.1f "
-	       "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
-	       "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
-	       "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f\n",
-	       o->label, phase, prog_names[o->prog], o->keys, o->flow ? "flow" : "src-ip",
-	       o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
-	       (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
-	       pkts > 0 ? napi_ns / pkts : 0, busy, cpu_busy > busy ? cpu_busy - busy : 0,
-	       pushed / dt, pushed > 0 ? (double)(b->gen_ns - a->gen_ns) / pushed : 0,
-	       pushed > 0 ? 1 - pkts / pushed : 0, (unsigned long long)allowed,
-	       (unsigned long long)denied,
-	       allowed + denied ? (double)allowed / (allowed + denied) : -1,
-	       b->prog_cnt > a->prog_cnt
-		   ? (double)(b->prog_ns - a->prog_ns) / (b->prog_cnt - a->prog_cnt)
-		   : -1,
-	       b->t - s0->t, (unsigned long long)tot.allowed, (unsigned long long)tot.new_keys,
-	       (unsigned long long)tot.overflow, a->t - s0->t, (int)napi, s0->t * 1e9,
-	       (unsigned long long)g->skel->bss->tg_first_ns, b->t * 1e9,
-	       (unsigned long long)g->skel->bss->tg_held,
-	       (unsigned long long)g->skel->bss->tg_resyncs, clock_ns, mem_ns, alu_ns);
+	printf(
+	    "run label=%s phase=%s prog=%s keys=%u key=%s unit=%s rate=%llu burst=%llu "
+	    "window=%u batch=%u secs=%.3f dut_pkts=%.0f dut_pps=%.0f napi_ns_per_pkt=%.1f "
+	    "napi_busy=%.3f cpu_other=%.3f pushed_pps=%.0f gen_ns_per_frame=%.1f "
+	    "ring_loss=%.4f allowed=%llu denied=%llu admit_frac=%.4f prog_ns_per_pkt=%.1f "
+	    "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
+	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
+	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f\n",
+	    o->label, phase, prog_names[o->prog], o->keys, o->flow ? "flow" : "src-ip",
+	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
+	    (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
+	    pkts > 0 ? napi_ns / pkts : 0, busy, cpu_busy > busy ? cpu_busy - busy : 0, pushed / dt,
+	    pushed > 0 ? (double)(b->gen_ns - a->gen_ns) / pushed : 0,
+	    pushed > 0 ? 1 - pkts / pushed : 0, (unsigned long long)allowed,
+	    (unsigned long long)denied,
+	    allowed + denied ? (double)allowed / (allowed + denied) : -1,
+	    b->prog_cnt > a->prog_cnt
+		? (double)(b->prog_ns - a->prog_ns) / (b->prog_cnt - a->prog_cnt)
+		: -1,
+	    b->t - s0->t, (unsigned long long)tot.allowed, (unsigned long long)tot.new_keys,
+	    (unsigned long long)tot.overflow, a->t - s0->t, (int)napi, s0->t * 1e9,
+	    (unsigned long long)g->skel->bss->tg_first_ns, b->t * 1e9,
+	    (unsigned long long)g->skel->bss->tg_held, (unsigned long long)g->skel->bss->tg_resyncs,
+	    clock_ns, mem_ns, alu_ns);
 	fflush(stdout);
 }
 
@@ -761,7 +762,8 @@ static void usage(FILE *f)
 	    f,
 	    "usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
 	    "A.B.C.D\n"
-	    "         --prog drop|pass|ll1|ll4|ll4f|keep|kfhdr|kfloor|kfloorc [--pin-dir DIR] --keys N [--rate R]\n"
+	    "         --prog drop|pass|ll1|ll4|ll4f|keep|kfhdr|kfloor|kfloorc [--pin-dir DIR] "
+	    "--keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
 	    "         [--unit packets|bytes] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
 	    "         [--prog-stats]\n"

@@ -14,7 +14,8 @@
 #include "ll_types.h"
 #include "maps.h"
 #include "parse.h"
-#include "limiter.h"
+#include "bucket.h"
+#include "pool.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -78,6 +79,49 @@ static __always_inline struct ll_limit_cfg *limit_cfg(__u32 slot, __u32 id)
 	slot &= LL_POLICY_SLOTS - 1;
 	pol = bpf_map_lookup_elem(&ll_policy, &slot);
 	return pol ? &pol->limits[id & (LL_MAX_LIMITS - 1)] : 0;
+}
+
+/* 1 when limit id's deny hint (a key's bucket, or a key-none limit's slice
+ * and pool) alone shows it will deny m. A shadow limit drops nothing: 0.
+ */
+static __always_inline int limit_hinted(__u32 id, const struct ll_limit_cfg *cfg,
+					struct pkt_meta *m)
+{
+	if (cfg->mode == LL_MODE_SHADOW)
+		return 0;
+	if (cfg->key_mode == LL_KEY_NONE)
+		return pool_hinted(id, cfg, m);
+	if (cfg->key_mode == LL_KEY_FLOW) {
+		struct ll_flow_key fk;
+
+		flow_key_build(&fk, cfg, m);
+		return key_hinted(&ll_flow_buckets, &fk, cfg, m);
+	}
+	struct ll_key k;
+
+	key_build(&k, cfg, m);
+	return key_hinted(&ll_buckets, &k, cfg, m);
+}
+
+/* Debit (or with refund, give back) one limit for packet m. Returns an
+ * enum ll_verdict. A packet that can find no state is denied: the limiter
+ * never admits because it lost track.
+ */
+static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg,
+					struct pkt_meta *m, __u64 cost_s, int refund)
+{
+	if (cfg->key_mode == LL_KEY_NONE)
+		return pool_charge(id, cfg, m, cost_s, refund);
+	if (cfg->key_mode == LL_KEY_FLOW) {
+		struct ll_flow_key fk;
+
+		flow_key_build(&fk, cfg, m);
+		return key_charge(&ll_flow_buckets, &fk, sizeof(fk), id, cfg, m, cost_s, refund);
+	}
+	struct ll_key k;
+
+	key_build(&k, cfg, m);
+	return key_charge(&ll_buckets, &k, sizeof(k), id, cfg, m, cost_s, refund);
 }
 
 /* One limit for one packet, verified once as a global function so that four

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Packet parsing for the XDP programs: Ethernet, up to two VLAN tags
- * (802.1Q/802.1ad), IPv4 with options, IPv6 with a bounded walk of extension
- * headers, TCP/UDP ports, ICMP/ICMPv6. Every bounds check failure returns a
- * distinct enum ll_parse_reason so the caller can count it; nothing here
- * reads past data_end.
+ * Packet parsing for the XDP programs: Ethernet, up to LL_MAX_VLAN_TAGS VLAN
+ * tags (802.1Q/802.1ad), IPv4 with options, IPv6 with a bounded walk of
+ * extension headers, TCP/UDP ports, ICMP/ICMPv6. Every bounds check failure
+ * returns a distinct enum ll_parse_reason so the caller can count it; nothing
+ * here reads past data_end.
  */
 #ifndef LEASELINE_PARSE_H
 #define LEASELINE_PARSE_H
@@ -77,7 +77,10 @@ static __always_inline int parse_l4(void *l4, void *data_end, struct pkt_meta *m
 		m->dport = uh->dest;
 		m->has_ports = 1;
 	} else if (m->proto == IPPROTO_ICMP || m->proto == IPPROTO_ICMPV6) {
-		/* type and code: 2 bytes that must be there for a valid ICMP message */
+		/* type, code and checksum: the 4 bytes every ICMP and ICMPv6
+		 * message begins with. Not read, but a message cut shorter is
+		 * truncated.
+		 */
 		if (l4 + 4 > data_end)
 			return LL_PARSE_TRUNC_L4;
 	}
@@ -198,7 +201,7 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt_meta *m)
 	proto = eth->h_proto;
 
 #pragma unroll
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < LL_MAX_VLAN_TAGS; i++) {
 		struct vlan_tag *vt = p;
 
 		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))

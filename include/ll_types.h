@@ -21,10 +21,21 @@
 #define LL_NAME_LEN 32
 /* Interfaces one agent attaches to. */
 #define LL_MAX_IFACES 16
+/* VLAN tags walked (QinQ: an outer and an inner tag); more is LL_PARSE_VLAN_DEPTH. */
+#define LL_MAX_VLAN_TAGS 2
 /* IPv6 extension headers walked before giving up (counted as ext_hdr_limit). */
 #define LL_MAX_EXT_HDRS 8
 /* Policy double buffer: packets read one slot while the agent writes the other. */
 #define LL_POLICY_SLOTS 2
+
+/* Indexes are bounded with "& (N - 1)" on the packet path (the verifier
+ * needs a provable bound) and in the agent: that is a bound only for a
+ * power of two.
+ */
+#define LL_IS_POW2(n) ((n) > 0 && ((n) & ((n) - 1)) == 0)
+_Static_assert(LL_IS_POW2(LL_MAX_LIMITS), "ids are masked with LL_MAX_LIMITS - 1");
+_Static_assert(LL_IS_POW2(LL_POLICY_SLOTS), "slots are masked with LL_POLICY_SLOTS - 1");
+_Static_assert(LL_IS_POW2(LL_MAX_RULES), "rule indexes are masked with LL_MAX_RULES - 1");
 
 enum ll_key_mode {
 	LL_KEY_NONE = 0,

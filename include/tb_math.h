@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Token-bucket arithmetic shared verbatim by the XDP program and the host
- * unit tests: no BPF helpers, no libc, no division on the packet path.
+ * unit tests: no BPF helpers, no libc. No division on the admit path:
+ * settling, refilling, debiting and refunding only compare, add and multiply.
+ * A denial divides once, to record when the bucket or pool will pay (a
+ * bucket's deny hint, a pool's empty_until_ns: bpf/bucket.h, bpf/pool.h).
+ * The helpers here that divide are for userspace only.
  *
  * Tokens are kept in sub-token units of 1/TB_SCALE token. With a nanosecond
  * clock and TB_SCALE = 10^9, a refill over dt ns at `rate` tokens/s is exactly
@@ -121,6 +125,26 @@ static inline __u64 tb_fill_ns(__u64 rate, __u64 burst_s)
 	if (rate == 0)
 		return 0;
 	return burst_s / rate + (burst_s % rate != 0);
+}
+
+/* Slice chunk of a shared pool (userspace precomputes it; see docs/design.md,
+ * "Key-none limits"): about 1 ms of rate, at most burst / (4 x CPUs) so the
+ * tokens stranded in idle CPUs' slices stay below a quarter of the burst, at
+ * least one token. In sub-tokens.
+ */
+#define TB_CHUNK_PER_S	 1000 /* a chunk is ~1 ms of rate */
+#define TB_CHUNK_BURST_DIV 4  /* stranded slices hold < burst / 4 */
+
+static inline __u64 tb_chunk_s(__u64 rate, __u64 burst, unsigned int ncpus)
+{
+	__u64 chunk = rate / TB_CHUNK_PER_S;
+	__u64 cap = burst / (TB_CHUNK_BURST_DIV * (ncpus ? ncpus : 1));
+
+	if (chunk > cap)
+		chunk = cap;
+	if (chunk == 0)
+		chunk = 1;
+	return chunk * TB_SCALE;
 }
 
 #endif /* LEASELINE_TB_MATH_H */

@@ -1,10 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # The global-limit benchmark (docs/global.md): tests 1-7 with longer runs than
-# `make check` (GL_SCALE x the short durations), the SPEC's lease timing (ttl 2 s,
+# `make check` (GL_SCALE x the short durations), the reference's lease timing (ttl 2 s,
 # refresh 500 ms) and 5 coordinator kills. One coordinator, 8 gateways with
 # coordinated agents on native XDP, real UDP, in namespaces this script creates
-# and removes (SPEC §8). Prints each test's figures, then one table; the RESULT
+# and removes (reference §8). Prints each test's figures, then one table; the RESULT
 # lines go to BUILD/bench-global.jsonl and the table to BUILD/bench-global.txt.
 #
 # Usage: scripts/bench-global.sh BUILD_DIR

@@ -1,15 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Live datapath figures (docs/benchmarks-live.md): our XDP generator
-# (bpf/trafgen.bpf.c, driven by build/bench/bench_live on CPU 0) sends 64-byte
+# (bench/bpf/trafgen.bpf.c, driven by build/bench/bench_live on CPU 0) sends 64-byte
 # UDP frames out of a veth; the DUT is the peer veth in another namespace, its
 # threaded NAPI kthread pinned to CPU 1. Figures per run, after a warm-up: DUT
 # kthread CPU ns per packet (primary) and packets/s, the DUT saturated with at
 # most BL_WINDOW frames in flight (the generator waits for the DUT's XDP counter
-# instead of overrunning the veth ring: see bpf/trafgen.bpf.c).
+# instead of overrunning the veth ring: see bench/bpf/trafgen.bpf.c).
 # Only namespaces and veths this script creates (names carry its pid),
 # 198.18.0.0/15 inside them, removed on every exit path (tests/net/lib.sh's
-# trap), every loop and wait bounded (SPEC §8).
+# trap), every loop and wait bounded (reference §8).
 #
 #   1. throughput: drop (counting XDP_DROP floor), ll1, ll4, ll4f (leaseline, 1
 #      and 4 limits), ll1b (ll1 counted in bytes), hashlimit (XDP_PASS +

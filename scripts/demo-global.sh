@@ -6,7 +6,7 @@
 # leases out one global (R, B): together they hold R. Then gateway 1's control link
 # is cut: its lease dies in the kernel within ttl and it stops admitting, while
 # the others go on. Prints a table and writes BUILD/demo-global.svg (admitted rate
-# per 100 ms against the contract line). Namespaces only (SPEC §8), ~45 s.
+# per 100 ms against the contract line). Namespaces only (reference §8), ~45 s.
 #
 # Usage: scripts/demo-global.sh BUILD_DIR
 set -u

@@ -1,14 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Run leaseline's tests and print one closing line that counts them:
+#   build scripts tests/build/test_*.sh: what the build enforces (layering)
 #   unit  cmocka binaries from tests/unit (no root needed)
 #   bpf   cmocka binaries from tests/bpf (real kernel, bpf_prog_test_run_opts)
-#   net   scripts tests/net/test_*.sh (namespaces + veth, SPEC §8); exit 77 = skip
-# Usage: run-tests.sh BUILD_DIR [unit|bpf|net]...
+#   net   scripts tests/net/test_*.sh (namespaces + veth, reference §8); exit 77 = skip
+# Usage: run-tests.sh BUILD_DIR [build|unit|bpf|net]...
 set -u
 BUILD=${1:?build dir}
 shift
-SUITES=${*:-unit bpf net}
+SUITES=${*:-build unit bpf net}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
@@ -35,7 +36,7 @@ run_cmocka_suite() {
 		bin="$BUILD/tests/$(basename "$src" .c)"
 		log=$(mktemp)
 		echo "== $dir/$(basename "$bin")"
-		LL_FIXTURES="$ROOT/tests/unit/fixtures" "$bin" >"$log" 2>&1
+		LL_FIXTURES="$ROOT/tests/unit/fixtures" LL_BIN="$BUILD/leaseline" "$bin" >"$log" 2>&1
 		rc=$?
 		grep -E '^\[  (FAILED|PASSED)|^\[  ERROR|^\[ +FAIL|Failed|failure|error' "$log" | head -40
 		count_cmocka "$bin" "$log" "$rc"
@@ -43,12 +44,13 @@ run_cmocka_suite() {
 	done
 }
 
-run_net_suite() {
-	local t rc log
-	for t in tests/net/test_*.sh; do
+# Scripts: each is one test, exit 0 passed, 77 skipped, anything else failed.
+run_script_suite() {
+	local dir=$1 t rc log
+	for t in tests/"$dir"/test_*.sh; do
 		[ -e "$t" ] || continue
 		log=$(mktemp)
-		echo "== net/$(basename "$t")"
+		echo "== $dir/$(basename "$t")"
 		timeout 300 bash "$t" "$BUILD" >"$log" 2>&1
 		rc=$?
 		sed 's/^/   /' "$log" | tail -25
@@ -63,8 +65,8 @@ run_net_suite() {
 
 for s in $SUITES; do
 	case $s in
+	build | net) run_script_suite "$s" ;;
 	unit | bpf) run_cmocka_suite "$s" ;;
-	net) run_net_suite ;;
 	*) echo "unknown suite '$s'" >&2; exit 2 ;;
 	esac
 done

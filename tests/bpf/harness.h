@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "config.h"
 #include "dp.h"
 #include "log.h"
@@ -131,7 +132,7 @@ static inline int hx_teardown(void **state)
 		fx_;                                                                               \
 	})
 
-/* Parse a YAML policy (SPEC §4) and make it live. Returns 0 or a negative errno. */
+/* Parse a YAML policy (reference §4) and make it live. Returns 0 or a negative errno. */
 static inline int hx_apply(struct fx *fx, const char *yaml)
 {
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
@@ -147,7 +148,7 @@ static inline int hx_apply(struct fx *fx, const char *yaml)
 		free(cp);
 		return rc;
 	}
-	rc = dp_policy_apply(&fx->dp, cp, err, sizeof(err));
+	rc = policy_apply(&fx->dp, cp, err, sizeof(err));
 	if (rc && rc != -ESTALE)
 		print_error("policy apply: %s\n", err);
 	free(cp);
@@ -306,7 +307,7 @@ static inline struct ll_limit_stats hx_stats_of(struct fx *fx, const char *name)
 	return hx_limit_stats(fx, hx_limit_id(fx, name));
 }
 
-/* Bucket keys as the datapath builds them (see bpf/limiter.h key_build). */
+/* Bucket keys as the datapath builds them (see bpf/bucket.h key_build). */
 static inline void hx_v4_mapped(uint32_t a[4], const char *ip, uint8_t plen)
 {
 	uint32_t v4 = 0;
@@ -420,7 +421,7 @@ static inline uint64_t hx_refill_max(uint64_t rate, uint64_t from_ns, uint64_t t
 /* Whole tokens that may have refilled since t0: the slack on an exact count. */
 static inline uint64_t hx_slack(uint64_t rate, uint64_t t0_ns)
 {
-	return hx_refill_max(rate, t0_ns, dp_now_ns()) / TB_SCALE;
+	return hx_refill_max(rate, t0_ns, clock_now_ns()) / TB_SCALE;
 }
 
 /* Frames the limit tests send. */

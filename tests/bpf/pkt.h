@@ -644,7 +644,7 @@ static inline size_t pkt_l4_need(const struct pkt_rec *r)
 }
 
 /* The parse reason a well-formed frame p, cut to len bytes, must give
- * (SPEC §5: a frame too short for the headers it claims takes a defined,
+ * (reference §5: a frame too short for the headers it claims takes a defined,
  * counted path). consistent as in pkt_prefix().
  */
 static inline int pkt_expect_reason(const struct pkt *p, size_t len, bool consistent)
@@ -654,7 +654,7 @@ static inline int pkt_expect_reason(const struct pkt *p, size_t len, bool consis
 	if (len < PKT_ETH_LEN)
 		return LL_PARSE_TRUNC_ETH;
 	for (i = 1; i < p->nrec && p->rec[i].kind == PL_VLAN; i++) {
-		if (++vlans > 2)
+		if (++vlans > LL_MAX_VLAN_TAGS)
 			return LL_PARSE_VLAN_DEPTH;
 		if (len < p->rec[i].end)
 			return LL_PARSE_TRUNC_VLAN;

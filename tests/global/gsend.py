@@ -31,7 +31,7 @@ import struct
 import sys
 import time
 
-# Longest run the tool accepts (SPEC §8: loops bounded in time).
+# Longest run the tool accepts (reference §8: loops bounded in time).
 MAX_DURATION = 600.0
 # Per-gateway rate cap, packets/s: far above what 2 CPUs can send from Python.
 MAX_RATE = 50000.0

@@ -4,7 +4,7 @@
 # on top of tests/net/lib.sh (ll_init, ll_fail, ll_stop_pid, the cleanup trap).
 #
 # Everything carries the test's pid ($$) in its name and is removed on every exit
-# path (SPEC §8):
+# path (reference §8):
 #   namespaces  llk$$ (coordinator), llc$$ (client), llg$$-<i> (gateway i = 1..N)
 #   data        veth dc<i>x$$ (client) <-> dg<i>x$$ (gateway i), 198.18.<i>.1/24 and
 #               198.18.<i>.2/24; the agent of gateway i attaches (native XDP) to dg<i>x$$

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# Helpers for leaseline's namespace tests (SPEC §8). Sourced by tests/net/test_*.sh
+# Helpers for leaseline's namespace tests (reference §8). Sourced by tests/net/test_*.sh
 # and scripts/demo.sh. Everything a test creates carries its pid in the name and is
 # removed by ll_cleanup, which runs on every exit path (EXIT; INT and TERM exit):
 #   namespaces  llc$$ (client) and llg$$ (gateway), joined by veth vc$$ <-> vg$$

@@ -28,7 +28,7 @@ import time
 MAX_SOURCES = 1024
 # Per-source rate cap (packets/s): far above what the tests need, bounds the loop.
 MAX_RATE = 100000.0
-# Longest run the tool accepts, in seconds (SPEC §8: loops bounded in time).
+# Longest run the tool accepts, in seconds (reference §8: loops bounded in time).
 MAX_DURATION = 120.0
 
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Configuration files (user/config.c): the SPEC §4 examples parse, and every
+ * Configuration files (user/config.c): the reference §4 examples parse, and every
  * refused input is reported at its exact FILE:LINE:COL with its exact message.
  * Error cases are tables; each entry runs as its own named cmocka test.
  */
@@ -512,9 +512,9 @@ static void test_coordinator_policy(void **state)
 	assert_int_equal(a->unit, LL_UNIT_BYTES);
 	assert_true(a->rate == 2500000000ULL && a->burst == 100000000ULL);
 	assert_int_equal(a->scope, LL_SCOPE_GLOBAL);
-	assert_int_equal(a->on_loss, CFG_ON_LOSS_FALLBACK);
+	assert_int_equal(a->on_loss, LL_ON_LOSS_FALLBACK);
 	assert_true(a->has_fallback && a->fallback_rate == 50 && a->fallback_burst == 50);
-	assert_int_equal(b->on_loss, CFG_ON_LOSS_FAIL_OPEN);
+	assert_int_equal(b->on_loss, LL_ON_LOSS_FAIL_OPEN);
 	assert_false(b->has_fallback);
 	assert_int_equal(f->key_mode, LL_KEY_FLOW);
 	assert_int_equal(f->mode, LL_MODE_SHADOW);
@@ -709,7 +709,7 @@ static void test_policy_defaults(void **state)
 	assert_int_equal(p->limits[0].unit, LL_UNIT_PACKETS);
 	assert_int_equal(p->limits[0].scope, LL_SCOPE_LOCAL);
 	assert_int_equal(p->limits[0].mode, LL_MODE_ENFORCE);
-	assert_int_equal(p->limits[0].on_loss, CFG_ON_LOSS_FAIL_CLOSED);
+	assert_int_equal(p->limits[0].on_loss, LL_ON_LOSS_FAIL_CLOSED);
 	assert_int_equal(p->n_rules, 0);
 	free(p);
 }
@@ -813,7 +813,7 @@ static void test_names_of_values(void **state)
 	assert_string_equal(cfg_unit_name(LL_UNIT_BYTES), "bytes");
 	assert_string_equal(cfg_mode_name(LL_MODE_SHADOW), "shadow");
 	assert_string_equal(cfg_scope_name(LL_SCOPE_GLOBAL), "global");
-	assert_string_equal(cfg_on_loss_name(CFG_ON_LOSS_FAIL_OPEN), "fail-open");
+	assert_string_equal(cfg_on_loss_name(LL_ON_LOSS_FAIL_OPEN), "fail-open");
 	assert_string_equal(cfg_action_name(LL_ACT_DROP), "drop");
 	assert_string_equal(cfg_xdp_mode_name(CFG_XDP_AUTO), "auto");
 	assert_string_equal(cfg_proto_name(IPPROTO_ICMPV6), "icmpv6");

@@ -14,30 +14,79 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/wait.h>
 
+#include "clock.h"
 #include "conn.h"
-#include "dp.h"
-#include "lease.h"
+#include "lease_clock.h"
 #include "wire.h"
 
-#define PORT	  17460
-#define TTL_MS	  300
-#define N_LIMITS  3
-#define RATE	  900
-#define GATEWAYS  4
-#define WAIT_MS	  3000
+#define TTL_MS	 300
+#define N_LIMITS 3
+#define RATE	 900
+#define GATEWAYS 4
+#define WAIT_MS	 3000
 
 struct fx {
 	pid_t pid;
+	int port;	  /* an ephemeral port, free when setup asked */
+	uint64_t t_start; /* before the coordinator started: its quiet period ends after
+			     t_start + the quiet time */
 	char dir[64];
 	struct wire_msg *m;
 };
+
+/* A port the kernel considers free: bind port 0, read it back, close. */
+static int free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    !getsockname(fd, (struct sockaddr *)&sa, &len))
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* Readiness: the coordinator logs "coordinator listening on" once its
+ * socket is bound and its quiet period has started. Wait for that line in
+ * its log (bounded), or for it to exit.
+ */
+static int wait_ready(struct fx *fx)
+{
+	char path[128], line[512];
+	uint64_t end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC;
+
+	snprintf(path, sizeof(path), "%s/coord.log", fx->dir);
+	while (clock_now_ns() < end) {
+		FILE *f = fopen(path, "r");
+		bool ready = false;
+
+		while (f && fgets(line, sizeof(line), f))
+			ready |= strstr(line, "coordinator listening on") != NULL;
+		if (f)
+			fclose(f);
+		if (ready)
+			return 0;
+		if (waitpid(fx->pid, NULL, WNOHANG) == fx->pid) {
+			fx->pid = -1;
+			return -1; /* exited before it listened */
+		}
+		poll(NULL, 0, 5);
+	}
+	return -1;
+}
 
 static const char *bin(void)
 {
@@ -61,9 +110,12 @@ static void write_file(const char *dir, const char *name, const char *text)
 static int setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
-	char coord[256], cfg[128];
+	char coord[256], cfg[128], log[128];
 
 	if (!fx || access(bin(), X_OK))
+		return -1;
+	fx->port = free_port();
+	if (fx->port < 0)
 		return -1;
 	fx->m = malloc(sizeof(*fx->m));
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ll-coord-proto-XXXXXX");
@@ -78,19 +130,21 @@ static int setup(void **state)
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
 		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n",
-		 PORT, TTL_MS, GATEWAYS);
+		 fx->port, TTL_MS, GATEWAYS);
 	write_file(fx->dir, "coord.yaml", coord);
 	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);
+	snprintf(log, sizeof(log), "%s/coord.log", fx->dir);
+	fx->t_start = clock_now_ns();
 	fx->pid = fork();
 	if (fx->pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
+		int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
-		dup2(null, 2);
+		dup2(out, 2);
 		execl(bin(), bin(), "coord", "-c", cfg, (char *)NULL);
 		_exit(127);
 	}
 	*state = fx;
-	return fx->pid > 0 ? 0 : -1;
+	return fx->pid > 0 ? wait_ready(fx) : -1;
 }
 
 static int teardown(void **state)
@@ -99,8 +153,10 @@ static int teardown(void **state)
 	char cmd[128];
 	int st = 0;
 
-	kill(fx->pid, SIGTERM);
-	waitpid(fx->pid, &st, 0);
+	if (fx->pid > 0) {
+		kill(fx->pid, SIGTERM);
+		waitpid(fx->pid, &st, 0);
+	}
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
 	if (system(cmd))
 		return -1;
@@ -110,25 +166,19 @@ static int teardown(void **state)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-static void dial(struct conn *c)
+static void dial(struct fx *fx, struct conn *c)
 {
+	struct sockaddr_storage sa;
 	char addr[32];
-	int fd = -1;
+	socklen_t len;
+	int fd;
 
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", PORT);
-	for (int t = 0; t < 200 && fd < 0; t++) {
-		struct sockaddr_storage sa;
-		socklen_t len;
-
-		assert_int_equal(net_addr(addr, &sa, &len), 0);
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len)) {
-			close(fd);
-			fd = -1;
-			usleep(10000);
-		}
-	}
+	/* Ready (setup waited for it): the first connect succeeds. */
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", fx->port);
+	assert_int_equal(net_addr(addr, &sa, &len), 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, len), 0);
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	conn_init(c, fd);
 }
@@ -136,7 +186,7 @@ static void dial(struct conn *c)
 /* Next frame within WAIT_MS: 1 and *m, 0 on timeout, -ECONNRESET if closed. */
 static int recv_msg(struct conn *c, struct wire_msg *m, int wait_ms)
 {
-	uint64_t end = dp_now_ns() + (uint64_t)wait_ms * 1000000ull;
+	uint64_t end = clock_now_ns() + (uint64_t)wait_ms * NSEC_PER_MSEC;
 
 	for (;;) {
 		struct pollfd p = {.fd = c->fd, .events = POLLIN};
@@ -144,7 +194,7 @@ static int recv_msg(struct conn *c, struct wire_msg *m, int wait_ms)
 
 		if (r)
 			return r;
-		if (dp_now_ns() >= end)
+		if (clock_now_ns() >= end)
 			return 0;
 		poll(&p, 1, 20);
 		err = conn_read(c);
@@ -165,8 +215,8 @@ static void hello(struct fx *fx, struct conn *c, const char *holder)
 	assert_int_equal(fx->m->policy.version, 1);
 }
 
-static void report(struct fx *fx, struct conn *c, const char *holder, uint64_t seq,
-		   uint64_t epoch, const uint64_t *applied)
+static void report(struct fx *fx, struct conn *c, const char *holder, uint64_t seq, uint64_t epoch,
+		   const uint64_t *applied)
 {
 	WIRE_MSG_CLEAR(fx->m, report.n);
 	fx->m->type = WIRE_REPORT;
@@ -202,63 +252,87 @@ static int grants(struct fx *fx, struct conn *c, uint64_t seq, uint64_t *rate, u
 		rate[l] = fx->m->grant.rate;
 		gseq[l] = fx->m->grant.seq;
 		*epoch = fx->m->grant.epoch;
-		assert_int_equal(fx->m->grant.ttl_ns, TTL_MS * 1000000ull);
+		assert_int_equal(fx->m->grant.ttl_ns, TTL_MS * NSEC_PER_MSEC);
 		n++;
 	}
 	return n;
 }
 
+/* Report from holder on c until every limit's grant has rate `want`
+ * (targets follow demand within 50 ms): bounded, no sleeping. Returns the
+ * next report seq.
+ */
+static uint64_t report_until(struct fx *fx, struct conn *c, const char *holder, uint64_t seq,
+			     uint64_t *epoch, uint64_t *rate, uint64_t *gseq, uint64_t want)
+{
+	uint64_t end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC;
+
+	for (;; seq++) {
+		bool all = true;
+
+		report(fx, c, holder, seq, *epoch, gseq);
+		assert_int_equal(grants(fx, c, seq, rate, gseq, epoch), N_LIMITS);
+		for (int l = 0; l < N_LIMITS; l++)
+			all &= rate[l] == want;
+		if (all)
+			return seq + 1;
+		assert_true(clock_now_ns() < end);
+	}
+}
+
 static void test_every_limit_granted_within_contract(void **state)
 {
 	struct fx *fx = *state;
-	uint64_t r1[N_LIMITS] = {0}, r2[N_LIMITS] = {0}, s1[N_LIMITS], s2[N_LIMITS], epoch = 0;
+	uint64_t r1[N_LIMITS] = {0}, r2[N_LIMITS] = {0}, s1[N_LIMITS] = {0}, s2[N_LIMITS] = {0};
+	uint64_t epoch = 0, seq1, seq2, t_sent;
+	uint64_t quiet_end = fx->t_start + lease_deadline(0, TTL_MS * NSEC_PER_MSEC);
 	struct conn c1, c2;
-	uint64_t t0 = dp_now_ns();
+	int n;
 
-	dial(&c1);
+	dial(fx, &c1);
 	hello(fx, &c1, "gw-1");
-	/* Quiet period: a report before it ends gets no grant. */
+	/* Quiet period: it ends no earlier than quiet_end, and a report sent
+	 * before then gets no grant. On a machine too slow to send it in time,
+	 * any grant that answers it must at least come after quiet_end.
+	 */
 	report(fx, &c1, "gw-1", 1, 0, NULL);
-	if (dp_now_ns() - t0 < lease_deadline(0, TTL_MS * 1000000ull) / 2)
-		assert_int_equal(grants(fx, &c1, 1, r1, s1, &epoch), 0);
-	/* After it, every limit a report names gets a grant answering it. */
-	report(fx, &c1, "gw-1", 2, 0, NULL);
-	assert_int_equal(grants(fx, &c1, 2, r1, s1, &epoch), N_LIMITS);
-	usleep(100000); /* targets follow demand within 50 ms */
-	report(fx, &c1, "gw-1", 3, epoch, s1);
-	assert_int_equal(grants(fx, &c1, 3, r1, s1, &epoch), N_LIMITS);
-	for (int l = 0; l < N_LIMITS; l++)
-		assert_int_equal(r1[l], RATE); /* alone: the whole contract */
-	dial(&c2);
+	t_sent = clock_now_ns();
+	n = grants(fx, &c1, 1, r1, s1, &epoch);
+	if (t_sent < quiet_end)
+		assert_int_equal(n, 0);
+	else if (n)
+		assert_true(clock_now_ns() >= quiet_end);
+	/* After it, every limit a report names gets a grant answering it;
+	 * alone, gw-1 gets the whole contract.
+	 */
+	seq1 = report_until(fx, &c1, "gw-1", 2, &epoch, r1, s1, RATE);
+	dial(fx, &c2);
 	hello(fx, &c2, "gw-2");
 	report(fx, &c2, "gw-2", 1, 0, NULL);
 	assert_int_equal(grants(fx, &c2, 1, r2, s2, &epoch), N_LIMITS);
 	for (int l = 0; l < N_LIMITS; l++)
 		assert_int_equal(r2[l], 0); /* no headroom: gw-1 holds it all */
-	usleep(100000);
 	/* gw-1 is cut to its fair half; gw-2's increase waits until that
 	 * decrease has taken effect (acknowledged): decreases first.
 	 */
-	report(fx, &c1, "gw-1", 4, epoch, s1);
-	assert_int_equal(grants(fx, &c1, 4, r1, s1, &epoch), N_LIMITS);
-	report(fx, &c2, "gw-2", 2, epoch, s2);
-	assert_int_equal(grants(fx, &c2, 2, r2, s2, &epoch), N_LIMITS);
+	seq1 = report_until(fx, &c1, "gw-1", seq1, &epoch, r1, s1, RATE / 2);
+	seq2 = 2;
+	report(fx, &c2, "gw-2", seq2, epoch, s2);
+	assert_int_equal(grants(fx, &c2, seq2++, r2, s2, &epoch), N_LIMITS);
 	for (int l = 0; l < N_LIMITS; l++) {
 		assert_int_equal(r1[l], RATE / 2);
 		assert_int_equal(r2[l], 0);
 	}
-	report(fx, &c1, "gw-1", 5, epoch, s1); /* acks the decrease */
-	assert_int_equal(grants(fx, &c1, 5, r1, s1, &epoch), N_LIMITS);
-	report(fx, &c2, "gw-2", 3, epoch, s2);
-	assert_int_equal(grants(fx, &c2, 3, r2, s2, &epoch), N_LIMITS);
+	report(fx, &c1, "gw-1", seq1, epoch, s1); /* acks the decrease */
+	assert_int_equal(grants(fx, &c1, seq1, r1, s1, &epoch), N_LIMITS);
+	seq2 = report_until(fx, &c2, "gw-2", seq2, &epoch, r2, s2, RATE / 2);
 	for (int l = 0; l < N_LIMITS; l++) {
 		assert_true(r1[l] + r2[l] <= RATE);
 		assert_int_equal(r1[l], RATE / 2);
-		assert_int_equal(r2[l], RATE / 2);
 	}
 	/* A retransmitted report (same seq) is old news: no grant. */
-	report(fx, &c2, "gw-2", 3, epoch, s2);
-	assert_int_equal(grants(fx, &c2, 3, r2, s2, &epoch), 0);
+	report(fx, &c2, "gw-2", seq2 - 1, epoch, s2);
+	assert_int_equal(grants(fx, &c2, seq2 - 1, r2, s2, &epoch), 0);
 	conn_close(&c1);
 	conn_close(&c2);
 }
@@ -269,11 +343,11 @@ static void test_malformed_frame_costs_only_that_connection(void **state)
 	static const uint8_t junk[16] = {0x4c, 0x4c, 0x57, 0x31, 0, 1, 0, 99};
 	struct conn bad, good;
 
-	dial(&bad);
+	dial(fx, &bad);
 	assert_int_equal(send(bad.fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
 	assert_int_equal(recv_msg(&bad, fx->m, WAIT_MS), -ECONNRESET);
 	conn_close(&bad);
-	dial(&good);
+	dial(fx, &good);
 	hello(fx, &good, "gw-3");
 	conn_close(&good);
 }
@@ -281,10 +355,10 @@ static void test_malformed_frame_costs_only_that_connection(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_every_limit_granted_within_contract, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection,
-						setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_every_limit_granted_within_contract, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection, setup,
+					    teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coord_store.h"
+#include "store.h"
 #include "log.h"
 
 static int dir_setup(void **state)
@@ -150,13 +150,12 @@ static void test_usage_highest_wins(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_epochs_increase, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_torn_tail_never_reuses, dir_setup,
-						dir_teardown),
-		cmocka_unit_test_setup_teardown(test_corrupt_record_skipped_conservatively,
-						dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_bump, dir_setup, dir_teardown),
-		cmocka_unit_test_setup_teardown(test_usage_highest_wins, dir_setup, dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_epochs_increase, dir_setup, dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_tail_never_reuses, dir_setup, dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_corrupt_record_skipped_conservatively, dir_setup,
+					    dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_bump, dir_setup, dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_usage_highest_wins, dir_setup, dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,12 +36,12 @@
 #define MAX_REPORT_N  (P + WIRE_HOLDER_LEN + 3 * 8) /* holder of 63 bytes */
 #define GRANT_LIMIT   P
 #define GRANT_HOLDER  (P + 1 + 9)
-#define GRANT_ON_LOSS (GRANT_HOLDER + 1 + 4 + 9 * 8)
+#define GRANT_REFRESH (GRANT_HOLDER + 1 + 4 + 8 * 8)
 #define POLICY_LEN    (P + 2 * 8)
 
 /* Sizes of the sample frames, computed from docs/protocol.md rather than from the encoder. */
 #define HELLO_FRAME  (P + 1 + 4 + 3 * 8)
-#define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 11 * 8 + 1)
+#define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 9 * 8)
 #define ENTRY_FIXED  (7 * 8)
 #define REPORT_FRAME (REPORT_E0 + 1 + 10 + ENTRY_FIXED + 1 + 9 + ENTRY_FIXED)
 #define POLICY_YAML  "version: 3\ndefault: pass\nlimits: []\nrules: []\n"
@@ -114,9 +114,6 @@ static void sample_grant(struct wire_msg *m)
 	g->burst = 500;
 	g->ttl_ns = 2000000000ull;
 	g->refresh_ns = 500000000ull;
-	g->on_loss = CFG_ON_LOSS_FALLBACK;
-	g->fallback_rate = 10;
-	g->fallback_burst = 20;
 }
 
 static void sample_grant_max(struct wire_msg *m)
@@ -124,8 +121,7 @@ static void sample_grant_max(struct wire_msg *m)
 	sample_grant(m);
 	fill_name(m->grant.limit, 'L', LL_NAME_LEN - 1);
 	fill_name(m->grant.holder, 'H', WIRE_HOLDER_LEN - 1);
-	m->grant.on_loss = CFG_ON_LOSS_FAIL_OPEN;
-	m->grant.fallback_burst = UINT64_MAX;
+	m->grant.refresh_ns = UINT64_MAX;
 }
 
 static void set_entry(struct wire_report_entry *e, const char *limit, uint64_t base)
@@ -307,7 +303,7 @@ static void test_round_trip(void **state)
 static void test_hello_bytes(void **state)
 {
 	static const uint8_t expect[] = {
-	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1d, /* header */
+	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1d, /* header */
 	    0x04, 'g',	'w',  '-',  '1',					    /* holder */
 	    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* incarnation */
 	    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, /* max_epoch_seen */
@@ -364,7 +360,7 @@ static const struct corruption header_cases[] = {
 
 static const struct corruption payload_cases[] = {
     /* control: the corruption harness itself leaves a valid frame valid */
-    {"nothing changed", S_GRANT, GRANT_ON_LOSS, 1, 0, true, FRAME_OK},
+    {"nothing changed", S_GRANT, GRANT_REFRESH, 1, 0, true, FRAME_OK},
     {"frame length one short", S_HELLO, HDR_LENGTH, 4, -1, true, -EPROTO},
     {"frame length one long (trailing byte)", S_HELLO, HDR_LENGTH, 4, 1, true, -EPROTO},
     {"frame length 0", S_HELLO, HDR_LENGTH, 4, 0, false, -EPROTO},
@@ -381,9 +377,7 @@ static const struct corruption payload_cases[] = {
     {"limit name length 0", S_GRANT, GRANT_LIMIT, 1, 0, false, -EPROTO},
     {"limit name length 32", S_GRANT_MAX, GRANT_LIMIT, 1, LL_NAME_LEN, false, -EPROTO},
     {"limit name with '*'", S_GRANT, GRANT_LIMIT + 9, 1, '*', false, -EPROTO},
-    {"on_loss fail-open", S_GRANT, GRANT_ON_LOSS, 1, CFG_ON_LOSS_FAIL_OPEN, false, FRAME_OK},
-    {"on_loss 3", S_GRANT, GRANT_ON_LOSS, 1, CFG_ON_LOSS_FAIL_OPEN + 1, false, -EPROTO},
-    {"on_loss 255", S_GRANT, GRANT_ON_LOSS, 1, 255, false, -EPROTO},
+    {"grant one byte long", S_GRANT, HDR_LENGTH, 4, 1, true, -EPROTO},
     {"report n 65", S_REPORT, REPORT_N, 2, WIRE_MAX_ENTRIES + 1, false, -EPROTO},
     {"report n 65535", S_REPORT, REPORT_N, 2, 65535, false, -EPROTO},
     {"report n 65 with 64 entries", S_REPORT_MAX, MAX_REPORT_N, 2, 1, true, -EPROTO},
@@ -529,7 +523,7 @@ static int craft_hello(uint8_t *buf, size_t holder_len)
 	return pb_decode(&p, WIRE_HELLO);
 }
 
-static int craft_grant(uint8_t *buf, size_t limit_len, uint8_t on_loss)
+static int craft_grant(uint8_t *buf, size_t limit_len, size_t extra)
 {
 	struct pb p = {.b = buf + WIRE_HDR_LEN};
 	int i;
@@ -538,9 +532,8 @@ static int craft_grant(uint8_t *buf, size_t limit_len, uint8_t on_loss)
 	pb_name(&p, 4, 'g');
 	for (i = 0; i < 9; i++)
 		pb_put(&p, i, 8);
-	pb_put(&p, on_loss, 1);
-	pb_put(&p, 0, 8);
-	pb_put(&p, 0, 8);
+	for (size_t j = 0; j < extra; j++) /* bytes past the last field */
+		pb_put(&p, 0, 1);
 	return pb_decode(&p, WIRE_GRANT);
 }
 
@@ -591,9 +584,10 @@ static void test_bounds_by_hand(void **state)
 	assert_int_equal(craft_grant(buf, 0, 0), -EPROTO);
 	assert_int_equal(craft_grant(buf, LL_NAME_LEN - 1, 0), FRAME_OK);
 	assert_int_equal(craft_grant(buf, LL_NAME_LEN, 0), -EPROTO);
-	assert_int_equal(craft_grant(buf, 1, CFG_ON_LOSS_FAIL_OPEN), FRAME_OK);
-	assert_int_equal(out->grant.on_loss, CFG_ON_LOSS_FAIL_OPEN);
-	assert_int_equal(craft_grant(buf, 1, CFG_ON_LOSS_FAIL_OPEN + 1), -EPROTO);
+	assert_int_equal(craft_grant(buf, 1, 0), FRAME_OK);
+	assert_int_equal(out->grant.refresh_ns, 8);
+	/* A version-1 grant (on-loss and fallback share after refresh_ns). */
+	assert_int_equal(craft_grant(buf, 1, 17), -EPROTO);
 
 	assert_int_equal(craft_report(buf, 0, 1), FRAME_OK);
 	assert_int_equal(craft_report(buf, WIRE_MAX_ENTRIES, LL_NAME_LEN - 1), FRAME_OK);
@@ -751,11 +745,6 @@ static void grant_holder_slash(struct wire_msg *m)
 	strcpy(m->grant.holder, "gw/1");
 }
 
-static void on_loss_3(struct wire_msg *m)
-{
-	m->grant.on_loss = CFG_ON_LOSS_FAIL_OPEN + 1;
-}
-
 /* A valid 65th entry sits just past the array (still inside the union): only the count check
  * can refuse this report.
  */
@@ -797,7 +786,6 @@ static const struct bad_msg bad_msgs[] = {
     {"holder with a space", S_HELLO, holder_space, -EINVAL},
     {"limit name of 32 bytes, no NUL", S_GRANT, limit_no_nul, -EINVAL},
     {"grant holder with '/'", S_GRANT, grant_holder_slash, -EINVAL},
-    {"on_loss 3", S_GRANT, on_loss_3, -EINVAL},
     {"report n 65", S_REPORT_MAX, report_n_65, -EINVAL},
     {"entry with an empty name", S_REPORT, entry_empty_name, -EINVAL},
     {"policy longer than WIRE_MAX_POLICY", S_POLICY_MAX, policy_too_long, -EINVAL},

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The parameters one limit is charged with: rate, burst and fill time of its
+ * current and previous generation (struct tb_params, tb_math.h), and for a
+ * key-none pool also the reload instant, the slice chunk and both generation
+ * numbers (struct pool_view). Taken here from the policy's ll_limit_cfg; a
+ * global limit's pool takes them from its lease instead (lease.h). Invariant:
+ * `prev` always describes generation prev_gen, so tb_settle carries a bucket
+ * or pool over from exactly that generation and no other.
+ */
+#ifndef LEASELINE_PARAMS_H
+#define LEASELINE_PARAMS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "ll_types.h"
+#include "tb_math.h"
+
+static __always_inline void cfg_params(const struct ll_limit_cfg *cfg, struct tb_params *cur,
+				       struct tb_params *prev)
+{
+	cur->rate = cfg->rate;
+	cur->burst_s = cfg->burst_s;
+	cur->fill_ns = cfg->fill_ns;
+	prev->rate = cfg->prev_rate;
+	prev->burst_s = cfg->prev_burst_s;
+	prev->fill_ns = cfg->prev_fill_ns;
+}
+
+/* The parameters a key-none pool is charged with: from the policy for a
+ * local limit, from the lease (or its fallback share) for a global one.
+ */
+struct pool_view {
+	struct tb_params cur, prev;
+	__u64 reload_ns, chunk_s;
+	__u32 gen, prev_gen;
+};
+
+static __always_inline void view_from_cfg(const struct ll_limit_cfg *cfg, struct pool_view *v)
+{
+	cfg_params(cfg, &v->cur, &v->prev);
+	v->reload_ns = cfg->reload_ns;
+	v->chunk_s = cfg->chunk_s;
+	v->gen = cfg->gen;
+	v->prev_gen = cfg->prev_gen;
+}
+
+#endif /* LEASELINE_PARAMS_H */

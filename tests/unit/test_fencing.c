@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent's lease and fencing decisions as pure functions (lease.h,
+ * lease_clock.h), without root or a kernel: the lease clock puts the
+ * agent's expiry before the coordinator's deadline, stale grants are
+ * refused and change nothing, a renewal keeps its generation, a changed or
+ * revived share gets a new one (a revived one an empty pool), and no
+ * generation number is ever handed out twice. tests/bpf/test_lease.c
+ * checks what the kernel does with the results.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "clock.h"
+#include "lease.h"
+#include "tb_math.h"
+#include "unit/rnd.h"
+
+#define ID    5
+#define NCPUS 4
+
+static struct lease_grant grant_of(uint64_t epoch, uint64_t seq, uint64_t rate, uint64_t burst,
+				   uint64_t expiry)
+{
+	return (struct lease_grant){
+	    .epoch = epoch, .seq = seq, .rate = rate, .burst = burst, .expiry_ns = expiry};
+}
+
+static void test_lease_clock_bounds(void **state)
+{
+	(void)state;
+	/* The agent's expiry is always before the coordinator's deadline. */
+	for (uint64_t ttl = NSEC_PER_MSEC; ttl <= 60 * NSEC_PER_SEC; ttl *= 3) {
+		assert_true(lease_expiry(1000, ttl) < lease_deadline(1000, ttl));
+		assert_true(lease_expiry(1000, ttl) <= 1000 + ttl);
+		assert_true(lease_deadline(1000, ttl) > 1000 + ttl);
+		/* ... by both clocks' drift and both slacks (unless dead on arrival). */
+		if (lease_expiry(1000, ttl) > 1000)
+			assert_true(lease_deadline(1000, ttl) - lease_expiry(1000, ttl) >=
+				    2 * (ttl / 1000000 * LEASE_RHO_PPM) + 2 * LEASE_DELTA_NS);
+	}
+	/* A ttl shorter than delta gives a lease that is dead on arrival. */
+	assert_int_equal(lease_expiry(1000, LEASE_DELTA_NS / 2), 1000);
+}
+
+static void test_fence_refuses_stale(void **state)
+{
+	struct ll_fence f = {.max_epoch_seen = 3};
+
+	(void)state;
+	f.applied_epoch[ID] = 3;
+	f.applied_seq[ID] = 5;
+	assert_int_equal(lease_fence_check(&f, ID, 3, 5), -ESTALE); /* replay */
+	assert_int_equal(lease_fence_check(&f, ID, 3, 4), -ESTALE); /* reordered */
+	assert_int_equal(lease_fence_check(&f, ID, 2, 9), -ESTALE); /* older epoch */
+	assert_int_equal(lease_fence_check(&f, LL_MAX_LIMITS, 3, 6), -ESTALE);
+	assert_int_equal(lease_fence_check(&f, ID, 3, 6), 0);
+	assert_int_equal(lease_fence_check(&f, ID, 4, 1), 0);	  /* a new epoch restarts seq */
+	assert_int_equal(lease_fence_check(&f, ID + 1, 3, 1), 0); /* per limit */
+}
+
+static void test_fence_see_epoch(void **state)
+{
+	struct ll_fence f = {.max_epoch_seen = 7, .incarnation = 11};
+	struct ll_fence before = f;
+
+	(void)state;
+	assert_int_equal(lease_fence_see_epoch(&f, 6, 12), -ESTALE);
+	assert_memory_equal(&f, &before, sizeof(f)); /* refused: untouched */
+	assert_int_equal(lease_fence_see_epoch(&f, 7, 0), 0);
+	assert_int_equal(f.incarnation, 11); /* 0 keeps the incarnation */
+	assert_int_equal(lease_fence_see_epoch(&f, 9, 12), 0);
+	assert_int_equal(f.max_epoch_seen, 9);
+	assert_int_equal(f.incarnation, 12);
+	/* Grants of the epoch before are stale from now on. */
+	assert_int_equal(lease_fence_check(&f, ID, 8, 100), -ESTALE);
+}
+
+static void test_decide_refused_grant_changes_nothing(void **state)
+{
+	struct ll_lease old = {.gen = 4, .expiry_ns = 1000, .rate = 10, .burst_s = 10 * TB_SCALE};
+	struct ll_fence f = {.max_epoch_seen = 2};
+	struct lease_grant g = grant_of(1, 1, 99, 99, 5000);
+	struct lease_update u, sentinel;
+
+	(void)state;
+	memset(&u, 0xa5, sizeof(u));
+	sentinel = u;
+	assert_int_equal(lease_grant_decide(&old, &f, 9, ID, &g, 10, NCPUS, &u), -ESTALE);
+	assert_memory_equal(&u, &sentinel, sizeof(u));
+}
+
+static void test_decide_renewal_keeps_generation(void **state)
+{
+	struct ll_lease old = {.gen = 4,
+			       .expiry_ns = 1000,
+			       .rate = 10,
+			       .burst_s = 20 * TB_SCALE,
+			       .epoch = 2,
+			       .seq = 1};
+	struct ll_fence f = {.max_epoch_seen = 2};
+	struct lease_grant g = grant_of(2, 2, 10, 20, 5000);
+	struct lease_update u;
+
+	(void)state;
+	f.applied_epoch[ID] = 2;
+	f.applied_seq[ID] = 1;
+	assert_int_equal(lease_grant_decide(&old, &f, 9, ID, &g, 500, NCPUS, &u), 0);
+	assert_int_equal(u.lease.gen, 4);
+	assert_int_equal(u.next_gen, 9);
+	assert_false(u.reset_pool);
+	assert_int_equal(u.lease.expiry_ns, 5000);
+	assert_int_equal(u.lease.seq, 2);
+	assert_int_equal(u.fence.applied_epoch[ID], 2);
+	assert_int_equal(u.fence.applied_seq[ID], 2);
+}
+
+static void test_decide_changed_share_new_generation(void **state)
+{
+	struct ll_lease old = {.gen = 4,
+			       .expiry_ns = 1000,
+			       .rate = 10,
+			       .burst_s = 20 * TB_SCALE,
+			       .fill_ns = 2 * NSEC_PER_SEC};
+	struct ll_fence f = {.max_epoch_seen = 2};
+	struct lease_grant g = grant_of(3, 1, 30, 40, 5000);
+	struct lease_update u;
+
+	(void)state;
+	assert_int_equal(lease_grant_decide(&old, &f, 9, ID, &g, 500, NCPUS, &u), 0);
+	assert_int_equal(u.lease.gen, 9);
+	assert_int_equal(u.next_gen, 10);
+	assert_false(u.reset_pool); /* live: the pool settles, raising deposits nothing */
+	assert_int_equal(u.lease.prev_gen, 4);
+	assert_int_equal(u.lease.prev_rate, 10);
+	assert_int_equal(u.lease.prev_burst_s, 20 * TB_SCALE);
+	assert_int_equal(u.lease.reload_ns, 500);
+	assert_int_equal(u.lease.rate, 30);
+	assert_int_equal(u.lease.burst_s, 40 * TB_SCALE);
+	assert_int_equal(u.lease.fill_ns, tb_fill_ns(30, 40 * TB_SCALE));
+	assert_int_equal(u.lease.chunk_s, tb_chunk_s(30, 40, NCPUS));
+	assert_int_equal(u.fence.max_epoch_seen, 3);
+}
+
+static void test_decide_revived_starts_empty(void **state)
+{
+	struct ll_lease old = {.gen = 4, .expiry_ns = 1000, .rate = 10, .burst_s = 20 * TB_SCALE};
+	struct ll_fence f = {0};
+	struct lease_grant g = grant_of(1, 1, 10, 20, 9000);
+	struct lease_update u;
+
+	(void)state;
+	/* Same share, but the lease died at 1000: not a renewal. */
+	assert_int_equal(lease_grant_decide(&old, &f, 0, ID, &g, 1000, NCPUS, &u), 0);
+	assert_true(u.reset_pool);
+	assert_int_equal(u.lease.gen, 1); /* a zero counter starts at 1 */
+	assert_int_equal(u.next_gen, 2);
+	assert_int_equal(u.lease.reload_ns, 1000); /* no refill for the time it was dead */
+}
+
+static void test_decide_revived_after_fallback(void **state)
+{
+	struct ll_lease old = {.gen = 4,
+			       .fb_gen = 6,
+			       .on_loss = LL_ON_LOSS_FALLBACK,
+			       .expiry_ns = 1000,
+			       .rate = 10,
+			       .burst_s = 20 * TB_SCALE,
+			       .fb_rate = 2,
+			       .fb_burst_s = 3 * TB_SCALE,
+			       .fb_fill_ns = 1500 * NSEC_PER_MSEC};
+	struct ll_fence f = {0};
+	struct lease_grant g = grant_of(1, 1, 10, 20, 9000);
+	struct lease_update u;
+
+	(void)state;
+	assert_int_equal(lease_grant_decide(&old, &f, 7, ID, &g, 4000, NCPUS, &u), 0);
+	/* The pool has been spending the fallback share: that is what settles. */
+	assert_int_equal(u.lease.gen, 7);
+	assert_int_equal(u.lease.prev_gen, 6);
+	assert_int_equal(u.lease.prev_rate, 2);
+	assert_int_equal(u.lease.prev_burst_s, 3 * TB_SCALE);
+	assert_int_equal(u.lease.reload_ns, 4000);
+	/* The next death must not find this fallback period's slices valid. */
+	assert_int_equal(u.lease.fb_gen, 8);
+	assert_int_equal(u.next_gen, 9);
+	assert_true(u.reset_pool);
+}
+
+/* Random grants, renewals, deaths and stale replays: every generation a
+ * decision hands out is above every number handed out before, the counter
+ * never goes back, and a refused grant never changes what is applied.
+ */
+static void test_generations_never_reused(void **state)
+{
+	uint64_t seed = 0x1ea5e11e, epoch = 1, seq = 0, now = 1000;
+	struct ll_lease cur = {.gen = 1, .on_loss = LL_ON_LOSS_FALLBACK, .fb_gen = 2};
+	struct ll_fence f = {0};
+	uint32_t next_gen = 3, highest = 2;
+
+	(void)state;
+	for (int i = 0; i < 20000; i++) {
+		struct lease_grant g;
+		struct lease_update u;
+		bool stale;
+		int rc;
+
+		now += rnd_in(&seed, 0, 3 * NSEC_PER_SEC);
+		if (rnd(&seed) % 64 == 0) {
+			epoch++;
+			seq = 0;
+		}
+		stale = rnd(&seed) % 8 == 0 && seq > 0;
+		g = grant_of(epoch, stale ? seq - rnd_in(&seed, 0, seq - 1) : seq + 1,
+			     rnd_in(&seed, 1, 3), rnd_in(&seed, 1, 3),
+			     now + rnd_in(&seed, 0, 2 * NSEC_PER_SEC));
+		rc = lease_grant_decide(&cur, &f, next_gen, ID, &g, now, NCPUS, &u);
+		if (stale) {
+			assert_int_equal(rc, -ESTALE);
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		assert_true(u.next_gen >= next_gen);
+		if (u.lease.gen != cur.gen)
+			assert_true(u.lease.gen > highest && u.lease.gen < u.next_gen);
+		if (u.lease.fb_gen != cur.fb_gen)
+			assert_true(u.lease.fb_gen > highest && u.lease.fb_gen < u.next_gen);
+		if (u.next_gen > next_gen)
+			highest = u.next_gen - 1;
+		next_gen = u.next_gen;
+		cur = u.lease;
+		f = u.fence;
+		seq = g.seq;
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_lease_clock_bounds),
+	    cmocka_unit_test(test_fence_refuses_stale),
+	    cmocka_unit_test(test_fence_see_epoch),
+	    cmocka_unit_test(test_decide_refused_grant_changes_nothing),
+	    cmocka_unit_test(test_decide_renewal_keeps_generation),
+	    cmocka_unit_test(test_decide_changed_share_new_generation),
+	    cmocka_unit_test(test_decide_revived_starts_empty),
+	    cmocka_unit_test(test_decide_revived_after_fallback),
+	    cmocka_unit_test(test_generations_never_reused),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Agent lifecycle. Invariants: a configuration that fails to parse or
+ * compile never replaces the running policy; on exit the program stays
+ * attached (enforcement goes on) unless --detach-on-exit.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <poll.h>
+#include <linux/magic.h>
+#include <net/if.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+
+#include <bpf/bpf.h>
+
+#include "agent.h"
+#include "attach.h"
+#include "clock.h"
+#include "config.h"
+#include "dp.h"
+#include "fs.h"
+#include "http.h"
+#include "link.h"
+#include "log.h"
+#include "metrics.h"
+#include "policy.h"
+#include "signals.h"
+
+#define AGENT_TICK_MS	    100
+#define AGENT_LINK_TICK_MS  10	 /* reports go out within 10 ms of being due */
+#define AGENT_REAP_EVERY_MS 5000 /* idle buckets are full after fill_ns anyway */
+
+static bool on_bpffs(const char *dir)
+{
+	struct statfs sf;
+
+	return !statfs(dir, &sf) && sf.f_type == BPF_FS_MAGIC;
+}
+
+int agent_bpffs_ensure(const char *dir)
+{
+	int err;
+
+	if (on_bpffs(dir))
+		return 0;
+	err = fs_mkdir_p(dir, 0755);
+	if (err) {
+		pr_warn("cannot create pin directory '%s': %s\n", dir, strerror(-err));
+		return err;
+	}
+	if (on_bpffs(dir))
+		return 0; /* the parent is a bpffs: mkdir made the directory there */
+	if (mount("bpf", dir, "bpf", 0, "mode=0700")) {
+		err = -errno;
+		pr_warn("cannot mount bpffs at '%s': %s\n", dir, strerror(-err));
+		return err;
+	}
+	pr_info("mounted bpffs at '%s'\n", dir);
+	return 0;
+}
+
+static int load_config(const char *path, struct cfg_agent *ac, struct cfg_policy *pol)
+{
+	struct cfg_err e;
+	int err = cfg_agent_load(path, ac, pol, &e);
+
+	if (err) {
+		pr_warn("%s\n", e.msg);
+		return err;
+	}
+	return 0;
+}
+
+static int apply_policy(struct dp *dp, const struct cfg_policy *pol)
+{
+	char err[CFG_ERR_LEN];
+	int ret = policy_apply(dp, pol, err, sizeof(err));
+
+	if (ret)
+		pr_warn("policy version %llu refused: %s\n", (unsigned long long)pol->version, err);
+	else
+		pr_info("policy version %llu applied (%u limits, %u rules)\n",
+			(unsigned long long)pol->version, pol->n_limits, pol->n_rules);
+	return ret;
+}
+
+uint64_t agent_netns_ino(void)
+{
+	struct stat sb;
+
+	return stat("/proc/self/ns/net", &sb) ? 0 : (uint64_t)sb.st_ino;
+}
+
+static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
+{
+	struct ll_state st;
+	__u32 k = 0;
+	int err = dp_state_read(dp->state_fd, &st);
+
+	if (err)
+		return err;
+	st.n_ifaces = 0;
+	for (uint32_t i = 0; i < ac->n_ifaces; i++) {
+		const struct cfg_iface *ifc = &ac->ifaces[i];
+		int ifindex = (int)if_nametoindex(ifc->name);
+		uint8_t mode = 0;
+
+		if (!ifindex) {
+			pr_warn("interface '%s': %s\n", ifc->name, strerror(errno));
+			return -ENODEV;
+		}
+		err = attach_iface(ifindex, dp->prog_fd, ifc->mode, force, &mode);
+		if (err == -EBUSY) {
+			pr_warn("interface '%s' already has another XDP program; use --force to "
+				"replace it\n",
+				ifc->name);
+			return err;
+		}
+		if (err) {
+			pr_warn("cannot attach to '%s': %s\n", ifc->name, strerror(-err));
+			return err;
+		}
+		pr_info("attached to '%s' (%s)\n", ifc->name, attach_mode_name(mode));
+		st.ifindex[st.n_ifaces++] = (uint32_t)ifindex;
+	}
+	st.agent_pid = (uint32_t)getpid();
+	st.netns_ino = agent_netns_ino();
+	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
+}
+
+static void detach_all(const struct cfg_agent *ac)
+{
+	for (uint32_t i = 0; i < ac->n_ifaces; i++) {
+		int ifindex = (int)if_nametoindex(ac->ifaces[i].name);
+		int err = ifindex ? attach_detach(ifindex, false) : -ENODEV;
+
+		if (err)
+			pr_warn("cannot detach from '%s': %s\n", ac->ifaces[i].name,
+				strerror(-err));
+		else
+			pr_info("detached from '%s'\n", ac->ifaces[i].name);
+	}
+}
+
+/* Settings that only take effect at start: say so rather than drop them. */
+static void warn_restart_only(const struct cfg_agent *run, const struct cfg_agent *ac)
+{
+	bool ifaces = run->n_ifaces != ac->n_ifaces;
+
+	for (uint32_t i = 0; !ifaces && i < ac->n_ifaces; i++)
+		ifaces = strcmp(run->ifaces[i].name, ac->ifaces[i].name) ||
+			 run->ifaces[i].mode != ac->ifaces[i].mode;
+	if (ifaces)
+		pr_warn("reload: 'interfaces' changed; restart the agent to apply it\n");
+	if (strcmp(run->pin_dir, ac->pin_dir))
+		pr_warn("reload: 'pin-dir' changed; restart the agent to apply it\n");
+	if (run->max_keys != ac->max_keys || run->max_flow_keys != ac->max_flow_keys)
+		pr_warn("reload: 'max-keys' or 'max-flow-keys' changed; restart the agent to "
+			"apply it\n");
+	if (run->has_metrics != ac->has_metrics || strcmp(run->metrics, ac->metrics))
+		pr_warn("reload: 'metrics' changed; restart the agent to apply it\n");
+}
+
+/* SIGHUP: re-read everything; on any error the running policy stays. */
+static void reload(struct dp *dp, const char *path, const struct cfg_agent *run)
+{
+	struct cfg_agent *ac = calloc(1, sizeof(*ac));
+	struct cfg_policy *pol = calloc(1, sizeof(*pol));
+
+	pr_info("reloading '%s'\n", path);
+	if (ac && pol && !load_config(path, ac, pol))
+		warn_restart_only(run, ac);
+	if (run->has_coordinator) {
+		pr_info(
+		    "coordinated: the policy comes from the coordinator; nothing else to reload\n");
+		goto out;
+	}
+	if (!ac || !pol || !pol->version || apply_policy(dp, pol)) {
+		struct ll_state st = {};
+
+		dp_state_read(dp->state_fd, &st);
+		pr_warn("reload refused; policy version %llu keeps enforcing\n",
+			(unsigned long long)st.version);
+	}
+out:
+	free(ac);
+	free(pol);
+}
+
+/* Wait up to one tick, answering metrics requests and serving the
+ * coordinator link (if any) meanwhile.
+ */
+static void wait_tick(struct dp *dp, int metrics_fd, struct link *link)
+{
+	struct pollfd p[2] = {{.fd = metrics_fd, .events = POLLIN}, {.fd = -1}};
+	int timeout = link ? AGENT_LINK_TICK_MS : AGENT_TICK_MS;
+
+	if (link)
+		p[1].fd = link_pollfd(link, &p[1].events);
+	if (poll(p, 2, timeout) > 0 && (p[0].revents & POLLIN))
+		http_serve(metrics_fd, metrics_write, dp);
+	if (link)
+		link_step(link, dp, p[1].revents, clock_now_ns());
+}
+
+/* A coordinated agent with no policy yet (none pinned from an earlier run)
+ * does not attach until the coordinator's arrives: attached with an empty
+ * policy it would pass everything, counted as nothing. Returns false if
+ * told to stop first.
+ */
+static bool wait_first_policy(struct dp *dp, struct link *link)
+{
+	struct ll_state st = {};
+	bool said = false;
+
+	while (!sig_stop) {
+		if (!dp_state_read(dp->state_fd, &st) && st.version)
+			return true;
+		if (!said)
+			pr_info("waiting for the coordinator's policy before attaching\n");
+		said = true;
+		wait_tick(dp, -1, link);
+	}
+	return false;
+}
+
+static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *run, int metrics_fd,
+		     struct link *link)
+{
+	long since_reap = 0;
+
+	while (!sig_stop) {
+		if (sig_reload) {
+			sig_reload = 0;
+			reload(dp, path, run);
+		}
+		uint64_t t0 = clock_now_ns();
+
+		wait_tick(dp, metrics_fd, link);
+		since_reap += (long)((clock_now_ns() - t0) / 1000000);
+		if (since_reap >= AGENT_REAP_EVERY_MS) {
+			int n = dp_buckets_reap(dp, clock_now_ns());
+
+			since_reap = 0;
+			if (n > 0)
+				pr_debug("reaped %d idle buckets\n", n);
+		}
+	}
+}
+
+int agent_run(const struct agent_opts *opts)
+{
+	struct cfg_agent *ac = calloc(1, sizeof(*ac));
+	struct cfg_policy *pol = calloc(1, sizeof(*pol));
+	struct dp dp = {.rcu_fd = -1};
+	struct link link = {.c.fd = -1};
+	bool have_link = false;
+	int rc = 1, metrics_fd = -1;
+
+	if (!ac || !pol)
+		goto out;
+	signals_install(); /* before anything slow */
+	if (load_config(opts->config_path, ac, pol)) {
+		rc = 2;
+		goto out;
+	}
+	if (agent_bpffs_ensure(ac->pin_dir))
+		goto out;
+	struct dp_opts dopts = {.pin_dir = ac->pin_dir,
+				.max_keys = ac->max_keys,
+				.max_flow_keys = ac->max_flow_keys,
+				.flow_keys_set = true};
+	if (dp_open(&dp, &dopts))
+		goto out;
+	pr_info("maps pinned under '%s'\n", ac->pin_dir);
+	if (ac->has_coordinator) {
+		if (link_init(&link, ac))
+			goto out;
+		have_link = true;
+		pr_info("coordinated by %s as '%s'; the policy comes from there\n", ac->coordinator,
+			ac->node);
+	} else if (apply_policy(&dp, pol)) {
+		goto out;
+	}
+	if (have_link && !wait_first_policy(&dp, &link))
+		goto done; /* told to stop before there was anything to enforce */
+	if (attach_all(&dp, ac, opts->force))
+		goto out;
+
+	if (ac->has_metrics) {
+		metrics_fd = http_listen(ac->metrics);
+		if (metrics_fd < 0) {
+			pr_warn("cannot listen for metrics on '%s': %s\n", ac->metrics,
+				strerror(-metrics_fd));
+			goto out;
+		}
+		pr_info("metrics on http://%s/metrics\n", ac->metrics);
+	}
+	pr_info("agent '%s' running (pid %d)\n", ac->node, (int)getpid());
+	run_loop(&dp, opts->config_path, ac, metrics_fd, have_link ? &link : NULL);
+
+	if (opts->detach_on_exit)
+		detach_all(ac);
+	else
+		pr_info("exiting; XDP program stays attached and enforcing\n");
+done:
+	rc = 0;
+out:
+	if (have_link)
+		link_free(&link);
+	if (metrics_fd >= 0)
+		close(metrics_fd);
+	if (dp.skel)
+		dp_close(&dp);
+	free(ac);
+	free(pol);
+	return rc;
+}

@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Loading the datapath and changing its policy. Invariants: the slot packets
+ * read is never written; a slot is rewritten only after an RCU grace period
+ * since it stopped being live, so no packet still reading it sees a mix.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "clock.h"
+#include "dp.h"
+#include "leaseline.skel.h"
+#include "log.h"
+#include "tb_math.h"
+
+static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
+{
+	static struct bpf_map *maps[11];
+
+	maps[0] = s->maps.ll_policy;
+	maps[1] = s->maps.ll_state;
+	maps[2] = s->maps.ll_buckets;
+	maps[3] = s->maps.ll_pools;
+	maps[4] = s->maps.ll_slices;
+	maps[5] = s->maps.ll_limit_stats;
+	maps[6] = s->maps.ll_rule_stats;
+	maps[7] = s->maps.ll_parse_stats;
+	maps[8] = s->maps.ll_leases;
+	maps[9] = s->maps.ll_fence;
+	maps[10] = s->maps.ll_flow_buckets;
+	*n = 11;
+	return maps;
+}
+
+/* An array-of-maps whose every update makes the kernel wait for an RCU grace
+ * period (maybe_wait_bpf_programs): afterwards no XDP run that started
+ * before the call is still running.
+ */
+static int rcu_barrier_create(void)
+{
+	int inner, outer;
+
+	inner = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ll_rcu_inner", 4, 4, 1, NULL);
+	if (inner < 0)
+		return -errno;
+	LIBBPF_OPTS(bpf_map_create_opts, o, .inner_map_fd = inner);
+	outer = bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "ll_rcu", 4, 4, 1, &o);
+	if (outer < 0) {
+		int e = -errno;
+
+		close(inner);
+		return e;
+	}
+	/* The outer map holds a reference; the fd can go. Keep one entry set. */
+	{
+		__u32 k = 0;
+		int fd = inner;
+
+		if (bpf_map_update_elem(outer, &k, &fd, BPF_ANY)) {
+			int e = -errno;
+
+			close(inner);
+			close(outer);
+			return e;
+		}
+	}
+	close(inner);
+	return outer;
+}
+
+static int rcu_barrier_wait(int rcu_fd)
+{
+	__u32 k = 0;
+	int inner, err;
+
+	/* Re-inserting any inner map works; create a throwaway one. */
+	inner = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ll_rcu_inner", 4, 4, 1, NULL);
+	if (inner < 0)
+		return -errno;
+	err = bpf_map_update_elem(rcu_fd, &k, &inner, BPF_ANY) ? -errno : 0;
+	close(inner);
+	return err;
+}
+
+int dp_open(struct dp *dp, const struct dp_opts *opts)
+{
+	struct bpf_map *const *maps;
+	size_t n;
+	int err;
+
+	memset(dp, 0, sizeof(*dp));
+	dp->rcu_fd = -1;
+	dp->ncpus = libbpf_num_possible_cpus();
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = opts->pin_dir);
+	dp->skel = leaseline_bpf__open_opts(&oo);
+	if (!dp->skel) {
+		err = -errno;
+		pr_warn("cannot open the BPF object: %s\n", strerror(-err));
+		return err;
+	}
+	maps = skel_maps(dp->skel, &n);
+	if (!opts->pin_dir)
+		for (size_t i = 0; i < n; i++)
+			bpf_map__set_pin_path(maps[i], NULL);
+	/* One overflow bucket per limit comes on top of max-keys. */
+	if (opts->max_keys)
+		bpf_map__set_max_entries(dp->skel->maps.ll_buckets, opts->max_keys + LL_MAX_LIMITS);
+	if (opts->flow_keys_set || opts->max_keys)
+		bpf_map__set_max_entries(
+		    dp->skel->maps.ll_flow_buckets,
+		    (opts->flow_keys_set ? opts->max_flow_keys : opts->max_keys) + LL_MAX_LIMITS);
+
+	err = leaseline_bpf__load(dp->skel);
+	if (err) {
+		pr_warn("cannot load the BPF program: %s (the verifier log, if any, is above)\n",
+			strerror(-err));
+		goto fail;
+	}
+	dp->prog_fd = bpf_program__fd(dp->skel->progs.leaseline);
+	dp->policy_fd = bpf_map__fd(dp->skel->maps.ll_policy);
+	dp->state_fd = bpf_map__fd(dp->skel->maps.ll_state);
+	dp->buckets_fd = bpf_map__fd(dp->skel->maps.ll_buckets);
+	dp->flow_buckets_fd = bpf_map__fd(dp->skel->maps.ll_flow_buckets);
+	dp->flow_capacity = bpf_map__max_entries(dp->skel->maps.ll_flow_buckets);
+	dp->pools_fd = bpf_map__fd(dp->skel->maps.ll_pools);
+	dp->slices_fd = bpf_map__fd(dp->skel->maps.ll_slices);
+	dp->limit_stats_fd = bpf_map__fd(dp->skel->maps.ll_limit_stats);
+	dp->rule_stats_fd = bpf_map__fd(dp->skel->maps.ll_rule_stats);
+	dp->parse_stats_fd = bpf_map__fd(dp->skel->maps.ll_parse_stats);
+	dp->leases_fd = bpf_map__fd(dp->skel->maps.ll_leases);
+	dp->fence_fd = bpf_map__fd(dp->skel->maps.ll_fence);
+	dp->rcu_fd = rcu_barrier_create();
+	if (dp->rcu_fd < 0) {
+		err = dp->rcu_fd;
+		pr_warn("cannot create the RCU barrier map: %s\n", strerror(-err));
+		goto fail;
+	}
+	return 0;
+fail:
+	dp_close(dp);
+	return err;
+}
+
+void dp_close(struct dp *dp)
+{
+	if (dp->rcu_fd >= 0)
+		close(dp->rcu_fd);
+	dp->rcu_fd = -1;
+	leaseline_bpf__destroy(dp->skel);
+	dp->skel = NULL;
+}
+
+int dp_state_read(int state_fd, struct ll_state *st)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(state_fd, &k, st) ? -errno : 0;
+}
+
+int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol)
+{
+	struct ll_state st;
+	__u32 slot;
+	int err = dp_state_read(state_fd, &st);
+
+	if (err)
+		return err;
+	slot = st.active_slot & (LL_POLICY_SLOTS - 1);
+	return bpf_map_lookup_elem(policy_fd, &slot, pol) ? -errno : 0;
+}
+
+/* Fresh state for limits that did not exist before: a full pool, zero
+ * counters, and the shared overflow bucket keys use when ll_buckets is full.
+ */
+static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
+			    const struct ll_policy *prev, uint64_t now, void *zero_stats)
+{
+	for (__u32 id = 0; id < LL_MAX_LIMITS; id++) {
+		const struct ll_limit_cfg *l = &pol->limits[id];
+		struct ll_bucket b = {.gen = l->gen, .tokens = l->burst_s, .last_ns = now};
+		/* A global limit's pool starts empty: a share is spent only as leased,
+		 * and a gateway that lost its pins must not spend a second burst.
+		 */
+		struct ll_pool p = {.gen = l->gen,
+				    .tokens = l->scope == LL_SCOPE_GLOBAL ? 0 : l->burst_s,
+				    .last_ns = now};
+		struct ll_key k = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
+		struct ll_flow_key fk = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
+		int flow = l->key_mode == LL_KEY_FLOW;
+
+		if (!l->in_use || (prev->limits[id].in_use && prev->limits[id].uid == l->uid))
+			continue;
+		if (bpf_map_update_elem(dp->pools_fd, &id, &p, BPF_ANY))
+			return -errno;
+		/* The id may have served a removed limit: its counters are not ours. */
+		if (bpf_map_update_elem(dp->limit_stats_fd, &id, zero_stats, BPF_ANY))
+			return -errno;
+		if (l->key_mode != LL_KEY_NONE &&
+		    bpf_map_update_elem(flow ? dp->flow_buckets_fd : dp->buckets_fd,
+					flow ? (void *)&fk : (void *)&k, &b, BPF_NOEXIST) &&
+		    errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
+static int limits_init(struct dp *dp, const struct ll_policy *pol, const struct ll_policy *prev,
+		       uint64_t now)
+{
+	void *zero_stats = calloc(dp->ncpus, sizeof(struct ll_limit_stats));
+	int err = zero_stats ? limits_init_each(dp, pol, prev, now, zero_stats) : -ENOMEM;
+
+	free(zero_stats);
+	return err;
+}
+
+int dp_policy_commit(struct dp *dp, const struct ll_policy *pol, const struct ll_policy *prev,
+		     const struct ll_lease *leases, struct ll_state *st, uint64_t now,
+		     const char **stage)
+{
+	__u32 next_slot, k = 0;
+	int ret;
+
+	*stage = "cannot initialise limit state";
+	ret = limits_init(dp, pol, prev, now);
+	for (__u32 id = 0; !ret && id < LL_MAX_LIMITS; id++)
+		if (pol->limits[id].in_use && pol->limits[id].scope == LL_SCOPE_GLOBAL &&
+		    bpf_map_update_elem(dp->leases_fd, &id, &leases[id], BPF_F_LOCK))
+			ret = -errno;
+	if (ret)
+		return ret;
+	/* The inactive slot stopped being live at the previous flip; wait until
+	 * no packet can still be reading it, then write it whole.
+	 */
+	*stage = "cannot write the policy";
+	ret = rcu_barrier_wait(dp->rcu_fd);
+	next_slot = prev->version ? (st->active_slot + 1) & (LL_POLICY_SLOTS - 1) : st->active_slot;
+	if (!ret && bpf_map_update_elem(dp->policy_fd, &next_slot, pol, BPF_ANY))
+		ret = -errno;
+	if (ret)
+		return ret;
+	*stage = "cannot switch to the new policy";
+	st->active_slot = next_slot;
+	st->version = pol->version;
+	st->applied_ns = now;
+	return bpf_map_update_elem(dp->state_fd, &k, st, BPF_ANY) ? -errno : 0;
+}
+
+/* Reap idle keys only once the map is this full (numerator / 2^shift):
+ * below it an idle full bucket costs nothing, and not deleting it avoids
+ * the read-then-delete race (docs/design.md, Eviction).
+ */
+#define REAP_PRESSURE_NUM   1
+#define REAP_PRESSURE_SHIFT 1
+#define REAP_BATCH	    4096
+/* An idle bucket is deleted only after this long without a packet: deleting
+ * a key that comes back soon only buys it a trip through the slow path.
+ */
+#define REAP_MIN_IDLE_NS (10 * NSEC_PER_SEC)
+
+enum reap_class { REAP_KEEP, REAP_IDLE, REAP_GONE };
+
+/* A bucket deleted now would come back full on the next packet; delete only
+ * when it is full anyway (REAP_IDLE) or its limit is gone (REAP_GONE).
+ */
+static enum reap_class bucket_class(const struct ll_policy *pol, const struct ll_key_head *k,
+				    const struct ll_bucket *b, uint64_t now)
+{
+	for (int i = 0; i < LL_MAX_LIMITS; i++) {
+		const struct ll_limit_cfg *l = &pol->limits[i];
+		struct tb_params cur = {l->rate, l->burst_s, l->fill_ns};
+
+		if (!l->in_use || l->uid != k->limit_uid)
+			continue;
+		if (k->family == LL_OVERFLOW_FAMILY || b->gen != l->gen)
+			return REAP_KEEP; /* overflow stays; let the datapath settle first */
+		if (now < b->last_ns + REAP_MIN_IDLE_NS)
+			return REAP_KEEP;
+		return tb_refill(b->tokens, b->last_ns, now, &cur) >= l->burst_s ? REAP_IDLE
+										 : REAP_KEEP;
+	}
+	return REAP_GONE;
+}
+
+/* Keys of one bucket map, key_size bytes each. */
+struct reap_list {
+	unsigned char *keys;
+	size_t n, cap, key_size;
+};
+
+static int reap_list_add(struct reap_list *l, const void *k)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 1024;
+		unsigned char *nk = realloc(l->keys, cap * l->key_size);
+
+		if (!nk)
+			return -ENOMEM;
+		l->keys = nk;
+		l->cap = cap;
+	}
+	memcpy(l->keys + l->n++ * l->key_size, k, l->key_size);
+	return 0;
+}
+
+/* One pass over one bucket map with batched lookups: classify every bucket,
+ * count them all.
+ */
+static int reap_scan(int fd, size_t key_size, const struct ll_policy *pol, uint64_t now,
+		     struct reap_list *idle, struct reap_list *gone, size_t *total)
+{
+	unsigned char *keys = calloc(REAP_BATCH, key_size);
+	struct ll_bucket *vals = calloc(REAP_BATCH, sizeof(*vals));
+	struct ll_flow_key batch_out; /* the larger key */
+	void *in = NULL;
+	int err = 0;
+
+	LIBBPF_OPTS(bpf_map_batch_opts, bo, .elem_flags = BPF_F_LOCK);
+	if (!keys || !vals) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		__u32 cnt = REAP_BATCH;
+		int r = bpf_map_lookup_batch(fd, in, &batch_out, keys, vals, &cnt, &bo);
+
+		if (r && errno != ENOENT) {
+			err = -errno;
+			break;
+		}
+		for (__u32 i = 0; i < cnt && !err; i++) {
+			const void *k = keys + i * key_size;
+			enum reap_class c = bucket_class(pol, k, &vals[i], now);
+
+			if (c == REAP_IDLE)
+				err = reap_list_add(idle, k);
+			else if (c == REAP_GONE)
+				err = reap_list_add(gone, k);
+		}
+		*total += cnt;
+		if (r || err)
+			break; /* ENOENT: that was the last batch */
+		in = &batch_out;
+	}
+out:
+	free(keys);
+	free(vals);
+	return err;
+}
+
+static int reap_delete(int fd, const struct reap_list *l)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		n += !bpf_map_delete_elem(fd, l->keys + i * l->key_size);
+	return n;
+}
+
+/* Reap one bucket map. Returns how many buckets it deleted, or -errno. */
+static int reap_map(int fd, const struct bpf_map *map, const struct ll_policy *pol, uint64_t now)
+{
+	size_t ks = bpf_map__key_size(map), total = 0;
+	struct reap_list idle = {.key_size = ks}, gone = {.key_size = ks};
+	int err = reap_scan(fd, ks, pol, now, &idle, &gone, &total);
+
+	if (!err) {
+		err = reap_delete(fd, &gone);
+		if (total << REAP_PRESSURE_SHIFT > bpf_map__max_entries(map) * REAP_PRESSURE_NUM)
+			err += reap_delete(fd, &idle);
+	}
+	free(idle.keys);
+	free(gone.keys);
+	return err;
+}
+
+int dp_buckets_reap(struct dp *dp, uint64_t now)
+{
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	int err, n = 0;
+
+	if (!pol)
+		return -ENOMEM;
+	err = dp_policy_read(dp->policy_fd, dp->state_fd, pol);
+	if (!err)
+		err = reap_map(dp->buckets_fd, dp->skel->maps.ll_buckets, pol, now);
+	if (err >= 0) {
+		n = err;
+		err = reap_map(dp->flow_buckets_fd, dp->skel->maps.ll_flow_buckets, pol, now);
+	}
+	free(pol);
+	return err < 0 ? err : n + err;
+}
+
+int dp_fence_read(struct dp *dp, struct ll_fence *f)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(dp->fence_fd, &k, f) ? -errno : 0;
+}
+
+int dp_lease_read(struct dp *dp, uint32_t id, struct ll_lease *l)
+{
+	return bpf_map_lookup_elem_flags(dp->leases_fd, &id, l, BPF_F_LOCK) ? -errno : 0;
+}
+
+int dp_fence_write(struct dp *dp, const struct ll_fence *f)
+{
+	__u32 k = 0;
+
+	return bpf_map_update_elem(dp->fence_fd, &k, f, BPF_ANY) ? -errno : 0;
+}
+
+int dp_lease_write(struct dp *dp, uint32_t id, uint32_t next_gen, bool reset_pool,
+		   const struct ll_lease *l, const struct ll_fence *f, uint64_t now)
+{
+	struct ll_state st;
+	__u32 k = 0;
+	int err = dp_state_read(dp->state_fd, &st);
+
+	if (err)
+		return err;
+	/* The generation counter first: a crash after the lease write must not
+	 * let a later generation reuse the number.
+	 */
+	if (next_gen > st.next_uid) {
+		st.next_uid = next_gen;
+		if (bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY))
+			return -errno;
+	}
+	/* The pool is emptied before the lease names the new generation, so no
+	 * packet can take the old tokens under it.
+	 */
+	if (reset_pool) {
+		struct ll_pool p = {.gen = l->gen, .last_ns = now};
+
+		if (bpf_map_update_elem(dp->pools_fd, &id, &p, BPF_F_LOCK))
+			return -errno;
+	}
+	if (bpf_map_update_elem(dp->leases_fd, &id, l, BPF_F_LOCK))
+		return -errno;
+	return dp_fence_write(dp, f);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The datapath as userspace sees it: load the XDP object (re-adopting the
+ * maps pinned under pin_dir, so buckets survive an agent restart), read and
+ * write its maps, reap idle buckets. dp decides nothing about policies or
+ * leases: policy.c compiles a policy and lease.c decides a grant; dp writes
+ * what they decided, in the order that keeps packets safe. Functions return
+ * 0 or a negative errno.
+ */
+#ifndef LEASELINE_DP_H
+#define LEASELINE_DP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ll_types.h"
+
+struct leaseline_bpf;
+
+struct dp {
+	struct leaseline_bpf *skel;
+	int prog_fd;
+	int policy_fd, state_fd, pools_fd, slices_fd;
+	int buckets_fd;	     /* ll_buckets: src-ip, dst-ip, dst-port keys (struct ll_key) */
+	int flow_buckets_fd; /* ll_flow_buckets: flow keys (struct ll_flow_key) */
+	int limit_stats_fd, rule_stats_fd, parse_stats_fd;
+	int leases_fd, fence_fd;
+	int rcu_fd; /* map-in-map whose update waits for an RCU grace period */
+	unsigned int ncpus;
+	uint32_t flow_capacity; /* ll_flow_buckets entries, overflow buckets included */
+};
+
+struct dp_opts {
+	const char *pin_dir;	/* NULL: no pinning (tests, benchmarks) */
+	uint32_t max_keys;	/* ll_buckets size; 0 keeps the object's default */
+	uint32_t max_flow_keys; /* ll_flow_buckets size, when flow_keys_set (else max_keys) */
+	bool flow_keys_set;
+};
+
+int dp_open(struct dp *dp, const struct dp_opts *opts);
+void dp_close(struct dp *dp);
+
+/* Make the compiled policy pol live, prev being the running one (all zero
+ * if none): fresh state for new limits, leases[id] for each global limit,
+ * then the inactive slot is written whole after an RCU grace period and
+ * the slot index flips in one map update of *st (so a packet sees one
+ * policy or the other). On failure *stage says which step failed.
+ */
+int dp_policy_commit(struct dp *dp, const struct ll_policy *pol, const struct ll_policy *prev,
+		     const struct ll_lease *leases, struct ll_state *st, uint64_t now,
+		     const char **stage);
+
+/* Copies of the live state. */
+int dp_state_read(int state_fd, struct ll_state *st);
+int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol);
+
+/* In both bucket maps: delete buckets of limits no longer in the policy
+ * and, once the map is more than half full, buckets idle long enough to be
+ * full again (deleting those changes nothing: a new bucket starts full).
+ * Returns the number deleted or a negative errno.
+ */
+int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
+
+int dp_fence_read(struct dp *dp, struct ll_fence *f);
+int dp_fence_write(struct dp *dp, const struct ll_fence *f);
+int dp_lease_read(struct dp *dp, uint32_t id, struct ll_lease *l);
+/* Write what lease_grant_decide decided for limit id: the generation
+ * counter (never moved backwards), the pool emptied under l's generation if
+ * reset_pool, the lease, the fence; in that order.
+ */
+int dp_lease_write(struct dp *dp, uint32_t id, uint32_t next_gen, bool reset_pool,
+		   const struct ll_lease *l, const struct ll_fence *f, uint64_t now);
+
+#endif /* LEASELINE_DP_H */

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Lease and fencing decisions (see lease.h): pure functions, no clock read,
+ * no map touched.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "lease.h"
+#include "tb_math.h"
+
+int lease_fence_check(const struct ll_fence *f, uint32_t id, uint64_t epoch, uint64_t seq)
+{
+	if (id >= LL_MAX_LIMITS || epoch < f->max_epoch_seen)
+		return -ESTALE;
+	if (epoch < f->applied_epoch[id] ||
+	    (epoch == f->applied_epoch[id] && seq <= f->applied_seq[id]))
+		return -ESTALE;
+	return 0;
+}
+
+int lease_fence_see_epoch(struct ll_fence *f, uint64_t epoch, uint64_t incarnation)
+{
+	if (epoch < f->max_epoch_seen)
+		return -ESTALE;
+	f->max_epoch_seen = epoch;
+	if (incarnation)
+		f->incarnation = incarnation;
+	return 0;
+}
+
+static void share_set(struct ll_lease *l, uint64_t rate, uint64_t burst, unsigned int ncpus)
+{
+	l->rate = rate;
+	l->burst_s = burst * TB_SCALE;
+	l->fill_ns = tb_fill_ns(l->rate, l->burst_s);
+	l->chunk_s = tb_chunk_s(rate, burst, ncpus);
+}
+
+void lease_next(const struct ll_lease *old, const struct lease_grant *g, uint64_t now,
+		unsigned int ncpus, uint32_t *next_gen, struct ll_lease *out)
+{
+	bool dead = now >= old->expiry_ns;
+
+	*out = *old;
+	out->epoch = g->epoch;
+	out->seq = g->seq;
+	out->expiry_ns = g->expiry_ns;
+	if (!dead && old->rate == g->rate && old->burst_s == g->burst * TB_SCALE)
+		return; /* renewal: same share, same generation */
+	share_set(out, g->rate, g->burst, ncpus);
+	out->gen = (*next_gen)++;
+	if (dead && old->on_loss == LL_ON_LOSS_FALLBACK) {
+		/* The pool has been spending the fallback share up to now. */
+		out->prev_gen = old->fb_gen;
+		out->prev_rate = old->fb_rate;
+		out->prev_burst_s = old->fb_burst_s;
+		out->prev_fill_ns = old->fb_fill_ns;
+		out->reload_ns = now;
+		/* The next death must not find this fallback period's slices valid. */
+		out->fb_gen = (*next_gen)++;
+	} else {
+		/* Dead and fail-closed/open: no refill for the time it was dead (and
+		 * lease_grant_decide empties the pool of a revived lease anyway).
+		 */
+		out->prev_gen = old->gen;
+		out->prev_rate = old->rate;
+		out->prev_burst_s = old->burst_s;
+		out->prev_fill_ns = old->fill_ns;
+		out->reload_ns = dead ? old->expiry_ns : now;
+	}
+}
+
+int lease_grant_decide(const struct ll_lease *old, const struct ll_fence *f, uint32_t next_gen,
+		       uint32_t id, const struct lease_grant *g, uint64_t now, unsigned int ncpus,
+		       struct lease_update *u)
+{
+	int err = lease_fence_check(f, id, g->epoch, g->seq);
+
+	if (err)
+		return err;
+	u->next_gen = next_gen ? next_gen : 1;
+	lease_next(old, g, now, ncpus, &u->next_gen, &u->lease);
+	/* Revived: the tokens it held when it died are covered by no live share
+	 * (the coordinator has since counted that grant dead and may have leased
+	 * it elsewhere), so the new share starts empty.
+	 */
+	u->reset_pool = now >= old->expiry_ns;
+	u->fence = *f;
+	u->fence.applied_epoch[id] = g->epoch;
+	u->fence.applied_seq[id] = g->seq;
+	if (g->epoch > u->fence.max_epoch_seen)
+		u->fence.max_epoch_seen = g->epoch;
+	return 0;
+}
+
+void lease_from_policy(const struct ll_lease *old, bool same_limit, const struct ll_limit_cfg *cfg,
+		       unsigned int ncpus, uint32_t *next_gen, struct ll_lease *out)
+{
+	uint64_t fb_burst = cfg->fb_burst_s / TB_SCALE;
+
+	if (same_limit) {
+		*out = *old;
+	} else {
+		memset(out, 0, sizeof(*out));
+		out->gen = (*next_gen)++;
+	}
+	out->on_loss = cfg->on_loss;
+	if (!same_limit || out->fb_rate != cfg->fb_rate || out->fb_burst_s != cfg->fb_burst_s) {
+		out->fb_rate = cfg->fb_rate;
+		out->fb_burst_s = cfg->fb_burst_s;
+		out->fb_fill_ns = tb_fill_ns(cfg->fb_rate, cfg->fb_burst_s);
+		out->fb_chunk_s = tb_chunk_s(cfg->fb_rate, fb_burst, ncpus);
+		out->fb_gen = (*next_gen)++;
+	}
+}

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Coordinated mode of the agent (see link.h). Invariants: a grant is
+ * applied only as lease_grant_decide's fencing allows; its lease clock starts at
+ * the send time of the report it answers, read before that report was sent.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <bpf/bpf.h>
+
+#include "clock.h"
+#include "dp.h"
+#include "lease.h"
+#include "link.h"
+#include "log.h"
+#include "policy.h"
+#include "stats.h"
+
+#define LINK_BACKOFF_MIN_NS	100000000ull /* 100 ms */
+#define LINK_BACKOFF_MAX_NS	NSEC_PER_SEC /* back within a second of a link returning */
+#define LINK_REFRESH_DEFAULT	500000000ull
+#define LINK_CONNECT_TIMEOUT_NS NSEC_PER_SEC
+/* No grant for this many refresh intervals, once grants flowed, means the
+ * link is dead even if TCP has not noticed (a cut path): redial.
+ */
+#define LINK_SILENCE_REFRESHES 4
+
+int link_init(struct link *l, const struct cfg_agent *ac)
+{
+	struct timespec ts;
+
+	memset(l, 0, sizeof(*l));
+	l->c.fd = -1;
+	snprintf(l->addr, sizeof(l->addr), "%s", ac->coordinator);
+	snprintf(l->holder, sizeof(l->holder), "%s", ac->node);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	l->incarnation = ts_to_ns(&ts);
+	l->refresh_ns = LINK_REFRESH_DEFAULT;
+	l->backoff_ns = LINK_BACKOFF_MIN_NS;
+	l->msg = malloc(sizeof(*l->msg));
+	l->out = malloc(sizeof(*l->out));
+	return l->msg && l->out ? 0 : -ENOMEM;
+}
+
+void link_free(struct link *l)
+{
+	conn_close(&l->c);
+	free(l->msg);
+	free(l->out);
+	l->msg = l->out = NULL;
+}
+
+int link_pollfd(const struct link *l, short *events)
+{
+	if (l->c.fd < 0)
+		return -1;
+	*events = POLLIN;
+	if (l->connecting || l->c.out_len)
+		*events |= POLLOUT;
+	return l->c.fd;
+}
+
+static void link_down(struct link *l, const char *why, uint64_t now)
+{
+	if (l->up)
+		pr_info("coordinator link down (%s); leases run out in the kernel\n", why);
+	else
+		pr_debug("coordinator not reachable (%s)\n", why);
+	conn_close(&l->c);
+	l->up = l->connecting = false;
+	l->next_dial_ns = now + l->backoff_ns;
+	l->backoff_ns =
+	    l->backoff_ns * 2 > LINK_BACKOFF_MAX_NS ? LINK_BACKOFF_MAX_NS : l->backoff_ns * 2;
+}
+
+static void send_hello(struct link *l, struct dp *dp, uint64_t now)
+{
+	struct wire_msg *m = l->out;
+	struct ll_state st = {};
+	struct ll_fence f = {};
+	int err;
+
+	dp_state_read(dp->state_fd, &st);
+	dp_fence_read(dp, &f);
+	WIRE_MSG_CLEAR(m, hello);
+	m->type = WIRE_HELLO;
+	snprintf(m->hello.holder, sizeof(m->hello.holder), "%s", l->holder);
+	m->hello.incarnation = l->incarnation;
+	m->hello.max_epoch_seen = f.max_epoch_seen;
+	m->hello.policy_version = st.version;
+	l->hello_ns = now;
+	err = conn_send(&l->c, m);
+	if (err)
+		link_down(l, strerror(-err), now);
+}
+
+/* Offered load since the last report, per limit: the demand estimate. */
+static uint64_t demand_of(struct link *l, uint32_t id, uint64_t offered, uint64_t now)
+{
+	uint64_t dt = now - l->last_sample_ns, d;
+
+	if (!l->last_sample_ns || dt == 0 || offered < l->last_offered[id])
+		return l->demand[id];
+	/* Offered load counts denied packets too, so a holder held at its share
+	 * shows its growth without headroom; headroom would only strand capacity
+	 * with gateways that do not use it.
+	 */
+	d = (offered - l->last_offered[id]) * NSEC_PER_SEC / dt;
+	return d + 1;
+}
+
+static void send_report(struct link *l, struct dp *dp, uint64_t now)
+{
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	struct wire_report *r = &l->out->report;
+	struct ll_fence f = {};
+	uint32_t slot;
+	int err;
+
+	if (!pol || dp_policy_read(dp->policy_fd, dp->state_fd, pol) || dp_fence_read(dp, &f))
+		goto out;
+	WIRE_MSG_CLEAR(l->out, report.n);
+	l->out->type = WIRE_REPORT;
+	snprintf(r->holder, sizeof(r->holder), "%s", l->holder);
+	r->incarnation = l->incarnation;
+	r->max_epoch_seen = f.max_epoch_seen;
+	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
+		const struct ll_limit_cfg *c = &pol->limits[id];
+		struct wire_report_entry *e = &r->e[r->n];
+		struct ll_limit_stats s;
+		bool bytes = c->unit == LL_UNIT_BYTES;
+
+		if (!c->in_use || c->scope != LL_SCOPE_GLOBAL ||
+		    stats_limit(dp->limit_stats_fd, id, &s))
+			continue;
+		memset(e, 0, sizeof(*e));
+		snprintf(e->limit, sizeof(e->limit), "%s", c->name);
+		e->applied_epoch = f.applied_epoch[id];
+		e->applied_seq = f.applied_seq[id];
+		e->admitted = bytes ? s.allowed_bytes : s.allowed_pkts;
+		e->denied = bytes ? s.denied_bytes : s.denied_pkts;
+		e->fallback = bytes ? s.fallback_bytes : s.fallback_pkts;
+		e->bypass = bytes ? s.bypass_bytes : s.bypass_pkts;
+		l->demand[id] =
+		    demand_of(l, id, e->admitted + e->denied + e->fallback + e->bypass, now);
+		l->last_offered[id] = e->admitted + e->denied + e->fallback + e->bypass;
+		e->demand = l->demand[id];
+		r->n++;
+	}
+	l->last_sample_ns = now;
+	r->seq = ++l->report_seq;
+	/* The clock was read before the send: a grant answering this report
+	 * starts its lease no later than the coordinator issues it.
+	 */
+	slot = (uint32_t)(r->seq % LINK_SENT_RING);
+	l->sent_seq[slot] = r->seq;
+	l->sent_ns[slot] = now;
+	err = conn_send(&l->c, l->out);
+	if (err)
+		link_down(l, strerror(-err), now);
+	l->next_report_ns = now + l->refresh_ns;
+out:
+	free(pol);
+}
+
+static void on_policy(struct link *l, struct dp *dp, const struct wire_policy *p, uint64_t now)
+{
+	struct cfg_policy *cp = calloc(1, sizeof(*cp));
+	char err[CFG_ERR_LEN];
+	struct cfg_err e;
+	int rc;
+
+	if (!cp)
+		return;
+	rc = link_epoch_see(dp, p->epoch, l->incarnation);
+	if (rc == -ESTALE) {
+		pr_warn(
+		    "coordinator epoch %llu is older than one already seen: dropping the link\n",
+		    (unsigned long long)p->epoch);
+		link_down(l, "stale coordinator", now);
+		goto out;
+	}
+	if (rc) {
+		pr_warn("cannot record coordinator epoch %llu: %s\n", (unsigned long long)p->epoch,
+			strerror(-rc));
+		goto out;
+	}
+	rc = cfg_policy_parse("coordinator policy", p->yaml, p->len, false, cp, &e);
+	if (rc) {
+		l->policies_refused++;
+		pr_warn("policy from the coordinator refused: %s\n", e.msg);
+		goto out;
+	}
+	rc = policy_apply(dp, cp, err, sizeof(err));
+	if (rc) {
+		l->policies_refused++;
+		pr_warn("policy version %llu from the coordinator refused: %s\n",
+			(unsigned long long)cp->version, err);
+		goto out;
+	}
+	l->policies_applied++;
+	pr_info("policy version %llu from the coordinator applied (epoch %llu)\n",
+		(unsigned long long)cp->version, (unsigned long long)p->epoch);
+	send_report(l, dp, clock_now_ns());
+out:
+	free(cp);
+}
+
+/* Send time of the request a grant answers, or 0 if it is not remembered. */
+static uint64_t sent_time(const struct link *l, uint64_t report_seq)
+{
+	uint32_t slot = (uint32_t)(report_seq % LINK_SENT_RING);
+
+	if (report_seq == 0)
+		return l->hello_ns;
+	return l->sent_seq[slot] == report_seq ? l->sent_ns[slot] : 0;
+}
+
+int link_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now)
+{
+	struct lease_update u;
+	struct ll_lease old;
+	struct ll_fence f;
+	struct ll_state st;
+	int err = dp_fence_read(dp, &f);
+
+	if (!err)
+		err = dp_state_read(dp->state_fd, &st);
+	if (!err)
+		err = dp_lease_read(dp, id, &old);
+	if (!err)
+		err = lease_grant_decide(&old, &f, st.next_uid, id, g, now, dp->ncpus, &u);
+	if (!err)
+		err = dp_lease_write(dp, id, u.next_gen, u.reset_pool, &u.lease, &u.fence, now);
+	return err;
+}
+
+int link_epoch_see(struct dp *dp, uint64_t epoch, uint64_t incarnation)
+{
+	struct ll_fence f;
+	int err = dp_fence_read(dp, &f);
+
+	if (!err)
+		err = lease_fence_see_epoch(&f, epoch, incarnation);
+	if (!err)
+		err = dp_fence_write(dp, &f);
+	return err;
+}
+
+/* The limit a grant names, in the running policy: its id if it is a global
+ * limit of a policy at least as new as the grant's, else -1.
+ */
+static int grant_limit_id(struct dp *dp, const struct wire_grant *g)
+{
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	int id = -1;
+
+	if (pol && !dp_policy_read(dp->policy_fd, dp->state_fd, pol) &&
+	    g->policy_version >= pol->version)
+		id = policy_limit_id(pol, g->limit);
+	if (id >= 0 && pol->limits[id].scope != LL_SCOPE_GLOBAL)
+		id = -1;
+	free(pol);
+	return id;
+}
+
+/* A grant's path: which limit (policy), whether and how (lease, pure), then
+ * the map writes (dp).
+ */
+static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, uint64_t now)
+{
+	struct lease_grant lg = {
+	    .epoch = g->epoch, .seq = g->seq, .rate = g->rate, .burst = g->burst};
+	uint64_t t_send = sent_time(l, g->report_seq);
+	int id, err = -ESTALE;
+
+	if (strcmp(g->holder, l->holder) || g->incarnation != l->incarnation || !t_send)
+		goto stale;
+	id = grant_limit_id(dp, g);
+	if (id < 0)
+		goto stale;
+	lg.expiry_ns = lease_expiry(t_send, g->ttl_ns);
+	err = link_lease_apply(dp, (uint32_t)id, &lg, now);
+	if (!err) {
+		l->grants_applied++;
+		if (g->refresh_ns && g->refresh_ns < g->ttl_ns)
+			l->refresh_ns = g->refresh_ns;
+		pr_debug("grant %s epoch %llu seq %llu: %llu/s burst %llu, %.3f s left\n", g->limit,
+			 (unsigned long long)g->epoch, (unsigned long long)g->seq,
+			 (unsigned long long)g->rate, (unsigned long long)g->burst,
+			 lg.expiry_ns > now ? ns_to_s(lg.expiry_ns - now) : 0.0);
+		return;
+	}
+stale:
+	l->grants_stale++;
+	pr_debug("stale grant for '%s' (epoch %llu seq %llu) not applied: %s\n", g->limit,
+		 (unsigned long long)g->epoch, (unsigned long long)g->seq, strerror(-err));
+}
+
+static void read_frames(struct link *l, struct dp *dp, uint64_t now)
+{
+	int err = conn_read(&l->c), r = 0;
+
+	while (l->c.fd >= 0 && (r = conn_next(&l->c, l->msg)) > 0) {
+		if (l->msg->type == WIRE_GRANT)
+			l->last_grant_ns = now;
+		if (l->msg->type == WIRE_POLICY)
+			on_policy(l, dp, &l->msg->policy, now);
+		else if (l->msg->type == WIRE_GRANT)
+			on_grant(l, dp, &l->msg->grant, now);
+		else
+			r = -EPROTO;
+		if (r < 0)
+			break;
+	}
+	if (l->c.fd >= 0 && r < 0)
+		link_down(l, "malformed frame from the coordinator", now);
+	else if (l->c.fd >= 0 && err)
+		link_down(l, err == -ECONNRESET ? "closed by the coordinator" : strerror(-err),
+			  now);
+}
+
+static void dial(struct link *l, uint64_t now)
+{
+	int fd = net_connect(l->addr);
+
+	if (fd < 0) {
+		l->next_dial_ns = now + l->backoff_ns;
+		return;
+	}
+	conn_init(&l->c, fd);
+	l->connecting = true;
+	l->dial_ns = now;
+}
+
+static void connected(struct link *l, struct dp *dp, uint64_t now)
+{
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+
+	l->connecting = false;
+	if (getsockopt(l->c.fd, SOL_SOCKET, SO_ERROR, &soerr, &len) || soerr) {
+		link_down(l, strerror(soerr ? soerr : errno), now);
+		return;
+	}
+	l->up = true;
+	l->last_grant_ns = 0;
+	l->backoff_ns = LINK_BACKOFF_MIN_NS;
+	pr_info("connected to coordinator %s\n", l->addr);
+	send_hello(l, dp, now);
+}
+
+void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
+{
+	if (l->c.fd < 0) {
+		if (now >= l->next_dial_ns)
+			dial(l, now);
+		return;
+	}
+	if (l->connecting) {
+		if (revents & (POLLOUT | POLLERR | POLLHUP))
+			connected(l, dp, now);
+		else if (now - l->dial_ns > LINK_CONNECT_TIMEOUT_NS)
+			link_down(l, "connect timed out",
+				  now); /* a lost SYN backs off for minutes */
+		return;
+	}
+	if (revents & POLLOUT && conn_flush(&l->c))
+		link_down(l, "write failed", now);
+	if (l->c.fd >= 0 && revents & (POLLIN | POLLHUP | POLLERR))
+		read_frames(l, dp, now);
+	/* Once grants flow, every report is answered: silence means a dead path. */
+	if (l->up && l->c.fd >= 0 && l->last_grant_ns &&
+	    now - l->last_grant_ns > LINK_SILENCE_REFRESHES * l->refresh_ns) {
+		link_down(l, "no word from the coordinator", now);
+		return;
+	}
+	if (l->up && l->c.fd >= 0 && now >= l->next_report_ns)
+		send_report(l, dp, now);
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's link to the coordinator: one TCP connection, redialled with
+ * backoff. Receives the policy and grants, applies them to the datapath
+ * (through fencing), and sends a report every refresh interval: absolute
+ * totals, demand, and the grants applied (which acknowledges them).
+ * Losing the link changes nothing in the kernel: leases die there.
+ */
+#ifndef LEASELINE_LINK_H
+#define LEASELINE_LINK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "conn.h"
+#include "wire.h"
+
+#define LINK_SENT_RING 64 /* recent reports whose send time a grant may name */
+
+struct dp;
+
+struct link {
+	char addr[CFG_ADDR_LEN];
+	char holder[WIRE_HOLDER_LEN];
+	uint64_t incarnation;
+	struct conn c;
+	bool connecting, up;
+	uint64_t next_dial_ns, backoff_ns, dial_ns;
+	uint64_t hello_ns; /* send time of HELLO: report_seq 0 */
+	uint64_t report_seq;
+	uint64_t sent_seq[LINK_SENT_RING], sent_ns[LINK_SENT_RING];
+	uint64_t refresh_ns, next_report_ns;
+	uint64_t last_grant_ns; /* last grant on this connection; 0 before the first */
+	uint64_t last_offered[LL_MAX_LIMITS], last_sample_ns;
+	uint64_t demand[LL_MAX_LIMITS];
+	struct wire_msg *msg; /* the frame being handled */
+	struct wire_msg *out; /* the frame being sent: never the one being read */
+	uint64_t grants_applied, grants_stale, policies_applied, policies_refused;
+};
+
+int link_init(struct link *l, const struct cfg_agent *ac);
+void link_free(struct link *l);
+/* fd and poll events to wait for, or -1 when there is no socket. */
+int link_pollfd(const struct link *l, short *events);
+/* Do whatever is due: dial, read, apply, report. */
+void link_step(struct link *l, struct dp *dp, short revents, uint64_t now);
+
+struct lease_grant;
+
+/* A grant's way into the kernel: read the limit's lease, the fence and the
+ * generation counter (dp), decide (lease_grant_decide), write (dp). 0, or
+ * -ESTALE if fencing refuses it, or a map error.
+ */
+int link_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now);
+/* Note a coordinator epoch in the fence (lease_fence_see_epoch, then dp);
+ * -ESTALE if it is older than one already seen.
+ */
+int link_epoch_see(struct dp *dp, uint64_t epoch, uint64_t incarnation);
+
+#endif /* LEASELINE_LINK_H */

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent's exposition (see metrics.h). Reads the maps only; never writes
+ * one, so a scrape cannot change what the datapath enforces.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <bpf/bpf.h>
+
+#include "clock.h"
+#include "dp.h"
+#include "metrics.h"
+#include "stats.h"
+#include "tb_math.h"
+
+static const char *verdicts[] = {"allowed", "denied", "shadow_denied", "fallback", "bypass"};
+#define N_VERDICTS ARRAY_SIZE(verdicts)
+
+/* This gateway's share of each global limit and how long it has left. */
+static void write_leases(FILE *f, struct dp *dp, const struct ll_policy *pol)
+{
+	uint64_t now = clock_now_ns();
+
+	fprintf(f, "# HELP leaseline_lease_rate This gateway's leased rate share.\n"
+		   "# TYPE leaseline_lease_rate gauge\n");
+	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
+		const struct ll_limit_cfg *c = &pol->limits[id];
+		struct ll_lease l;
+
+		if (!c->in_use || c->scope != LL_SCOPE_GLOBAL ||
+		    bpf_map_lookup_elem_flags(dp->leases_fd, &id, &l, BPF_F_LOCK))
+			continue;
+		fprintf(f, "leaseline_lease_rate{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)l.rate);
+		fprintf(f, "leaseline_lease_burst{limit=\"%s\"} %llu\n", c->name,
+			(unsigned long long)(l.burst_s / TB_SCALE));
+		fprintf(f, "leaseline_lease_remaining_seconds{limit=\"%s\"} %.3f\n", c->name,
+			l.expiry_ns > now ? ns_to_s(l.expiry_ns - now) : 0.0);
+	}
+}
+
+int metrics_write(FILE *f, void *arg)
+{
+	struct dp *dp = arg;
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	uint64_t parse[LL_PARSE_MAX] = {};
+	struct ll_state st = {};
+	int err = pol ? 0 : -ENOMEM;
+
+	if (!err)
+		err = dp_state_read(dp->state_fd, &st);
+	if (!err)
+		err = dp_policy_read(dp->policy_fd, dp->state_fd, pol);
+	if (err)
+		goto out;
+	fprintf(f, "# HELP leaseline_packets_total Packets by limit and verdict.\n"
+		   "# TYPE leaseline_packets_total counter\n");
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			fprintf(f, "# HELP leaseline_bytes_total Bytes by limit and verdict.\n"
+				   "# TYPE leaseline_bytes_total counter\n");
+		for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
+			struct ll_limit_stats s;
+			uint64_t v[N_VERDICTS];
+
+			if (!pol->limits[id].in_use || stats_limit(dp->limit_stats_fd, id, &s))
+				continue;
+			v[0] = pass ? s.allowed_bytes : s.allowed_pkts;
+			v[1] = pass ? s.denied_bytes : s.denied_pkts;
+			v[2] = pass ? s.shadow_denied_bytes : s.shadow_denied_pkts;
+			v[3] = pass ? s.fallback_bytes : s.fallback_pkts;
+			v[4] = pass ? s.bypass_bytes : s.bypass_pkts;
+			for (size_t i = 0; i < N_VERDICTS; i++)
+				fprintf(f, "leaseline_%s_total{limit=\"%s\",verdict=\"%s\"} %llu\n",
+					pass ? "bytes" : "packets", pol->limits[id].name,
+					verdicts[i], (unsigned long long)v[i]);
+		}
+	}
+	write_leases(f, dp, pol);
+	fprintf(f, "# HELP leaseline_parse_total Frames by parse outcome.\n"
+		   "# TYPE leaseline_parse_total counter\n");
+	stats_parse(dp->parse_stats_fd, parse);
+	for (uint32_t r = 0; r < LL_PARSE_MAX; r++)
+		fprintf(f, "leaseline_parse_total{reason=\"%s\"} %llu\n",
+			stats_parse_reason_name(r), (unsigned long long)parse[r]);
+	fprintf(f,
+		"# HELP leaseline_policy_version Version of the enforcing policy.\n"
+		"# TYPE leaseline_policy_version gauge\nleaseline_policy_version %llu\n",
+		(unsigned long long)st.version);
+out:
+	free(pol);
+	return err;
+}

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Status from pinned maps only: works while an agent runs, after it exited,
+ * or from another namespace that shares the bpffs. Never writes a map.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <net/if.h>
+
+#include <bpf/bpf.h>
+
+#include "agent.h"
+#include "attach.h"
+#include "clock.h"
+#include "config.h"
+#include "dp.h"
+#include "log.h"
+#include "out.h"
+#include "stats.h"
+#include "status.h"
+#include "tb_math.h"
+
+struct pinned {
+	int state, policy, buckets, flow_buckets, limit_stats, rule_stats, parse_stats, leases,
+	    fence;
+};
+
+static int pinned_open(const char *dir, struct pinned *p)
+{
+	struct {
+		const char *name;
+		int *fd;
+	} maps[] = {
+	    {"ll_state", &p->state},
+	    {"ll_policy", &p->policy},
+	    {"ll_buckets", &p->buckets},
+	    {"ll_flow_buckets", &p->flow_buckets},
+	    {"ll_limit_stats", &p->limit_stats},
+	    {"ll_rule_stats", &p->rule_stats},
+	    {"ll_parse_stats", &p->parse_stats},
+	    {"ll_leases", &p->leases},
+	    {"ll_fence", &p->fence},
+	};
+	char path[CFG_PATH_LEN + 32];
+
+	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, maps[i].name);
+		*maps[i].fd = bpf_obj_get(path);
+		if (*maps[i].fd < 0) {
+			int err = -errno;
+
+			pr_warn("cannot open '%s': %s (is an agent running with pin-dir '%s'?)\n",
+				path, strerror(-err), dir);
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* Add the keys of one bucket map (ll_buckets or ll_flow_buckets, whose keys
+ * begin alike) to their limits' counts, walking the map once.
+ */
+static void count_keys(int fd, const struct ll_policy *pol, uint64_t keys[LL_MAX_LIMITS])
+{
+	struct ll_flow_key k, next; /* room for either kind */
+	struct ll_key_head h;
+	bool more = !bpf_map_get_next_key(fd, NULL, &next);
+
+	while (more) {
+		k = next;
+		more = !bpf_map_get_next_key(fd, &k, &next);
+		memcpy(&h, &k, sizeof(h));
+		if (h.family == LL_OVERFLOW_FAMILY)
+			continue;
+		for (int i = 0; i < LL_MAX_LIMITS; i++)
+			if (pol->limits[i].in_use && pol->limits[i].uid == h.limit_uid)
+				keys[i]++;
+	}
+}
+
+static void print_ifaces(struct out *o, const struct ll_state *st)
+{
+	/* ifindexes mean something only in the agent's network namespace. */
+	bool here = !st->netns_ino || st->netns_ino == agent_netns_ino();
+
+	if (!here)
+		out_str(o, "interfaces_note",
+			"attached in another network namespace; run status there to see them");
+	out_arr_begin(o, "interfaces");
+	for (uint32_t i = 0; i < st->n_ifaces && i < LL_MAX_IFACES; i++) {
+		char name[IF_NAMESIZE] = "?";
+		struct attach_info ai;
+
+		if (here)
+			if_indextoname(st->ifindex[i], name);
+		out_obj_begin(o, NULL);
+		out_str(o, "name", name);
+		out_u64(o, "ifindex", st->ifindex[i]);
+		if (here && !attach_query(st->ifindex[i], &ai)) {
+			out_str(o, "mode", attach_mode_name(ai.mode));
+			out_u64(o, "prog_id", ai.prog_id);
+			out_bool(o, "attached", ai.ours);
+		}
+		out_obj_end(o);
+	}
+	out_arr_end(o);
+}
+
+/* A global limit: this gateway's share, how long it lives, what on-loss did. */
+static void print_lease(struct out *o, const struct pinned *p, uint32_t id,
+			const struct ll_limit_stats *s)
+{
+	static const char *const on_loss[] = {"fail-closed", "fallback", "fail-open"};
+	uint64_t now = clock_now_ns();
+	struct ll_lease l;
+
+	if (bpf_map_lookup_elem_flags(p->leases, &id, &l, BPF_F_LOCK))
+		return;
+	out_obj_begin(o, "lease");
+	out_u64(o, "rate", l.rate);
+	out_u64(o, "burst", l.burst_s / TB_SCALE);
+	out_bool(o, "live", now < l.expiry_ns);
+	out_f64(o, "remaining_seconds", now < l.expiry_ns ? ns_to_s(l.expiry_ns - now) : 0);
+	out_u64(o, "epoch", l.epoch);
+	out_u64(o, "seq", l.seq);
+	out_str(o, "on_loss", l.on_loss < 3 ? on_loss[l.on_loss] : "?");
+	out_u64(o, "fallback_rate", l.fb_rate);
+	out_u64(o, "fallback_burst", l.fb_burst_s / TB_SCALE);
+	out_u64(o, "fallback_packets", s->fallback_pkts);
+	out_u64(o, "bypass_packets", s->bypass_pkts);
+	out_obj_end(o);
+}
+
+static void print_limit(struct out *o, const struct pinned *p, uint32_t id,
+			const struct ll_limit_cfg *l, uint64_t nkeys)
+{
+	struct ll_limit_stats s = {};
+
+	stats_limit(p->limit_stats, id, &s);
+	out_obj_begin(o, NULL);
+	out_str(o, "name", l->name);
+	out_u64(o, "id", id);
+	out_str(o, "key", cfg_key_mode_name(l->key_mode));
+	if (l->key_mode == LL_KEY_SRC_IP || l->key_mode == LL_KEY_DST_IP) {
+		out_u64(o, "prefix_v4", l->prefix_v4);
+		out_u64(o, "prefix_v6", l->prefix_v6);
+	}
+	out_str(o, "unit", cfg_unit_name(l->unit));
+	out_u64(o, "rate", l->rate);
+	out_u64(o, "burst", l->burst_s / TB_SCALE);
+	out_str(o, "mode", cfg_mode_name(l->mode));
+	out_str(o, "scope", l->scope == LL_SCOPE_GLOBAL ? "global" : "local");
+	out_u64(o, "keys", nkeys);
+	out_obj_begin(o, "packets");
+	out_u64(o, "allowed", s.allowed_pkts);
+	out_u64(o, "denied", s.denied_pkts);
+	out_u64(o, "shadow_denied", s.shadow_denied_pkts);
+	out_obj_end(o);
+	out_obj_begin(o, "bytes");
+	out_u64(o, "allowed", s.allowed_bytes);
+	out_u64(o, "denied", s.denied_bytes);
+	out_u64(o, "shadow_denied", s.shadow_denied_bytes);
+	out_obj_end(o);
+	out_u64(o, "new_keys", s.new_keys);
+	out_u64(o, "overflow", s.overflow_pkts);
+	if (l->scope == LL_SCOPE_GLOBAL)
+		print_lease(o, p, id, &s);
+	out_obj_end(o);
+}
+
+static void print_rules(struct out *o, const struct pinned *p, const struct ll_policy *pol)
+{
+	out_arr_begin(o, "rules");
+	for (uint32_t i = 0; i <= pol->n_rules && i <= LL_MAX_RULES; i++) {
+		uint32_t idx = i == pol->n_rules ? LL_MAX_RULES : i;
+		struct ll_rule_stats rs = {};
+
+		stats_rule(p->rule_stats, idx, &rs);
+		out_obj_begin(o, NULL);
+		out_str(o, "name", idx == LL_MAX_RULES ? "(default)" : pol->rules[i].name);
+		out_u64(o, "matched_packets", rs.matched_pkts);
+		out_u64(o, "dropped_packets", rs.dropped_pkts);
+		out_obj_end(o);
+	}
+	out_arr_end(o);
+}
+
+static void print_parse(struct out *o, const struct pinned *p)
+{
+	uint64_t ps[LL_PARSE_MAX] = {};
+
+	stats_parse(p->parse_stats, ps);
+	out_obj_begin(o, "parse");
+	for (uint32_t r = 0; r < LL_PARSE_MAX; r++)
+		out_u64(o, stats_parse_reason_name(r), ps[r]);
+	out_obj_end(o);
+}
+
+int status_print(const char *pin_dir, bool json)
+{
+	struct pinned p = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	uint64_t keys[LL_MAX_LIMITS];
+	struct ll_state st;
+	struct out o;
+	int err = -ENOMEM;
+
+	if (!pol)
+		goto out;
+	err = pinned_open(pin_dir, &p);
+	if (!err)
+		err = dp_state_read(p.state, &st);
+	if (!err)
+		err = dp_policy_read(p.policy, p.state, pol);
+	if (err)
+		goto out;
+	memset(keys, 0, sizeof(keys));
+	count_keys(p.buckets, pol, keys);
+	count_keys(p.flow_buckets, pol, keys);
+
+	out_init(&o, stdout, json);
+	out_obj_begin(&o, NULL);
+	out_str(&o, "pin_dir", pin_dir);
+	out_u64(&o, "policy_version", st.version);
+	if (st.applied_ns)
+		out_f64(&o, "policy_age_seconds", ns_to_s(clock_now_ns() - st.applied_ns));
+	out_str(&o, "default", pol->default_action == LL_ACT_DROP ? "drop" : "pass");
+	print_ifaces(&o, &st);
+	out_arr_begin(&o, "limits");
+	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)
+		if (pol->limits[id].in_use)
+			print_limit(&o, &p, id, &pol->limits[id], keys[id]);
+	out_arr_end(&o);
+	print_rules(&o, &p, pol);
+	print_parse(&o, &p);
+	out_obj_end(&o);
+	out_finish(&o);
+out:
+	for (int *fd = &p.state; fd <= &p.fence; fd++)
+		if (*fd >= 0)
+			close(*fd);
+	free(pol);
+	return err;
+}

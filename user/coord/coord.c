@@ -1,0 +1,694 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The coordinator: owns the policy and its version, leases shares of every
+ * global limit to agents, and keeps, after every change and at all times,
+ * sum of live rate shares <= R - reserve and sum of live burst shares <=
+ * B - reserve (ledger.h), where reserve is the fallback shares of all
+ * gateways. A restarted coordinator takes a new durable epoch before its
+ * first grant and issues nothing until every grant of earlier epochs has
+ * died (the quiet period).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+
+#include "clock.h"
+#include "config.h"
+#include "conn.h"
+#include "coord.h"
+#include "fs.h"
+#include "http.h"
+#include "lease_clock.h"
+#include "ledger.h"
+#include "log.h"
+#include "metrics.h"
+#include "signals.h"
+#include "state.h"
+#include "store.h"
+#include "wire.h"
+
+#define COORD_TICK_MS	   20
+#define COORD_SPARE_CONNS  64	       /* connections beyond gateways: not yet said hello */
+#define COORD_RECOMPUTE_NS 50000000ull /* targets follow demand within 50 ms */
+#define COORD_EPOLL_BATCH  256
+
+/* ---- policy ---- */
+
+static struct climit *limit_by_name(struct coord *co, const char *name)
+{
+	for (uint32_t i = 0; i < co->n_limits; i++)
+		if (!strcmp(co->lim[i].name, name))
+			return &co->lim[i];
+	return NULL;
+}
+
+static void climit_free(struct climit *c)
+{
+	ledger_free(&c->led);
+	free(c->t_rate);
+	free(c->t_burst);
+	c->t_rate = c->t_burst = NULL;
+}
+
+static void limits_free(struct climit *lim, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		climit_free(&lim[i]);
+}
+
+/* A limit's state for the new policy: a deep copy of the running one (its
+ * live grants go on counting) or a fresh ledger, room for every gateway.
+ */
+static int climit_init(struct climit *c, const struct climit *old, uint32_t gateways)
+{
+	int err;
+
+	memset(c, 0, sizeof(*c));
+	if (old) {
+		*c = *old;
+		err = ledger_copy(&c->led, &old->led);
+	} else {
+		err = ledger_init(&c->led, 0, 0);
+	}
+	c->t_rate = c->t_burst = NULL;
+	if (!err)
+		err = ledger_reserve(&c->led, gateways);
+	if (!err) {
+		c->t_rate = calloc(c->led.cap, sizeof(*c->t_rate));
+		c->t_burst = calloc(c->led.cap, sizeof(*c->t_burst));
+		if (!c->t_rate || !c->t_burst)
+			err = -ENOMEM;
+	}
+	c->dirty = true;
+	c->next_recompute_ns = 0;
+	return err;
+}
+
+/* Global limits of pol as ledgers, keeping the ledger (live grants) of a
+ * limit that stays. Fallback shares of every gateway come off the top.
+ */
+static int limits_build(struct coord *co, const struct cfg_policy *pol, struct climit *out,
+			uint32_t *n_out)
+{
+	uint32_t n = 0;
+	int err = 0;
+
+	for (uint32_t i = 0; i < pol->n_limits && !err; i++) {
+		const struct cfg_limit *l = &pol->limits[i];
+		struct climit *c = &out[n];
+		uint64_t fr = 0, fb = 0;
+
+		if (l->scope != LL_SCOPE_GLOBAL)
+			continue;
+		err = climit_init(c, limit_by_name(co, l->name), co->cfg.gateways);
+		n++;
+		if (err)
+			break;
+		snprintf(c->name, sizeof(c->name), "%s", l->name);
+		if (l->on_loss == LL_ON_LOSS_FALLBACK) {
+			fr = l->fallback_rate * co->cfg.gateways;
+			fb = l->fallback_burst * co->cfg.gateways;
+		}
+		if (fr >= l->rate || fb >= l->burst) {
+			pr_warn("limit '%s': fallback shares of %u gateways (%llu/s, %llu) leave "
+				"nothing of the contract (%llu/s, %llu) to lease\n",
+				l->name, co->cfg.gateways, (unsigned long long)fr,
+				(unsigned long long)fb, (unsigned long long)l->rate,
+				(unsigned long long)l->burst);
+			err = -EINVAL;
+			break;
+		}
+		c->rate = l->rate;
+		c->burst = l->burst;
+		c->reserve_rate = fr;
+		c->reserve_burst = fb;
+		c->on_loss = l->on_loss;
+		c->fb_rate = l->fallback_rate;
+		c->fb_burst = l->fallback_burst;
+		c->led.rate = l->rate - fr;
+		c->led.burst = l->burst - fb;
+	}
+	if (err) {
+		limits_free(out, n);
+		n = 0;
+	}
+	*n_out = n;
+	return err;
+}
+
+static int policy_load(struct coord *co, bool initial)
+{
+	struct cfg_policy *pol = calloc(1, sizeof(*pol));
+	struct climit *lim = calloc(LL_MAX_LIMITS, sizeof(*lim));
+	struct cfg_err e;
+	char *yaml = NULL;
+	size_t len = 0;
+	uint32_t n = 0;
+	int err = pol && lim ? 0 : -ENOMEM;
+
+	/* Parse the very bytes that will be pushed to the agents. */
+	if (!err && (err = fs_read_file(co->cfg.policy_path, WIRE_MAX_POLICY, &yaml, &len)))
+		pr_warn("cannot read '%s': %s\n", co->cfg.policy_path, strerror(-err));
+	if (!err && (err = cfg_policy_parse(co->cfg.policy_path, yaml, len, false, pol, &e)))
+		pr_warn("%s\n", e.msg);
+	if (!err && co->pol && pol->version <= co->pol->version && !initial) {
+		pr_warn("policy version %llu refused: not newer than the running version %llu\n",
+			(unsigned long long)pol->version, (unsigned long long)co->pol->version);
+		err = -ESTALE;
+	}
+	if (!err)
+		err = limits_build(co, pol, lim, &n);
+	if (!err) {
+		free(co->pol);
+		free(co->yaml);
+		co->pol = pol;
+		co->yaml = yaml;
+		co->yaml_len = len;
+		limits_free(co->lim, co->n_limits);
+		memcpy(co->lim, lim, sizeof(co->lim));
+		co->n_limits = n;
+		for (uint32_t i = 0; i < n; i++)
+			if (ledger_over(&co->lim[i].led, clock_now_ns()))
+				co->lim[i].drain_since_ns = clock_now_ns();
+		pol = NULL;
+		yaml = NULL;
+		pr_info("policy version %llu loaded (%u global limits)\n",
+			(unsigned long long)co->pol->version, n);
+	}
+	free(pol);
+	free(yaml);
+	free(lim);
+	return err;
+}
+
+/* Max-min targets from the latest demands: O(holders log holders), so done
+ * at most every COORD_RECOMPUTE_NS per limit rather than per report.
+ */
+static void targets_recompute(struct climit *c, uint64_t now)
+{
+	uint64_t t0 = clock_now_ns();
+
+	if (ledger_targets(&c->led, c->t_rate, c->t_burst))
+		return; /* out of memory: keep the old targets */
+	c->dirty = false;
+	c->recompute_ns = clock_now_ns() - t0;
+	c->next_recompute_ns = now + COORD_RECOMPUTE_NS;
+}
+
+/* Whether holder hi takes part in the max-min division. A gateway that is
+ * connected but silent (a cut path TCP has not noticed, a stopped agent)
+ * must not keep a share reserved that nobody spends.
+ */
+static void holder_asking(struct coord *co, int hi, bool asking)
+{
+	co->h[hi].asking = asking;
+	for (uint32_t l = 0; l < co->n_limits; l++) {
+		co->lim[l].led.h[hi].active = asking;
+		if (!asking)
+			co->lim[l].led.h[hi].demand = 0;
+		co->lim[l].dirty = true;
+	}
+}
+
+/* ---- connections ---- */
+
+static void conn_drop(struct coord *co, int ci, const char *why)
+{
+	struct cconn *cc = co->conns[ci];
+
+	if (!cc)
+		return;
+	if (cc->holder >= 0) {
+		struct cholder *h = &co->h[cc->holder];
+
+		pr_info("holder '%s' disconnected (%s)\n", h->name, why);
+		h->conn = -1;
+		/* It asks for nothing now; its live grants still count until they die. */
+		holder_asking(co, cc->holder, false);
+	}
+	conn_close(&cc->c);
+	free(cc);
+	co->conns[ci] = NULL;
+}
+
+static int send_msg(struct coord *co, int ci, const struct wire_msg *m)
+{
+	int err = conn_send(&co->conns[ci]->c, m);
+
+	if (err)
+		conn_drop(co, ci, strerror(-err));
+	return err;
+}
+
+static int send_policy(struct coord *co, int ci)
+{
+	struct wire_msg *m = co->out;
+
+	WIRE_MSG_CLEAR(m, policy.len);
+	m->type = WIRE_POLICY;
+	m->policy.epoch = co->store.epoch;
+	m->policy.version = co->pol->version;
+	m->policy.len = (uint32_t)co->yaml_len;
+	memcpy(m->policy.yaml, co->yaml, co->yaml_len);
+	return send_msg(co, ci, m);
+}
+
+static int holder_find(struct coord *co, const char *name)
+{
+	int free_slot = -1;
+
+	for (int i = 0; i < (int)co->cfg.gateways; i++) {
+		if (co->h[i].used && !strcmp(co->h[i].name, name))
+			return i;
+		if (!co->h[i].used && free_slot < 0)
+			free_slot = i;
+	}
+	return free_slot;
+}
+
+static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
+{
+	int hi = holder_find(co, m->holder);
+	struct cholder *h;
+
+	if (hi < 0) {
+		co->refused++;
+		pr_warn("holder '%s' refused: already serving %u gateways (coord.yaml gateways:)\n",
+			m->holder, co->cfg.gateways);
+		conn_drop(co, ci, "too many gateways");
+		return;
+	}
+	if (m->max_epoch_seen > co->store.epoch) {
+		/* Someone ran with a later epoch than our log knows: our state was
+		 * lost. Never issue under an epoch a holder has seen surpassed.
+		 */
+		pr_warn("holder '%s' has seen epoch %llu > ours %llu: restarting with a new "
+			"epoch and a quiet period\n",
+			m->holder, (unsigned long long)m->max_epoch_seen,
+			(unsigned long long)co->store.epoch);
+		if (coord_store_bump(&co->store, m->max_epoch_seen + 1)) {
+			conn_drop(co, ci, "cannot record a new epoch");
+			return;
+		}
+		co->quiet_until = clock_now_ns() + lease_deadline(0, co->cfg.ttl_ns);
+	}
+	h = &co->h[hi];
+	if (h->used && h->conn >= 0 && h->conn != ci)
+		conn_drop(co, h->conn, "replaced by a new connection");
+	if (!h->used) {
+		memset(h, 0, sizeof(*h));
+		h->used = true;
+		snprintf(h->name, sizeof(h->name), "%s", m->holder);
+		for (uint32_t l = 0; l < co->n_limits; l++)
+			coord_store_usage_read(co->cfg.state_dir, h->name, co->lim[l].name,
+					       &h->fallback[l], &h->bypass[l]);
+	}
+	if (h->incarnation != m->incarnation)
+		h->report_seq = 0;
+	h->incarnation = m->incarnation;
+	h->conn = ci;
+	co->conns[ci]->holder = hi;
+	/* Its share comes with the next recomputation (<= COORD_RECOMPUTE_NS):
+	 * recomputing here would make a storm of hellos quadratic.
+	 */
+	h->last_report_ns = clock_now_ns();
+	holder_asking(co, hi, true);
+	pr_info("holder '%s' connected (incarnation %llu)\n", h->name,
+		(unsigned long long)m->incarnation);
+	send_policy(co, ci);
+}
+
+/* Fallback and bypass admissions are recorded durably before anything else
+ * happens with this report: no bypass is ever silent.
+ */
+static void record_usage(struct coord *co, struct cholder *h, uint32_t l,
+			 const struct wire_report_entry *e)
+{
+	if (e->fallback <= h->fallback[l] && e->bypass <= h->bypass[l])
+		return;
+	if (coord_store_usage(&co->store, h->name, co->lim[l].name, e->fallback, e->bypass)) {
+		pr_warn("cannot record usage of '%s': %s\n", h->name, strerror(errno));
+		return;
+	}
+	if (e->bypass > h->bypass[l])
+		pr_info("holder '%s' limit '%s': %llu packets admitted fail-open in total\n",
+			h->name, co->lim[l].name, (unsigned long long)e->bypass);
+	h->fallback[l] = e->fallback > h->fallback[l] ? e->fallback : h->fallback[l];
+	h->bypass[l] = e->bypass > h->bypass[l] ? e->bypass : h->bypass[l];
+}
+
+static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
+{
+	uint64_t sr = ledger_sum_rate_fast(&c->led, now), sb = ledger_sum_burst_fast(&c->led, now);
+
+	if (sr > c->max_sum_rate)
+		c->max_sum_rate = sr;
+	if (sb > c->max_sum_burst)
+		c->max_sum_burst = sb;
+	if (ledger_over(&c->led, now) && c->drain_since_ns)
+		return; /* a lowered contract: decreases are on their way, no increase goes out */
+	if (c->drain_since_ns) {
+		c->last_drain_ns = now - c->drain_since_ns;
+		c->drain_since_ns = 0;
+		pr_info("limit '%s': live shares within the new contract after %.3f s\n", c->name,
+			ns_to_s(c->last_drain_ns));
+	}
+	if (ledger_over(&c->led, now)) {
+		co->violations++;
+		pr_warn("limit '%s': INVARIANT VIOLATED: live shares %llu/s, %llu exceed %llu/s, "
+			"%llu\n",
+			c->name, (unsigned long long)sr, (unsigned long long)sb,
+			(unsigned long long)c->led.rate, (unsigned long long)c->led.burst);
+	}
+}
+
+static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t report_seq,
+		      uint64_t now)
+{
+	uint64_t live = lease_deadline(now, co->cfg.ttl_ns) - now;
+	struct wire_msg *m = co->out;
+	struct ledger_grant g;
+
+	if (!ledger_issue(&c->led, (size_t)hi, c->t_rate[hi], c->t_burst[hi], now, live, &g))
+		return;
+	check_invariant(co, c, now);
+	WIRE_MSG_CLEAR(m, grant);
+	m->type = WIRE_GRANT;
+	snprintf(m->grant.limit, sizeof(m->grant.limit), "%s", c->name);
+	snprintf(m->grant.holder, sizeof(m->grant.holder), "%s", co->h[hi].name);
+	m->grant.incarnation = co->h[hi].incarnation;
+	m->grant.epoch = co->store.epoch;
+	m->grant.seq = g.seq;
+	m->grant.report_seq = report_seq;
+	m->grant.policy_version = co->pol->version;
+	m->grant.rate = g.rate;
+	m->grant.burst = g.burst;
+	m->grant.ttl_ns = co->cfg.ttl_ns;
+	m->grant.refresh_ns = co->cfg.refresh_ns;
+	if (!send_msg(co, ci, m))
+		co->grants++;
+}
+
+static void on_report(struct coord *co, int ci, const struct wire_report *r)
+{
+	int hi = co->conns[ci]->holder;
+	uint64_t now = clock_now_ns();
+	struct cholder *h;
+
+	if (hi < 0 || strcmp(co->h[hi].name, r->holder) ||
+	    co->h[hi].incarnation != r->incarnation) {
+		co->protocol_errors++;
+		conn_drop(co, ci, "report from a holder that did not say hello");
+		return;
+	}
+	h = &co->h[hi];
+	if (r->seq <= h->report_seq) {
+		co->stale_reports++; /* retransmitted or reordered: totals are absolute anyway */
+		return;
+	}
+	h->report_seq = r->seq;
+	h->last_report_ns = now;
+	if (!h->asking) {
+		pr_info("holder '%s' reports again\n", h->name);
+		holder_asking(co, hi, true);
+	}
+	for (uint32_t i = 0; i < r->n; i++) {
+		const struct wire_report_entry *e = &r->e[i];
+		struct climit *c = limit_by_name(co, e->limit);
+		uint32_t l;
+
+		if (!c)
+			continue;
+		l = (uint32_t)(c - co->lim);
+		record_usage(co, h, l, e);
+		if (e->applied_epoch == co->store.epoch)
+			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
+		if (c->led.h[hi].demand != e->demand) {
+			c->led.h[hi].demand = e->demand;
+			c->dirty = true;
+		}
+		check_invariant(co, c, now);
+		/* Fresh targets when due (a holder that just joined gets its share
+		 * in this grant, not the next), still at most every 50 ms a limit.
+		 */
+		if (c->dirty && now >= c->next_recompute_ns)
+			targets_recompute(c, now);
+		if (now >= co->quiet_until && co->conns[ci])
+			grant_one(co, ci, hi, c, r->seq, now);
+	}
+}
+
+static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
+{
+	if (m->type == WIRE_HELLO && co->conns[ci]->holder < 0)
+		on_hello(co, ci, &m->hello);
+	else if (m->type == WIRE_REPORT)
+		on_report(co, ci, &m->report);
+	else {
+		co->protocol_errors++;
+		conn_drop(co, ci, "unexpected message");
+	}
+}
+
+static void conn_input(struct coord *co, int ci)
+{
+	int err = conn_read(&co->conns[ci]->c);
+
+	while (co->conns[ci]) {
+		int r = conn_next(&co->conns[ci]->c, co->msg);
+
+		if (r == 0)
+			break;
+		if (r < 0) {
+			co->protocol_errors++;
+			conn_drop(co, ci, "malformed frame");
+			return;
+		}
+		on_frame(co, ci, co->msg);
+	}
+	if (err && co->conns[ci])
+		conn_drop(co, ci, err == -ECONNRESET ? "closed by peer" : strerror(-err));
+}
+
+/* epoll data: 0 the listener, 1 metrics, 2 + index for a connection. */
+#define EP_LISTEN  0
+#define EP_METRICS 1
+#define EP_CONN0   2
+
+/* Watch for writability only while output is queued. */
+static void conn_watch(struct coord *co, int ci)
+{
+	struct cconn *cc = co->conns[ci];
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EP_CONN0 + (uint64_t)ci};
+
+	if (!cc)
+		return;
+	if (cc->c.out_len)
+		ev.events |= EPOLLOUT;
+	if (ev.events != cc->events && !epoll_ctl(co->ep, EPOLL_CTL_MOD, cc->c.fd, &ev))
+		cc->events = ev.events;
+}
+
+static void accept_all(struct coord *co)
+{
+	for (;;) {
+		int fd = accept4(co->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct epoll_event ev = {.events = EPOLLIN};
+		size_t ci;
+
+		if (fd < 0)
+			return;
+		for (ci = 0; ci < co->max_conns && co->conns[ci]; ci++)
+			;
+		if (ci == co->max_conns || !(co->conns[ci] = calloc(1, sizeof(struct cconn)))) {
+			close(fd);
+			continue;
+		}
+		/* Grants go out one frame at a time: do not let Nagle hold them. */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
+		conn_init(&co->conns[ci]->c, fd);
+		co->conns[ci]->holder = -1;
+		co->conns[ci]->events = EPOLLIN;
+		ev.data.u64 = EP_CONN0 + ci;
+		if (epoll_ctl(co->ep, EPOLL_CTL_ADD, fd, &ev))
+			conn_drop(co, (int)ci, "cannot watch it");
+	}
+}
+
+/* ---- main loop ---- */
+
+static void conn_event(struct coord *co, int ci, uint32_t events)
+{
+	if (!co->conns[ci])
+		return;
+	if (events & EPOLLOUT && conn_flush(&co->conns[ci]->c)) {
+		conn_drop(co, ci, "write failed");
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		conn_input(co, ci);
+	conn_watch(co, ci);
+}
+
+static void poll_once(struct coord *co)
+{
+	struct epoll_event ev[COORD_EPOLL_BATCH];
+	int n = epoll_wait(co->ep, ev, COORD_EPOLL_BATCH, COORD_TICK_MS);
+
+	for (int i = 0; i < n; i++) {
+		uint64_t d = ev[i].data.u64;
+
+		if (d == EP_LISTEN)
+			accept_all(co);
+		else if (d == EP_METRICS)
+			http_serve(co->metrics_fd, coord_metrics_write, co);
+		else
+			conn_event(co, (int)(d - EP_CONN0), ev[i].events);
+	}
+}
+
+/* Periodic work: silent holders stop asking, targets follow demand, the
+ * invariant is checked.
+ */
+static void tick(struct coord *co)
+{
+	uint64_t now = clock_now_ns(), silence = lease_deadline(0, co->cfg.ttl_ns);
+
+	for (uint32_t hi = 0; hi < co->cfg.gateways; hi++) {
+		struct cholder *h = &co->h[hi];
+
+		if (h->used && h->asking && now - h->last_report_ns > silence) {
+			pr_info("holder '%s' silent for %.3f s: its share goes to the others\n",
+				h->name, ns_to_s(now - h->last_report_ns));
+			holder_asking(co, (int)hi, false);
+		}
+	}
+
+	for (uint32_t l = 0; l < co->n_limits; l++) {
+		struct climit *c = &co->lim[l];
+
+		if (c->dirty && now >= c->next_recompute_ns)
+			targets_recompute(c, now);
+		check_invariant(co, c, now);
+	}
+}
+
+static void reload(struct coord *co)
+{
+	pr_info("reloading policy '%s'\n", co->cfg.policy_path);
+	if (policy_load(co, false)) {
+		pr_warn("reload refused; policy version %llu stays\n",
+			(unsigned long long)co->pol->version);
+		return;
+	}
+	for (int ci = 0; ci < (int)co->max_conns; ci++) {
+		if (co->conns[ci] && co->conns[ci]->holder >= 0)
+			send_policy(co, ci);
+		conn_watch(co, ci);
+	}
+}
+
+static int coord_start(struct coord *co)
+{
+	struct cfg_policy *scratch = calloc(1, sizeof(*scratch));
+	struct cfg_err e;
+	int err;
+
+	if (!scratch)
+		return 1;
+	err = cfg_coord_load(co->path, &co->cfg, scratch, &e);
+	free(scratch);
+	if (err) {
+		pr_warn("%s\n", e.msg);
+		return 2;
+	}
+	co->h = calloc(co->cfg.gateways, sizeof(*co->h));
+	co->max_conns = co->cfg.gateways + COORD_SPARE_CONNS;
+	co->conns = calloc(co->max_conns, sizeof(*co->conns));
+	co->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (!co->h || !co->conns || co->ep < 0)
+		return 1;
+	for (uint32_t i = 0; i < co->cfg.gateways; i++)
+		co->h[i].conn = -1;
+	if (policy_load(co, true))
+		return 2;
+	err = coord_store_open(&co->store, co->cfg.state_dir);
+	if (err) {
+		pr_warn("cannot use state-dir '%s': %s\n", co->cfg.state_dir, strerror(-err));
+		return 1;
+	}
+	/* Grants of earlier epochs may be live until their deadline: wait them out. */
+	co->quiet_until = clock_now_ns() + lease_deadline(0, co->cfg.ttl_ns);
+	pr_info("epoch %llu (durable); quiet for %.3f s before the first grant\n",
+		(unsigned long long)co->store.epoch, ns_to_s(lease_deadline(0, co->cfg.ttl_ns)));
+	co->listen_fd = net_listen(co->cfg.listen);
+	if (co->listen_fd < 0) {
+		pr_warn("cannot listen on '%s': %s\n", co->cfg.listen, strerror(-co->listen_fd));
+		return 1;
+	}
+	if (epoll_ctl(co->ep, EPOLL_CTL_ADD, co->listen_fd,
+		      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_LISTEN}))
+		return 1;
+	if (co->cfg.has_metrics) {
+		co->metrics_fd = http_listen(co->cfg.metrics);
+		if (co->metrics_fd < 0) {
+			pr_warn("cannot listen for metrics on '%s': %s\n", co->cfg.metrics,
+				strerror(-co->metrics_fd));
+			return 1;
+		}
+		if (epoll_ctl(co->ep, EPOLL_CTL_ADD, co->metrics_fd,
+			      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_METRICS}))
+			return 1;
+	}
+	pr_info("coordinator listening on %s\n", co->cfg.listen);
+	return 0;
+}
+
+int coord_run(const char *config_path)
+{
+	struct coord *co = calloc(1, sizeof(*co));
+	int rc;
+
+	if (!co)
+		return 1;
+	co->path = config_path;
+	co->listen_fd = co->metrics_fd = co->ep = -1;
+	co->store.dir_fd = co->store.epoch_fd = co->store.usage_fd = -1;
+	co->msg = malloc(sizeof(*co->msg));
+	co->out = malloc(sizeof(*co->out));
+	signals_install();
+	signal(SIGPIPE, SIG_IGN);
+	rc = co->msg && co->out ? coord_start(co) : 1;
+	while (!rc && !sig_stop) {
+		if (sig_reload) {
+			sig_reload = 0;
+			reload(co);
+		}
+		poll_once(co);
+		tick(co);
+	}
+	for (int ci = 0; co->conns && ci < (int)co->max_conns; ci++)
+		conn_drop(co, ci, "coordinator exiting");
+	if (co->listen_fd >= 0)
+		close(co->listen_fd);
+	if (co->metrics_fd >= 0)
+		close(co->metrics_fd);
+	if (co->ep >= 0)
+		close(co->ep);
+	limits_free(co->lim, co->n_limits);
+	free(co->h);
+	free(co->conns);
+	coord_store_close(&co->store);
+	free(co->pol);
+	free(co->yaml);
+	free(co->msg);
+	free(co->out);
+	free(co);
+	return rc;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinator's state, private to user/coord/: one entry per global
+ * limit (its contract, reserve and ledger), per holder (a gateway by name,
+ * its incarnation and durable fallback/bypass totals) and per connection.
+ * coord.c changes it; metrics.c only reads it.
+ */
+#ifndef LEASELINE_COORD_STATE_H
+#define LEASELINE_COORD_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "conn.h"
+#include "ledger.h"
+#include "ll_types.h"
+#include "store.h"
+#include "wire.h"
+
+struct climit {
+	char name[LL_NAME_LEN];
+	uint64_t rate, burst;		      /* the contract R, B */
+	uint64_t reserve_rate, reserve_burst; /* fallback shares of all gateways */
+	uint8_t on_loss;
+	uint64_t fb_rate, fb_burst;
+	struct ledger led;
+	uint64_t *t_rate, *t_burst; /* cached max-min targets per holder */
+	bool dirty;		    /* demand changed since the targets were computed */
+	uint64_t next_recompute_ns, recompute_ns; /* and how long the last one took */
+	uint64_t max_sum_rate, max_sum_burst;	  /* highest sums of live shares seen */
+	uint64_t drain_since_ns; /* contract lowered, live shares still above it since */
+	uint64_t last_drain_ns;	 /* how long the last such drain took */
+};
+
+struct cholder {
+	bool used;
+	char name[WIRE_HOLDER_LEN];
+	uint64_t incarnation;
+	int conn;		 /* index in coord.conns, -1 if not connected */
+	uint64_t report_seq;	 /* highest report seen from this incarnation */
+	uint64_t last_report_ns; /* a holder silent for a lease's life asks for nothing */
+	bool asking;		 /* counted in the targets (connected and reporting) */
+	uint64_t fallback[LL_MAX_LIMITS], bypass[LL_MAX_LIMITS]; /* durable totals */
+};
+
+struct cconn {
+	struct conn c;
+	int holder;	 /* -1 until HELLO */
+	uint32_t events; /* what epoll watches for it */
+};
+
+struct coord {
+	const char *path;
+	struct cfg_coord cfg;
+	struct cfg_policy *pol;
+	char *yaml;
+	size_t yaml_len;
+	struct coord_store store;
+	uint64_t quiet_until;
+	uint32_t n_limits;
+	struct climit lim[LL_MAX_LIMITS];
+	struct cholder *h; /* cfg.gateways of them */
+	struct cconn **conns;
+	size_t max_conns;
+	int listen_fd, metrics_fd, ep;
+	struct wire_msg *msg; /* the frame being handled (one message is large) */
+	struct wire_msg *out; /* the frame being sent: never the one being read */
+	uint64_t grants, stale_reports, protocol_errors, violations, refused;
+};
+
+#endif /* LEASELINE_COORD_STATE_H */

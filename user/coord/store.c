@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Append-only, CRC-checked records (see coord_store.h). Invariant: the epoch
+ * returned by coord_store_open is strictly greater than every epoch any
+ * earlier run could have used, whenever the log was readable; a log that is
+ * corrupt only ever makes the caller wait longer, never reuse an epoch.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <zlib.h>
+
+#include "fs.h"
+#include "log.h"
+#include "store.h"
+
+#define EPOCH_MAGIC 0x4c4c4550u /* "LLEP" */
+#define USAGE_MAGIC 0x4c4c5553u /* "LLUS" */
+
+struct epoch_rec {
+	uint32_t magic;
+	uint32_t pad;
+	uint64_t epoch;
+	uint32_t crc; /* CRC32 of the bytes before it */
+	uint32_t pad2;
+};
+
+struct usage_rec {
+	uint32_t magic;
+	uint32_t pad;
+	char holder[WIRE_HOLDER_LEN];
+	char limit[LL_NAME_LEN];
+	uint64_t fallback;
+	uint64_t bypass;
+	uint32_t crc;
+	uint32_t pad2;
+};
+
+static uint32_t rec_crc(const void *rec, size_t crc_off)
+{
+	return (uint32_t)crc32(0L, rec, (uInt)crc_off);
+}
+
+static int append_sync(int dir_fd, int fd, const void *rec, size_t len)
+{
+	ssize_t n = write(fd, rec, len);
+
+	if (n != (ssize_t)len)
+		return n < 0 ? -errno : -EIO;
+	if (fsync(fd) || fsync(dir_fd))
+		return -errno;
+	return 0;
+}
+
+static int open_log(struct coord_store *s, const char *name)
+{
+	int fd = openat(s->dir_fd, name, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* Highest valid epoch in the log; counts bad records. A torn tail (a record
+ * whose write never completed, so whose epoch was never used: a run uses an
+ * epoch only after fsync) is cut off so that later records stay aligned.
+ */
+static uint64_t epoch_scan(struct coord_store *s)
+{
+	struct epoch_rec r;
+	uint64_t max = 0;
+	off_t off = 0;
+	struct stat st;
+	ssize_t n;
+
+	if (!fstat(s->epoch_fd, &st) && st.st_size % (off_t)sizeof(r)) {
+		s->corrupt++;
+		s->had_state = true;
+		if (ftruncate(s->epoch_fd, st.st_size - st.st_size % (off_t)sizeof(r)))
+			pr_warn("state: cannot cut the torn tail of epoch.log: %s\n",
+				strerror(errno));
+	}
+
+	while ((n = pread(s->epoch_fd, &r, sizeof(r), off)) > 0) {
+		off += n;
+		s->had_state = true;
+		if (n != sizeof(r) || r.magic != EPOCH_MAGIC ||
+		    r.crc != rec_crc(&r, offsetof(struct epoch_rec, crc))) {
+			s->corrupt++;
+			continue;
+		}
+		if (r.epoch > max)
+			max = r.epoch;
+	}
+	return max;
+}
+
+static int epoch_write(struct coord_store *s, uint64_t epoch)
+{
+	struct epoch_rec r = {.magic = EPOCH_MAGIC, .epoch = epoch};
+	int err;
+
+	r.crc = rec_crc(&r, offsetof(struct epoch_rec, crc));
+	err = append_sync(s->dir_fd, s->epoch_fd, &r, sizeof(r));
+	if (!err)
+		s->epoch = epoch;
+	return err;
+}
+
+int coord_store_bump(struct coord_store *s, uint64_t epoch)
+{
+	return epoch > s->epoch ? epoch_write(s, epoch) : 0;
+}
+
+int coord_store_open(struct coord_store *s, const char *dir)
+{
+	uint64_t epoch;
+	int err;
+
+	memset(s, 0, sizeof(*s));
+	s->dir_fd = s->epoch_fd = s->usage_fd = -1;
+	err = fs_mkdir_p(dir, 0700);
+	if (err)
+		return err;
+	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dir_fd < 0)
+		return -errno;
+	s->epoch_fd = open_log(s, "epoch.log");
+	if (s->epoch_fd < 0)
+		return s->epoch_fd;
+	s->usage_fd = open_log(s, "usage.log");
+	if (s->usage_fd < 0)
+		return s->usage_fd;
+	epoch = epoch_scan(s) + 1;
+	if (s->corrupt) {
+		/* A torn tail may have held a higher epoch: skip past anything it
+		 * could have been (records are written one at a time, so at most one
+		 * per corrupt record).
+		 */
+		epoch += s->corrupt;
+		pr_warn("state: %u corrupt epoch records skipped; starting at epoch %llu\n",
+			s->corrupt, (unsigned long long)epoch);
+	}
+	return epoch_write(s, epoch);
+}
+
+void coord_store_close(struct coord_store *s)
+{
+	int *fds[] = {&s->usage_fd, &s->epoch_fd, &s->dir_fd};
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+int coord_store_usage(struct coord_store *s, const char *holder, const char *limit,
+		      uint64_t fallback, uint64_t bypass)
+{
+	struct usage_rec r = {.magic = USAGE_MAGIC, .fallback = fallback, .bypass = bypass};
+
+	snprintf(r.holder, sizeof(r.holder), "%s", holder);
+	snprintf(r.limit, sizeof(r.limit), "%s", limit);
+	r.crc = rec_crc(&r, offsetof(struct usage_rec, crc));
+	return append_sync(s->dir_fd, s->usage_fd, &r, sizeof(r));
+}
+
+int coord_store_usage_read(const char *dir, const char *holder, const char *limit,
+			   uint64_t *fallback, uint64_t *bypass)
+{
+	char path[4200];
+	struct usage_rec r;
+	ssize_t n;
+	int fd;
+
+	*fallback = *bypass = 0;
+	snprintf(path, sizeof(path), "%s/usage.log", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	while ((n = read(fd, &r, sizeof(r))) == sizeof(r)) {
+		if (r.magic != USAGE_MAGIC || r.crc != rec_crc(&r, offsetof(struct usage_rec, crc)))
+			continue;
+		if (strncmp(r.holder, holder, sizeof(r.holder)) ||
+		    strncmp(r.limit, limit, sizeof(r.limit)))
+			continue;
+		if (r.fallback > *fallback)
+			*fallback = r.fallback;
+		if (r.bypass > *bypass)
+			*bypass = r.bypass;
+	}
+	close(fd);
+	return 0;
+}

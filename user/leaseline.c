@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: MIT
+/*
+ * leaseline's command table: each command declares its options and a
+ * handler; exit codes follow reference §2 (0 ok, 1 runtime failure, 2 usage or
+ * configuration error).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <net/if.h>
+
+#include "agent.h"
+#include "attach.h"
+#include "config.h"
+#include "coord.h"
+#include "log.h"
+#include "status.h"
+
+#define LEASELINE_VERSION "0.1.0"
+
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+struct cmd {
+	const char *name;
+	const char *usage;
+	const char *help;
+	int (*run)(int argc, char **argv);
+};
+
+static const struct cmd *find_cmd(const char *name);
+
+static int usage_error(const char *cmd, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "leaseline %s: ", cmd);
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nsee 'leaseline %s --help'\n", cmd);
+	return EXIT_USAGE;
+}
+
+static int print_help(const char *name)
+{
+	const struct cmd *c = find_cmd(name);
+
+	printf("usage: %s\n\n%s\n", c->usage, c->help);
+	return 0;
+}
+
+/* Options common to all commands; returns -1 to continue, else an exit code. */
+static int common_opt(const char *cmd, int opt)
+{
+	switch (opt) {
+	case 'v':
+		log_set_level(log_get_level() < LOG_DEBUG ? log_get_level() + 1 : LOG_DEBUG);
+		return -1;
+	case 'h':
+		return print_help(cmd);
+	default:
+		return usage_error(cmd, "%s", "unknown option");
+	}
+}
+
+static int cmd_agent(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	    {"config", required_argument, NULL, 'c'},	{"verbose", no_argument, NULL, 'v'},
+	    {"detach-on-exit", no_argument, NULL, 'D'}, {"force", no_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},		{},
+	};
+	struct agent_opts o = {};
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "c:vfh", lo, NULL)) != -1) {
+		if (opt == 'c')
+			o.config_path = optarg;
+		else if (opt == 'D')
+			o.detach_on_exit = true;
+		else if (opt == 'f')
+			o.force = true;
+		else if ((rc = common_opt("agent", opt)) >= 0)
+			return rc;
+	}
+	if (!o.config_path)
+		return usage_error("agent", "%s", "missing -c FILE");
+	return agent_run(&o);
+}
+
+/* Options of commands that take just -c FILE (a bare FILE too, if allowed).
+ * Returns -1 with *path set to go on, else an exit code.
+ */
+static int config_only_opts(const char *cmd, int argc, char **argv, bool bare, const char **path)
+{
+	static const struct option lo[] = {
+	    {"config", required_argument, NULL, 'c'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	int opt, rc;
+
+	*path = NULL;
+	while ((opt = getopt_long(argc, argv, "c:vh", lo, NULL)) != -1) {
+		if (opt == 'c')
+			*path = optarg;
+		else if ((rc = common_opt(cmd, opt)) >= 0)
+			return rc;
+	}
+	if (!*path && bare && optind < argc)
+		*path = argv[optind];
+	if (!*path)
+		return usage_error(cmd, "%s", "missing -c FILE");
+	return -1;
+}
+
+static int cmd_coord(int argc, char **argv)
+{
+	const char *path;
+	int rc = config_only_opts("coord", argc, argv, false, &path);
+
+	return rc >= 0 ? rc : coord_run(path);
+}
+
+static int check_file(const char *path)
+{
+	struct cfg_policy *pol = calloc(1, sizeof(*pol));
+	struct cfg_agent ac;
+	struct cfg_coord cc;
+	enum cfg_kind kind;
+	struct cfg_err e;
+	int err;
+
+	if (!pol)
+		return EXIT_RUNTIME;
+	err = cfg_detect_kind(path, &kind, &e);
+	if (!err && kind == CFG_KIND_AGENT)
+		err = cfg_agent_load(path, &ac, pol, &e);
+	else if (!err && kind == CFG_KIND_COORD)
+		err = cfg_coord_load(path, &cc, pol, &e);
+	else if (!err)
+		err = cfg_policy_load(path, true, pol, &e);
+	if (err) {
+		fprintf(stderr, "%s\n", e.msg);
+		free(pol);
+		/* A file that is missing, unreadable or wrong is a configuration
+		 * error (2), whatever errno said; only running out of memory is not.
+		 */
+		return err == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
+	}
+	printf("%s: ok (%s; policy version %llu, %u limits, %u rules)\n", path,
+	       kind == CFG_KIND_AGENT	? "agent"
+	       : kind == CFG_KIND_COORD ? "coordinator"
+					: "policy",
+	       (unsigned long long)pol->version, pol->n_limits, pol->n_rules);
+	free(pol);
+	return 0;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+	const char *path;
+	int rc = config_only_opts("check", argc, argv, true, &path);
+
+	return rc >= 0 ? rc : check_file(path);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	    {"pin-dir", required_argument, NULL, 'p'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	const char *pin_dir = CFG_DEFAULT_PIN_DIR;
+	bool json = false;
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "p:jvh", lo, NULL)) != -1) {
+		if (opt == 'p')
+			pin_dir = optarg;
+		else if (opt == 'j')
+			json = true;
+		else if ((rc = common_opt("status", opt)) >= 0)
+			return rc;
+	}
+	return status_print(pin_dir, json) ? EXIT_RUNTIME : 0;
+}
+
+static int cmd_detach(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	    {"force", no_argument, NULL, 'f'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	bool force = false;
+	int opt, rc, ifindex, err;
+
+	while ((opt = getopt_long(argc, argv, "fvh", lo, NULL)) != -1) {
+		if (opt == 'f')
+			force = true;
+		else if ((rc = common_opt("detach", opt)) >= 0)
+			return rc;
+	}
+	if (optind >= argc)
+		return usage_error("detach", "%s", "missing IFACE");
+	ifindex = (int)if_nametoindex(argv[optind]);
+	if (!ifindex)
+		return usage_error("detach", "no interface '%s'", argv[optind]);
+	err = attach_detach(ifindex, force);
+	if (err == -ENOENT) {
+		fprintf(stderr, "leaseline detach: no XDP program on '%s'\n", argv[optind]);
+		return EXIT_RUNTIME;
+	}
+	if (err == -EBUSY) {
+		fprintf(stderr,
+			"leaseline detach: the XDP program on '%s' is not leaseline's; "
+			"use --force to remove it anyway\n",
+			argv[optind]);
+		return EXIT_RUNTIME;
+	}
+	if (err) {
+		fprintf(stderr, "leaseline detach: cannot detach from '%s': %s\n", argv[optind],
+			strerror(-err));
+		return EXIT_RUNTIME;
+	}
+	printf("detached from '%s'\n", argv[optind]);
+	return 0;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("leaseline %s\n", LEASELINE_VERSION);
+	return 0;
+}
+
+static int cmd_help(int argc, char **argv);
+
+static const struct cmd cmds[] = {
+    {"agent", "leaseline agent -c agent.yaml [-v] [--detach-on-exit] [--force]",
+     "Gateway daemon, in the foreground: load and attach the XDP program, pin its maps,\n"
+     "apply the policy; SIGHUP re-reads the configuration (a bad file is refused and the\n"
+     "running policy keeps enforcing). The program stays attached on exit unless\n"
+     "--detach-on-exit. --force replaces another tool's XDP program.",
+     cmd_agent},
+    {"coord", "leaseline coord -c coord.yaml [-v]",
+     "Coordinator daemon, in the foreground: leases shares of every global limit to the\n"
+     "agents that connect, so that together they never exceed the contract. SIGHUP\n"
+     "re-reads the policy (a newer version is pushed to every agent).",
+     cmd_coord},
+    {"check", "leaseline check -c FILE",
+     "Validate an agent, coordinator or policy file; no side effects.\n"
+     "Errors are printed as FILE:LINE:COL: message and exit 2.",
+     cmd_check},
+    {"status", "leaseline status [--pin-dir DIR] [-j]",
+     "Attached interfaces, policy version, limits, counters, from the pinned maps.\n"
+     "-j prints one JSON document.",
+     cmd_status},
+    {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
+     cmd_detach},
+    {"version", "leaseline version", "Print the version.", cmd_version},
+    {"help", "leaseline help [COMMAND]", "Show help for leaseline or a command.", cmd_help},
+};
+
+#define N_CMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+static const struct cmd *find_cmd(const char *name)
+{
+	for (size_t i = 0; i < N_CMDS; i++)
+		if (!strcmp(cmds[i].name, name))
+			return &cmds[i];
+	return NULL;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	if (argc > 1 && find_cmd(argv[1]))
+		return print_help(argv[1]);
+	printf("usage: leaseline COMMAND [OPTIONS]\n\ncommands:\n");
+	for (size_t i = 0; i < N_CMDS; i++)
+		printf("  %s\n", cmds[i].usage);
+	printf("\n'leaseline COMMAND --help' shows one command's help.\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct cmd *c;
+
+	log_hook_libbpf();
+	if (argc < 2) {
+		cmd_help(0, NULL);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+		return cmd_help(0, NULL);
+	if (!strcmp(argv[1], "--version"))
+		return cmd_version(0, NULL);
+	c = find_cmd(argv[1]);
+	if (!c) {
+		fprintf(stderr, "leaseline: unknown command '%s'; see 'leaseline help'\n", argv[1]);
+		return EXIT_USAGE;
+	}
+	return c->run(argc - 1, argv + 1);
+}

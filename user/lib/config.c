@@ -1,0 +1,865 @@
+// SPDX-License-Identifier: MIT
+/*
+ * leaseline's configuration schema (reference §4): policy, agent and coordinator
+ * files as walk_field tables plus the rules that span several keys. A result is
+ * copied out only when the whole file is good, so a refused reload changes nothing.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "tb_math.h"
+#include "units.h"
+#include "walk.h"
+
+/* Lease times: under a millisecond the refreshes become the workload; over an
+ * hour a vanished gateway would sit on its share of the contract for too long.
+ */
+#define CFG_LEASE_MIN_NS       NSEC_PER_MSEC
+#define CFG_LEASE_MAX_NS       (3600 * NSEC_PER_SEC)
+#define CFG_DEFAULT_TTL_NS     (2 * NSEC_PER_SEC)
+#define CFG_DEFAULT_REFRESH_NS (500 * NSEC_PER_MSEC)
+/* Bucket map entries: 2^28 buckets of ~100 bytes (key + value) is ~25 GiB. */
+#define CFG_MAX_KEYS_LIMIT   (1ULL << 28)
+#define CFG_DEFAULT_MAX_KEYS 1048576
+/* Ports of reference §2. */
+#define CFG_COORD_PORT 7450
+/* Gateways a coordinator reserves fallback shares for (coord.yaml gateways:). */
+#define CFG_DEFAULT_GATEWAYS   8
+#define CFG_MAX_GATEWAYS       16384
+#define CFG_AGENT_METRICS_PORT 9475
+#define CFG_COORD_METRICS_PORT 9476
+#define CFG_DEFAULT_STATE_DIR  "/var/lib/leaseline"
+#define CFG_DEFAULT_LISTEN     "127.0.0.1:7450"
+
+/* What the checks of one file need besides the object being filled. */
+struct cfg_state {
+	bool standalone;	/* policy: scope global is refused */
+	struct cfg_policy *pol; /* the policy being built, or where an agent's/coordinator's goes */
+	struct cfg_agent *agent;
+};
+
+static struct cfg_state *state(struct walk_ctx *c)
+{
+	return c->user;
+}
+
+static const struct walk_enum actions[] = {
+    {"pass", LL_ACT_PASS},
+    {"drop", LL_ACT_DROP},
+    {NULL, 0},
+};
+
+static const struct walk_enum key_modes[] = {
+    {"none", LL_KEY_NONE},	   {"src-ip", LL_KEY_SRC_IP}, {"dst-ip", LL_KEY_DST_IP},
+    {"dst-port", LL_KEY_DST_PORT}, {"flow", LL_KEY_FLOW},     {NULL, 0},
+};
+
+static const struct walk_enum unit_names[] = {
+    {"packets", LL_UNIT_PACKETS},
+    {"bytes", LL_UNIT_BYTES},
+    {NULL, 0},
+};
+
+static const struct walk_enum scopes[] = {
+    {"local", LL_SCOPE_LOCAL},
+    {"global", LL_SCOPE_GLOBAL},
+    {NULL, 0},
+};
+
+static const struct walk_enum modes[] = {
+    {"enforce", LL_MODE_ENFORCE},
+    {"shadow", LL_MODE_SHADOW},
+    {NULL, 0},
+};
+
+static const struct walk_enum on_losses[] = {
+    {"fail-closed", LL_ON_LOSS_FAIL_CLOSED},
+    {"fallback", LL_ON_LOSS_FALLBACK},
+    {"fail-open", LL_ON_LOSS_FAIL_OPEN},
+    {NULL, 0},
+};
+
+static const struct walk_enum xdp_modes[] = {
+    {"native", CFG_XDP_NATIVE},
+    {"generic", CFG_XDP_GENERIC},
+    {"auto", CFG_XDP_AUTO},
+    {NULL, 0},
+};
+
+static const struct walk_enum protos[] = {
+    {"any", 0},
+    {"tcp", IPPROTO_TCP},
+    {"udp", IPPROTO_UDP},
+    {"icmp", IPPROTO_ICMP},
+    {"icmpv6", IPPROTO_ICMPV6},
+    {NULL, 0},
+};
+
+const char *cfg_key_mode_name(uint8_t key_mode)
+{
+	return walk_enum_name(key_modes, key_mode);
+}
+
+const char *cfg_unit_name(uint8_t unit)
+{
+	return walk_enum_name(unit_names, unit);
+}
+
+const char *cfg_mode_name(uint8_t mode)
+{
+	return walk_enum_name(modes, mode);
+}
+
+const char *cfg_scope_name(uint8_t scope)
+{
+	return walk_enum_name(scopes, scope);
+}
+
+const char *cfg_on_loss_name(uint8_t on_loss)
+{
+	return walk_enum_name(on_losses, on_loss);
+}
+
+const char *cfg_action_name(uint8_t action)
+{
+	return walk_enum_name(actions, action);
+}
+
+const char *cfg_xdp_mode_name(uint8_t mode)
+{
+	return walk_enum_name(xdp_modes, mode);
+}
+
+const char *cfg_proto_name(uint8_t proto)
+{
+	const struct walk_enum *e;
+
+	for (e = protos; e->name; e++) {
+		if (e->value == proto)
+			return e->name;
+	}
+	return NULL;
+}
+
+/* Limits and rules both start with their name: one uniqueness check for both. */
+_Static_assert(offsetof(struct cfg_limit, name) == 0, "name first");
+_Static_assert(offsetof(struct cfg_rule, name) == 0, "name first");
+
+static int check_unique(struct walk_ctx *c, const struct walk_map *m, const char *what,
+			const void *items, size_t n, size_t stride, size_t line_off)
+{
+	const char *name = (const char *)items + n * stride, *other;
+	int line;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		other = (const char *)items + i * stride;
+		if (strcmp(other, name))
+			continue;
+		memcpy(&line, other + line_off, sizeof(line));
+		return walk_fail_raw(
+		    c, walk_get(m, "name"),
+		    "duplicate %s name '%s' (first at line %d; expected unique names)", what, name,
+		    line);
+	}
+	return 0;
+}
+
+static void set_pos(const yaml_node_t *n, int *line, int *col)
+{
+	*line = (int)walk_line(n);
+	*col = (int)walk_col(n);
+}
+
+/* ---- limits ---- */
+
+#define LIM(m) WALK_AT(struct cfg_limit, m)
+
+static const struct walk_field fallback_fields[] = {
+    {"rate", WALK_COUNT, LIM(fallback_rate), .required = true, .example = "50", .min = 1,
+     .max = TB_MAX_RATE},
+    {"burst", WALK_COUNT, LIM(fallback_burst), .required = true, .example = "50", .min = 1,
+     .max = TB_MAX_BURST},
+};
+
+static const struct walk_section fallback_section = WALK_SECTION(fallback_fields, NULL);
+
+static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj);
+
+static const struct walk_field limit_fields[] = {
+    {"name", WALK_NAME, LIM(name), .required = true, .example = "per-client"},
+    {"key", WALK_ENUM, LIM(key_mode), .names = key_modes},
+    {"prefix-v4", WALK_UINT, LIM(prefix_v4), .max = 32},
+    {"prefix-v6", WALK_UINT, LIM(prefix_v6), .max = 128},
+    {"unit", WALK_ENUM, LIM(unit), .names = unit_names},
+    {"rate", WALK_COUNT, LIM(rate), .required = true, .example = "1000", .min = 1,
+     .max = TB_MAX_RATE},
+    {"burst", WALK_COUNT, LIM(burst), .required = true, .example = "2000", .min = 1,
+     .max = TB_MAX_BURST},
+    {"scope", WALK_ENUM, LIM(scope), .names = scopes},
+    {"mode", WALK_ENUM, LIM(mode), .names = modes},
+    {"on-loss", WALK_ENUM, LIM(on_loss), .names = on_losses},
+    {"fallback", WALK_MAP, .sub = &fallback_section},
+};
+
+static const struct walk_section limit_section = WALK_SECTION(limit_fields, limit_check);
+
+/* Prefix aggregation only means something for an address key. */
+static int limit_check_prefixes(struct walk_ctx *c, const struct walk_map *m,
+				const struct cfg_limit *l)
+{
+	static const char *const keys[] = {"prefix-v4", "prefix-v6"};
+	yaml_node_t *n;
+	size_t i;
+
+	if (l->key_mode == LL_KEY_SRC_IP || l->key_mode == LL_KEY_DST_IP)
+		return 0;
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		n = walk_key(m, keys[i]);
+		if (n)
+			return walk_fail(c, n,
+					 "%s applies only to key src-ip or dst-ip (key is '%s')",
+					 keys[i], cfg_key_mode_name(l->key_mode));
+	}
+	return 0;
+}
+
+static int limit_check_scope(struct walk_ctx *c, const struct walk_map *m,
+			     const struct cfg_limit *l)
+{
+	yaml_node_t *on_loss = walk_key(m, "on-loss");
+
+	if (l->scope == LL_SCOPE_GLOBAL && state(c)->standalone)
+		return walk_fail(
+		    c, walk_get(m, "scope"),
+		    "scope 'global' needs a coordinator (set coordinator: in the agent "
+		    "file, or use scope: local)");
+	if (on_loss && l->scope != LL_SCOPE_GLOBAL)
+		return walk_fail(c, on_loss, "on-loss applies only to scope global (scope is '%s')",
+				 cfg_scope_name(l->scope));
+	return 0;
+}
+
+/* Fallback capacity is reserved out of the contract (reference §6): never above it. */
+static int fallback_within(struct walk_ctx *c, yaml_node_t *fb, const char *key, uint64_t v,
+			   uint64_t limit)
+{
+	char max[32];
+
+	if (v <= limit)
+		return 0;
+	units_format_count(limit, max, sizeof(max));
+	return walk_fail(c, walk_lookup(c, fb, key),
+			 "fallback %s '%s' exceeds the limit's %s (expected at most %s)", key,
+			 walk_scalar(walk_lookup(c, fb, key)), key, max);
+}
+
+static int limit_check_fallback(struct walk_ctx *c, const struct walk_map *m, struct cfg_limit *l)
+{
+	yaml_node_t *fb = walk_get(m, "fallback");
+	int rc;
+
+	l->has_fallback = fb != NULL;
+	if (fb && (l->scope != LL_SCOPE_GLOBAL || l->on_loss != LL_ON_LOSS_FALLBACK))
+		return walk_fail(c, walk_key(m, "fallback"),
+				 "fallback applies only with scope: global and on-loss: fallback "
+				 "(on-loss is '%s')",
+				 cfg_on_loss_name(l->on_loss));
+	if (!fb && l->on_loss == LL_ON_LOSS_FALLBACK)
+		return walk_fail(c, walk_get(m, "on-loss"),
+				 "on-loss 'fallback' needs fallback rate and burst (expected e.g. "
+				 "fallback: {rate: 50, burst: 50})");
+	if (!fb)
+		return 0;
+	rc = fallback_within(c, fb, "rate", l->fallback_rate, l->rate);
+	return rc ? rc : fallback_within(c, fb, "burst", l->fallback_burst, l->burst);
+}
+
+static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	struct cfg_limit *l = obj;
+	struct cfg_policy *pol = state(c)->pol;
+	int rc;
+
+	rc = check_unique(c, m, "limit", pol->limits, (size_t)(l - pol->limits), sizeof(*l),
+			  offsetof(struct cfg_limit, line));
+	if (!rc)
+		rc = limit_check_prefixes(c, m, l);
+	if (!rc)
+		rc = limit_check_scope(c, m, l);
+	if (!rc)
+		rc = limit_check_fallback(c, m, l);
+	return rc;
+}
+
+static int limit_item(struct walk_ctx *c, yaml_node_t *n, size_t i, void *obj)
+{
+	struct cfg_policy *pol = obj;
+	struct cfg_limit *l = &pol->limits[i];
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	l->prefix_v4 = 32;
+	l->prefix_v6 = 128;
+	set_pos(n, &l->line, &l->col);
+	rc = walk_run(c, n, &limit_section, l);
+	if (!rc)
+		pol->n_limits = (uint32_t)i + 1;
+	return rc;
+}
+
+/* ---- rules ---- */
+
+#define RULE(m) WALK_AT(struct cfg_rule, m)
+
+static int match_proto(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	struct cfg_rule *r = obj;
+	const char *s = walk_scalar(v);
+	const struct walk_enum *e;
+	char list[96], expect[140];
+	uint64_t x;
+
+	for (e = protos; s && e->name; e++) {
+		if (!strcmp(s, e->name)) {
+			r->proto = e->value;
+			return 0;
+		}
+	}
+	if (s && !units_parse_uint(s, &x) && x <= UINT8_MAX) {
+		r->proto = (uint8_t)x;
+		return 0;
+	}
+	walk_enum_list(protos, list, sizeof(list));
+	snprintf(expect, sizeof(expect), "one of: %s, or a number 0..255", list);
+	return walk_bad_value(c, f, v, "is not valid", expect);
+}
+
+static int match_dport(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	struct cfg_rule *r = obj;
+	const char *s = walk_scalar(v);
+
+	if (s && !units_parse_port_range(s, &r->dport_lo, &r->dport_hi)) {
+		r->has_dport = true;
+		return 0;
+	}
+	return walk_bad_value(c, f, v, "is not a port or port range",
+			      "e.g. 53 or 1000-2000, ports 0..65535, low <= high");
+}
+
+static int prefix_error(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, int rc,
+			uint8_t family, uint8_t *addr, uint8_t plen)
+{
+	char text[INET6_ADDRSTRLEN], expect[80];
+
+	if (rc == -ERANGE)
+		return walk_bad_value(c, f, v, "has a prefix length out of range",
+				      "at most /32 for IPv4 and /128 for IPv6");
+	if (rc != -EDOM)
+		return walk_bad_value(c, f, v, "is not a prefix",
+				      "e.g. 198.18.0.0/15 or 2001:db8::/32");
+	units_prefix_mask(family, addr, plen);
+	inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, text, sizeof(text));
+	snprintf(expect, sizeof(expect), "%s/%u", text, plen);
+	return walk_bad_value(c, f, v, "has host bits set", expect);
+}
+
+/* src and dst: the field's key says which half of the rule it fills. */
+static int match_prefix(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	struct cfg_rule *r = obj;
+	bool src = !strcmp(f->key, "src");
+	uint8_t *family = src ? &r->src_family : &r->dst_family;
+	uint8_t *addr = src ? r->src_addr : r->dst_addr;
+	uint8_t *plen = src ? &r->src_plen : &r->dst_plen;
+	const char *s = walk_scalar(v);
+	int rc;
+
+	rc = s ? units_parse_prefix(s, family, addr, plen) : -EINVAL;
+	if (rc)
+		return prefix_error(c, f, v, rc, *family, addr, *plen);
+	*(src ? &r->has_src : &r->has_dst) = true;
+	return 0;
+}
+
+static void proto_text(uint8_t proto, char *buf, size_t size)
+{
+	const char *name = cfg_proto_name(proto);
+
+	if (name)
+		snprintf(buf, size, "%s", name);
+	else
+		snprintf(buf, size, "%u", proto);
+}
+
+/* A match that can never be true is a mistake, not a rule. */
+static int match_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	struct cfg_rule *r = obj;
+	uint8_t family = r->has_src ? r->src_family : r->dst_family;
+	char proto[8];
+
+	proto_text(r->proto, proto, sizeof(proto));
+	if (r->has_dport && r->proto != IPPROTO_TCP && r->proto != IPPROTO_UDP)
+		return walk_fail(c, walk_key(m, "dst-port"),
+				 "dst-port needs proto tcp or udp (proto is '%s')", proto);
+	if (r->has_src && r->has_dst && r->src_family != r->dst_family)
+		return walk_fail(c, walk_get(m, "dst"),
+				 "dst is IPv%u but src is IPv%u (expected one address family)",
+				 r->dst_family, r->src_family);
+	if ((r->proto == IPPROTO_ICMP && family == 6) ||
+	    (r->proto == IPPROTO_ICMPV6 && family == 4))
+		return walk_fail(c, walk_get(m, "proto"),
+				 "proto '%s' never matches IPv%u addresses (expected %s)", proto,
+				 family, family == 4 ? "icmp" : "icmpv6");
+	return 0;
+}
+
+static const struct walk_field match_fields[] = {
+    {"proto", WALK_CUSTOM, RULE(proto), .fn = match_proto},
+    {"dst-port", WALK_CUSTOM, RULE(dport_lo), .fn = match_dport},
+    {"src", WALK_CUSTOM, RULE(src_addr), .fn = match_prefix},
+    {"dst", WALK_CUSTOM, RULE(dst_addr), .fn = match_prefix},
+};
+
+static const struct walk_section match_section = WALK_SECTION(match_fields, match_check);
+
+static void limit_names(const struct cfg_policy *pol, char *buf, size_t size)
+{
+	size_t n = 0;
+	uint32_t i;
+
+	n = (size_t)snprintf(buf, size, "%s", pol->n_limits ? "" : "none are defined");
+	for (i = 0; i < pol->n_limits && n < size; i++)
+		n +=
+		    (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", pol->limits[i].name);
+}
+
+static int rule_limit_item(struct walk_ctx *c, yaml_node_t *n, size_t i, void *obj)
+{
+	const struct cfg_policy *pol = state(c)->pol;
+	struct cfg_rule *r = obj;
+	const char *name = walk_scalar(n);
+	char list[200];
+	uint32_t id;
+	size_t j;
+
+	if (!name)
+		return walk_fail(c, n, "limits must list limit names, found a %s", walk_kind(n));
+	for (id = 0; id < pol->n_limits && strcmp(pol->limits[id].name, name); id++)
+		;
+	if (id == pol->n_limits) {
+		limit_names(pol, list, sizeof(list));
+		return walk_fail(c, n,
+				 "unknown limit '%.48s' (expected one of the policy's limits: %s)",
+				 name, list);
+	}
+	for (j = 0; j < i; j++) {
+		if (r->limit[j] == id)
+			return walk_fail(
+			    c, n, "limit '%s' is listed twice (expected each limit once)", name);
+	}
+	r->limit[i] = (uint8_t)id;
+	r->n_limits = (uint8_t)i + 1;
+	return 0;
+}
+
+static int rule_limits(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	return walk_list_nonempty(c, v, f->key, NULL, LL_MAX_RULE_LIMITS, rule_limit_item, obj,
+				  "[per-client]");
+}
+
+static int rule_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	struct cfg_rule *r = obj;
+	struct cfg_policy *pol = state(c)->pol;
+
+	return check_unique(c, m, "rule", pol->rules, (size_t)(r - pol->rules), sizeof(*r),
+			    offsetof(struct cfg_rule, line));
+}
+
+static const struct walk_field rule_fields[] = {
+    {"name", WALK_NAME, RULE(name), .required = true, .example = "dns"},
+    {"match", WALK_MAP, .sub = &match_section},
+    {"limits", WALK_CUSTOM, .required = true, .example = "[per-client]", .fn = rule_limits},
+};
+
+static const struct walk_section rule_section = WALK_SECTION(rule_fields, rule_check);
+
+static int rule_item(struct walk_ctx *c, yaml_node_t *n, size_t i, void *obj)
+{
+	struct cfg_policy *pol = obj;
+	struct cfg_rule *r = &pol->rules[i];
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	set_pos(n, &r->line, &r->col);
+	rc = walk_run(c, n, &rule_section, r);
+	if (!rc)
+		pol->n_rules = (uint32_t)i + 1;
+	return rc;
+}
+
+/* ---- policy ---- */
+
+#define POL(m) WALK_AT(struct cfg_policy, m)
+
+/* Limits first whatever their place in the file: rules refer to them by name. */
+static int policy_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	int rc;
+
+	rc = walk_list(c, walk_get(m, "limits"), "limits", "limit", LL_MAX_LIMITS, limit_item, obj);
+	if (rc >= 0)
+		rc = walk_list(c, walk_get(m, "rules"), "rules", "rule", LL_MAX_RULES, rule_item,
+			       obj);
+	return rc < 0 ? rc : 0;
+}
+
+static const struct walk_field policy_fields[] = {
+    {"version", WALK_UINT, POL(version), .required = true, .example = "1", .min = 1,
+     .max = UINT64_MAX},
+    {"default", WALK_ENUM, POL(default_action), .names = actions},
+    {"limits", WALK_CUSTOM, .fn = NULL}, /* both walked by policy_check */
+    {"rules", WALK_CUSTOM, .fn = NULL},
+};
+
+static const struct walk_section policy_section = WALK_SECTION(policy_fields, policy_check);
+
+/* An agent's or coordinator's policy file. Its own errors already carry its
+ * name; one that cannot be read is reported where the outer file names it.
+ */
+static int load_policy(struct walk_ctx *c, yaml_node_t *at, const char *path, bool standalone)
+{
+	struct cfg_policy *pol = state(c)->pol;
+	struct cfg_err inner;
+	int rc;
+
+	if (!pol)
+		return 0;
+	rc = cfg_policy_load(path, standalone, pol, &inner);
+	if (rc == -EINVAL)
+		*c->err = inner;
+	else if (rc)
+		walk_fail_raw(c, at, "%s", inner.msg);
+	return rc;
+}
+
+/* ---- agent ---- */
+
+#define AGENT(m) WALK_AT(struct cfg_agent, m)
+#define IFACE(m) WALK_AT(struct cfg_iface, m)
+
+/* As the kernel's dev_valid_name(): short, not . or .., no '/', ':' or blanks. */
+static bool ifname_ok(const char *s)
+{
+	size_t i;
+
+	if (!s || !*s || !strcmp(s, ".") || !strcmp(s, ".."))
+		return false;
+	for (i = 0; s[i]; i++) {
+		if (i == sizeof(((struct cfg_iface *)0)->name) - 1 || s[i] <= ' ' || s[i] == '/' ||
+		    s[i] == ':' || s[i] == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+static int iface_name(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	const struct cfg_agent *a = state(c)->agent;
+	struct cfg_iface *ifc = obj;
+	const char *s = walk_scalar(v);
+	const struct cfg_iface *o;
+
+	if (!ifname_ok(s))
+		return walk_bad_value(c, f, v, "is not an interface name",
+				      "1 to 15 characters without '/', ':' or spaces");
+	for (o = a->ifaces; o < ifc; o++) {
+		if (!strcmp(o->name, s))
+			return walk_fail(
+			    c, v, "name '%s' is listed twice (expected each interface once)", s);
+	}
+	memcpy(ifc->name, s, strlen(s) + 1);
+	return 0;
+}
+
+static const struct walk_field iface_fields[] = {
+    {"name", WALK_CUSTOM, IFACE(name), .required = true, .example = "eth0", .fn = iface_name},
+    {"mode", WALK_ENUM, IFACE(mode), .names = xdp_modes},
+};
+
+static const struct walk_section iface_section = WALK_SECTION(iface_fields, NULL);
+
+static int iface_item(struct walk_ctx *c, yaml_node_t *n, size_t i, void *obj)
+{
+	struct cfg_agent *a = obj;
+	int rc;
+
+	memset(&a->ifaces[i], 0, sizeof(a->ifaces[i]));
+	rc = walk_run(c, n, &iface_section, &a->ifaces[i]);
+	if (!rc)
+		a->n_ifaces = (uint32_t)i + 1;
+	return rc;
+}
+
+static int agent_ifaces(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	return walk_list_nonempty(c, v, f->key, "interface", LL_MAX_IFACES, iface_item, obj,
+				  "[{name: eth0, mode: native}]");
+}
+
+static const struct walk_field coordinator_fields[] = {
+    {"address", WALK_HOSTPORT, AGENT(coordinator), .required = true, .example = CFG_DEFAULT_LISTEN,
+     .port = CFG_COORD_PORT},
+};
+
+static const struct walk_section coordinator_section = WALK_SECTION(coordinator_fields, NULL);
+
+/* Standalone (a local policy) or coordinated (the policy comes by lease), never both. */
+static int agent_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	struct cfg_agent *a = obj;
+	yaml_node_t *pol = walk_key(m, "policy"), *coord = walk_key(m, "coordinator");
+
+	a->has_coordinator = coord != NULL;
+	a->has_metrics = walk_get(m, "metrics") != NULL;
+	if (!walk_get(m, "max-flow-keys"))
+		a->max_flow_keys = a->max_keys;
+	if (!pol && !coord)
+		return walk_fail_raw(c, m->node,
+				     "agent file needs policy: (standalone) or coordinator: "
+				     "(coordinated), found neither");
+	if (pol && coord)
+		return walk_fail_raw(
+		    c, walk_line(pol) > walk_line(coord) ? pol : coord,
+		    "agent file has both policy: and coordinator: (expected one: "
+		    "policy: for a standalone agent, coordinator: for a coordinated one)");
+	return pol ? load_policy(c, walk_get(m, "policy"), a->policy_path, true) : 0;
+}
+
+static const struct walk_field agent_fields[] = {
+    {"node", WALK_NAME, AGENT(node)},
+    {"interfaces", WALK_CUSTOM, .required = true, .example = "[{name: eth0, mode: native}]",
+     .fn = agent_ifaces},
+    {"pin-dir", WALK_PATH, AGENT(pin_dir)},
+    {"policy", WALK_PATH, AGENT(policy_path)},
+    {"coordinator", WALK_MAP, .sub = &coordinator_section},
+    {"metrics", WALK_HOSTPORT, AGENT(metrics), .port = CFG_AGENT_METRICS_PORT},
+    {"max-keys", WALK_UINT, AGENT(max_keys), .min = 1, .max = CFG_MAX_KEYS_LIMIT},
+    {"max-flow-keys", WALK_UINT, AGENT(max_flow_keys), .min = 0, .max = CFG_MAX_KEYS_LIMIT},
+};
+
+static const struct walk_section agent_section = WALK_SECTION(agent_fields, agent_check);
+
+/* ---- coordinator ---- */
+
+#define COORD(m) WALK_AT(struct cfg_coord, m)
+
+/* An agent refreshes before its lease ends, or every lease lapses between refreshes. */
+static int lease_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	struct cfg_coord *co = obj;
+	yaml_node_t *at = walk_get(m, "refresh") ?: walk_get(m, "ttl");
+	char ttl[32], refresh[32];
+
+	if (co->refresh_ns < co->ttl_ns)
+		return 0;
+	units_format_duration(co->ttl_ns, ttl, sizeof(ttl));
+	units_format_duration(co->refresh_ns, refresh, sizeof(refresh));
+	return walk_fail(c, at, "refresh %s is not shorter than ttl %s (expected refresh < ttl)",
+			 refresh, ttl);
+}
+
+static const struct walk_field lease_fields[] = {
+    {"ttl", WALK_DURATION, COORD(ttl_ns), .min = CFG_LEASE_MIN_NS, .max = CFG_LEASE_MAX_NS},
+    {"refresh", WALK_DURATION, COORD(refresh_ns), .min = CFG_LEASE_MIN_NS, .max = CFG_LEASE_MAX_NS},
+};
+
+static const struct walk_section lease_section = WALK_SECTION(lease_fields, lease_check);
+
+static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	struct cfg_coord *co = obj;
+
+	co->has_metrics = walk_get(m, "metrics") != NULL;
+	return load_policy(c, walk_get(m, "policy"), co->policy_path, false);
+}
+
+static const struct walk_field coord_fields[] = {
+    {"listen", WALK_HOSTPORT, COORD(listen), .port = CFG_COORD_PORT},
+    {"policy", WALK_PATH, COORD(policy_path), .required = true, .example = "policy.yaml"},
+    {"state-dir", WALK_PATH, COORD(state_dir)},
+    {"lease", WALK_MAP, .sub = &lease_section},
+    {"metrics", WALK_HOSTPORT, COORD(metrics), .port = CFG_COORD_METRICS_PORT},
+    {"gateways", WALK_UINT, COORD(gateways), .min = 1, .max = CFG_MAX_GATEWAYS},
+};
+
+static const struct walk_section coord_section = WALK_SECTION(coord_fields, coord_check);
+
+/* ---- files ---- */
+
+/* One kind of file: its top-level section, defaults and what its checks see. */
+struct cfg_file {
+	const char *top;
+	const struct walk_section *sec;
+	size_t size;
+	void (*init)(void *obj, struct cfg_state *st);
+};
+
+static void policy_init(void *obj, struct cfg_state *st)
+{
+	st->pol = obj;
+}
+
+static void agent_init(void *obj, struct cfg_state *st)
+{
+	struct cfg_agent *a = obj;
+
+	st->agent = a;
+	if (gethostname(a->node, sizeof(a->node)) < 0)
+		snprintf(a->node, sizeof(a->node), "localhost");
+	a->node[sizeof(a->node) - 1] = '\0';
+	snprintf(a->pin_dir, sizeof(a->pin_dir), "%s", CFG_DEFAULT_PIN_DIR);
+	a->max_keys = CFG_DEFAULT_MAX_KEYS;
+}
+
+static void coord_init(void *obj, struct cfg_state *st)
+{
+	struct cfg_coord *co = obj;
+
+	(void)st;
+	snprintf(co->listen, sizeof(co->listen), "%s", CFG_DEFAULT_LISTEN);
+	snprintf(co->state_dir, sizeof(co->state_dir), "%s", CFG_DEFAULT_STATE_DIR);
+	co->ttl_ns = CFG_DEFAULT_TTL_NS;
+	co->refresh_ns = CFG_DEFAULT_REFRESH_NS;
+	co->gateways = CFG_DEFAULT_GATEWAYS;
+}
+
+static const struct cfg_file policy_file = {"policy", &policy_section, sizeof(struct cfg_policy),
+					    policy_init};
+static const struct cfg_file agent_file = {"agent file", &agent_section, sizeof(struct cfg_agent),
+					   agent_init};
+static const struct cfg_file coord_file = {"coordinator file", &coord_section,
+					   sizeof(struct cfg_coord), coord_init};
+
+/* Parse into a scratch object and copy it out only on success. */
+static int cfg_run(const struct cfg_file *kind, const char *file, const char *text, size_t len,
+		   struct cfg_state *st, void *out, struct cfg_err *err)
+{
+	struct walk_ctx c = {.top = kind->top, .user = st};
+	struct cfg_err scratch;
+	yaml_node_t *root;
+	void *tmp;
+	int rc;
+
+	err = err ? err : &scratch;
+	tmp = calloc(1, kind->size);
+	if (!tmp) {
+		snprintf(err->msg, CFG_ERR_LEN, "%s: out of memory", file);
+		return -ENOMEM;
+	}
+	kind->init(tmp, st);
+	rc = walk_open(&c, file, text, len, err, &root);
+	if (!rc) {
+		rc = walk_run(&c, root, kind->sec, tmp);
+		walk_close(&c);
+	}
+	if (!rc)
+		memcpy(out, tmp, kind->size);
+	free(tmp);
+	return rc;
+}
+
+int cfg_policy_load(const char *path, bool standalone, struct cfg_policy *out, struct cfg_err *err)
+{
+	struct cfg_state st = {.standalone = standalone};
+
+	return cfg_run(&policy_file, path, NULL, 0, &st, out, err);
+}
+
+int cfg_policy_parse(const char *name, const char *text, size_t len, bool standalone,
+		     struct cfg_policy *out, struct cfg_err *err)
+{
+	struct cfg_state st = {.standalone = standalone};
+
+	return cfg_run(&policy_file, name, text ? text : "", text ? len : 0, &st, out, err);
+}
+
+int cfg_agent_load(const char *path, struct cfg_agent *out, struct cfg_policy *policy,
+		   struct cfg_err *err)
+{
+	struct cfg_state st = {.pol = policy};
+
+	return cfg_run(&agent_file, path, NULL, 0, &st, out, err);
+}
+
+int cfg_coord_load(const char *path, struct cfg_coord *out, struct cfg_policy *policy,
+		   struct cfg_err *err)
+{
+	struct cfg_state st = {.pol = policy};
+
+	return cfg_run(&coord_file, path, NULL, 0, &st, out, err);
+}
+
+/* ---- kind ---- */
+
+static const struct {
+	const char *key;
+	enum cfg_kind kind;
+} kind_keys[] = {
+    {"version", CFG_KIND_POLICY},   {"rules", CFG_KIND_POLICY},
+    {"limits", CFG_KIND_POLICY},    {"default", CFG_KIND_POLICY},
+    {"interfaces", CFG_KIND_AGENT}, {"node", CFG_KIND_AGENT},
+    {"pin-dir", CFG_KIND_AGENT},    {"coordinator", CFG_KIND_AGENT},
+    {"max-keys", CFG_KIND_AGENT},   {"max-flow-keys", CFG_KIND_AGENT},
+    {"listen", CFG_KIND_COORD},	    {"lease", CFG_KIND_COORD},
+    {"state-dir", CFG_KIND_COORD},
+};
+
+static enum cfg_kind kind_of_key(const char *key)
+{
+	size_t i;
+
+	for (i = 0; key && i < sizeof(kind_keys) / sizeof(kind_keys[0]); i++) {
+		if (!strcmp(kind_keys[i].key, key))
+			return kind_keys[i].kind;
+	}
+	return CFG_KIND_UNKNOWN;
+}
+
+int cfg_detect_kind(const char *path, enum cfg_kind *kind, struct cfg_err *err)
+{
+	struct walk_ctx c = {.top = "file"};
+	const yaml_node_pair_t *p;
+	struct cfg_err scratch;
+	yaml_node_t *root;
+	int rc;
+
+	*kind = CFG_KIND_UNKNOWN;
+	rc = walk_open(&c, path, NULL, 0, err ? err : &scratch, &root);
+	if (rc)
+		return rc;
+	for (p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+		*kind = kind_of_key(walk_scalar(walk_node(&c, p->key)));
+		if (*kind != CFG_KIND_UNKNOWN)
+			break;
+	}
+	if (*kind == CFG_KIND_UNKNOWN)
+		rc = walk_fail_raw(&c, root,
+				   "cannot tell what kind of file this is (expected a policy with "
+				   "version:, an agent file with interfaces: or a coordinator file "
+				   "with listen:)");
+	walk_close(&c);
+	return rc;
+}

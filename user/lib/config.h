@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * YAML configuration (reference §4) parsed with libyaml into plain structs.
+ * Every error is reported as "FILE:LINE:COL: message" (1-based line and
+ * column of the offending node); unknown keys are errors. Nothing here
+ * touches the kernel: `leaseline check` and the unit tests run it as is.
+ */
+#ifndef LEASELINE_CONFIG_H
+#define LEASELINE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfg_types.h"
+#include "ll_types.h"
+
+#define CFG_PATH_LEN 4096
+
+#define CFG_DEFAULT_PIN_DIR "/sys/fs/bpf/leaseline"
+
+struct cfg_limit {
+	char name[LL_NAME_LEN];
+	uint8_t key_mode;  /* enum ll_key_mode; default none */
+	uint8_t prefix_v4; /* default 32 */
+	uint8_t prefix_v6; /* default 128 */
+	uint8_t unit;	   /* enum ll_unit; default packets */
+	uint64_t rate;	   /* tokens/s, required, 1..TB_MAX_RATE */
+	uint64_t burst;	   /* tokens, required, 1..TB_MAX_BURST */
+	uint8_t scope;	   /* enum ll_scope; default local */
+	uint8_t mode;	   /* enum ll_mode; default enforce */
+	uint8_t on_loss;   /* enum ll_on_loss; only with scope global */
+	bool has_fallback;
+	uint64_t fallback_rate;
+	uint64_t fallback_burst;
+	int line, col; /* where the limit's mapping starts */
+};
+
+struct cfg_rule {
+	char name[LL_NAME_LEN];
+	bool has_src, has_dst;
+	uint8_t src_family, dst_family;	    /* 4 or 6 */
+	uint8_t src_addr[16], dst_addr[16]; /* network order; IPv4 in the first 4 bytes */
+	uint8_t src_plen, dst_plen;
+	uint8_t proto; /* 0 any, else IPPROTO_TCP/UDP/ICMP/ICMPV6 */
+	bool has_dport;
+	uint16_t dport_lo, dport_hi;	   /* "53" or "1000-2000" */
+	uint8_t n_limits;		   /* 1..LL_MAX_RULE_LIMITS */
+	uint8_t limit[LL_MAX_RULE_LIMITS]; /* indexes into cfg_policy.limits */
+	int line, col;
+};
+
+struct cfg_policy {
+	uint64_t version;	/* required */
+	uint8_t default_action; /* enum ll_action; default pass */
+	uint32_t n_limits;
+	struct cfg_limit limits[LL_MAX_LIMITS];
+	uint32_t n_rules;
+	struct cfg_rule rules[LL_MAX_RULES];
+};
+
+enum cfg_xdp_mode {
+	CFG_XDP_NATIVE = 0,
+	CFG_XDP_GENERIC = 1,
+	CFG_XDP_AUTO = 2,
+};
+
+struct cfg_iface {
+	char name[16]; /* IFNAMSIZ */
+	uint8_t mode;  /* enum cfg_xdp_mode; default native */
+};
+
+struct cfg_agent {
+	char node[64];	   /* default: hostname */
+	uint32_t n_ifaces; /* >= 1 */
+	struct cfg_iface ifaces[LL_MAX_IFACES];
+	char pin_dir[CFG_PATH_LEN];	/* default CFG_DEFAULT_PIN_DIR */
+	char policy_path[CFG_PATH_LEN]; /* resolved relative to the agent file; "" if none */
+	bool has_coordinator;
+	char coordinator[CFG_ADDR_LEN]; /* host:port, default port 7450 */
+	bool has_metrics;
+	char metrics[CFG_ADDR_LEN];
+	uint32_t max_keys;	/* default 1048576, 1..2^28 */
+	uint32_t max_flow_keys; /* key: flow buckets; default max_keys, 0..2^28 */
+};
+
+struct cfg_coord {
+	char listen[CFG_ADDR_LEN];	/* default 127.0.0.1:7450 */
+	char policy_path[CFG_PATH_LEN]; /* required, resolved relative to the file */
+	char state_dir[CFG_PATH_LEN];	/* default /var/lib/leaseline */
+	uint64_t ttl_ns;		/* lease.ttl, default 2s */
+	uint64_t refresh_ns;		/* lease.refresh, default 500ms, must be < ttl */
+	bool has_metrics;
+	char metrics[CFG_ADDR_LEN];
+	uint32_t
+	    gateways; /* holders served; fallback shares are reserved for this many (default 8) */
+};
+
+enum cfg_kind {
+	CFG_KIND_UNKNOWN = 0,
+	CFG_KIND_POLICY,
+	CFG_KIND_AGENT,
+	CFG_KIND_COORD,
+};
+
+/* Each returns 0 on success, -EINVAL with err filled on a configuration
+ * error, or another negative errno (err filled too) when the file cannot be read.
+ * standalone: scope global is refused (no coordinator to lease from).
+ * Outputs are written only on success: a refused reload leaves them as they were.
+ * err may be NULL.
+ */
+int cfg_policy_load(const char *path, bool standalone, struct cfg_policy *out, struct cfg_err *err);
+int cfg_policy_parse(const char *name, const char *text, size_t len, bool standalone,
+		     struct cfg_policy *out, struct cfg_err *err);
+/* Loads the agent file and, when it names one (policy:), its policy file
+ * with standalone = true into *policy; errors in that file carry its name.
+ * policy may be NULL to read the agent file alone; it is left untouched
+ * for a coordinated agent. cfg_coord_load does the same with standalone = false.
+ */
+int cfg_agent_load(const char *path, struct cfg_agent *out, struct cfg_policy *policy,
+		   struct cfg_err *err);
+int cfg_coord_load(const char *path, struct cfg_coord *out, struct cfg_policy *policy,
+		   struct cfg_err *err);
+/* Guess a file's kind from its top-level keys (version/rules → policy,
+ * interfaces/node → agent, listen/lease/state-dir → coord).
+ */
+int cfg_detect_kind(const char *path, enum cfg_kind *kind, struct cfg_err *err);
+
+const char *cfg_key_mode_name(uint8_t key_mode);
+const char *cfg_unit_name(uint8_t unit);
+const char *cfg_mode_name(uint8_t mode);
+const char *cfg_scope_name(uint8_t scope);
+const char *cfg_on_loss_name(uint8_t on_loss);
+const char *cfg_action_name(uint8_t action);
+const char *cfg_xdp_mode_name(uint8_t mode);
+/* "any", "tcp", "udp", "icmp", "icmpv6"; NULL for other protocol numbers. */
+const char *cfg_proto_name(uint8_t proto);
+
+#endif /* LEASELINE_CONFIG_H */

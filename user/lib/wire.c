@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Frames of the agent <-> coordinator protocol (docs/protocol.md). Each message is a table of
+ * fields walked by one encoder and one decoder, so the two cannot disagree on a layout. The
+ * decoder accepts exactly what the encoder produces: never reads past len, never allocates.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "clock.h"
+#include "config.h"
+#include "wire.h"
+
+#define member_size(type, member) sizeof(((type *)0)->member)
+
+/* Wire widths of the length prefixes: names are short, a policy needs 32 bits. */
+#define WIRE_NAME_LEN_BYTES  1
+#define WIRE_BLOB_LEN_BYTES  4
+#define WIRE_COUNT_LEN_BYTES 2
+
+/* Largest encodings: a name is u8 length + (buffer size - NUL); an entry is its name + 7 u64. */
+#define WIRE_HOLDER_MAX (WIRE_NAME_LEN_BYTES + WIRE_HOLDER_LEN - 1)
+#define WIRE_LIMIT_MAX	(WIRE_NAME_LEN_BYTES + LL_NAME_LEN - 1)
+#define WIRE_ENTRY_MAX	(WIRE_LIMIT_MAX + 7 * 8)
+#define WIRE_REPORT_MAX                                                                            \
+	(WIRE_HOLDER_MAX + 3 * 8 + WIRE_COUNT_LEN_BYTES + WIRE_MAX_ENTRIES * WIRE_ENTRY_MAX)
+#define WIRE_POLICY_MAX (2 * 8 + WIRE_BLOB_LEN_BYTES + WIRE_MAX_POLICY)
+
+/* The largest messages must fit the frame bound that the decoder enforces. */
+_Static_assert(WIRE_POLICY_MAX <= WIRE_MAX_PAYLOAD, "a full policy must fit one frame");
+_Static_assert(WIRE_REPORT_MAX <= WIRE_MAX_PAYLOAD, "a full report must fit one frame");
+_Static_assert(WIRE_MAX_ENTRIES < (1 << (8 * WIRE_COUNT_LEN_BYTES)), "entry count is a u16");
+
+enum wire_kind {
+	WK_END,
+	WK_U8,	  /* u8, value <= max */
+	WK_U64,	  /* u64 */
+	WK_NAME,  /* u8 length + 1..size-1 bytes of [A-Za-z0-9_.-]; NUL-terminated in memory */
+	WK_BLOB,  /* u32 length (a uint32_t at aux) + length bytes, length <= max */
+	WK_ARRAY, /* u16 count (a uint32_t at aux) + count elements of sub, count <= max */
+};
+
+struct wire_field {
+	enum wire_kind kind;
+	size_t off;  /* of the value in the structure */
+	size_t size; /* WK_NAME: buffer size; WK_ARRAY: element size */
+	size_t aux;  /* WK_BLOB, WK_ARRAY: offset of the length or count */
+	uint64_t max;
+	const struct wire_field *sub; /* WK_ARRAY: fields of one element */
+};
+
+/* One field per line, in wire order: each table reads as its layout in docs/protocol.md. */
+/* clang-format off */
+#define F_U8(t, f, m)  {.kind = WK_U8, .off = offsetof(t, f), .max = (m)}
+#define F_U64(t, f)    {.kind = WK_U64, .off = offsetof(t, f)}
+#define F_NAME(t, f)   {.kind = WK_NAME, .off = offsetof(t, f), .size = member_size(t, f)}
+#define F_BLOB(t, f, n, m)                                                                        \
+	{.kind = WK_BLOB, .off = offsetof(t, f), .aux = offsetof(t, n), .max = (m)}
+#define F_ARRAY(t, f, n, m, s)                                                                    \
+	{.kind = WK_ARRAY,                                                                         \
+	 .off = offsetof(t, f),                                                                    \
+	 .size = member_size(t, f[0]),                                                             \
+	 .aux = offsetof(t, n),                                                                    \
+	 .max = (m),                                                                               \
+	 .sub = (s)}
+#define F_END {.kind = WK_END}
+
+#define MSG struct wire_msg
+#define ENT struct wire_report_entry
+
+static const struct wire_field hello_fields[] = {
+	F_NAME(MSG, hello.holder),
+	F_U64(MSG, hello.incarnation),
+	F_U64(MSG, hello.max_epoch_seen),
+	F_U64(MSG, hello.policy_version),
+	F_END,
+};
+
+static const struct wire_field policy_fields[] = {
+	F_U64(MSG, policy.epoch),
+	F_U64(MSG, policy.version),
+	F_BLOB(MSG, policy.yaml, policy.len, WIRE_MAX_POLICY),
+	F_END,
+};
+
+static const struct wire_field grant_fields[] = {
+	F_NAME(MSG, grant.limit),
+	F_NAME(MSG, grant.holder),
+	F_U64(MSG, grant.incarnation),
+	F_U64(MSG, grant.epoch),
+	F_U64(MSG, grant.seq),
+	F_U64(MSG, grant.report_seq),
+	F_U64(MSG, grant.policy_version),
+	F_U64(MSG, grant.rate),
+	F_U64(MSG, grant.burst),
+	F_U64(MSG, grant.ttl_ns),
+	F_U64(MSG, grant.refresh_ns),
+	F_END,
+};
+
+static const struct wire_field entry_fields[] = {
+	F_NAME(ENT, limit),
+	F_U64(ENT, applied_epoch),
+	F_U64(ENT, applied_seq),
+	F_U64(ENT, admitted),
+	F_U64(ENT, denied),
+	F_U64(ENT, fallback),
+	F_U64(ENT, bypass),
+	F_U64(ENT, demand),
+	F_END,
+};
+
+static const struct wire_field report_fields[] = {
+	F_NAME(MSG, report.holder),
+	F_U64(MSG, report.incarnation),
+	F_U64(MSG, report.max_epoch_seen),
+	F_U64(MSG, report.seq),
+	F_ARRAY(MSG, report.e, report.n, WIRE_MAX_ENTRIES, entry_fields),
+	F_END,
+};
+
+#undef MSG
+#undef ENT
+
+struct wire_desc {
+	const char *name;
+	const struct wire_field *fields;
+};
+
+static const struct wire_desc wire_descs[] = {
+	[WIRE_HELLO] = {"hello", hello_fields},
+	[WIRE_POLICY] = {"policy", policy_fields},
+	[WIRE_GRANT] = {"grant", grant_fields},
+	[WIRE_REPORT] = {"report", report_fields},
+};
+/* clang-format on */
+
+static const struct wire_desc *wire_desc(uint16_t type)
+{
+	if (type >= ARRAY_SIZE(wire_descs) || !wire_descs[type].name)
+		return NULL;
+	return &wire_descs[type];
+}
+
+const char *wire_type_name(uint16_t type)
+{
+	const struct wire_desc *d = wire_desc(type);
+
+	return d ? d->name : "unknown";
+}
+
+/* Holder ids and limit names as the configuration accepts them (WALK_NAME). */
+static bool name_ok(const char *s, size_t n, size_t size)
+{
+	size_t i;
+
+	if (n == 0 || n >= size)
+		return false;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Cursors. A cursor that runs out of room stays spent and remembers it, so the walkers below
+ * check once at the end instead of after every field.
+ */
+struct wbuf {
+	uint8_t *p;
+	size_t cap, off;
+	bool full;
+};
+
+struct rbuf {
+	const uint8_t *p;
+	size_t len, off;
+	bool exhausted;
+};
+
+static uint8_t *wbuf_take(struct wbuf *w, size_t n)
+{
+	uint8_t *at;
+
+	if (w->full || n > w->cap - w->off) {
+		w->full = true;
+		return NULL;
+	}
+	at = w->p + w->off;
+	w->off += n;
+	return at;
+}
+
+static const uint8_t *rbuf_take(struct rbuf *r, size_t n)
+{
+	const uint8_t *at;
+
+	if (r->exhausted || n > r->len - r->off) {
+		r->exhausted = true;
+		return NULL;
+	}
+	at = r->p + r->off;
+	r->off += n;
+	return at;
+}
+
+static void wbuf_put(struct wbuf *w, uint64_t v, size_t n)
+{
+	uint8_t *at = wbuf_take(w, n);
+
+	while (at && n--) {
+		at[n] = v & 0xff;
+		v >>= 8;
+	}
+}
+
+static void wbuf_bytes(struct wbuf *w, const void *src, size_t n)
+{
+	uint8_t *at = wbuf_take(w, n);
+
+	if (at)
+		memcpy(at, src, n);
+}
+
+/* A short read yields 0: the caller fails on r->exhausted at the end. */
+static uint64_t rbuf_get(struct rbuf *r, size_t n)
+{
+	const uint8_t *at = rbuf_take(r, n);
+	uint64_t v = 0;
+	size_t i;
+
+	for (i = 0; at && i < n; i++)
+		v = v << 8 | at[i];
+	return v;
+}
+
+/* Encoder: returns 0 or -EINVAL; running out of room is w->full. */
+
+static int enc_fields(struct wbuf *w, const uint8_t *base, const struct wire_field *f);
+
+static int enc_name(struct wbuf *w, const char *s, size_t size)
+{
+	size_t n = strnlen(s, size);
+
+	if (!name_ok(s, n, size))
+		return -EINVAL;
+	wbuf_put(w, n, WIRE_NAME_LEN_BYTES);
+	wbuf_bytes(w, s, n);
+	return 0;
+}
+
+static int enc_array(struct wbuf *w, const uint8_t *base, const struct wire_field *f)
+{
+	uint32_t n = *(const uint32_t *)(base + f->aux);
+	uint32_t i;
+	int err;
+
+	if (n > f->max)
+		return -EINVAL;
+	wbuf_put(w, n, WIRE_COUNT_LEN_BYTES);
+	for (i = 0; i < n; i++) {
+		err = enc_fields(w, base + f->off + i * f->size, f->sub);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int enc_field(struct wbuf *w, const uint8_t *base, const struct wire_field *f)
+{
+	const uint8_t *v = base + f->off;
+	uint32_t n;
+
+	switch (f->kind) {
+	case WK_U8:
+		if (*v > f->max)
+			return -EINVAL;
+		wbuf_put(w, *v, 1);
+		return 0;
+	case WK_U64:
+		wbuf_put(w, *(const uint64_t *)v, 8);
+		return 0;
+	case WK_NAME:
+		return enc_name(w, (const char *)v, f->size);
+	case WK_BLOB:
+		n = *(const uint32_t *)(base + f->aux);
+		if (n > f->max)
+			return -EINVAL;
+		wbuf_put(w, n, WIRE_BLOB_LEN_BYTES);
+		wbuf_bytes(w, v, n);
+		return 0;
+	case WK_ARRAY:
+		return enc_array(w, base, f);
+	case WK_END:
+		break;
+	}
+	return -EINVAL;
+}
+
+static int enc_fields(struct wbuf *w, const uint8_t *base, const struct wire_field *f)
+{
+	int err;
+
+	for (; f->kind != WK_END; f++) {
+		err = enc_field(w, base, f);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static void put_header(uint8_t *at, uint16_t type, size_t payload_len)
+{
+	struct wbuf w = {.p = at, .cap = WIRE_HDR_LEN};
+
+	wbuf_put(&w, WIRE_MAGIC, 4);
+	wbuf_put(&w, WIRE_VERSION, 2);
+	wbuf_put(&w, type, 2);
+	wbuf_put(&w, payload_len, 4);
+}
+
+int wire_encode(const struct wire_msg *m, uint8_t *out, size_t cap)
+{
+	const struct wire_desc *d = wire_desc(m->type);
+	struct wbuf w = {.p = out, .cap = cap};
+	uint8_t *hdr;
+	int err;
+
+	if (!d)
+		return -EINVAL;
+	hdr = wbuf_take(&w, WIRE_HDR_LEN);
+	err = enc_fields(&w, (const uint8_t *)m, d->fields);
+	if (err)
+		return err;
+	if (w.full)
+		return -EMSGSIZE;
+	put_header(hdr, m->type, w.off - WIRE_HDR_LEN);
+	return (int)w.off;
+}
+
+/* Decoder: returns 0 or -EPROTO for a value out of bounds; a short read is r->exhausted. */
+
+static int dec_fields(struct rbuf *r, uint8_t *base, const struct wire_field *f);
+
+static int dec_name(struct rbuf *r, char *s, size_t size)
+{
+	size_t n = rbuf_get(r, WIRE_NAME_LEN_BYTES);
+	const uint8_t *at = rbuf_take(r, n);
+
+	if (!at || !name_ok((const char *)at, n, size))
+		return -EPROTO;
+	memcpy(s, at, n);
+	memset(s + n, 0, size - n);
+	return 0;
+}
+
+static int dec_array(struct rbuf *r, uint8_t *base, const struct wire_field *f)
+{
+	uint32_t n = rbuf_get(r, WIRE_COUNT_LEN_BYTES);
+	uint32_t i;
+	int err;
+
+	if (n > f->max)
+		return -EPROTO;
+	*(uint32_t *)(base + f->aux) = n;
+	for (i = 0; i < n && !r->exhausted; i++) {
+		err = dec_fields(r, base + f->off + i * f->size, f->sub);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int dec_field(struct rbuf *r, uint8_t *base, const struct wire_field *f)
+{
+	uint8_t *v = base + f->off;
+	const uint8_t *at;
+	uint64_t n;
+
+	switch (f->kind) {
+	case WK_U8:
+		n = rbuf_get(r, 1);
+		if (n > f->max)
+			return -EPROTO;
+		*v = n;
+		return 0;
+	case WK_U64:
+		*(uint64_t *)v = rbuf_get(r, 8);
+		return 0;
+	case WK_NAME:
+		return dec_name(r, (char *)v, f->size);
+	case WK_BLOB:
+		n = rbuf_get(r, WIRE_BLOB_LEN_BYTES);
+		at = rbuf_take(r, n);
+		if (n > f->max || !at)
+			return -EPROTO;
+		memcpy(v, at, n);
+		*(uint32_t *)(base + f->aux) = n;
+		return 0;
+	case WK_ARRAY:
+		return dec_array(r, base, f);
+	case WK_END:
+		break;
+	}
+	return -EPROTO;
+}
+
+static int dec_fields(struct rbuf *r, uint8_t *base, const struct wire_field *f)
+{
+	int err;
+
+	for (; f->kind != WK_END; f++) {
+		err = dec_field(r, base, f);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *m)
+{
+	struct rbuf r = {.p = buf, .len = len};
+	const struct wire_desc *d;
+	uint32_t magic, plen;
+	uint16_t version, type;
+	int err;
+
+	if (len < WIRE_HDR_LEN)
+		return 0;
+	magic = rbuf_get(&r, 4);
+	version = rbuf_get(&r, 2);
+	type = rbuf_get(&r, 2);
+	plen = rbuf_get(&r, 4);
+	d = wire_desc(type);
+	if (magic != WIRE_MAGIC || version != WIRE_VERSION || !d || plen > WIRE_MAX_PAYLOAD)
+		return -EPROTO;
+	if (len - WIRE_HDR_LEN < plen)
+		return 0;
+
+	r = (struct rbuf){.p = buf + WIRE_HDR_LEN, .len = plen};
+	m->type = type;
+	err = dec_fields(&r, (uint8_t *)m, d->fields);
+	if (err || r.exhausted || r.off != r.len)
+		return -EPROTO;
+	return (int)(WIRE_HDR_LEN + plen);
+}
