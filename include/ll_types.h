@@ -140,7 +140,13 @@ struct ll_policy {
 	struct ll_limit_cfg limits[LL_MAX_LIMITS];
 };
 
-/* Single entry: which policy slot is live, and where the agent attached. */
+/* Why the agent last refused a policy: one line, NUL-terminated. */
+#define LL_REASON_LEN 160
+
+/* Single entry: which policy slot is live, where the agent attached, and the
+ * last policy it refused (so `status` and metrics show a refusal, not only
+ * the agent's log). The XDP program reads active_slot only.
+ */
 struct ll_state {
 	__u32 active_slot;
 	__u32 n_ifaces;
@@ -150,6 +156,10 @@ struct ll_state {
 	__u32 agent_pid;
 	__u32 next_uid;	 /* source of ll_limit_cfg.uid and .gen, both unique */
 	__u64 netns_ino; /* network namespace the ifindexes belong to */
+	__u64 refusals;	 /* policies refused (reloads, the coordinator's), ever */
+	__u64 refused_version; /* the last refused policy's version (0: unknown) */
+	__u64 refused_ns;      /* CLOCK_MONOTONIC of that refusal; 0 = none */
+	char refused_why[LL_REASON_LEN];
 };
 
 /* Bucket key of src-ip, dst-ip and dst-port limits, in ll_buckets. Every

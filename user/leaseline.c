@@ -122,6 +122,21 @@ static int cmd_coord(int argc, char **argv)
 	return rc >= 0 ? rc : coord_run(path);
 }
 
+/* A lone policy with global limits is fine for a coordinator; a standalone
+ * agent would refuse it. Say so, without failing.
+ */
+static void note_global(const struct cfg_policy *pol)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < pol->n_limits; i++)
+		n += pol->limits[i].scope == LL_SCOPE_GLOBAL;
+	if (n)
+		printf("note: %u global limit%s: this policy is for a coordinator (coord.yaml "
+		       "policy:); a standalone agent (policy: in agent.yaml) refuses it\n",
+		       n, n == 1 ? "" : "s");
+}
+
 static int check_file(const char *path)
 {
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
@@ -138,8 +153,8 @@ static int check_file(const char *path)
 		err = cfg_agent_load(path, &ac, pol, &e);
 	else if (!err && kind == CFG_KIND_COORD)
 		err = cfg_coord_load(path, &cc, pol, &e);
-	else if (!err)
-		err = cfg_policy_load(path, true, pol, &e);
+	else if (!err) /* alone, a policy may be a coordinator's: see the note below */
+		err = cfg_policy_load(path, false, pol, &e);
 	if (err) {
 		fprintf(stderr, "%s\n", e.msg);
 		free(pol);
@@ -153,6 +168,8 @@ static int check_file(const char *path)
 	       : kind == CFG_KIND_COORD ? "coordinator"
 					: "policy",
 	       (unsigned long long)pol->version, pol->n_limits, pol->n_rules);
+	if (kind == CFG_KIND_POLICY)
+		note_global(pol);
 	free(pol);
 	return 0;
 }

@@ -135,6 +135,12 @@ if "policy version 1 refused" not in log or "older" not in log:
     bad.append("the older version was not refused with a clear log line")
 if log.count("policy version 2 keeps enforcing") < 2:
     bad.append("the agent did not log that version 2 keeps enforcing after each bad reload")
+# The refusals are in status too, not only in the log.
+rf = st.get("refused", {})
+print("status refused: %s" % rf)
+if rf.get("count") != 2 or rf.get("version") != 1 or rf.get("outstanding") != "yes" \
+        or "older" not in rf.get("reason", ""):
+    bad.append("status does not show the two refusals (last: version 1, older): %s" % rf)
 l = [l for l in st["limits"] if l["name"] == "per-client"][0]
 print("status after the bad reloads: policy_version %s, rate %s, burst %s"
       % (st["policy_version"], l["rate"], l["burst"]))

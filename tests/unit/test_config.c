@@ -217,6 +217,13 @@ static const struct text_case text_cases[] = {
     {"global_in_standalone", LIM_A "    scope: global\n", false, "6:12",
      "limit 'a': scope 'global' needs a coordinator (set coordinator: in the agent file, or use "
      "scope: local)"},
+    /* Refused in the same words for a coordinator's policy and a standalone one. */
+    {"per_key_global_coordinated", LIM_A "    key: src-ip\n    scope: global\n", true, "6:10",
+     "limit 'a': scope 'global' needs key 'none': per-key global limits are not built yet "
+     "(reference §6.1)"},
+    {"per_key_global_standalone", LIM_A "    key: dst-port\n    scope: global\n", false, "6:10",
+     "limit 'a': scope 'global' needs key 'none': per-key global limits are not built yet "
+     "(reference §6.1)"},
     {"on_loss_with_local_scope", LIM_A "    on-loss: fail-open\n", false, "6:5",
      "limit 'a': on-loss applies only to scope global (scope is 'local')"},
     {"fallback_without_on_loss_fallback",

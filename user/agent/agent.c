@@ -33,9 +33,10 @@
 #include "policy.h"
 #include "signals.h"
 
-#define AGENT_TICK_MS	    100
-#define AGENT_LINK_TICK_MS  10	 /* reports go out within 10 ms of being due */
-#define AGENT_REAP_EVERY_MS 5000 /* idle buckets are full after fill_ns anyway */
+#define AGENT_TICK_MS		100
+#define AGENT_LINK_TICK_MS	10		    /* reports go out within 10 ms of being due */
+#define AGENT_REAP_EVERY_MS	5000		    /* idle buckets are full after fill_ns anyway */
+#define AGENT_UNATTACHED_SAY_NS (10 * NSEC_PER_SEC) /* repeat "not attached" this often */
 
 static bool on_bpffs(const char *dir)
 {
@@ -78,14 +79,16 @@ static int load_config(const char *path, struct cfg_agent *ac, struct cfg_policy
 	return 0;
 }
 
+/* Apply pol; a refusal is logged and recorded for status and metrics. */
 static int apply_policy(struct dp *dp, const struct cfg_policy *pol)
 {
 	char err[CFG_ERR_LEN];
 	int ret = policy_apply(dp, pol, err, sizeof(err));
 
-	if (ret)
+	if (ret) {
 		pr_warn("policy version %llu refused: %s\n", (unsigned long long)pol->version, err);
-	else
+		dp_refusal_note(dp, pol->version, err, clock_now_ns());
+	} else
 		pr_info("policy version %llu applied (%u limits, %u rules)\n",
 			(unsigned long long)pol->version, pol->n_limits, pol->n_rules);
 	return ret;
@@ -174,15 +177,22 @@ static void reload(struct dp *dp, const char *path, const struct cfg_agent *run)
 	struct cfg_agent *ac = calloc(1, sizeof(*ac));
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
 
+	struct cfg_err e;
+	int err = ac && pol ? cfg_agent_load(path, ac, pol, &e) : -ENOMEM;
+
 	pr_info("reloading '%s'\n", path);
-	if (ac && pol && !load_config(path, ac, pol))
+	if (err) {
+		pr_warn("%s\n", err == -ENOMEM ? "out of memory" : e.msg);
+		dp_refusal_note(dp, 0, err == -ENOMEM ? "out of memory" : e.msg, clock_now_ns());
+	} else {
 		warn_restart_only(run, ac);
+	}
 	if (run->has_coordinator) {
 		pr_info(
 		    "coordinated: the policy comes from the coordinator; nothing else to reload\n");
 		goto out;
 	}
-	if (!ac || !pol || !pol->version || apply_policy(dp, pol)) {
+	if (err || !pol->version || apply_policy(dp, pol)) {
 		struct ll_state st = {};
 
 		dp_state_read(dp->state_fd, &st);
@@ -215,18 +225,28 @@ static void wait_tick(struct dp *dp, int metrics_fd, struct link *link)
  * policy it would pass everything, counted as nothing. Returns false if
  * told to stop first.
  */
-static bool wait_first_policy(struct dp *dp, struct link *link)
+static bool wait_first_policy(struct dp *dp, int metrics_fd, struct link *link)
 {
 	struct ll_state st = {};
-	bool said = false;
+	uint64_t next_say = 0;
 
 	while (!sig_stop) {
+		uint64_t now = clock_now_ns();
+
 		if (!dp_state_read(dp->state_fd, &st) && st.version)
 			return true;
-		if (!said)
-			pr_info("waiting for the coordinator's policy before attaching\n");
-		said = true;
-		wait_tick(dp, -1, link);
+		/* Not attached, enforcing nothing: say so now and then, not once. */
+		if (now >= next_say) {
+			if (st.refused_ns)
+				pr_warn(
+				    "not attached: policy version %llu from the coordinator was "
+				    "refused (%s); waiting for one this agent can enforce\n",
+				    (unsigned long long)st.refused_version, st.refused_why);
+			else
+				pr_info("waiting for the coordinator's policy before attaching\n");
+			next_say = now + AGENT_UNATTACHED_SAY_NS;
+		}
+		wait_tick(dp, metrics_fd, link);
 	}
 	return false;
 }
@@ -289,11 +309,9 @@ int agent_run(const struct agent_opts *opts)
 	} else if (apply_policy(&dp, pol)) {
 		goto out;
 	}
-	if (have_link && !wait_first_policy(&dp, &link))
-		goto done; /* told to stop before there was anything to enforce */
-	if (attach_all(&dp, ac, opts->force))
-		goto out;
-
+	/* Metrics before attaching: a coordinated agent still waiting for a
+	 * policy it can enforce shows that (leaseline_attached 0, the refusal).
+	 */
 	if (ac->has_metrics) {
 		metrics_fd = http_listen(ac->metrics);
 		if (metrics_fd < 0) {
@@ -303,6 +321,11 @@ int agent_run(const struct agent_opts *opts)
 		}
 		pr_info("metrics on http://%s/metrics\n", ac->metrics);
 	}
+	if (have_link && !wait_first_policy(&dp, metrics_fd, &link))
+		goto done; /* told to stop before there was anything to enforce */
+	if (attach_all(&dp, ac, opts->force))
+		goto out;
+
 	pr_info("agent '%s' running (pid %d)\n", ac->node, (int)getpid());
 	run_loop(&dp, opts->config_path, ac, metrics_fd, have_link ? &link : NULL);
 

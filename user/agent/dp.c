@@ -406,6 +406,21 @@ int dp_fence_read(struct dp *dp, struct ll_fence *f)
 	return bpf_map_lookup_elem(dp->fence_fd, &k, f) ? -errno : 0;
 }
 
+int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t now)
+{
+	struct ll_state st;
+	__u32 k = 0;
+	int err = dp_state_read(dp->state_fd, &st);
+
+	if (err)
+		return err;
+	st.refusals++;
+	st.refused_version = version;
+	st.refused_ns = now;
+	snprintf(st.refused_why, sizeof(st.refused_why), "%s", why);
+	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
+}
+
 int dp_lease_read(struct dp *dp, uint32_t id, struct ll_lease *l)
 {
 	return bpf_map_lookup_elem_flags(dp->leases_fd, &id, l, BPF_F_LOCK) ? -errno : 0;

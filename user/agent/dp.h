@@ -61,6 +61,11 @@ int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol);
  */
 int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
 
+/* Record in ll_state that a policy (version, 0 if unknown) was refused and
+ * why, for `status` and metrics. The running policy is untouched.
+ */
+int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t now);
+
 int dp_fence_read(struct dp *dp, struct ll_fence *f);
 int dp_fence_write(struct dp *dp, const struct ll_fence *f);
 int dp_lease_read(struct dp *dp, uint32_t id, struct ll_lease *l);

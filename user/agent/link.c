@@ -193,16 +193,18 @@ static void on_policy(struct link *l, struct dp *dp, const struct wire_policy *p
 		goto out;
 	}
 	rc = cfg_policy_parse("coordinator policy", p->yaml, p->len, false, cp, &e);
+	if (rc)
+		snprintf(err, sizeof(err), "%s", e.msg);
+	else
+		rc = policy_apply(dp, cp, err, sizeof(err));
 	if (rc) {
+		/* Visible in status and metrics, not only here: the gateway keeps
+		 * enforcing what it ran (or, with nothing yet, stays unattached).
+		 */
 		l->policies_refused++;
-		pr_warn("policy from the coordinator refused: %s\n", e.msg);
-		goto out;
-	}
-	rc = policy_apply(dp, cp, err, sizeof(err));
-	if (rc) {
-		l->policies_refused++;
+		dp_refusal_note(dp, p->version, err, now);
 		pr_warn("policy version %llu from the coordinator refused: %s\n",
-			(unsigned long long)cp->version, err);
+			(unsigned long long)p->version, err);
 		goto out;
 	}
 	l->policies_applied++;
@@ -255,7 +257,9 @@ int link_epoch_see(struct dp *dp, uint64_t epoch, uint64_t incarnation)
 }
 
 /* The limit a grant names, in the running policy: its id if it is a global
- * limit of a policy at least as new as the grant's, else -1.
+ * limit and the grant was made for exactly that policy version, else -1. A
+ * grant for a version this agent refused (or has not applied yet) is for a
+ * contract it does not enforce.
  */
 static int grant_limit_id(struct dp *dp, const struct wire_grant *g)
 {
@@ -263,7 +267,7 @@ static int grant_limit_id(struct dp *dp, const struct wire_grant *g)
 	int id = -1;
 
 	if (pol && !dp_policy_read(dp->policy_fd, dp->state_fd, pol) &&
-	    g->policy_version >= pol->version)
+	    g->policy_version == pol->version)
 		id = policy_limit_id(pol, g->limit);
 	if (id >= 0 && pol->limits[id].scope != LL_SCOPE_GLOBAL)
 		id = -1;

@@ -88,6 +88,23 @@ int metrics_write(FILE *f, void *arg)
 		"# HELP leaseline_policy_version Version of the enforcing policy.\n"
 		"# TYPE leaseline_policy_version gauge\nleaseline_policy_version %llu\n",
 		(unsigned long long)st.version);
+	fprintf(f,
+		"# HELP leaseline_attached_interfaces Interfaces the XDP program is attached to "
+		"(0: enforcing nothing).\n"
+		"# TYPE leaseline_attached_interfaces gauge\nleaseline_attached_interfaces %u\n",
+		st.n_ifaces);
+	fprintf(f,
+		"# HELP leaseline_policy_refusals_total Policies refused (reloads and the "
+		"coordinator's); the running one keeps enforcing.\n"
+		"# TYPE leaseline_policy_refusals_total counter\n"
+		"leaseline_policy_refusals_total %llu\n",
+		(unsigned long long)st.refusals);
+	fprintf(f,
+		"# HELP leaseline_policy_refused_version Version of the last refused policy "
+		"(0: none, or not known).\n"
+		"# TYPE leaseline_policy_refused_version gauge\n"
+		"leaseline_policy_refused_version %llu\n",
+		(unsigned long long)st.refused_version);
 out:
 	free(pol);
 	return err;

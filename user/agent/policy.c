@@ -153,11 +153,8 @@ int policy_compile(const struct cfg_policy *cp, const struct policy_compile_opts
 	for (uint32_t i = 0; i < cp->n_limits; i++) {
 		if (cp->limits[i].scope == LL_SCOPE_GLOBAL &&
 		    cp->limits[i].key_mode != LL_KEY_NONE) {
-			snprintf(
-			    err, errlen,
-			    "limit '%s': scope 'global' needs key 'none' (per-key global limits "
-			    "are not supported yet)",
-			    cp->limits[i].name);
+			snprintf(err, errlen, "limit '%s': " CFG_MSG_PER_KEY_GLOBAL,
+				 cp->limits[i].name);
 			return -EINVAL;
 		}
 	}

@@ -199,6 +199,23 @@ static void print_parse(struct out *o, const struct pinned *p)
 	out_obj_end(o);
 }
 
+/* The last policy the agent refused, if any: outstanding until a policy is
+ * applied after it (the running one keeps enforcing meanwhile, or nothing
+ * does if none was ever applied).
+ */
+static void print_refusal(struct out *o, const struct ll_state *st)
+{
+	if (!st->refused_ns)
+		return;
+	out_obj_begin(o, "refused");
+	out_u64(o, "count", st->refusals);
+	out_u64(o, "version", st->refused_version);
+	out_f64(o, "age_seconds", ns_to_s(clock_now_ns() - st->refused_ns));
+	out_str(o, "outstanding", st->refused_ns > st->applied_ns ? "yes" : "no");
+	out_str(o, "reason", st->refused_why);
+	out_obj_end(o);
+}
+
 int status_print(const char *pin_dir, bool json)
 {
 	struct pinned p = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
@@ -228,6 +245,7 @@ int status_print(const char *pin_dir, bool json)
 	if (st.applied_ns)
 		out_f64(&o, "policy_age_seconds", ns_to_s(clock_now_ns() - st.applied_ns));
 	out_str(&o, "default", pol->default_action == LL_ACT_DROP ? "drop" : "pass");
+	print_refusal(&o, &st);
 	print_ifaces(&o, &st);
 	out_arr_begin(&o, "limits");
 	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)

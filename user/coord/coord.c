@@ -96,6 +96,7 @@ static int climit_init(struct climit *c, const struct climit *old, uint32_t gate
 static int limits_build(struct coord *co, const struct cfg_policy *pol, struct climit *out,
 			uint32_t *n_out)
 {
+	char msg[CFG_ERR_LEN];
 	uint32_t n = 0;
 	int err = 0;
 
@@ -115,13 +116,9 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 			fr = l->fallback_rate * co->cfg.gateways;
 			fb = l->fallback_burst * co->cfg.gateways;
 		}
-		if (fr >= l->rate || fb >= l->burst) {
-			pr_warn("limit '%s': fallback shares of %u gateways (%llu/s, %llu) leave "
-				"nothing of the contract (%llu/s, %llu) to lease\n",
-				l->name, co->cfg.gateways, (unsigned long long)fr,
-				(unsigned long long)fb, (unsigned long long)l->rate,
-				(unsigned long long)l->burst);
-			err = -EINVAL;
+		err = cfg_reserve_check(l, co->cfg.gateways, msg, sizeof(msg));
+		if (err) {
+			pr_warn("%s:%d:%d: %s\n", co->cfg.policy_path, l->line, l->col, msg);
 			break;
 		}
 		c->rate = l->rate;

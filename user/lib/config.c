@@ -237,6 +237,8 @@ static int limit_check_scope(struct walk_ctx *c, const struct walk_map *m,
 {
 	yaml_node_t *on_loss = walk_key(m, "on-loss");
 
+	if (l->scope == LL_SCOPE_GLOBAL && l->key_mode != LL_KEY_NONE)
+		return walk_fail(c, walk_get(m, "key"), "%s", CFG_MSG_PER_KEY_GLOBAL);
 	if (l->scope == LL_SCOPE_GLOBAL && state(c)->standalone)
 		return walk_fail(
 		    c, walk_get(m, "scope"),
@@ -688,12 +690,45 @@ static const struct walk_field lease_fields[] = {
 
 static const struct walk_section lease_section = WALK_SECTION(lease_fields, lease_check);
 
+int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, size_t len)
+{
+	uint64_t fr = 0, fb = 0;
+
+	if (l->scope != LL_SCOPE_GLOBAL)
+		return 0;
+	if (l->on_loss == LL_ON_LOSS_FALLBACK) {
+		fr = l->fallback_rate * gateways;
+		fb = l->fallback_burst * gateways;
+	}
+	if (fr < l->rate && fb < l->burst)
+		return 0;
+	snprintf(msg, len,
+		 "limit '%s': fallback shares of %u gateways (%llu/s, %llu) leave nothing of the "
+		 "contract (%llu/s, %llu) to lease (expected gateways x fallback below rate and "
+		 "burst)",
+		 l->name, gateways, (unsigned long long)fr, (unsigned long long)fb,
+		 (unsigned long long)l->rate, (unsigned long long)l->burst);
+	return -EINVAL;
+}
+
 static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 {
 	struct cfg_coord *co = obj;
+	struct cfg_policy *pol = state(c)->pol;
+	char msg[CFG_ERR_LEN - 64];
+	int rc;
 
 	co->has_metrics = walk_get(m, "metrics") != NULL;
-	return load_policy(c, walk_get(m, "policy"), co->policy_path, false);
+	rc = load_policy(c, walk_get(m, "policy"), co->policy_path, false);
+	for (uint32_t i = 0; !rc && pol && i < pol->n_limits; i++) {
+		const struct cfg_limit *l = &pol->limits[i];
+
+		rc = cfg_reserve_check(l, co->gateways, msg, sizeof(msg));
+		if (rc)
+			snprintf(c->err->msg, sizeof(c->err->msg), "%.200s:%d:%d: %.300s",
+				 co->policy_path, l->line, l->col, msg);
+	}
+	return rc;
 }
 
 static const struct walk_field coord_fields[] = {

@@ -19,6 +19,13 @@
 
 #define CFG_DEFAULT_PIN_DIR "/sys/fs/bpf/leaseline"
 
+/* What is refused is refused in the same words by `check` on any file, the
+ * coordinator at load and the agent (reference §6.1).
+ */
+#define CFG_MSG_PER_KEY_GLOBAL                                                                     \
+	"scope 'global' needs key 'none': per-key global limits are not built yet "                \
+	"(reference §6.1)"
+
 struct cfg_limit {
 	char name[LL_NAME_LEN];
 	uint8_t key_mode;  /* enum ll_key_mode; default none */
@@ -131,6 +138,12 @@ const char *cfg_unit_name(uint8_t unit);
 const char *cfg_mode_name(uint8_t mode);
 const char *cfg_scope_name(uint8_t scope);
 const char *cfg_on_loss_name(uint8_t on_loss);
+
+/* A coordinator serving `gateways` reserves each one's fallback share out of
+ * limit l's contract: -EINVAL and msg filled when that leaves nothing to
+ * lease (reference §6), else 0. One check for `check` and the coordinator.
+ */
+int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, size_t len);
 const char *cfg_action_name(uint8_t action);
 const char *cfg_xdp_mode_name(uint8_t mode);
 /* "any", "tcp", "udp", "icmp", "icmpv6"; NULL for other protocol numbers. */

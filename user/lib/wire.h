@@ -60,9 +60,9 @@ struct wire_grant {
 	uint64_t burst;	     /* tokens share */
 	uint64_t ttl_ns;     /* duration, never a wall-clock time */
 	uint64_t refresh_ns; /* hint: report again within this */
-			     /* What happens when the lease dies (on-loss, the fallback share) is
-			      * the policy's, which the agent applies: one truth, not two.
-			      */
+	/* What happens when the lease dies (on-loss, the fallback share) is
+	 * the policy's, which the agent applies: one truth, not two.
+	 */
 };
 
 struct wire_report_entry {

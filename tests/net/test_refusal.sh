@@ -1,0 +1,113 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# A gateway that cannot enforce what it is told never looks healthy:
+#   1. a coordinated agent with nothing to enforce yet (the coordinator is not
+#      there) stays unattached and says so on its metrics endpoint
+#      (leaseline_attached_interfaces 0, policy version 0);
+#   2. an agent running version 2 (pinned from a standalone run) whose
+#      coordinator serves version 1 refuses it: the running policy keeps
+#      enforcing, and the refusal (version, reason) is in `status -j` and in
+#      the metrics, not only in the log.
+set -u
+source "$(dirname "$0")/lib.sh"
+ll_init "${1:-}"
+command -v curl >/dev/null || ll_skip "needs 'curl'"
+
+COORD_PORT=7451
+METRICS=127.0.0.1:9475
+fails=0
+ok() { echo "  ok    $*"; }
+bad() {
+	echo "  FAIL  $*"
+	fails=$((fails + 1))
+}
+scrape() { in_g curl -s --max-time 2 "http://$METRICS/metrics"; }
+# metric NAME: its value in the last scrape ($TMPD/metrics), or "".
+metric() { sed -n "s/^$1 \\([0-9.]*\\)\$/\\1/p" "$TMPD/metrics"; }
+
+ll_topo
+ll_bpffs
+
+coord_agent_cfg() {
+	cat >"$1" <<EOF
+node: gw-refusal-$$
+interfaces:
+  - {name: $LL_G_IF, mode: native}
+pin-dir: $2
+coordinator: {address: 127.0.0.1:$COORD_PORT}
+metrics: $METRICS
+max-keys: 4096
+EOF
+}
+
+echo "1. coordinated, nothing to enforce yet:"
+coord_agent_cfg "$TMPD/agent-fresh.yaml" "$PIN-fresh"
+nsenter --net=/run/netns/"$LL_NS_G" "$LL" agent -c "$TMPD/agent-fresh.yaml" \
+	>"$TMPD/agent-fresh.log" 2>&1 &
+FRESH_PID=$!
+LL_PIDS+=("$FRESH_PID")
+for ((i = 0; i < LL_WAIT_TRIES; i++)); do
+	scrape >"$TMPD/metrics" 2>/dev/null && [ -s "$TMPD/metrics" ] && break
+	ll_sleep "$LL_POLL_S"
+done
+if [ "$(metric leaseline_attached_interfaces)" = 0 ] &&
+	[ "$(metric leaseline_policy_version)" = 0 ]; then
+	ok "metrics answer while unattached: attached_interfaces 0, policy_version 0"
+else
+	bad "metrics while waiting: attached '$(metric leaseline_attached_interfaces)'," \
+		"version '$(metric leaseline_policy_version)'"
+fi
+[ -z "$(ll_xdp_prog "$LL_G_IF")" ] && ok "no XDP program attached" ||
+	bad "an XDP program is attached with nothing to enforce"
+grep -q "waiting for the coordinator's policy" "$TMPD/agent-fresh.log" &&
+	ok "the log says it is waiting" || bad "the log does not say it is waiting"
+ll_stop_pid "$FRESH_PID"
+
+echo "2. the coordinator serves an older version than the one running:"
+ll_policy "$TMPD/policy-v2.yaml" 2 50 20
+ll_agent_cfg "$TMPD/agent-v2.yaml" policy-v2.yaml
+ll_agent_start "$TMPD/agent-v2.yaml" "$TMPD/agent-v2.log"
+ll_stop_pid "$AGENT_PID" # leaves version 2 pinned and attached
+mkdir -p "$TMPD/state"
+ll_policy "$TMPD/policy-v1.yaml" 1 500 200
+cat >"$TMPD/coord.yaml" <<EOF
+listen: 127.0.0.1:$COORD_PORT
+policy: policy-v1.yaml
+state-dir: state
+lease: {ttl: 1s, refresh: 200ms}
+EOF
+nsenter --net=/run/netns/"$LL_NS_G" "$LL" coord -c "$TMPD/coord.yaml" >"$TMPD/coord.log" 2>&1 &
+LL_PIDS+=("$!")
+coord_agent_cfg "$TMPD/agent-coord.yaml" "$PIN"
+ll_agent_start "$TMPD/agent-coord.yaml" "$TMPD/agent-coord.log"
+for ((i = 0; i < LL_WAIT_TRIES; i++)); do
+	grep -q "from the coordinator refused" "$TMPD/agent-coord.log" && break
+	ll_sleep "$LL_POLL_S"
+done
+grep -q "policy version 1 from the coordinator refused: .*older" "$TMPD/agent-coord.log" &&
+	ok "the agent refuses version 1 (older than 2)" ||
+	bad "no refusal of version 1 in the log: $(tail -3 "$TMPD/agent-coord.log" | tr '\n' ' ')"
+ll_status -j >"$TMPD/status.json" || bad "status -j failed"
+python3 - "$TMPD/status.json" <<'PY' && ok "status shows version 2 enforcing and the refusal" || fails=$((fails + 1))
+import json, sys
+st = json.load(open(sys.argv[1]))
+rf = st.get("refused", {})
+print("  status: policy_version %s, refused %s" % (st.get("policy_version"), rf))
+if st.get("policy_version") != 2 or rf.get("version") != 1 or rf.get("outstanding") != "yes" \
+        or "older" not in rf.get("reason", "") or rf.get("count", 0) < 1:
+    print("  FAIL  status does not show version 2 running and version 1 refused")
+    sys.exit(1)
+PY
+scrape >"$TMPD/metrics" || bad "cannot scrape the agent"
+REFUSALS=$(metric leaseline_policy_refusals_total)
+if [ "$(metric leaseline_policy_version)" = 2 ] &&
+	[ "$(metric leaseline_policy_refused_version)" = 1 ] && [ "${REFUSALS:-0}" -ge 1 ] &&
+	[ "$(metric leaseline_attached_interfaces)" = 1 ]; then
+	ok "metrics: version 2, refused version 1, $REFUSALS refusal(s), attached 1"
+else
+	bad "metrics: version '$(metric leaseline_policy_version)', refused" \
+		"'$(metric leaseline_policy_refused_version)', refusals '$REFUSALS'"
+fi
+
+[ "$fails" -eq 0 ] || ll_fail "$fails check(s) failed"
+echo "ok: a gateway that refuses or waits shows it in status and metrics"
