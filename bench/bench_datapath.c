@@ -27,6 +27,8 @@
 #include "clock.h"
 #include "csum.h"
 #include "dp.h"
+#include "lease.h"
+#include "link.h"
 #include "log.h"
 #include "pass.skel.h"
 #include "policy.h"
@@ -290,6 +292,7 @@ struct lim_spec {
 	uint8_t key_mode;
 	uint8_t prefix_v4;
 	uint8_t unit;
+	uint8_t scope;
 	uint64_t rate, burst;
 };
 
@@ -330,6 +333,7 @@ static int policy_set(struct bench *b, int n, const struct lim_spec *ls, struct 
 		l->unit = ls[i].unit;
 		l->rate = ls[i].rate;
 		l->burst = ls[i].burst;
+		l->scope = ls[i].scope;
 	}
 	cp->n_rules = 1;
 	r = &cp->rules[0];
@@ -720,6 +724,68 @@ static int bench_single(struct bench *b, struct meas *drop1, struct meas *pass)
 	return 0;
 }
 
+/* Id of the limit called name in the running policy, or a negative errno. */
+static int limit_id_of(struct bench *b, const char *name)
+{
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	int id = pol ? dp_policy_read(b->dp.policy_fd, b->dp.state_fd, pol) : -ENOMEM;
+
+	if (!id)
+		id = policy_limit_id(pol, name);
+	free(pol);
+	return id == -1 ? -ENOENT : id;
+}
+
+/* A per-key global limit spending its leased share (reference §6.1): the
+ * same refill-path rows as a local per-key limit, the share as large as the
+ * local limit's, every bucket at the lease's generation. The difference is
+ * the lease: its lookup, its expiry against the packet's clock, this CPU's
+ * copy of its view. Returns 0 or a negative errno.
+ */
+static int bench_global_keys(struct bench *b)
+{
+	static const uint32_t nkeys[] = {1, 65536, MANY_KEYS_MAX};
+	struct lim_spec local[] = {REFILL(LL_KEY_SRC_IP, 32)};
+	struct lim_spec global[] = {REFILL(LL_KEY_SRC_IP, 32)};
+	struct meas ml, mg;
+	struct ll_limit_cfg cfg;
+	int err;
+
+	global[0].scope = LL_SCOPE_GLOBAL;
+	printf("\nPer-key global limit under its leased share vs the same local limit, refill\n"
+	       "path, N pre-created buckets (target: global / local <= 1.1)\n");
+	printf("  %-44s %9s %9s %8s\n", "keys", "local ns", "global ns", "ratio");
+	for (size_t i = 0; i < sizeof(nkeys) / sizeof(nkeys[0]); i++) {
+		struct lease_grant g = {.epoch = 1, .seq = 1, .rate = RATE_HUGE, .burst = BURST_HUGE};
+		struct ll_lease ls;
+		char what[64];
+		int id;
+
+		if ((err = buckets_clear(b)) || (err = policy_set(b, 1, local, &cfg)) ||
+		    (err = buckets_fill(b, &cfg, nkeys[i], 1)) ||
+		    (err = measure_keys(b, b->dp.prog_fd, nkeys[i], 1, &ml)))
+			return err;
+		if ((err = buckets_clear(b)) || (err = policy_set(b, 1, global, &cfg)))
+			return err;
+		if ((id = limit_id_of(b, cfg.name)) < 0)
+			return id;
+		g.expiry_ns = clock_now_ns() + 3600 * NSEC_PER_SEC;
+		if ((err = link_lease_apply(&b->dp, (uint32_t)id, &g,
+					    clock_now_ns())) ||
+		    (err = dp_lease_read(&b->dp, (uint32_t)id, &ls)))
+			return err;
+		cfg.gen = ls.gen; /* buckets as the lease's share makes them */
+		cfg.burst_s = ls.burst_s;
+		if ((err = buckets_fill(b, &cfg, nkeys[i], 1)) ||
+		    (err = measure_keys(b, b->dp.prog_fd, nkeys[i], 1, &mg)))
+			return err;
+		snprintf(what, sizeof(what), "%u key%s", nkeys[i], nkeys[i] > 1 ? "s" : "");
+		printf("  %-44s %9.1f %9.1f %8.2f\n", what, ml.ns, mg.ns, mg.ns / ml.ns);
+		fflush(stdout);
+	}
+	return buckets_clear(b);
+}
+
 static int bench_many(struct bench *b)
 {
 	static const uint32_t nkeys[] = {1, 1000, 65536, MANY_KEYS_MAX};
@@ -766,7 +832,7 @@ static int bench_many(struct bench *b)
 				print_memory(b, nkeys[i]);
 		}
 	}
-	return buckets_clear(b);
+	return bench_global_keys(b);
 }
 
 struct two {

@@ -3,9 +3,13 @@
  * Per-key limits (src-ip, dst-ip, dst-port, flow): one spin-locked bucket per
  * key, in ll_buckets or, for flow keys, ll_flow_buckets; a key the full map
  * cannot take shares its limit's overflow bucket. Each bucket carries a deny
- * hint so that a key that cannot pay yet is refused without the lock.
- * Invariants: a bucket admits at most burst + rate * t tokens; a refund undoes
- * a debit exactly; the deny hint never refuses a packet the bucket could pay.
+ * hint so that a key that cannot pay yet is refused without the lock. A
+ * local limit's buckets are charged with the policy's (rate, burst); a
+ * global one's with this gateway's leased share of every key's contract
+ * (lease.h), and when the lease dies its on-loss applies to every key.
+ * Invariants: a bucket admits at most burst + rate * t tokens of the view it
+ * is charged with; a refund undoes a debit exactly; the deny hint never
+ * refuses a packet the bucket could pay.
  */
 #ifndef LEASELINE_BUCKET_H
 #define LEASELINE_BUCKET_H
@@ -16,6 +20,7 @@
 #include "parse.h"
 #include "clock.h"
 #include "params.h"
+#include "lease.h"
 
 static __always_inline void key_addr(__u32 *dst, const __u32 *src, const struct ll_limit_cfg *cfg,
 				     __u8 family)
@@ -81,20 +86,23 @@ static __always_inline void count_key_event(__u32 id, int overflow)
 }
 
 /* Create the bucket of key k, which the lookup did not find. A new bucket
- * starts full (a key never seen has had all the time in the world to fill).
- * When the map is full the key shares its limit's pre-created overflow
- * bucket. count: attribute a creation or overflow to limit id (not on a
- * refund).
+ * starts full (a key never seen has had all the time in the world to fill),
+ * at the burst of the view it is charged with: for a global limit, this
+ * gateway's share, so a key new here (or moved here) gets no fresh full
+ * contract. When the map is full the key shares its limit's pre-created
+ * overflow bucket. count: attribute a creation or overflow to limit id (not
+ * on a refund).
  */
 static __always_inline struct ll_bucket *bucket_create(void *map, void *k, __u32 key_size,
-						       const struct ll_limit_cfg *cfg, __u64 now,
+						       const struct ll_limit_cfg *cfg,
+						       const struct share_view *v, __u64 now,
 						       __u32 id, int count)
 {
 	struct ll_bucket nb = {};
 	long err;
 
-	nb.gen = cfg->gen;
-	nb.tokens = cfg->burst_s;
+	nb.gen = v->gen;
+	nb.tokens = v->cur.burst_s;
 	nb.last_ns = now;
 	err = bpf_map_update_elem(map, k, &nb, BPF_NOEXIST);
 	if (err == 0) {
@@ -117,10 +125,12 @@ static __always_inline struct ll_bucket *bucket_create(void *map, void *k, __u32
  */
 _Static_assert(LL_IS_POW2(LL_HINT_CLASS_MASK + 1), "LL_HINT_CLASS_MASK is a low-bit mask");
 
-/* The class of a packet of len bytes under limit cfg (LL_HINT_CLASS_MASK). */
-static __always_inline __u32 hint_class(const struct ll_limit_cfg *cfg, __u32 len)
+/* The class of a packet of len bytes under a limit of unit `unit`
+ * (LL_HINT_CLASS_MASK).
+ */
+static __always_inline __u32 hint_class(__u8 unit, __u32 len)
 {
-	if (cfg->unit != LL_UNIT_BYTES)
+	if (unit != LL_UNIT_BYTES)
 		return 0;
 	return len < LL_HINT_CLASS_MASK ? len : LL_HINT_CLASS_MASK;
 }
@@ -141,80 +151,140 @@ static __always_inline __u64 hint_until(__u64 h, __u32 class)
  * from the bucket's real state, or 0. key_charge checks it first against
  * the coarse clock (see LL_COARSE_SLACK_NS), this against the packet's clock.
  */
-static __always_inline int bucket_charge(struct ll_bucket *b, const struct ll_limit_cfg *cfg,
+static __always_inline int bucket_charge(struct ll_bucket *b, const struct share_view *v, __u8 unit,
 					 __u64 now, __u64 cost_s, __u32 len, int refund)
 {
-	struct tb_params cur, prev;
 	__u64 tokens, last;
-	__u32 class = hint_class(cfg, len);
+	__u32 class = hint_class(unit, len);
 	int ok = 1;
 
-	if (!refund && b->gen == cfg->gen &&
+	if (!refund && b->gen == v->gen &&
 	    now < hint_until(*(volatile __u64 *)&b->deny_hint, class))
 		return 0;
-	cfg_params(cfg, &cur, &prev);
 	bpf_spin_lock(&b->lock);
 	last = b->last_ns;
-	tokens = tb_settle(b->tokens, &last, b->gen, cfg->gen, cfg->prev_gen, &cur, &prev,
-			   cfg->reload_ns, now);
+	tokens = tb_settle(b->tokens, &last, b->gen, v->gen, v->prev_gen, &v->cur, &v->prev,
+			   v->reload_ns, now);
 	if (refund)
-		tokens = tb_refund(tokens, cost_s, cur.burst_s);
+		tokens = tb_refund(tokens, cost_s, v->cur.burst_s);
 	else
 		ok = tb_take(&tokens, cost_s);
 	b->deny_hint = 0;
-	if (!ok && cur.rate) {
+	if (!ok && v->cur.rate) {
 		/* class < len only past 64 KiB: then the hint covers that size */
-		__u64 need = tb_cost(cfg->unit, class);
+		__u64 need = tb_cost(unit, class);
 
 		if (need > tokens)
-			b->deny_hint = ((now + (need - tokens + cur.rate - 1) / cur.rate) &
+			b->deny_hint = ((now + (need - tokens + v->cur.rate - 1) / v->cur.rate) &
 					~LL_HINT_CLASS_MASK) |
 				       class;
 	}
 	b->tokens = tokens;
 	b->last_ns = last;
-	b->gen = cfg->gen;
+	b->gen = v->gen;
 	bpf_spin_unlock(&b->lock);
 	return ok;
 }
 
-/* 1 when bucket b's deny hint, read unlocked against the coarse clock,
- * already refuses m.
+/* 1 when bucket b (charged under generation gen), read unlocked against the
+ * coarse clock, already refuses m by its deny hint.
  */
-static __always_inline int bucket_hinted(struct ll_bucket *b, const struct ll_limit_cfg *cfg,
+static __always_inline int bucket_hinted(struct ll_bucket *b, __u32 gen, __u8 unit,
 					 struct pkt_meta *m)
 {
-	return b->gen == cfg->gen && coarse_before(m, hint_until(*(volatile __u64 *)&b->deny_hint,
-								 hint_class(cfg, m->len)));
+	return b->gen == gen && coarse_before(m, hint_until(*(volatile __u64 *)&b->deny_hint,
+							    hint_class(unit, m->len)));
 }
 
-/* Charge the bucket of key k in map (ll_buckets or ll_flow_buckets). */
+/* Charge the bucket of key k in map (ll_buckets or ll_flow_buckets) of a
+ * local limit, with the policy's parameters.
+ */
+static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, __u32 id,
+					    const struct ll_limit_cfg *cfg, struct pkt_meta *m,
+					    __u64 cost_s, int refund)
+{
+	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
+	struct share_view v;
+	__u64 now;
+
+	if (b && !refund && bucket_hinted(b, cfg->gen, cfg->unit, m))
+		return LL_DENY;
+	now = meta_now(m);
+	view_from_cfg(cfg, &v);
+	if (!b)
+		b = bucket_create(map, k, key_size, cfg, &v, now, id, !refund);
+	if (!b)
+		return LL_DENY;
+	return bucket_charge(b, &v, cfg->unit, now, cost_s, m->len, refund) ? LL_ADMIT : LL_DENY;
+}
+
+/* Charge the bucket of key k of a global limit: with this gateway's share
+ * of every key's contract while the lease lives; once it is dead, on-loss
+ * for every key (fail-closed denies, fail-open admits as bypass, fallback
+ * spends the fallback share per key). Returns an enum ll_verdict.
+ */
+static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, __u32 id,
+					    const struct ll_limit_cfg *cfg, struct pkt_meta *m,
+					    __u64 cost_s, int refund)
+{
+	struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
+	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
+	struct share_view *v;
+	__u32 gen;
+	__u64 now;
+	int admit;
+
+	if (!ls)
+		return LL_DENY;
+	/* The hint, while the lease is certainly live (coarse clock). */
+	if (b && !refund && coarse_before(m, *(volatile __u64 *)&ls->expiry_ns) &&
+	    bucket_hinted(b, *(volatile __u32 *)&ls->gen, cfg->unit, m))
+		return LL_DENY;
+	now = meta_now(m);
+	admit = lease_state(ls, now, &gen);
+	if (admit == LL_DENY || admit == LL_ADMIT_BYPASS)
+		return refund ? LL_ADMIT : admit;
+	v = lease_view(id, ls, admit == LL_ADMIT_FALLBACK);
+	if (!v)
+		return LL_DENY;
+	if (!b)
+		b = bucket_create(map, k, key_size, cfg, v, now, id, !refund);
+	if (!b)
+		return LL_DENY;
+	return bucket_charge(b, v, cfg->unit, now, cost_s, m->len, refund) ? admit : LL_DENY;
+}
+
+/* Charge (or with refund, give back) the bucket of key k. An enum ll_verdict. */
 static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 id,
 				      const struct ll_limit_cfg *cfg, struct pkt_meta *m,
 				      __u64 cost_s, int refund)
 {
-	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
-	__u64 now;
-
-	if (b && !refund && bucket_hinted(b, cfg, m))
-		return 0;
-	now = meta_now(m);
-	if (!b)
-		b = bucket_create(map, k, key_size, cfg, now, id, !refund);
-	if (!b)
-		return 0;
-	return bucket_charge(b, cfg, now, cost_s, m->len, refund);
+	if (cfg->scope == LL_SCOPE_GLOBAL)
+		return key_charge_lease(map, k, key_size, id, cfg, m, cost_s, refund);
+	return key_charge_local(map, k, key_size, id, cfg, m, cost_s, refund);
 }
 
 /* 1 when the deny hint of m's bucket alone, read against the coarse clock,
- * shows the limit will deny m (no lock, no debit, no bucket created).
+ * shows the limit will deny m (no lock, no debit, no bucket created). For a
+ * global limit only while its lease is certainly live; otherwise its
+ * on-loss rule decides, in the charge.
  */
-static __always_inline int key_hinted(void *map, void *k, const struct ll_limit_cfg *cfg,
+static __always_inline int key_hinted(void *map, void *k, __u32 id, const struct ll_limit_cfg *cfg,
 				      struct pkt_meta *m)
 {
 	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
+	__u32 gen = cfg->gen;
 
-	return b && bucket_hinted(b, cfg, m);
+	if (!b)
+		return 0;
+	if (cfg->scope == LL_SCOPE_GLOBAL) {
+		struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
+
+		if (!ls || !coarse_before(m, *(volatile __u64 *)&ls->expiry_ns))
+			return 0;
+		gen = *(volatile __u32 *)&ls->gen;
+	}
+	return bucket_hinted(b, gen, cfg->unit, m);
 }
 
 #endif /* LEASELINE_BUCKET_H */

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What a global limit's lease (ll_leases, written whole by the agent under
- * the entry's lock) gives its key-none pool: which share a packet spends now
- * (lease_state, read without the lock) and the parameters of that share
- * (view_from_lease, copied under the lock so they are never half old, half
- * new). Invariants: once the clock passes expiry_ns the lease is dead and its
- * on-loss rule applies with no help from the agent; the fallback share runs
+ * the entry's lock) gives its key-none pool or its per-key buckets: which
+ * share a packet spends now (lease_state, read without the lock) and the
+ * parameters of that share (lease_view: copied under the lock into this
+ * CPU's ll_lease_views, so they are never half old, half new, and reused
+ * lock-free while the lease keeps its generations). Invariants: once the clock passes expiry_ns the
+ * lease is dead and its on-loss rule applies with no help from the agent; the fallback share runs
  * under its own generation, entered at expiry_ns, so the pool's tokens from
  * the lease are clamped to the fallback burst and its slices are dropped.
  */
@@ -16,6 +17,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "ll_types.h"
+#include "maps.h"
 #include "params.h"
 
 /* Which share a global limit spends now. Returns the verdict to give an
@@ -39,7 +41,7 @@ static __always_inline int lease_state(struct ll_lease *ls, __u64 now, __u32 *ge
 /* Move v on to share (gen, rate, burst_s, fill_ns, chunk_s), which replaced
  * the share v spent until then at from_ns: that one becomes v's previous.
  */
-static __always_inline void view_next(struct pool_view *v, __u32 gen, __u64 rate, __u64 burst_s,
+static __always_inline void view_next(struct share_view *v, __u32 gen, __u64 rate, __u64 burst_s,
 				      __u64 fill_ns, __u64 chunk_s, __u64 from_ns)
 {
 	v->prev = v->cur;
@@ -52,24 +54,35 @@ static __always_inline void view_next(struct pool_view *v, __u32 gen, __u64 rate
 	v->gen = gen;
 }
 
-/* Copy a consistent view of the lease under its lock (the agent rewrites
- * it whole). A lease's shares follow one another: the previous one, its
- * share from reload_ns, and, dead with fallback, the fallback share from
- * expiry_ns. The view spends the last of them and settles from the one
- * before.
+/* This CPU's views of lease ls of limit id, copied anew (under the lease's
+ * lock) when the lease has moved on from the generations, or the fallback
+ * view from the expiry, they were copied from. Returns the live view, or
+ * with fallback the fallback one; NULL if the cache is missing.
  */
-static __always_inline void view_from_lease(struct ll_lease *ls, int fallback, struct pool_view *v)
+static __always_inline struct share_view *lease_view(__u32 id, struct ll_lease *ls, int fallback)
 {
-	bpf_spin_lock(&ls->lock);
-	v->cur.rate = ls->prev_rate;
-	v->cur.burst_s = ls->prev_burst_s;
-	v->cur.fill_ns = ls->prev_fill_ns;
-	v->gen = ls->prev_gen;
-	view_next(v, ls->gen, ls->rate, ls->burst_s, ls->fill_ns, ls->chunk_s, ls->reload_ns);
-	if (fallback)
-		view_next(v, ls->fb_gen, ls->fb_rate, ls->fb_burst_s, ls->fb_fill_ns,
+	struct ll_lease_views *c = bpf_map_lookup_elem(&ll_lease_views, &id);
+
+	if (!c)
+		return 0;
+	if (c->gen != *(volatile __u32 *)&ls->gen || c->fb_gen != *(volatile __u32 *)&ls->fb_gen ||
+	    (fallback && c->expiry_ns != *(volatile __u64 *)&ls->expiry_ns)) {
+		bpf_spin_lock(&ls->lock);
+		c->gen = ls->gen;
+		c->fb_gen = ls->fb_gen;
+		c->expiry_ns = ls->expiry_ns;
+		c->live.cur.rate = ls->prev_rate;
+		c->live.cur.burst_s = ls->prev_burst_s;
+		c->live.cur.fill_ns = ls->prev_fill_ns;
+		c->live.gen = ls->prev_gen;
+		view_next(&c->live, ls->gen, ls->rate, ls->burst_s, ls->fill_ns, ls->chunk_s,
+			  ls->reload_ns);
+		c->fb = c->live;
+		view_next(&c->fb, ls->fb_gen, ls->fb_rate, ls->fb_burst_s, ls->fb_fill_ns,
 			  ls->fb_chunk_s, ls->expiry_ns);
-	bpf_spin_unlock(&ls->lock);
+		bpf_spin_unlock(&ls->lock);
+	}
+	return fallback ? &c->fb : &c->live;
 }
 
 #endif /* LEASELINE_LEASE_H */

@@ -12,6 +12,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "ll_types.h"
+#include "params.h"
 
 /* Default when the loader does not set max-keys (tests, benchmarks). */
 #define LL_DEFAULT_MAX_KEYS 65536
@@ -99,6 +100,16 @@ struct {
 	__type(value, struct ll_lease);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_leases SEC(".maps");
+
+/* Per-CPU copies of each lease's views (params.h); a cache, so not pinned:
+ * entries are checked against the lease's generations before every use.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LL_MAX_LIMITS);
+	__type(key, __u32);
+	__type(value, struct ll_lease_views);
+} ll_lease_views SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

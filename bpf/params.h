@@ -3,7 +3,7 @@
  * The parameters one limit is charged with: rate, burst and fill time of its
  * current and previous generation (struct tb_params, tb_math.h), and for a
  * key-none pool also the reload instant, the slice chunk and both generation
- * numbers (struct pool_view). Taken here from the policy's ll_limit_cfg; a
+ * numbers (struct share_view). Taken here from the policy's ll_limit_cfg; a
  * global limit's pool takes them from its lease instead (lease.h). Invariant:
  * `prev` always describes generation prev_gen, so tb_settle carries a bucket
  * or pool over from exactly that generation and no other.
@@ -28,16 +28,31 @@ static __always_inline void cfg_params(const struct ll_limit_cfg *cfg, struct tb
 	prev->fill_ns = cfg->prev_fill_ns;
 }
 
-/* The parameters a key-none pool is charged with: from the policy for a
- * local limit, from the lease (or its fallback share) for a global one.
+/* The parameters a limit's state (a key's bucket, a key-none pool) is
+ * charged with: from the policy for a local limit, from the lease (or its
+ * fallback share) for a global one.
  */
-struct pool_view {
+struct share_view {
 	struct tb_params cur, prev;
 	__u64 reload_ns, chunk_s;
 	__u32 gen, prev_gen;
 };
 
-static __always_inline void view_from_cfg(const struct ll_limit_cfg *cfg, struct pool_view *v)
+/* One CPU's copy of a global limit's two views (ll_lease_views): the live
+ * share and, once the lease is dead with on-loss fallback, the fallback
+ * share. Copied under the lease's lock, then read lock-free by that CPU
+ * while the lease still has the generations (and, for the fallback view,
+ * the expiry) it was copied from: a lease's parameters never change under
+ * one generation, so a per-key bucket of a global limit is charged without
+ * taking the lease's lock on every packet.
+ */
+struct ll_lease_views {
+	__u32 gen, fb_gen; /* 0: nothing copied yet */
+	__u64 expiry_ns;   /* the fallback view starts at this expiry */
+	struct share_view live, fb;
+};
+
+static __always_inline void view_from_cfg(const struct ll_limit_cfg *cfg, struct share_view *v)
 {
 	cfg_params(cfg, &v->cur, &v->prev);
 	v->reload_ns = cfg->reload_ns;

@@ -26,7 +26,7 @@
  * down reports 0 at its next top-up, so at most one chunk per CPU is stranded.
  */
 static __always_inline int pool_take(struct ll_pool *pool, struct ll_slice *sl,
-				     const struct pool_view *v, __u64 now, __u64 cost_s)
+				     const struct share_view *v, __u64 now, __u64 cost_s)
 {
 	struct tb_params cur = v->cur;
 	__u64 tokens, last, bal, grab, need;
@@ -76,7 +76,7 @@ static __always_inline int pool_take(struct ll_pool *pool, struct ll_slice *sl,
  * stay an upper bound). Clamped to burst - lent: at worst a token is lost,
  * never created.
  */
-static __always_inline void pool_refund(struct ll_pool *pool, const struct pool_view *v,
+static __always_inline void pool_refund(struct ll_pool *pool, const struct share_view *v,
 					__u64 cost_s)
 {
 	__u64 cap;
@@ -99,7 +99,7 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 	struct ll_pool *pool = bpf_map_lookup_elem(&ll_pools, &id);
 	struct ll_lease *ls = 0;
 	int admit = LL_ADMIT;
-	struct pool_view v;
+	struct share_view local, *v = &local;
 	__u32 gen = cfg->gen;
 
 	if (!sl || !pool)
@@ -123,14 +123,16 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 	if (!refund && pool->gen == gen && now < *(volatile __u64 *)&pool->empty_until_ns)
 		return LL_DENY;
 	if (ls)
-		view_from_lease(ls, admit == LL_ADMIT_FALLBACK, &v);
+		v = lease_view(id, ls, admit == LL_ADMIT_FALLBACK);
 	else
-		view_from_cfg(cfg, &v);
+		view_from_cfg(cfg, &local);
+	if (!v)
+		return refund ? LL_ADMIT : LL_DENY;
 	if (refund) {
-		pool_refund(pool, &v, cost_s);
+		pool_refund(pool, v, cost_s);
 		return LL_ADMIT;
 	}
-	return pool_take(pool, sl, &v, now, cost_s) ? admit : LL_DENY;
+	return pool_take(pool, sl, v, now, cost_s) ? admit : LL_DENY;
 }
 
 /* 1 when this CPU's slice cannot pay m and the pool's empty hint, read

@@ -17,10 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "tb_math.h"
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Fixture directory: $LL_FIXTURES, else relative to the repository root. */
 static void fixture(char *buf, size_t size, const char *name)
@@ -217,13 +216,9 @@ static const struct text_case text_cases[] = {
     {"global_in_standalone", LIM_A "    scope: global\n", false, "6:12",
      "limit 'a': scope 'global' needs a coordinator (set coordinator: in the agent file, or use "
      "scope: local)"},
-    /* Refused in the same words for a coordinator's policy and a standalone one. */
-    {"per_key_global_coordinated", LIM_A "    key: src-ip\n    scope: global\n", true, "6:10",
-     "limit 'a': scope 'global' needs key 'none': per-key global limits are not built yet "
-     "(reference §6.1)"},
-    {"per_key_global_standalone", LIM_A "    key: dst-port\n    scope: global\n", false, "6:10",
-     "limit 'a': scope 'global' needs key 'none': per-key global limits are not built yet "
-     "(reference §6.1)"},
+    {"per_key_global_standalone", LIM_A "    key: dst-port\n    scope: global\n", false, "7:12",
+     "limit 'a': scope 'global' needs a coordinator (set coordinator: in the agent file, or use "
+     "scope: local)"},
     {"on_loss_with_local_scope", LIM_A "    on-loss: fail-open\n", false, "6:5",
      "limit 'a': on-loss applies only to scope global (scope is 'local')"},
     {"fallback_without_on_loss_fallback",
@@ -640,6 +635,30 @@ static void test_spec_coord(void **state)
 }
 
 /* A coordinator may lease global limits; lease defaults fill what is left out. */
+/* Every key mode can be global (reference §6.1), in packets and in bytes. */
+static void test_per_key_global_parses(void **state)
+{
+	static const char *const keys[] = {"src-ip", "dst-ip", "dst-port", "flow"};
+	struct cfg_policy *p = calloc(1, sizeof(*p));
+	char text[512];
+	struct cfg_err err;
+
+	(void)state;
+	assert_non_null(p);
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		snprintf(text, sizeof(text),
+			 V "limits:\n  - {name: a, key: %s, unit: %s, rate: 100, burst: 10, "
+			   "scope: global, on-loss: fallback, fallback: {rate: 5, burst: 1}}\n"
+			   "rules:\n  - {name: r, limits: [a]}\n",
+			 keys[i], i % 2 ? "bytes" : "packets");
+		if (cfg_policy_parse("per-key.yaml", text, strlen(text), false, p, &err))
+			fail_msg("key %s: %s", keys[i], err.msg);
+		assert_int_equal(p->limits[0].scope, LL_SCOPE_GLOBAL);
+		assert_int_equal(p->limits[0].key_mode, LL_KEY_SRC_IP + (int)i);
+	}
+	free(p);
+}
+
 static void test_coord_global_policy(void **state)
 {
 	struct outputs *o = load_ok(LOAD_COORD, "coord-global.yaml");
@@ -848,6 +867,7 @@ int main(void)
 	    cmocka_unit_test(test_agent_defaults),
 	    cmocka_unit_test(test_agent_flow_keys),
 	    cmocka_unit_test(test_spec_coord),
+	    cmocka_unit_test(test_per_key_global_parses),
 	    cmocka_unit_test(test_coord_global_policy),
 	    cmocka_unit_test(test_detect_kind),
 	    cmocka_unit_test(test_missing_files),

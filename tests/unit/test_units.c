@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "units.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 struct num_case {
 	const char *in;

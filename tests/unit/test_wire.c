@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "config.h"
 #include "wire.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define FRAME_MAX (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD)
 /* Frame offsets of the header fields. */

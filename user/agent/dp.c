@@ -267,24 +267,53 @@ int dp_policy_commit(struct dp *dp, const struct ll_policy *pol, const struct ll
 
 enum reap_class { REAP_KEEP, REAP_IDLE, REAP_GONE };
 
+/* What a limit's buckets are charged with now: the policy's parameters, or
+ * for a global limit its live lease's share; a dead lease keeps every
+ * bucket (idle = false).
+ */
+struct reap_share {
+	bool idle_ok;
+	uint32_t gen;
+	struct tb_params cur;
+};
+
+static void reap_shares(struct dp *dp, const struct ll_policy *pol, uint64_t now,
+			struct reap_share *sh)
+{
+	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
+		const struct ll_limit_cfg *l = &pol->limits[id];
+		struct ll_lease ls;
+
+		sh[id] = (struct reap_share){true, l->gen, {l->rate, l->burst_s, l->fill_ns}};
+		if (!l->in_use || l->scope != LL_SCOPE_GLOBAL || l->key_mode == LL_KEY_NONE)
+			continue;
+		if (dp_lease_read(dp, id, &ls) || now >= ls.expiry_ns)
+			sh[id].idle_ok = false;
+		else
+			sh[id] =
+			    (struct reap_share){true, ls.gen, {ls.rate, ls.burst_s, ls.fill_ns}};
+	}
+}
+
 /* A bucket deleted now would come back full on the next packet; delete only
  * when it is full anyway (REAP_IDLE) or its limit is gone (REAP_GONE).
  */
-static enum reap_class bucket_class(const struct ll_policy *pol, const struct ll_key_head *k,
-				    const struct ll_bucket *b, uint64_t now)
+static enum reap_class bucket_class(const struct ll_policy *pol, const struct reap_share *sh,
+				    const struct ll_key_head *k, const struct ll_bucket *b,
+				    uint64_t now)
 {
 	for (int i = 0; i < LL_MAX_LIMITS; i++) {
 		const struct ll_limit_cfg *l = &pol->limits[i];
-		struct tb_params cur = {l->rate, l->burst_s, l->fill_ns};
 
 		if (!l->in_use || l->uid != k->limit_uid)
 			continue;
-		if (k->family == LL_OVERFLOW_FAMILY || b->gen != l->gen)
+		if (k->family == LL_OVERFLOW_FAMILY || !sh[i].idle_ok || b->gen != sh[i].gen)
 			return REAP_KEEP; /* overflow stays; let the datapath settle first */
 		if (now < b->last_ns + REAP_MIN_IDLE_NS)
 			return REAP_KEEP;
-		return tb_refill(b->tokens, b->last_ns, now, &cur) >= l->burst_s ? REAP_IDLE
-										 : REAP_KEEP;
+		return tb_refill(b->tokens, b->last_ns, now, &sh[i].cur) >= sh[i].cur.burst_s
+			   ? REAP_IDLE
+			   : REAP_KEEP;
 	}
 	return REAP_GONE;
 }
@@ -313,8 +342,9 @@ static int reap_list_add(struct reap_list *l, const void *k)
 /* One pass over one bucket map with batched lookups: classify every bucket,
  * count them all.
  */
-static int reap_scan(int fd, size_t key_size, const struct ll_policy *pol, uint64_t now,
-		     struct reap_list *idle, struct reap_list *gone, size_t *total)
+static int reap_scan(int fd, size_t key_size, const struct ll_policy *pol,
+		     const struct reap_share *sh, uint64_t now, struct reap_list *idle,
+		     struct reap_list *gone, size_t *total)
 {
 	unsigned char *keys = calloc(REAP_BATCH, key_size);
 	struct ll_bucket *vals = calloc(REAP_BATCH, sizeof(*vals));
@@ -337,7 +367,7 @@ static int reap_scan(int fd, size_t key_size, const struct ll_policy *pol, uint6
 		}
 		for (__u32 i = 0; i < cnt && !err; i++) {
 			const void *k = keys + i * key_size;
-			enum reap_class c = bucket_class(pol, k, &vals[i], now);
+			enum reap_class c = bucket_class(pol, sh, k, &vals[i], now);
 
 			if (c == REAP_IDLE)
 				err = reap_list_add(idle, k);
@@ -365,11 +395,12 @@ static int reap_delete(int fd, const struct reap_list *l)
 }
 
 /* Reap one bucket map. Returns how many buckets it deleted, or -errno. */
-static int reap_map(int fd, const struct bpf_map *map, const struct ll_policy *pol, uint64_t now)
+static int reap_map(int fd, const struct bpf_map *map, const struct ll_policy *pol,
+		    const struct reap_share *sh, uint64_t now)
 {
 	size_t ks = bpf_map__key_size(map), total = 0;
 	struct reap_list idle = {.key_size = ks}, gone = {.key_size = ks};
-	int err = reap_scan(fd, ks, pol, now, &idle, &gone, &total);
+	int err = reap_scan(fd, ks, pol, sh, now, &idle, &gone, &total);
 
 	if (!err) {
 		err = reap_delete(fd, &gone);
@@ -384,16 +415,19 @@ static int reap_map(int fd, const struct bpf_map *map, const struct ll_policy *p
 int dp_buckets_reap(struct dp *dp, uint64_t now)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	struct reap_share sh[LL_MAX_LIMITS];
 	int err, n = 0;
 
 	if (!pol)
 		return -ENOMEM;
 	err = dp_policy_read(dp->policy_fd, dp->state_fd, pol);
-	if (!err)
-		err = reap_map(dp->buckets_fd, dp->skel->maps.ll_buckets, pol, now);
+	if (!err) {
+		reap_shares(dp, pol, now, sh);
+		err = reap_map(dp->buckets_fd, dp->skel->maps.ll_buckets, pol, sh, now);
+	}
 	if (err >= 0) {
 		n = err;
-		err = reap_map(dp->flow_buckets_fd, dp->skel->maps.ll_flow_buckets, pol, now);
+		err = reap_map(dp->flow_buckets_fd, dp->skel->maps.ll_flow_buckets, pol, sh, now);
 	}
 	free(pol);
 	return err < 0 ? err : n + err;

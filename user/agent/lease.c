@@ -30,6 +30,18 @@ int lease_fence_see_epoch(struct ll_fence *f, uint64_t epoch, uint64_t incarnati
 	return 0;
 }
 
+bool lease_fence_forget(struct ll_fence *f, uint32_t id)
+{
+	bool changed;
+
+	if (id >= LL_MAX_LIMITS)
+		return false;
+	changed = f->applied_epoch[id] || f->applied_seq[id];
+	f->applied_epoch[id] = 0;
+	f->applied_seq[id] = 0;
+	return changed;
+}
+
 static void share_set(struct ll_lease *l, uint64_t rate, uint64_t burst, unsigned int ncpus)
 {
 	l->rate = rate;

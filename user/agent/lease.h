@@ -50,6 +50,12 @@ int lease_fence_check(const struct ll_fence *f, uint32_t id, uint64_t epoch, uin
  */
 int lease_fence_see_epoch(struct ll_fence *f, uint64_t epoch, uint64_t incarnation);
 
+/* Limit id now serves another limit (or none): forget what was applied to
+ * the one before, whose grants the new one's numbering owes nothing to.
+ * Returns true if f changed.
+ */
+bool lease_fence_forget(struct ll_fence *f, uint32_t id);
+
 /* New lease value after applying g to old at time now. A plain renewal keeps
  * the generation (slices stay valid); a changed share or a lease revived
  * after it died gets a new generation whose "prev" is what the pool was

@@ -150,6 +150,11 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 		e->bypass = bytes ? s.bypass_bytes : s.bypass_pkts;
 		l->demand[id] =
 		    demand_of(l, id, e->admitted + e->denied + e->fallback + e->bypass, now);
+		/* A per-key limit's share applies to each key: no key needs more
+		 * than the whole contract, whatever all keys offer together.
+		 */
+		if (c->key_mode != LL_KEY_NONE && l->demand[id] > c->rate)
+			l->demand[id] = c->rate;
 		l->last_offered[id] = e->admitted + e->denied + e->fallback + e->bypass;
 		e->demand = l->demand[id];
 		r->n++;

@@ -150,14 +150,6 @@ int policy_compile(const struct cfg_policy *cp, const struct policy_compile_opts
 			 (unsigned long long)cp->version, (unsigned long long)prev->version);
 		return -ESTALE;
 	}
-	for (uint32_t i = 0; i < cp->n_limits; i++) {
-		if (cp->limits[i].scope == LL_SCOPE_GLOBAL &&
-		    cp->limits[i].key_mode != LL_KEY_NONE) {
-			snprintf(err, errlen, "limit '%s': " CFG_MSG_PER_KEY_GLOBAL,
-				 cp->limits[i].name);
-			return -EINVAL;
-		}
-	}
 	memset(out, 0, sizeof(*out));
 	out->version = cp->version;
 	out->default_action = cp->default_action;
@@ -203,6 +195,8 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 	struct ll_lease *leases = calloc(LL_MAX_LIMITS, sizeof(*leases));
 	const char *stage = "cannot read the running policy";
 	uint64_t now = clock_now_ns();
+	bool fence_changed = false;
+	struct ll_fence fence;
 	struct ll_state st;
 	int ret = -ENOMEM;
 
@@ -241,6 +235,20 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 			goto fail;
 		lease_from_policy(&old, same, l, dp->ncpus, &st.next_uid, &leases[id]);
 	}
+	/* An id that changes hands starts with a clean fence: grants of the
+	 * limit it served are refused by name, and the new limit's are numbered
+	 * from 1 by the coordinator. Before the flip: no grant for the new limit
+	 * can be applied until it is live.
+	 */
+	stage = "cannot reset the fence";
+	if ((ret = dp_fence_read(dp, &fence)))
+		goto fail;
+	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)
+		if (pol->limits[id].uid != prev->limits[id].uid ||
+		    pol->limits[id].in_use != prev->limits[id].in_use)
+			fence_changed |= lease_fence_forget(&fence, id);
+	if (fence_changed && (ret = dp_fence_write(dp, &fence)))
+		goto fail;
 	ret = dp_policy_commit(dp, pol, prev, leases, &st, now, &stage);
 	if (ret)
 		goto fail;

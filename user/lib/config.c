@@ -237,8 +237,6 @@ static int limit_check_scope(struct walk_ctx *c, const struct walk_map *m,
 {
 	yaml_node_t *on_loss = walk_key(m, "on-loss");
 
-	if (l->scope == LL_SCOPE_GLOBAL && l->key_mode != LL_KEY_NONE)
-		return walk_fail(c, walk_get(m, "key"), "%s", CFG_MSG_PER_KEY_GLOBAL);
 	if (l->scope == LL_SCOPE_GLOBAL && state(c)->standalone)
 		return walk_fail(
 		    c, walk_get(m, "scope"),

@@ -19,13 +19,6 @@
 
 #define CFG_DEFAULT_PIN_DIR "/sys/fs/bpf/leaseline"
 
-/* What is refused is refused in the same words by `check` on any file, the
- * coordinator at load and the agent (reference §6.1).
- */
-#define CFG_MSG_PER_KEY_GLOBAL                                                                     \
-	"scope 'global' needs key 'none': per-key global limits are not built yet "                \
-	"(reference §6.1)"
-
 struct cfg_limit {
 	char name[LL_NAME_LEN];
 	uint8_t key_mode;  /* enum ll_key_mode; default none */

@@ -48,6 +48,10 @@ struct wire_policy {
 	char yaml[WIRE_MAX_POLICY]; /* the policy document (reference §4), not NUL-terminated */
 };
 
+/* A share of one global limit for one holder. What happens when the lease
+ * dies (on-loss, the fallback share) is the policy's, which the agent
+ * applies: one truth, not two.
+ */
 struct wire_grant {
 	char limit[LL_NAME_LEN];
 	char holder[WIRE_HOLDER_LEN];
@@ -60,9 +64,6 @@ struct wire_grant {
 	uint64_t burst;	     /* tokens share */
 	uint64_t ttl_ns;     /* duration, never a wall-clock time */
 	uint64_t refresh_ns; /* hint: report again within this */
-	/* What happens when the lease dies (on-loss, the fallback share) is
-	 * the policy's, which the agent applies: one truth, not two.
-	 */
 };
 
 struct wire_report_entry {
