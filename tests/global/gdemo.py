@@ -36,7 +36,7 @@ def main():
     tk = run.times("kern")
     g1 = sorted(t for t in run.recv[1]["kern"] if t)
     parts = [("standalone buckets, (R, B) each", m["standalone"] + NS // 2, m["standalone_end"]),
-             ("leaseline, one global (R, B)", m["leaseline"] + NS // 2, m["cut"]),
+             ("leaseline, one contract (R, B)", m["leaseline"] + NS // 2, m["cut"]),
              ("leaseline, gateway 1 cut off", m["cut"], m["restore"]),
              ("leaseline, link restored", m["restore"], m["end"])]
     print("%-34s %9s %10s %10s %14s" % ("", "offered/s", "admitted/s", "contract", "worst window"))
@@ -50,6 +50,14 @@ def main():
         rows.append((name, a.offered * a.gateways, rate, worst, verdict))
         print("%-34s %9d %10.0f %10d %+9.0f%% R  %s" % (name, a.offered * a.gateways, rate, a.rate,
                                                          worst, verdict))
+    # The start: every standalone bucket is full (B each); leaseline's are
+    # full at their shares, B together.
+    first = {k: len([t for t in tk if m[k] <= t < m[k] + NS]) for k in ("standalone", "leaseline")}
+    print("first second: standalone buckets admitted %d, leaseline %d; the contract allows "
+          "B + R*1 s = %d (%.1fx and %.1fx of B above R*1 s)"
+          % (first["standalone"], first["leaseline"], a.burst + a.rate,
+             max(0, first["standalone"] - a.rate) / a.burst,
+             max(0, first["leaseline"] - a.rate) / a.burst))
     last = [t for t in g1 if m["cut"] <= t < m["restore"]]
     stop = (last[-1] - m.get("cut_end", m["cut"])) / NS if last else 0.0
     back = [t for t in g1 if t >= m["restore"]]

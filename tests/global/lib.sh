@@ -125,7 +125,7 @@ gl_policy() {
 		echo "default: pass"
 		echo "limits:"
 		echo "  - name: $GL_LIMIT"
-		echo "    key: none"
+		echo "    key: ${GL_KEY:-none}"
 		echo "    unit: packets"
 		echo "    rate: $rate"
 		echo "    burst: $burst"

@@ -9,6 +9,8 @@
 #   GL_TTL GL_REFRESH  lease ttl and refresh, seconds
 #   GL_FB_R GL_FB_B    fallback share per gateway (on-loss fallback)
 #   GL_SCALE           multiplies every traffic duration (1 = short test)
+#   GL_KEY             the limit's key (default none: one aggregate); src-ip makes
+#                      it a per-key limit, and the one client address one key
 #   GL_RESULTS         if set, every RESULT line is appended there
 # Offered load is 3R in total unless a scenario says otherwise.
 
