@@ -40,8 +40,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "csum.h"
 #include "dp.h"
+#include "lease.h"
+#include "link.h"
 #include "log.h"
 #include "pass.skel.h"
 #include "policy.h"
@@ -111,6 +114,7 @@ struct opts {
 	uint32_t window; /* frames in flight at most (trafgen's tg_window); 0: none */
 	uint32_t batch;	 /* frames per test_run batch, 1..256 */
 	int gen_cpu, dut_cpu, prog_stats, flow;
+	int global;   /* the client limit is a per-key global one, spending a leased share */
 	uint8_t unit; /* of the client limit: enum ll_unit */
 };
 
@@ -364,6 +368,7 @@ static int dut_policy(struct dut *d, const struct opts *o)
 	cp->default_action = LL_ACT_PASS;
 	lim_set(&cp->limits[0], "client", ckey, 32, o->rate, o->burst);
 	cp->limits[0].unit = o->unit;
+	cp->limits[0].scope = o->global ? LL_SCOPE_GLOBAL : LL_SCOPE_LOCAL;
 	if (o->prog != DUT_LL1) {
 		lim_set(&cp->limits[1], "tenant", LL_KEY_SRC_IP, 16, HUGE_RATE, HUGE_BURST);
 		lim_set(&cp->limits[2], "route", LL_KEY_DST_PORT, 32, HUGE_RATE, HUGE_BURST);
@@ -392,6 +397,18 @@ static int dut_policy(struct dut *d, const struct opts *o)
 		ret = -ENOENT;
 	if (!ret)
 		d->client_uid = pol->limits[d->client_id].uid;
+	if (!ret && o->global) {
+		/* The whole contract leased to this gateway for the run: every key
+		 * spends (rate, burst) as the local limit would, through the lease.
+		 */
+		struct lease_grant g = {.epoch = 1, .seq = 1, .rate = o->rate, .burst = o->burst};
+
+		g.expiry_ns = clock_now_ns() + 3600 * NSEC_PER_SEC;
+		ret = link_lease_apply(&d->dp, (uint32_t)d->client_id, &g, clock_now_ns());
+		if (ret)
+			fprintf(stderr, "bench_live: cannot lease the client limit: %s\n",
+				strerror(-ret));
+	}
 out:
 	free(cp);
 	free(pol);
@@ -719,14 +736,14 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 
 	limit_stats_read(d, &tot);
 	printf(
-	    "run label=%s phase=%s prog=%s keys=%u key=%s unit=%s rate=%llu burst=%llu "
+	    "run label=%s phase=%s prog=%s%s keys=%u key=%s unit=%s rate=%llu burst=%llu "
 	    "window=%u batch=%u secs=%.3f dut_pkts=%.0f dut_pps=%.0f napi_ns_per_pkt=%.1f "
 	    "napi_busy=%.3f cpu_other=%.3f pushed_pps=%.0f gen_ns_per_frame=%.1f "
 	    "ring_loss=%.4f allowed=%llu denied=%llu admit_frac=%.4f prog_ns_per_pkt=%.1f "
 	    "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
 	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
 	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f\n",
-	    o->label, phase, prog_names[o->prog], o->keys, o->flow ? "flow" : "src-ip",
+	    o->label, phase, prog_names[o->prog], o->global ? "g" : "", o->keys, o->flow ? "flow" : "src-ip",
 	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
 	    (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
 	    pkts > 0 ? napi_ns / pkts : 0, busy, cpu_busy > busy ? cpu_busy - busy : 0, pushed / dt,
@@ -766,7 +783,7 @@ static void usage(FILE *f)
 	    "--keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
 	    "         [--unit packets|bytes] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
-	    "         [--prog-stats]\n"
+	    "         [--prog-stats] [--global]\n"
 	    "         [--dump-buckets FILE] [--label TEXT]\n"
 	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
 }
@@ -796,6 +813,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"dump-buckets", 1, 0, 't'},
 	    {"window", 1, 0, 'u'},
 	    {"batch", 1, 0, 'v'},
+	    {"global", 0, 0, 'w'},
 	    {0, 0, 0, 0},
 	};
 	struct in_addr a;
@@ -890,6 +908,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'v':
 			o->batch = strtoul(optarg, NULL, 0);
+			break;
+		case 'w':
+			o->global = 1;
 			break;
 		default:
 			return -EINVAL;

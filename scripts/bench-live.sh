@@ -12,7 +12,7 @@
 # trap), every loop and wait bounded (reference §8).
 #
 #   1. throughput: drop (counting XDP_DROP floor), ll1, ll4, ll4f (leaseline, 1
-#      and 4 limits), ll1b (ll1 counted in bytes), hashlimit (XDP_PASS +
+#      and 4 limits), ll1b (ll1 counted in bytes), ll1g (ll1 as a per-key global limit on a leased share), hashlimit (XDP_PASS +
 #      iptables-legacy xt_hashlimit in raw PREROUTING), nft (XDP_PASS + nftables
 #      dynamic set with limit), the same per-key limit everywhere (BL_RATE packets/s,
 #      burst BL_BURST), at 1, 64k and 1M keys, interleaved ABC..CBA over BL_REPS
@@ -29,7 +29,7 @@
 # Knobs: BL_REPS (5), BL_DUR (3 s per run), BL_WINDOW (192 frames; 0: overrun the ring),
 #        BL_BATCH (256: test_run's batch, which sizes its page pool),
 #        BL_RATE (1), BL_BURST (1), BL_KEYS ("1 65536 1048576"),
-#        BL_CONFIGS ("drop kfloor ll1 ll4 ll4f ll1b hashlimit nft"; also kfhdr kfloorc), BL_ONLY ("tput stats acc mem perf"),
+#        BL_CONFIGS ("drop kfloor ll1 ll1g ll4 ll4f ll1b hashlimit nft"; also kfhdr kfloorc), BL_ONLY ("tput stats acc mem perf"),
 #        BL_PERF_CFGS ("ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"),
 #        BL_ACC_S (10), LL_KEEP=1 (keep the temp dir). Raw lines: BUILD/bench-live.txt.
 set -u
@@ -56,7 +56,7 @@ for line in open(sys.argv[1]):
 def med(rs, f):
     return statistics.median(float(r[f]) for r in rs)
 keys = sorted({k for _, k, _ in tput})
-order = ["drop", "kfhdr", "kfloor", "kfloorc", "ll1", "ll4", "ll4f", "ll1b", "hashlimit", "nft"]
+order = ["drop", "kfhdr", "kfloor", "kfloorc", "ll1", "ll1g", "ll4", "ll4f", "ll1b", "hashlimit", "nft"]
 cfgs = [c for c in order if any((c, k, p) in tput for k in keys for p in ("win", "open"))]
 for phase, title in (("win", "DUT saturated, window-limited generator"),
                      ("open", "generator overrunning the veth ring")):
@@ -100,6 +100,8 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
                                ("nft", "ll1", 1048576, None, None),
                                ("ll1", "drop", 65536, None, None), ("ll1", "drop", 1048576, None, None),
                                ("ll1b", "ll1", 1, None, None), ("ll1b", "ll1", 65536, None, None),
+                               ("ll1g", "ll1", 65536, "<=", 1.1), ("ll1g", "ll1", 1, None, None),
+                               ("ll1g", "ll1", 1048576, None, None),
                                ("kfhdr", "drop", 1, None, None),
                                ("kfloor", "drop", 1, None, None), ("kfloorc", "drop", 1, None, None),
                                ("ll1", "kfloor", 1, None, None), ("ll1", "kfloor", 65536, None, None),
@@ -139,7 +141,7 @@ BL_WINDOW=${BL_WINDOW:-192}
 BL_BATCH=${BL_BATCH:-256}
 FRAME=64 # bytes per generated frame: ll1b's cost per packet in bytes mode
 BL_KEYS=${BL_KEYS:-"1 65536 1048576"}
-BL_CONFIGS=${BL_CONFIGS:-"drop kfloor ll1 ll4 ll4f ll1b hashlimit nft"}
+BL_CONFIGS=${BL_CONFIGS:-"drop kfloor ll1 ll1g ll4 ll4f ll1b hashlimit nft"}
 BL_ONLY=${BL_ONLY:-"tput stats acc mem perf"}
 BL_ACC_S=${BL_ACC_S:-10}
 BL_PERF_CFGS=${BL_PERF_CFGS:-"ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"}
@@ -266,6 +268,10 @@ tput_run() {
 	lim=(--unit packets --rate "$BL_RATE" --burst "$BL_BURST")
 	case $cfg in
 	hashlimit | nft | pass) prog=pass ;;
+	ll1g) # the same limit as a per-key global one, spending a leased share
+		prog=ll1
+		lim+=(--global)
+		;;
 	ll1b) # the same limit counted in bytes (every frame is FRAME bytes)
 		prog=ll1
 		lim=(--unit bytes --rate $((FRAME * BL_RATE)) --burst $((FRAME * BL_BURST)))

@@ -53,11 +53,11 @@ def main():
     # The start: every standalone bucket is full (B each); leaseline's are
     # full at their shares, B together.
     first = {k: len([t for t in tk if m[k] <= t < m[k] + NS]) for k in ("standalone", "leaseline")}
-    print("first second: standalone buckets admitted %d, leaseline %d; the contract allows "
-          "B + R*1 s = %d (%.1fx and %.1fx of B above R*1 s)"
-          % (first["standalone"], first["leaseline"], a.burst + a.rate,
-             max(0, first["standalone"] - a.rate) / a.burst,
-             max(0, first["leaseline"] - a.rate) / a.burst))
+    allow = a.burst + a.rate
+    print("first second: standalone buckets admitted %d (%.1fx the %d the contract allows, "
+          "B + R*1 s), leaseline %d (%.2fx)"
+          % (first["standalone"], first["standalone"] / allow, allow, first["leaseline"],
+             first["leaseline"] / allow))
     last = [t for t in g1 if m["cut"] <= t < m["restore"]]
     stop = (last[-1] - m.get("cut_end", m["cut"])) / NS if last else 0.0
     back = [t for t in g1 if t >= m["restore"]]

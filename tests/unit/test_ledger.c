@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Host tests of user/alloc.c: max-min targets against hand-worked examples
+ * Host tests of user/coord/ledger.c: max-min targets against hand-worked examples
  * and a brute-force reference, and the grant ledger through scenarios and
  * long randomized runs (reordered, duplicated and lost grants and acks,
  * expiries) that check sum(committed) <= capacity after every event.

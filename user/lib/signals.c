@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: MIT
+/*
+ * The daemons' signal flags (see signals.h). Invariant: the handler only
+ * sets a sig_atomic_t flag (async-signal-safe); everything else happens in
+ * the main loop, which sees the flag within one tick.
+ */
 #include "signals.h"
 
 volatile sig_atomic_t sig_reload, sig_stop;
