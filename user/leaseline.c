@@ -14,8 +14,10 @@
 
 #include "agent.h"
 #include "attach.h"
+#include "clock.h"
 #include "config.h"
 #include "coord.h"
+#include "dp.h"
 #include "log.h"
 #include "status.h"
 
@@ -206,6 +208,36 @@ static int cmd_status(int argc, char **argv)
 	return status_print(pin_dir, json) ? EXIT_RUNTIME : 0;
 }
 
+static int cmd_reset_fence(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	    {"pin-dir", required_argument, NULL, 'p'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	const char *pin_dir = CFG_DEFAULT_PIN_DIR;
+	uint64_t epoch = 0, version = 0;
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "p:vh", lo, NULL)) != -1) {
+		if (opt == 'p')
+			pin_dir = optarg;
+		else if ((rc = common_opt("reset-fence", opt)) >= 0)
+			return rc;
+	}
+	rc = dp_pinned_reset_fence(pin_dir, &epoch, &version);
+	if (rc) {
+		fprintf(stderr, "leaseline reset-fence: %s\n", strerror(-rc));
+		return EXIT_RUNTIME;
+	}
+	printf("fence reset under '%s': coordinator epoch %llu and applied grants forgotten; "
+	       "running policy version %llu now counts as 1 and keeps enforcing until the "
+	       "coordinator's policy replaces it\n",
+	       pin_dir, (unsigned long long)epoch, (unsigned long long)version);
+	return 0;
+}
+
 static int cmd_detach(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -281,11 +313,17 @@ static const struct cmd cmds[] = {
      cmd_status},
     {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
      cmd_detach},
+    {"reset-fence", "leaseline reset-fence [--pin-dir DIR]",
+     "Forget the coordinator epoch and applied grants pinned under DIR (default\n"
+     "/sys/fs/bpf/leaseline), and let the next policy from the coordinator replace the\n"
+     "running one whatever its version: for a fence a fake coordinator poisoned. The\n"
+     "running policy keeps enforcing; leases die at their expiry.",
+     cmd_reset_fence},
     {"version", "leaseline version", "Print the version.", cmd_version},
     {"help", "leaseline help [COMMAND]", "Show help for leaseline or a command.", cmd_help},
 };
 
-#define N_CMDS (sizeof(cmds) / sizeof(cmds[0]))
+#define N_CMDS ARRAY_SIZE(cmds)
 
 static const struct cmd *find_cmd(const char *name)
 {

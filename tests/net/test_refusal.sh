@@ -7,7 +7,10 @@
 #   2. an agent running version 2 (pinned from a standalone run) whose
 #      coordinator serves version 1 refuses it: the running policy keeps
 #      enforcing, and the refusal (version, reason) is in `status -j` and in
-#      the metrics, not only in the log.
+#      the metrics, not only in the log;
+#   3. `leaseline reset-fence` (for a fence a fake coordinator poisoned) lets
+#      the restarted agent take the coordinator's version 1, migrating the
+#      running policy's state (no fresh burst: the limit keeps its buckets).
 set -u
 source "$(dirname "$0")/lib.sh"
 ll_init "${1:-}"
@@ -108,6 +111,28 @@ else
 	bad "metrics: version '$(metric leaseline_policy_version)', refused" \
 		"'$(metric leaseline_policy_refused_version)', refusals '$REFUSALS'"
 fi
+
+echo "3. reset-fence, then the coordinator's version 1 is taken:"
+ll_stop_pid "$AGENT_PID"
+in_g "$LL" reset-fence --pin-dir "$PIN" >"$TMPD/reset.out" 2>&1 &&
+	ok "reset-fence: $(cut -c1-90 "$TMPD/reset.out")" || bad "reset-fence failed: $(cat "$TMPD/reset.out")"
+ll_agent_start "$TMPD/agent-coord.yaml" "$TMPD/agent-coord2.log"
+for ((i = 0; i < LL_WAIT_TRIES; i++)); do
+	grep -q "policy version 1 from the coordinator applied" "$TMPD/agent-coord2.log" && break
+	ll_sleep "$LL_POLL_S"
+done
+ll_status -j >"$TMPD/status2.json" || bad "status -j failed"
+python3 - "$TMPD/status2.json" <<'PY' && ok "status: version 1 from the coordinator enforcing, the refusal no longer outstanding" || fails=$((fails + 1))
+import json, sys
+st = json.load(open(sys.argv[1]))
+rf = st.get("refused", {})
+lim = [l for l in st["limits"] if l["name"] == "per-client"]
+print("  status: policy_version %s, refused %s, per-client rate %s"
+      % (st.get("policy_version"), rf, lim[0]["rate"] if lim else None))
+if st.get("policy_version") != 1 or rf.get("outstanding") != "no" or not lim or lim[0]["rate"] != 500:
+    print("  FAIL  expected version 1 (rate 500) enforcing after the reset")
+    sys.exit(1)
+PY
 
 [ "$fails" -eq 0 ] || ll_fail "$fails check(s) failed"
 echo "ok: a gateway that refuses or waits shows it in status and metrics"

@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "config.h"
 #include "tb_math.h"
+#include "walk.h"
 
 /* Fixture directory: $LL_FIXTURES, else relative to the repository root. */
 static void fixture(char *buf, size_t size, const char *name)
@@ -635,6 +636,58 @@ static void test_spec_coord(void **state)
 }
 
 /* A coordinator may lease global limits; lease defaults fill what is left out. */
+/* Input caps (walk.h): flow nesting deeper than WALK_MAX_DEPTH is refused
+ * before libyaml sees it (it slows down with depth: 20k levels took 3 s),
+ * brackets inside quotes and comments do not count, and a text larger than
+ * WALK_MAX_BYTES is refused.
+ */
+static void test_input_caps(void **state)
+{
+	struct cfg_policy *p = calloc(1, sizeof(*p));
+	size_t len;
+	char *text = malloc(4 * WALK_MAX_DEPTH + 256);
+	struct cfg_err err;
+
+	(void)state;
+	assert_non_null(p);
+	assert_non_null(text);
+	len = (size_t)sprintf(text, V "limits: ");
+	memset(text + len, '[', WALK_MAX_DEPTH + 1);
+	len += WALK_MAX_DEPTH + 1;
+	memset(text + len, ']', WALK_MAX_DEPTH + 1);
+	len += WALK_MAX_DEPTH + 1;
+	text[len++] = '\n';
+	assert_int_equal(cfg_policy_parse("deep.yaml", text, len, false, p, &err), -EINVAL);
+	assert_string_equal(err.msg, "deep.yaml:2:73: nesting deeper than 64 levels (expected a "
+				     "flat configuration)");
+	/* At the cap: libyaml gets it (and finds it is no list of limits). */
+	len = (size_t)sprintf(text, V "limits: ");
+	memset(text + len, '[', WALK_MAX_DEPTH);
+	len += WALK_MAX_DEPTH;
+	memset(text + len, ']', WALK_MAX_DEPTH);
+	len += WALK_MAX_DEPTH;
+	assert_int_equal(cfg_policy_parse("deep.yaml", text, len, false, p, &err), -EINVAL);
+	assert_null(strstr(err.msg, "nesting deeper"));
+	/* Brackets in comments and quotes are text: the depth check lets them
+	 * through (the name check then refuses the quoted one).
+	 */
+	len = (size_t)sprintf(text, V "# %s\nlimits: [{name: \"a\", rate: 1, burst: 1}]\n"
+				      "rules: [{name: '%s', limits: [a]}]\n",
+			      "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+			      "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[");
+	assert_int_equal(cfg_policy_parse("quoted.yaml", text, len, false, p, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "is not a valid name"));
+	free(text);
+	text = calloc(1, WALK_MAX_BYTES + 2);
+	assert_non_null(text);
+	memset(text, '#', WALK_MAX_BYTES + 1);
+	assert_int_equal(
+	    cfg_policy_parse("big.yaml", text, WALK_MAX_BYTES + 1, false, p, &err), -EFBIG);
+	assert_string_equal(err.msg, "big.yaml: larger than 1024 KiB (expected a configuration file)");
+	free(text);
+	free(p);
+}
+
 /* Every key mode can be global (reference §6.1), in packets and in bytes. */
 static void test_per_key_global_parses(void **state)
 {
@@ -868,6 +921,7 @@ int main(void)
 	    cmocka_unit_test(test_agent_flow_keys),
 	    cmocka_unit_test(test_spec_coord),
 	    cmocka_unit_test(test_per_key_global_parses),
+	    cmocka_unit_test(test_input_caps),
 	    cmocka_unit_test(test_coord_global_policy),
 	    cmocka_unit_test(test_detect_kind),
 	    cmocka_unit_test(test_missing_files),

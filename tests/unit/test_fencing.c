@@ -239,6 +239,54 @@ static void test_generations_never_reused(void **state)
 	}
 }
 
+/* What a coordinator may move, and how far (a fake one must not poison the
+ * pinned fence for good).
+ */
+static void test_epoch_bounds(void **state)
+{
+	struct ll_fence f = {0};
+	struct ll_lease old = {.gen = 1};
+	struct lease_grant g = grant_of(LEASE_EPOCH_MAX, 1, 1, 1, 5000);
+	struct lease_update u;
+
+	(void)state;
+	assert_int_equal(lease_epoch_ok(&f, LEASE_EPOCH_MAX - 1), 0); /* first contact */
+	assert_int_equal(lease_epoch_ok(&f, LEASE_EPOCH_MAX), -ERANGE);
+	assert_int_equal(lease_epoch_ok(&f, UINT64_MAX), -ERANGE);
+	f.max_epoch_seen = 7;
+	assert_int_equal(lease_epoch_ok(&f, 7 + LEASE_EPOCH_STEP_MAX), 0);
+	assert_int_equal(lease_epoch_ok(&f, 8 + LEASE_EPOCH_STEP_MAX), -ERANGE);
+	assert_int_equal(lease_fence_see_epoch(&f, 8 + LEASE_EPOCH_STEP_MAX, 0), -ERANGE);
+	assert_int_equal(f.max_epoch_seen, 7);
+	assert_int_equal(lease_grant_decide(&old, &f, 2, ID, &g, 10, NCPUS, &u), -ERANGE);
+	g.epoch = 8;
+	assert_int_equal(lease_grant_decide(&old, &f, 2, ID, &g, 10, NCPUS, &u), 0);
+	assert_int_equal(u.fence.max_epoch_seen, 8);
+}
+
+static void test_grant_clamp(void **state)
+{
+	struct ll_limit_cfg cfg = {.rate = 1000, .burst_s = 100 * TB_SCALE};
+	struct lease_grant g = grant_of(1, 1, UINT64_MAX, UINT64_MAX, 0);
+	uint64_t ttl = UINT64_MAX;
+
+	(void)state;
+	assert_int_equal(lease_grant_clamp(&g, &ttl, &cfg), 3);
+	assert_int_equal(g.rate, 1000);
+	assert_int_equal(g.burst, 100);
+	assert_int_equal(ttl, LEASE_TTL_MAX_NS);
+	g = grant_of(1, 1, 999, 100, 0);
+	ttl = NSEC_PER_SEC;
+	assert_int_equal(lease_grant_clamp(&g, &ttl, &cfg), 0);
+	assert_int_equal(g.rate, 999);
+	/* The token math's own maxima bound even a huge contract. */
+	cfg.rate = UINT64_MAX;
+	cfg.burst_s = UINT64_MAX;
+	g = grant_of(1, 1, UINT64_MAX, UINT64_MAX, 0);
+	assert_int_equal(lease_grant_clamp(&g, &ttl, &cfg), 2);
+	assert_true(g.rate == TB_MAX_RATE && g.burst <= TB_MAX_BURST);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +299,8 @@ int main(void)
 	    cmocka_unit_test(test_decide_revived_starts_empty),
 	    cmocka_unit_test(test_decide_revived_after_fallback),
 	    cmocka_unit_test(test_generations_never_reused),
+	    cmocka_unit_test(test_epoch_bounds),
+	    cmocka_unit_test(test_grant_clamp),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

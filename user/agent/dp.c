@@ -455,6 +455,61 @@ int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t n
 	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
 }
 
+static int pinned_get(const char *dir, const char *name)
+{
+	char path[4096 + 32];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		pr_warn("cannot open '%s': %s\n", path, strerror(errno));
+	return fd < 0 ? -errno : fd;
+}
+
+int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *old_version)
+{
+	int fence_fd = pinned_get(pin_dir, "ll_fence"), state_fd = pinned_get(pin_dir, "ll_state");
+	int policy_fd = pinned_get(pin_dir, "ll_policy");
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	struct ll_fence f = {};
+	struct ll_state st;
+	__u32 k = 0, slot;
+	int err = fence_fd < 0 ? fence_fd : state_fd < 0 ? state_fd : policy_fd;
+
+	if (err >= 0 && !pol)
+		err = -ENOMEM;
+	if (err >= 0)
+		err = dp_state_read(state_fd, &st);
+	if (!err && bpf_map_lookup_elem(fence_fd, &k, &f))
+		err = -errno;
+	slot = st.active_slot & (LL_POLICY_SLOTS - 1);
+	if (!err && bpf_map_lookup_elem(policy_fd, &slot, pol))
+		err = -errno;
+	if (!err) {
+		*old_epoch = f.max_epoch_seen;
+		*old_version = st.version;
+		memset(&f, 0, sizeof(f));
+		if (bpf_map_update_elem(fence_fd, &k, &f, BPF_ANY))
+			err = -errno;
+	}
+	/* The active slot's rules and limits are rewritten with the very same
+	 * bytes; only the version changes, which packets do not read.
+	 */
+	if (!err && st.version > 1) {
+		pol->version = 1;
+		st.version = 1;
+		if (bpf_map_update_elem(policy_fd, &slot, pol, BPF_ANY) ||
+		    bpf_map_update_elem(state_fd, &k, &st, BPF_ANY))
+			err = -errno;
+	}
+	free(pol);
+	for (int fd = 0, *fds[] = {&fence_fd, &state_fd, &policy_fd}; fd < 3; fd++)
+		if (*fds[fd] >= 0)
+			close(*fds[fd]);
+	return err;
+}
+
 int dp_lease_read(struct dp *dp, uint32_t id, struct ll_lease *l)
 {
 	return bpf_map_lookup_elem_flags(dp->leases_fd, &id, l, BPF_F_LOCK) ? -errno : 0;

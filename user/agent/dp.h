@@ -66,6 +66,15 @@ int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
  */
 int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t now);
 
+/* `leaseline reset-fence`: in the maps pinned under pin_dir, forget every
+ * coordinator epoch and applied grant, and mark the running policy version
+ * 1 (the policy goes on enforcing; the next coordinator's policy, whatever
+ * its version, is accepted and migrates it). Leases are left to die at
+ * their expiry. For a fence a fake coordinator poisoned. *old_epoch and
+ * *old_version get what was there. 0 or a negative errno.
+ */
+int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *old_version);
+
 int dp_fence_read(struct dp *dp, struct ll_fence *f);
 int dp_fence_write(struct dp *dp, const struct ll_fence *f);
 int dp_lease_read(struct dp *dp, uint32_t id, struct ll_lease *l);

@@ -20,10 +20,45 @@ int lease_fence_check(const struct ll_fence *f, uint32_t id, uint64_t epoch, uin
 	return 0;
 }
 
+int lease_epoch_ok(const struct ll_fence *f, uint64_t epoch)
+{
+	if (epoch >= LEASE_EPOCH_MAX)
+		return -ERANGE;
+	if (f->max_epoch_seen && epoch > f->max_epoch_seen &&
+	    epoch - f->max_epoch_seen > LEASE_EPOCH_STEP_MAX)
+		return -ERANGE;
+	return 0;
+}
+
+int lease_grant_clamp(struct lease_grant *g, uint64_t *ttl_ns, const struct ll_limit_cfg *cfg)
+{
+	uint64_t max_rate = cfg->rate < TB_MAX_RATE ? cfg->rate : TB_MAX_RATE;
+	uint64_t max_burst = cfg->burst_s / TB_SCALE;
+	int n = 0;
+
+	if (max_burst > TB_MAX_BURST)
+		max_burst = TB_MAX_BURST;
+	if (g->rate > max_rate) {
+		g->rate = max_rate;
+		n++;
+	}
+	if (g->burst > max_burst) {
+		g->burst = max_burst;
+		n++;
+	}
+	if (*ttl_ns > LEASE_TTL_MAX_NS) {
+		*ttl_ns = LEASE_TTL_MAX_NS;
+		n++;
+	}
+	return n;
+}
+
 int lease_fence_see_epoch(struct ll_fence *f, uint64_t epoch, uint64_t incarnation)
 {
 	if (epoch < f->max_epoch_seen)
 		return -ESTALE;
+	if (lease_epoch_ok(f, epoch))
+		return -ERANGE;
 	f->max_epoch_seen = epoch;
 	if (incarnation)
 		f->incarnation = incarnation;
@@ -90,6 +125,8 @@ int lease_grant_decide(const struct ll_lease *old, const struct ll_fence *f, uin
 {
 	int err = lease_fence_check(f, id, g->epoch, g->seq);
 
+	if (!err)
+		err = lease_epoch_ok(f, g->epoch);
 	if (err)
 		return err;
 	u->next_gen = next_gen ? next_gen : 1;

@@ -22,6 +22,15 @@
 #include "lease_clock.h"
 #include "ll_types.h"
 
+/* Bounds on what a coordinator can move (a fake or compromised one must not
+ * poison the pinned fence for good): epochs stay below LEASE_EPOCH_MAX, and
+ * once one was seen, at most LEASE_EPOCH_STEP_MAX above it (a restarted
+ * coordinator moves by one; a million restarts is far beyond any real
+ * fleet). `leaseline reset-fence` clears a poisoned fence.
+ */
+#define LEASE_EPOCH_MAX	     (1ull << 62)
+#define LEASE_EPOCH_STEP_MAX (1ull << 20)
+
 struct lease_grant {
 	uint64_t epoch, seq;
 	uint64_t rate, burst; /* tokens/s, tokens */
@@ -39,6 +48,15 @@ struct lease_update {
 	struct ll_lease lease;
 	struct ll_fence fence;
 };
+
+/* 0 if a coordinator may move this fence to epoch, -ERANGE if not. */
+int lease_epoch_ok(const struct ll_fence *f, uint64_t epoch);
+
+/* Clamp what a grant for limit cfg asks: rate and burst to the contract
+ * (which a share can never exceed) and the token math's maxima, *ttl_ns to
+ * LEASE_TTL_MAX_NS. Returns how many of the three were clamped.
+ */
+int lease_grant_clamp(struct lease_grant *g, uint64_t *ttl_ns, const struct ll_limit_cfg *cfg);
 
 /* Fencing: 0 if a grant (epoch, seq) for limit id may be applied given f,
  * else -ESTALE (older epoch than seen, or not newer than what is applied).

@@ -31,6 +31,11 @@
  * link is dead even if TCP has not noticed (a cut path): redial.
  */
 #define LINK_SILENCE_REFRESHES 4
+/* Policy versions from the coordinator (see version_ok): room for
+ * timestamps as versions, not for a poisoned 2^64 - 1.
+ */
+#define LINK_VERSION_MAX      (1ull << 62)
+#define LINK_VERSION_STEP_MAX (1ull << 40)
 
 int link_init(struct link *l, const struct cfg_agent *ac)
 {
@@ -175,6 +180,26 @@ out:
 	free(pol);
 }
 
+/* A policy version from the network may move the running one only so far:
+ * a poisoned huge version would stick in the pins and refuse every real
+ * policy after it.
+ */
+static int version_ok(struct dp *dp, uint64_t version, char *err, size_t errlen)
+{
+	struct ll_state st = {};
+
+	dp_state_read(dp->state_fd, &st);
+	if (version >= LINK_VERSION_MAX ||
+	    (st.version && version > st.version && version - st.version > LINK_VERSION_STEP_MAX)) {
+		snprintf(err, errlen,
+			 "policy version %llu is out of bounds (below 2^62, at most 2^40 above the "
+			 "running %llu)",
+			 (unsigned long long)version, (unsigned long long)st.version);
+		return -ERANGE;
+	}
+	return 0;
+}
+
 static void on_policy(struct link *l, struct dp *dp, const struct wire_policy *p, uint64_t now)
 {
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
@@ -185,11 +210,12 @@ static void on_policy(struct link *l, struct dp *dp, const struct wire_policy *p
 	if (!cp)
 		return;
 	rc = link_epoch_see(dp, p->epoch, l->incarnation);
-	if (rc == -ESTALE) {
-		pr_warn(
-		    "coordinator epoch %llu is older than one already seen: dropping the link\n",
-		    (unsigned long long)p->epoch);
-		link_down(l, "stale coordinator", now);
+	if (rc == -ESTALE || rc == -ERANGE) {
+		pr_warn("coordinator epoch %llu is %s: dropping the link\n",
+			(unsigned long long)p->epoch,
+			rc == -ESTALE ? "older than one already seen"
+				      : "out of bounds (leaseline reset-fence clears a poisoned fence)");
+		link_down(l, rc == -ESTALE ? "stale coordinator" : "epoch out of bounds", now);
 		goto out;
 	}
 	if (rc) {
@@ -201,6 +227,8 @@ static void on_policy(struct link *l, struct dp *dp, const struct wire_policy *p
 	if (rc)
 		snprintf(err, sizeof(err), "%s", e.msg);
 	else
+		rc = version_ok(dp, cp->version, err, sizeof(err));
+	if (!rc)
 		rc = policy_apply(dp, cp, err, sizeof(err));
 	if (rc) {
 		/* Visible in status and metrics, not only here: the gateway keeps
@@ -280,6 +308,23 @@ static int grant_limit_id(struct dp *dp, const struct wire_grant *g)
 	return id;
 }
 
+/* Clamp grant g for limit id to what the running policy's contract allows. */
+static int grant_clamp(struct dp *dp, int id, struct lease_grant *g, uint64_t *ttl)
+{
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	int n = 0;
+
+	if (!pol || dp_policy_read(dp->policy_fd, dp->state_fd, pol)) {
+		/* Cannot tell the contract: grant nothing rather than anything. */
+		g->rate = g->burst = 0;
+		n = 1;
+	} else {
+		n = lease_grant_clamp(g, ttl, &pol->limits[id & (LL_MAX_LIMITS - 1)]);
+	}
+	free(pol);
+	return n;
+}
+
 /* A grant's path: which limit (policy), whether and how (lease, pure), then
  * the map writes (dp).
  */
@@ -287,7 +332,7 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 {
 	struct lease_grant lg = {
 	    .epoch = g->epoch, .seq = g->seq, .rate = g->rate, .burst = g->burst};
-	uint64_t t_send = sent_time(l, g->report_seq);
+	uint64_t t_send = sent_time(l, g->report_seq), ttl = g->ttl_ns;
 	int id, err = -ESTALE;
 
 	if (strcmp(g->holder, l->holder) || g->incarnation != l->incarnation || !t_send)
@@ -295,7 +340,14 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 	id = grant_limit_id(dp, g);
 	if (id < 0)
 		goto stale;
-	lg.expiry_ns = lease_expiry(t_send, g->ttl_ns);
+	if (grant_clamp(dp, id, &lg, &ttl)) {
+		l->grants_clamped++;
+		pr_warn("grant for '%s' beyond the contract or the ttl cap (%llu/s, burst %llu, "
+			"ttl %.3f s): clamped\n",
+			g->limit, (unsigned long long)g->rate, (unsigned long long)g->burst,
+			ns_to_s(g->ttl_ns));
+	}
+	lg.expiry_ns = lease_expiry(t_send, ttl);
 	err = link_lease_apply(dp, (uint32_t)id, &lg, now);
 	if (!err) {
 		l->grants_applied++;

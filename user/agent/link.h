@@ -36,7 +36,7 @@ struct link {
 	uint64_t demand[LL_MAX_LIMITS];
 	struct wire_msg *msg; /* the frame being handled */
 	struct wire_msg *out; /* the frame being sent: never the one being read */
-	uint64_t grants_applied, grants_stale, policies_applied, policies_refused;
+	uint64_t grants_applied, grants_stale, grants_clamped, policies_applied, policies_refused;
 };
 
 int link_init(struct link *l, const struct cfg_agent *ac);

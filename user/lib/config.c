@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "lease_clock.h"
 #include "tb_math.h"
 #include "units.h"
 #include "walk.h"
@@ -23,7 +24,7 @@
  * hour a vanished gateway would sit on its share of the contract for too long.
  */
 #define CFG_LEASE_MIN_NS       NSEC_PER_MSEC
-#define CFG_LEASE_MAX_NS       (3600 * NSEC_PER_SEC)
+#define CFG_LEASE_MAX_NS       LEASE_TTL_MAX_NS
 #define CFG_DEFAULT_TTL_NS     (2 * NSEC_PER_SEC)
 #define CFG_DEFAULT_REFRESH_NS (500 * NSEC_PER_MSEC)
 /* Bucket map entries: 2^28 buckets of ~100 bytes (key + value) is ~25 GiB. */

@@ -29,6 +29,11 @@
  */
 #define LEASE_DELTA_NS 10000000ull
 
+/* Longest ttl a grant may carry (and coord.yaml may set): a vanished holder
+ * must not sit on a share for longer. The agent clamps a longer one.
+ */
+#define LEASE_TTL_MAX_NS (3600ull * 1000000000ull)
+
 /* Agent: when a lease granted in answer to a request sent at t_send_ns dies. */
 uint64_t lease_expiry(uint64_t t_send_ns, uint64_t ttl_ns);
 /* Coordinator: until when a grant issued at t_issue_ns counts as live. */

@@ -180,8 +180,92 @@ static int open_file(struct walk_ctx *c, const char *path, FILE **f)
 	}
 	if (fstat(fileno(*f), &st) == 0 && S_ISDIR(st.st_mode)) {
 		fclose(*f);
+		*f = NULL;
 		snprintf(c->err->msg, CFG_ERR_LEN, "cannot read '%s': %s", path, strerror(EISDIR));
 		return -EISDIR;
+	}
+	return 0;
+}
+
+/* The whole of file f, at most WALK_MAX_BYTES: into *buf (malloc'd). */
+static int read_all(struct walk_ctx *c, FILE *f, char **buf, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap);
+
+	while (b) {
+		size_t got;
+
+		if (n == cap) {
+			char *nb = cap > WALK_MAX_BYTES ? NULL : realloc(b, cap * 2);
+
+			if (!nb)
+				break;
+			b = nb;
+			cap *= 2;
+		}
+		got = fread(b + n, 1, cap - n, f);
+		n += got;
+		if (got == 0) {
+			if (ferror(f))
+				break;
+			*buf = b;
+			*len = n;
+			if (n <= WALK_MAX_BYTES)
+				return 0;
+			free(b);
+			snprintf(c->err->msg, CFG_ERR_LEN,
+				 "%s: larger than %d KiB (expected a configuration file)", c->file,
+				 WALK_MAX_BYTES / 1024);
+			return -EFBIG;
+		}
+	}
+	free(b);
+	snprintf(c->err->msg, CFG_ERR_LEN, "cannot read '%s': %s", c->file,
+		 b ? strerror(errno) : "out of memory");
+	return b ? -EIO : -ENOMEM;
+}
+
+/* libyaml's cost grows with nesting (20k nested '[' take seconds), and a
+ * policy may come from the network: refuse flow nesting deeper than
+ * WALK_MAX_DEPTH before the parser sees it. Quoted scalars and comments
+ * are skipped; block nesting costs a line per level, so the size cap
+ * bounds it.
+ */
+static int depth_check(struct walk_ctx *c, const char *t, size_t len)
+{
+	int depth = 0, line = 1, col = 1;
+	char quote = 0;
+
+	for (size_t i = 0; i < len; i++, col++) {
+		char ch = t[i];
+
+		if (ch == '\n') {
+			line++;
+			col = 0;
+			if (quote == '#')
+				quote = 0;
+			continue;
+		}
+		if (quote) {
+			if (ch == quote && quote != '#')
+				quote = 0;
+			else if (ch == '\\' && quote == '"' && i + 1 < len)
+				i++, col++;
+			continue;
+		}
+		if (ch == '"' || ch == '\'' || (ch == '#' && (i == 0 || t[i - 1] == ' ' ||
+							  t[i - 1] == '\t' || t[i - 1] == '\n')))
+			quote = ch;
+		else if ((ch == '[' || ch == '{') && ++depth > WALK_MAX_DEPTH) {
+			snprintf(c->err->msg, CFG_ERR_LEN,
+				 "%s:%d:%d: nesting deeper than %d levels (expected a flat "
+				 "configuration)",
+				 c->file, line, col, WALK_MAX_DEPTH);
+			return -EINVAL;
+		} else if ((ch == ']' || ch == '}') && depth > 0) {
+			depth--;
+		}
 	}
 	return 0;
 }
@@ -190,6 +274,7 @@ int walk_open(struct walk_ctx *c, const char *file, const char *text, size_t len
 	      struct cfg_err *err, yaml_node_t **root)
 {
 	yaml_parser_t p;
+	char *buf = NULL;
 	FILE *f = NULL;
 	int rc;
 
@@ -200,23 +285,33 @@ int walk_open(struct walk_ctx *c, const char *file, const char *text, size_t len
 	err->msg[0] = '\0';
 	if (!text) {
 		rc = open_file(c, file, &f);
-		if (rc)
-			return rc;
-	}
-	if (!yaml_parser_initialize(&p)) {
+		if (!rc)
+			rc = read_all(c, f, &buf, &len);
 		if (f)
 			fclose(f);
+		if (rc)
+			return rc;
+		text = buf;
+	} else if (len > WALK_MAX_BYTES) {
+		snprintf(err->msg, CFG_ERR_LEN,
+			 "%s: larger than %d KiB (expected a configuration file)", file,
+			 WALK_MAX_BYTES / 1024);
+		return -EFBIG;
+	}
+	rc = depth_check(c, text, len);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	if (!yaml_parser_initialize(&p)) {
+		free(buf);
 		snprintf(err->msg, CFG_ERR_LEN, "%s: out of memory", file);
 		return -ENOMEM;
 	}
-	if (f)
-		yaml_parser_set_input_file(&p, f);
-	else
-		yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+	yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
 	rc = load_single(c, &p);
 	yaml_parser_delete(&p);
-	if (f)
-		fclose(f);
+	free(buf);
 	if (!rc)
 		rc = check_root(c, root);
 	if (rc)

@@ -14,6 +14,12 @@
 
 #include "cfg_types.h"
 
+/* Input caps, for files and for a policy from the network alike: a size,
+ * and a flow nesting depth (libyaml slows down with depth).
+ */
+#define WALK_MAX_BYTES (1024 * 1024)
+#define WALK_MAX_DEPTH 64
+
 /* Keys one mapping may have; the largest section (limit) has 11. */
 #define WALK_MAX_FIELDS 16
 /* "limit 'name'" with room for an over-long name that is being refused. */

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent's coordinator link against a fake coordinator (this test, on a
+ * loopback socket), with the real datapath maps: whatever a stranger on the
+ * coordinator's address sends, the agent clamps it. A grant of rate 2^64-1,
+ * a burst that would wrap the scaled math and a ttl of centuries is applied
+ * as at most the contract and a ttl of LEASE_TTL_MAX_NS; an epoch of
+ * 2^64-1, or a jump far past the epoch seen, never reaches the pinned fence;
+ * a policy version of 2^64-1 is refused and recorded.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <netinet/in.h>
+
+#include "bpf/harness.h"
+#include "conn.h"
+#include "lease.h"
+#include "link.h"
+
+#define POLICY_FMT                                                                                 \
+	"version: %llu\n"                                                                          \
+	"limits:\n"                                                                                \
+	"  - {name: g, key: none, scope: global, rate: 1000, burst: 100}\n"                        \
+	"rules:\n"                                                                                 \
+	"  - {name: all, limits: [g]}\n"
+
+struct fake {
+	struct fx *fx;
+	struct link link;
+	struct cfg_agent ac;
+	int lfd;
+	struct conn c; /* the coordinator's side of the agent's connection */
+	struct wire_msg *m;
+	uint64_t hello_incarnation;
+};
+
+/* Run the agent's link until pred() holds or 2 s pass. */
+static int pump(struct fake *f, int (*pred)(struct fake *))
+{
+	uint64_t end = clock_now_ns() + 2 * NSEC_PER_SEC;
+
+	while (clock_now_ns() < end) {
+		struct pollfd p = {.fd = -1};
+		int r;
+
+		p.fd = link_pollfd(&f->link, &p.events);
+		poll(&p, 1, 5);
+		link_step(&f->link, &f->fx->dp, p.fd >= 0 ? p.revents : 0, clock_now_ns());
+		if (f->c.fd < 0) {
+			int fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+			if (fd >= 0)
+				conn_init(&f->c, fd);
+		}
+		if (f->c.fd >= 0) {
+			conn_read(&f->c);
+			while ((r = conn_next(&f->c, f->m)) > 0)
+				if (f->m->type == WIRE_HELLO)
+					f->hello_incarnation = f->m->hello.incarnation;
+		}
+		if (pred(f))
+			return 1;
+	}
+	return 0;
+}
+
+static int got_hello(struct fake *f)
+{
+	return f->hello_incarnation != 0;
+}
+
+static int policy_running(struct fake *f)
+{
+	struct ll_state st = {};
+
+	dp_state_read(f->fx->dp.state_fd, &st);
+	return st.version != 0;
+}
+
+static void send_policy(struct fake *f, uint64_t epoch, unsigned long long version)
+{
+	struct wire_msg *m = calloc(1, sizeof(*m));
+
+	assert_non_null(m);
+	m->type = WIRE_POLICY;
+	m->policy.epoch = epoch;
+	m->policy.version = version;
+	m->policy.len = (uint32_t)snprintf(m->policy.yaml, sizeof(m->policy.yaml), POLICY_FMT,
+					   version);
+	assert_int_equal(conn_send(&f->c, m), 0);
+	free(m);
+}
+
+static void send_grant(struct fake *f, uint64_t epoch, uint64_t seq, uint64_t rate,
+		       uint64_t burst, uint64_t ttl_ns, uint64_t version)
+{
+	struct wire_msg *m = calloc(1, sizeof(*m));
+
+	assert_non_null(m);
+	m->type = WIRE_GRANT;
+	snprintf(m->grant.limit, sizeof(m->grant.limit), "g");
+	snprintf(m->grant.holder, sizeof(m->grant.holder), "%s", f->ac.node);
+	m->grant.incarnation = f->hello_incarnation;
+	m->grant.epoch = epoch;
+	m->grant.seq = seq;
+	m->grant.report_seq = 0; /* answers the hello */
+	m->grant.policy_version = version;
+	m->grant.rate = rate;
+	m->grant.burst = burst;
+	m->grant.ttl_ns = ttl_ns;
+	m->grant.refresh_ns = 100 * NSEC_PER_MSEC;
+	assert_int_equal(conn_send(&f->c, m), 0);
+	free(m);
+}
+
+static uint64_t applied_seq;
+
+static int grant_applied(struct fake *f)
+{
+	struct ll_fence fe;
+
+	return !dp_fence_read(&f->fx->dp, &fe) && fe.applied_seq[0] + fe.applied_seq[1] > 0 &&
+	       fe.applied_seq[0] + fe.applied_seq[1] != applied_seq;
+}
+
+static int link_dropped(struct fake *f)
+{
+	return f->link.c.fd < 0;
+}
+
+static int setup(void **state)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+
+	if (!f || hx_setup(state))
+		return -1;
+	f->fx = *state;
+	f->m = malloc(sizeof(*f->m));
+	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (!f->m || f->lfd < 0 || bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(f->lfd, 4) || getsockname(f->lfd, (struct sockaddr *)&sa, &len))
+		return -1;
+	snprintf(f->ac.coordinator, sizeof(f->ac.coordinator), "127.0.0.1:%d",
+		 ntohs(sa.sin_port));
+	snprintf(f->ac.node, sizeof(f->ac.node), "gw-fake-test");
+	f->c.fd = -1;
+	if (link_init(&f->link, &f->ac))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fake *f = *state;
+	void *fx = f->fx;
+
+	link_free(&f->link);
+	conn_close(&f->c);
+	close(f->lfd);
+	free(f->m);
+	free(f);
+	return hx_teardown(&fx);
+}
+
+static void connect_and_policy(struct fake *f, uint64_t epoch)
+{
+	assert_true(pump(f, got_hello));
+	send_policy(f, epoch, 1);
+	assert_true(pump(f, policy_running));
+}
+
+static void test_grant_clamped_to_contract(void **state)
+{
+	struct fake *f = *state;
+	struct ll_lease l;
+
+	connect_and_policy(f, 5);
+	send_grant(f, 5, 1, UINT64_MAX, UINT64_MAX, UINT64_MAX, 1);
+	assert_true(pump(f, grant_applied));
+	assert_int_equal(dp_lease_read(&f->fx->dp, 0, &l), 0);
+	assert_int_equal(l.rate, 1000);		  /* the contract */
+	assert_int_equal(l.burst_s, 100 * TB_SCALE); /* no wrap in the scaled math */
+	assert_true(l.expiry_ns <= clock_now_ns() + LEASE_TTL_MAX_NS);
+	assert_int_equal(f->link.grants_clamped, 1);
+}
+
+static void test_epoch_out_of_bounds_never_pinned(void **state)
+{
+	struct fake *f = *state;
+	struct ll_fence fe;
+
+	connect_and_policy(f, 5);
+	/* A grant may not move the epoch past the bound either. */
+	send_grant(f, 5 + LEASE_EPOCH_STEP_MAX + 1, 1, 10, 10, NSEC_PER_SEC, 1);
+	send_grant(f, UINT64_MAX, 1, 10, 10, NSEC_PER_SEC, 1);
+	send_grant(f, 5, 1, 10, 10, NSEC_PER_SEC, 1); /* a fine one after them */
+	assert_true(pump(f, grant_applied));
+	assert_int_equal(dp_fence_read(&f->fx->dp, &fe), 0);
+	assert_int_equal(fe.max_epoch_seen, 5);
+	assert_int_equal(f->link.grants_stale, 2);
+	/* A policy frame with such an epoch drops the link; the fence holds. */
+	send_policy(f, UINT64_MAX, 2);
+	assert_true(pump(f, link_dropped));
+	assert_int_equal(dp_fence_read(&f->fx->dp, &fe), 0);
+	assert_int_equal(fe.max_epoch_seen, 5);
+}
+
+static int refused(struct fake *f)
+{
+	struct ll_state st = {};
+
+	dp_state_read(f->fx->dp.state_fd, &st);
+	return st.refused_ns != 0;
+}
+
+static void test_policy_version_out_of_bounds_refused(void **state)
+{
+	struct fake *f = *state;
+	struct ll_state st = {};
+
+	connect_and_policy(f, 5);
+	send_policy(f, 5, ~0ull);
+	assert_true(pump(f, refused));
+	assert_int_equal(dp_state_read(f->fx->dp.state_fd, &st), 0);
+	assert_int_equal(st.version, 1); /* still enforcing version 1 */
+	assert_non_null(strstr(st.refused_why, "out of bounds"));
+	/* A version 2^40 + 2 above the running 1 as well: nothing sticks. */
+	send_policy(f, 5, (1ull << 40) + 2);
+	assert_true(pump(f, refused));
+	assert_int_equal(dp_state_read(f->fx->dp.state_fd, &st), 0);
+	assert_int_equal(st.version, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_grant_clamped_to_contract, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_epoch_out_of_bounds_never_pinned, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_policy_version_out_of_bounds_refused, setup,
+					    teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
