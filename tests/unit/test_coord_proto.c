@@ -352,6 +352,59 @@ static void test_malformed_frame_costs_only_that_connection(void **state)
 	conn_close(&good);
 }
 
+/* A raw TCP connection to the coordinator, saying nothing. */
+static int silent_connect(struct fx *fx)
+{
+	struct sockaddr_storage sa;
+	char addr[32];
+	socklen_t len;
+	int fd;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", fx->port);
+	assert_int_equal(net_addr(addr, &sa, &len), 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, len), 0);
+	return fd;
+}
+
+/* 1 once the coordinator closed fd (EOF or reset), 0 if still open after wait_ms. */
+static int closed_within(int fd, int wait_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	char b;
+
+	if (poll(&p, 1, wait_ms) <= 0)
+		return 0;
+	return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* Silent peers cannot hold the slots real gateways need: one address gets
+ * at most 4 connections that have not said HELLO (the rest are closed at
+ * once), and each is dropped 2 s after it was accepted without a HELLO.
+ * A gateway that says HELLO is served meanwhile.
+ */
+static void test_silent_connections_reclaimed(void **state)
+{
+	struct fx *fx = *state;
+	int fd[8], open_now = 0;
+	struct conn c;
+
+	for (int i = 0; i < 8; i++)
+		fd[i] = silent_connect(fx);
+	for (int i = 0; i < 8; i++)
+		open_now += !closed_within(fd[i], 200);
+	assert_int_equal(open_now, 4);
+	/* The deadline: every one closed well within 2 s + a tick or two. */
+	for (int i = 0; i < 8; i++)
+		assert_true(closed_within(fd[i], WAIT_MS));
+	for (int i = 0; i < 8; i++)
+		close(fd[i]);
+	dial(fx, &c);
+	hello(fx, &c, "gw-9");
+	conn_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -359,6 +412,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

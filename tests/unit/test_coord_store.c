@@ -9,12 +9,14 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "lease_clock.h"
 #include "store.h"
 #include "log.h"
 
@@ -126,6 +128,49 @@ static void test_bump(void **state)
 	assert_int_equal(open_epoch(*state), 11);
 }
 
+/* A bump record that reads corrupt (its epoch was far ahead) never lets the
+ * epoch go back below it; a bump beyond the bound is refused.
+ */
+static void test_corrupt_bump_never_lowers(void **state)
+{
+	struct coord_store s;
+	uint64_t e;
+
+	assert_int_equal(coord_store_open(&s, *state), 0);
+	assert_int_equal(coord_store_bump(&s, 1000), 0);
+	assert_int_equal(coord_store_bump(&s, 1000 + LEASE_EPOCH_STEP_MAX + 1), -ERANGE);
+	assert_int_equal(coord_store_bump(&s, UINT64_MAX), -ERANGE);
+	assert_int_equal(s.epoch, 1000);
+	coord_store_close(&s);
+	flip_byte(*state, "epoch.log", 1 * 24 + 8); /* the 1000 record */
+	e = open_epoch(*state);
+	assert_true(e > 1000);
+}
+
+/* A state directory that was initialised and lost its epoch log refuses to
+ * open (the epochs used are unknown) until the documented recovery removes
+ * its marker; it never starts silently at epoch 1.
+ */
+static void test_lost_epoch_log_refused(void **state)
+{
+	const char *dir = *state;
+	struct coord_store s;
+	char path[256];
+
+	assert_int_equal(open_epoch(dir), 1);
+	assert_int_equal(open_epoch(dir), 2);
+	snprintf(path, sizeof(path), "%s/epoch.log", dir);
+	assert_int_equal(truncate(path, 0), 0);
+	assert_int_equal(coord_store_open(&s, dir), -ESTALE);
+	coord_store_close(&s);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(coord_store_open(&s, dir), -ESTALE);
+	coord_store_close(&s);
+	snprintf(path, sizeof(path), "%s/initialised", dir);
+	assert_int_equal(unlink(path), 0); /* the recovery step */
+	assert_int_equal(open_epoch(dir), 1);
+}
+
 static void test_usage_highest_wins(void **state)
 {
 	struct coord_store s;
@@ -152,6 +197,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_epochs_increase, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_torn_tail_never_reuses, dir_setup, dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_corrupt_bump_never_lowers, dir_setup,
+					    dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_lost_epoch_log_refused, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_corrupt_record_skipped_conservatively, dir_setup,
 					    dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_bump, dir_setup, dir_teardown),

@@ -45,19 +45,34 @@ static bool on_bpffs(const char *dir)
 	return !statfs(dir, &sf) && sf.f_type == BPF_FS_MAGIC;
 }
 
+/* The pin directory holds every bucket and lease: root's alone. One the
+ * agent makes is 0700; an existing one open to others is said so.
+ */
+static void pin_dir_mode_check(const char *dir)
+{
+	struct stat sb;
+
+	if (!stat(dir, &sb) && (sb.st_mode & 077))
+		pr_warn("pin directory '%s' is mode %03o: others can read or change the maps "
+			"(chmod 0700)\n",
+			dir, (unsigned)(sb.st_mode & 0777));
+}
+
 int agent_bpffs_ensure(const char *dir)
 {
 	int err;
 
-	if (on_bpffs(dir))
+	if (on_bpffs(dir)) {
+		pin_dir_mode_check(dir);
 		return 0;
-	err = fs_mkdir_p(dir, 0755);
+	}
+	err = fs_mkdir_p(dir, 0700);
 	if (err) {
 		pr_warn("cannot create pin directory '%s': %s\n", dir, strerror(-err));
 		return err;
 	}
 	if (on_bpffs(dir))
-		return 0; /* the parent is a bpffs: mkdir made the directory there */
+		return 0; /* the parent is a bpffs: mkdir made the directory there, 0700 */
 	if (mount("bpf", dir, "bpf", 0, "mode=0700")) {
 		err = -errno;
 		pr_warn("cannot mount bpffs at '%s': %s\n", dir, strerror(-err));
@@ -204,20 +219,19 @@ out:
 	free(pol);
 }
 
-/* Wait up to one tick, answering metrics requests and serving the
- * coordinator link (if any) meanwhile.
+/* Wait up to one tick, serving the coordinator link (if any) meanwhile.
+ * Metrics are served by their own thread (http.c).
  */
-static void wait_tick(struct dp *dp, int metrics_fd, struct link *link)
+static void wait_tick(struct dp *dp, struct link *link)
 {
-	struct pollfd p[2] = {{.fd = metrics_fd, .events = POLLIN}, {.fd = -1}};
+	struct pollfd p = {.fd = -1};
 	int timeout = link ? AGENT_LINK_TICK_MS : AGENT_TICK_MS;
 
 	if (link)
-		p[1].fd = link_pollfd(link, &p[1].events);
-	if (poll(p, 2, timeout) > 0 && (p[0].revents & POLLIN))
-		http_serve(metrics_fd, metrics_write, dp);
+		p.fd = link_pollfd(link, &p.events);
+	poll(&p, 1, timeout);
 	if (link)
-		link_step(link, dp, p[1].revents, clock_now_ns());
+		link_step(link, dp, p.fd >= 0 ? p.revents : 0, clock_now_ns());
 }
 
 /* A coordinated agent with no policy yet (none pinned from an earlier run)
@@ -225,7 +239,7 @@ static void wait_tick(struct dp *dp, int metrics_fd, struct link *link)
  * policy it would pass everything, counted as nothing. Returns false if
  * told to stop first.
  */
-static bool wait_first_policy(struct dp *dp, int metrics_fd, struct link *link)
+static bool wait_first_policy(struct dp *dp, struct link *link)
 {
 	struct ll_state st = {};
 	uint64_t next_say = 0;
@@ -246,12 +260,12 @@ static bool wait_first_policy(struct dp *dp, int metrics_fd, struct link *link)
 				pr_info("waiting for the coordinator's policy before attaching\n");
 			next_say = now + AGENT_UNATTACHED_SAY_NS;
 		}
-		wait_tick(dp, metrics_fd, link);
+		wait_tick(dp, link);
 	}
 	return false;
 }
 
-static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *run, int metrics_fd,
+static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *run,
 		     struct link *link)
 {
 	long since_reap = 0;
@@ -263,7 +277,7 @@ static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *ru
 		}
 		uint64_t t0 = clock_now_ns();
 
-		wait_tick(dp, metrics_fd, link);
+		wait_tick(dp, link);
 		since_reap += (long)((clock_now_ns() - t0) / 1000000);
 		if (since_reap >= AGENT_REAP_EVERY_MS) {
 			int n = dp_buckets_reap(dp, clock_now_ns());
@@ -282,7 +296,8 @@ int agent_run(const struct agent_opts *opts)
 	struct dp dp = {.rcu_fd = -1};
 	struct link link = {.c.fd = -1};
 	bool have_link = false;
-	int rc = 1, metrics_fd = -1;
+	struct http_server metrics = {.fd = -1};
+	int rc = 1, err;
 
 	if (!ac || !pol)
 		goto out;
@@ -313,21 +328,21 @@ int agent_run(const struct agent_opts *opts)
 	 * policy it can enforce shows that (leaseline_attached 0, the refusal).
 	 */
 	if (ac->has_metrics) {
-		metrics_fd = http_listen(ac->metrics);
-		if (metrics_fd < 0) {
+		err = http_start(&metrics, ac->metrics, metrics_write, &dp, NULL);
+		if (err) {
 			pr_warn("cannot listen for metrics on '%s': %s\n", ac->metrics,
-				strerror(-metrics_fd));
+				strerror(-err));
 			goto out;
 		}
 		pr_info("metrics on http://%s/metrics\n", ac->metrics);
 	}
-	if (have_link && !wait_first_policy(&dp, metrics_fd, &link))
+	if (have_link && !wait_first_policy(&dp, &link))
 		goto done; /* told to stop before there was anything to enforce */
 	if (attach_all(&dp, ac, opts->force))
 		goto out;
 
 	pr_info("agent '%s' running (pid %d)\n", ac->node, (int)getpid());
-	run_loop(&dp, opts->config_path, ac, metrics_fd, have_link ? &link : NULL);
+	run_loop(&dp, opts->config_path, ac, have_link ? &link : NULL);
 
 	if (opts->detach_on_exit)
 		detach_all(ac);
@@ -338,8 +353,7 @@ done:
 out:
 	if (have_link)
 		link_free(&link);
-	if (metrics_fd >= 0)
-		close(metrics_fd);
+	http_stop(&metrics); /* before dp_close: the thread reads its maps */
 	if (dp.skel)
 		dp_close(&dp);
 	free(ac);

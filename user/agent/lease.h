@@ -22,15 +22,6 @@
 #include "lease_clock.h"
 #include "ll_types.h"
 
-/* Bounds on what a coordinator can move (a fake or compromised one must not
- * poison the pinned fence for good): epochs stay below LEASE_EPOCH_MAX, and
- * once one was seen, at most LEASE_EPOCH_STEP_MAX above it (a restarted
- * coordinator moves by one; a million restarts is far beyond any real
- * fleet). `leaseline reset-fence` clears a poisoned fence.
- */
-#define LEASE_EPOCH_MAX	     (1ull << 62)
-#define LEASE_EPOCH_STEP_MAX (1ull << 20)
-
 struct lease_grant {
 	uint64_t epoch, seq;
 	uint64_t rate, burst; /* tokens/s, tokens */

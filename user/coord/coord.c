@@ -37,6 +37,12 @@
 #define COORD_SPARE_CONNS  64	       /* connections beyond gateways: not yet said hello */
 #define COORD_RECOMPUTE_NS 50000000ull /* targets follow demand within 50 ms */
 #define COORD_EPOLL_BATCH  256
+/* A connection that has not said HELLO within this is dropped, and one
+ * address may hold at most this many such connections: silent peers cannot
+ * take the slots real gateways need.
+ */
+#define COORD_HELLO_DEADLINE_NS	  (2 * NSEC_PER_SEC)
+#define COORD_PENDING_PER_ADDRESS 4
 
 /* ---- policy ---- */
 
@@ -281,6 +287,16 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		conn_drop(co, ci, "too many gateways");
 		return;
 	}
+	if (m->max_epoch_seen > co->store.epoch &&
+	    (m->max_epoch_seen >= LEASE_EPOCH_MAX ||
+	     m->max_epoch_seen - co->store.epoch > LEASE_EPOCH_STEP_MAX)) {
+		co->protocol_errors++;
+		pr_warn("holder '%s' claims epoch %llu, out of bounds from ours %llu: refused\n",
+			m->holder, (unsigned long long)m->max_epoch_seen,
+			(unsigned long long)co->store.epoch);
+		conn_drop(co, ci, "epoch out of bounds");
+		return;
+	}
 	if (m->max_epoch_seen > co->store.epoch) {
 		/* Someone ran with a later epoch than our log knows: our state was
 		 * lost. Never issue under an epoch a holder has seen surpassed.
@@ -322,22 +338,27 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 }
 
 /* Fallback and bypass admissions are recorded durably before anything else
- * happens with this report: no bypass is ever silent.
+ * happens with this report: no bypass is ever silent. -EIO if the record
+ * could not be written: then no grant answers the report (a failed write
+ * means no grant), and the holder reports the same totals again.
  */
-static void record_usage(struct coord *co, struct cholder *h, uint32_t l,
-			 const struct wire_report_entry *e)
+static int record_usage(struct coord *co, struct cholder *h, uint32_t l,
+			const struct wire_report_entry *e)
 {
 	if (e->fallback <= h->fallback[l] && e->bypass <= h->bypass[l])
-		return;
+		return 0;
 	if (coord_store_usage(&co->store, h->name, co->lim[l].name, e->fallback, e->bypass)) {
-		pr_warn("cannot record usage of '%s': %s\n", h->name, strerror(errno));
-		return;
+		co->store_failures++;
+		pr_warn("cannot record usage of '%s': %s; no grant until it can\n", h->name,
+			strerror(errno));
+		return -EIO;
 	}
 	if (e->bypass > h->bypass[l])
 		pr_info("holder '%s' limit '%s': %llu packets admitted fail-open in total\n",
 			h->name, co->lim[l].name, (unsigned long long)e->bypass);
 	h->fallback[l] = e->fallback > h->fallback[l] ? e->fallback : h->fallback[l];
 	h->bypass[l] = e->bypass > h->bypass[l] ? e->bypass : h->bypass[l];
+	return 0;
 }
 
 static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
@@ -419,11 +440,12 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 		const struct wire_report_entry *e = &r->e[i];
 		struct climit *c = limit_by_name(co, e->limit);
 		uint32_t l;
+		bool recorded;
 
 		if (!c)
 			continue;
 		l = (uint32_t)(c - co->lim);
-		record_usage(co, h, l, e);
+		recorded = record_usage(co, h, l, e) == 0;
 		if (e->applied_epoch == co->store.epoch)
 			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
 		if (c->led.h[hi].demand != e->demand) {
@@ -436,7 +458,7 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 		 */
 		if (c->dirty && now >= c->next_recompute_ns)
 			targets_recompute(c, now);
-		if (now >= co->quiet_until && co->conns[ci])
+		if (recorded && now >= co->quiet_until && co->conns[ci])
 			grant_one(co, ci, hi, c, r->seq, now);
 	}
 }
@@ -473,10 +495,9 @@ static void conn_input(struct coord *co, int ci)
 		conn_drop(co, ci, err == -ECONNRESET ? "closed by peer" : strerror(-err));
 }
 
-/* epoll data: 0 the listener, 1 metrics, 2 + index for a connection. */
-#define EP_LISTEN  0
-#define EP_METRICS 1
-#define EP_CONN0   2
+/* epoll data: 0 the listener, 1 + index for a connection. */
+#define EP_LISTEN 0
+#define EP_CONN0  1
 
 /* Watch for writability only while output is queued. */
 static void conn_watch(struct coord *co, int ci)
@@ -492,15 +513,48 @@ static void conn_watch(struct coord *co, int ci)
 		cc->events = ev.events;
 }
 
+/* The peer's address as 16 bytes (IPv4 v4-mapped). */
+static void peer_bytes(const struct sockaddr_storage *sa, uint8_t out[16])
+{
+	memset(out, 0, 16);
+	if (sa->ss_family == AF_INET) {
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->ss_family == AF_INET6) {
+		memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	}
+}
+
+/* Connections from peer that have not said HELLO yet. */
+static size_t pending_from(const struct coord *co, const uint8_t peer[16])
+{
+	size_t n = 0;
+
+	for (size_t ci = 0; ci < co->max_conns; ci++)
+		n += co->conns[ci] && co->conns[ci]->holder < 0 &&
+		     !memcmp(co->conns[ci]->peer, peer, 16);
+	return n;
+}
+
 static void accept_all(struct coord *co)
 {
 	for (;;) {
-		int fd = accept4(co->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage sa = {};
+		socklen_t salen = sizeof(sa);
+		int fd = accept4(co->listen_fd, (struct sockaddr *)&sa, &salen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct epoll_event ev = {.events = EPOLLIN};
+		uint8_t peer[16];
 		size_t ci;
 
 		if (fd < 0)
 			return;
+		peer_bytes(&sa, peer);
+		if (pending_from(co, peer) >= COORD_PENDING_PER_ADDRESS) {
+			co->crowded_refused++;
+			close(fd);
+			continue;
+		}
 		for (ci = 0; ci < co->max_conns && co->conns[ci]; ci++)
 			;
 		if (ci == co->max_conns || !(co->conns[ci] = calloc(1, sizeof(struct cconn)))) {
@@ -511,6 +565,8 @@ static void accept_all(struct coord *co)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 		conn_init(&co->conns[ci]->c, fd);
 		co->conns[ci]->holder = -1;
+		co->conns[ci]->accepted_ns = clock_now_ns();
+		memcpy(co->conns[ci]->peer, peer, 16);
 		co->conns[ci]->events = EPOLLIN;
 		ev.data.u64 = EP_CONN0 + ci;
 		if (epoll_ctl(co->ep, EPOLL_CTL_ADD, fd, &ev))
@@ -533,18 +589,13 @@ static void conn_event(struct coord *co, int ci, uint32_t events)
 	conn_watch(co, ci);
 }
 
-static void poll_once(struct coord *co)
+static void handle_events(struct coord *co, const struct epoll_event *ev, int n)
 {
-	struct epoll_event ev[COORD_EPOLL_BATCH];
-	int n = epoll_wait(co->ep, ev, COORD_EPOLL_BATCH, COORD_TICK_MS);
-
 	for (int i = 0; i < n; i++) {
 		uint64_t d = ev[i].data.u64;
 
 		if (d == EP_LISTEN)
 			accept_all(co);
-		else if (d == EP_METRICS)
-			http_serve(co->metrics_fd, coord_metrics_write, co);
 		else
 			conn_event(co, (int)(d - EP_CONN0), ev[i].events);
 	}
@@ -556,6 +607,15 @@ static void poll_once(struct coord *co)
 static void tick(struct coord *co)
 {
 	uint64_t now = clock_now_ns(), silence = lease_deadline(0, co->cfg.ttl_ns);
+
+	for (size_t ci = 0; ci < co->max_conns; ci++) {
+		struct cconn *cc = co->conns[ci];
+
+		if (cc && cc->holder < 0 && now - cc->accepted_ns > COORD_HELLO_DEADLINE_NS) {
+			co->hello_timeouts++;
+			conn_drop(co, (int)ci, "no HELLO in time");
+		}
+	}
 
 	for (uint32_t hi = 0; hi < co->cfg.gateways; hi++) {
 		struct cholder *h = &co->h[hi];
@@ -633,15 +693,14 @@ static int coord_start(struct coord *co)
 		      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_LISTEN}))
 		return 1;
 	if (co->cfg.has_metrics) {
-		co->metrics_fd = http_listen(co->cfg.metrics);
-		if (co->metrics_fd < 0) {
+		int err =
+		    http_start(&co->metrics, co->cfg.metrics, coord_metrics_write, co, &co->lock);
+
+		if (err) {
 			pr_warn("cannot listen for metrics on '%s': %s\n", co->cfg.metrics,
-				strerror(-co->metrics_fd));
+				strerror(-err));
 			return 1;
 		}
-		if (epoll_ctl(co->ep, EPOLL_CTL_ADD, co->metrics_fd,
-			      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_METRICS}))
-			return 1;
 	}
 	pr_info("coordinator listening on %s\n", co->cfg.listen);
 	return 0;
@@ -655,7 +714,8 @@ int coord_run(const char *config_path)
 	if (!co)
 		return 1;
 	co->path = config_path;
-	co->listen_fd = co->metrics_fd = co->ep = -1;
+	co->listen_fd = co->ep = co->metrics.fd = -1;
+	pthread_mutex_init(&co->lock, NULL);
 	co->store.dir_fd = co->store.epoch_fd = co->store.usage_fd = -1;
 	co->msg = malloc(sizeof(*co->msg));
 	co->out = malloc(sizeof(*co->out));
@@ -663,19 +723,24 @@ int coord_run(const char *config_path)
 	signal(SIGPIPE, SIG_IGN);
 	rc = co->msg && co->out ? coord_start(co) : 1;
 	while (!rc && !sig_stop) {
+		struct epoll_event ev[COORD_EPOLL_BATCH];
+		int n = epoll_wait(co->ep, ev, COORD_EPOLL_BATCH, COORD_TICK_MS);
+
+		/* The state lock: the metrics thread reads struct coord under it. */
+		pthread_mutex_lock(&co->lock);
 		if (sig_reload) {
 			sig_reload = 0;
 			reload(co);
 		}
-		poll_once(co);
+		handle_events(co, ev, n);
 		tick(co);
+		pthread_mutex_unlock(&co->lock);
 	}
+	http_stop(&co->metrics);
 	for (int ci = 0; co->conns && ci < (int)co->max_conns; ci++)
 		conn_drop(co, ci, "coordinator exiting");
 	if (co->listen_fd >= 0)
 		close(co->listen_fd);
-	if (co->metrics_fd >= 0)
-		close(co->metrics_fd);
 	if (co->ep >= 0)
 		close(co->ep);
 	limits_free(co->lim, co->n_limits);

@@ -62,5 +62,11 @@ int coord_metrics_write(FILE *f, void *arg)
 		(unsigned long long)co->protocol_errors);
 	fprintf(f, "leaseline_coord_invariant_violations_total %llu\n",
 		(unsigned long long)co->violations);
+	fprintf(f, "leaseline_coord_hello_timeouts_total %llu\n",
+		(unsigned long long)co->hello_timeouts);
+	fprintf(f, "leaseline_coord_crowded_refused_total %llu\n",
+		(unsigned long long)co->crowded_refused);
+	fprintf(f, "leaseline_coord_store_failures_total %llu\n",
+		(unsigned long long)co->store_failures);
 	return 0;
 }

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "http.h"
 #include "ledger.h"
 #include "ll_types.h"
 #include "store.h"
@@ -47,8 +48,10 @@ struct cholder {
 
 struct cconn {
 	struct conn c;
-	int holder;	 /* -1 until HELLO */
-	uint32_t events; /* what epoll watches for it */
+	int holder;	      /* -1 until HELLO */
+	uint32_t events;      /* what epoll watches for it */
+	uint64_t accepted_ns; /* a HELLO is due within COORD_HELLO_DEADLINE_NS */
+	uint8_t peer[16];     /* the peer's address (IPv4 as v4-mapped IPv6) */
 };
 
 struct coord {
@@ -64,10 +67,13 @@ struct coord {
 	struct cholder *h; /* cfg.gateways of them */
 	struct cconn **conns;
 	size_t max_conns;
-	int listen_fd, metrics_fd, ep;
-	struct wire_msg *msg; /* the frame being handled (one message is large) */
-	struct wire_msg *out; /* the frame being sent: never the one being read */
+	int listen_fd, ep;
+	struct http_server metrics; /* its thread reads this struct under lock */
+	pthread_mutex_t lock;	    /* held by the main loop while it changes anything */
+	struct wire_msg *msg;	    /* the frame being handled (one message is large) */
+	struct wire_msg *out;	    /* the frame being sent: never the one being read */
 	uint64_t grants, stale_reports, protocol_errors, violations, refused;
+	uint64_t hello_timeouts, crowded_refused, store_failures;
 };
 
 #endif /* LEASELINE_COORD_STATE_H */

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "fs.h"
+#include "lease_clock.h"
 #include "log.h"
 #include "store.h"
 
@@ -55,6 +56,8 @@ static int append_sync(int dir_fd, int fd, const void *rec, size_t len)
 		return -errno;
 	return 0;
 }
+
+#define STORE_MARKER "initialised"
 
 static int open_log(struct coord_store *s, const char *name)
 {
@@ -111,7 +114,41 @@ static int epoch_write(struct coord_store *s, uint64_t epoch)
 
 int coord_store_bump(struct coord_store *s, uint64_t epoch)
 {
-	return epoch > s->epoch ? epoch_write(s, epoch) : 0;
+	if (epoch <= s->epoch)
+		return 0;
+	if (epoch >= LEASE_EPOCH_MAX || epoch - s->epoch > LEASE_EPOCH_STEP_MAX)
+		return -ERANGE; /* checked arithmetic: the caller bounds it too */
+	return epoch_write(s, epoch);
+}
+
+/* A state directory remembers that it was initialised (a marker written
+ * with the first epoch). One that was, but whose epoch log is now empty
+ * (deleted, truncated), cannot tell which epochs were used: refuse, rather
+ * than silently start at 1.
+ */
+static int initialised_check(struct coord_store *s, const char *dir)
+{
+	int fd = openat(s->dir_fd, STORE_MARKER, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		close(fd);
+		if (s->had_state)
+			return 0;
+		pr_warn("state: '%s' was initialised but its epoch.log is missing or empty: the "
+			"epochs already used are unknown, so the coordinator refuses to start. "
+			"Recovery (docs/operations.md, \"Epoch log\"): stop every coordinator for "
+			"this state, wait one lease ttl, remove '%s/%s'; the coordinator then "
+			"starts at epoch 1 and moves past any epoch a gateway reports\n",
+			dir, dir, STORE_MARKER);
+		return -ESTALE;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	fd = openat(s->dir_fd, STORE_MARKER, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return fsync(s->dir_fd) ? -errno : 0;
 }
 
 int coord_store_open(struct coord_store *s, const char *dir)
@@ -134,14 +171,24 @@ int coord_store_open(struct coord_store *s, const char *dir)
 	if (s->usage_fd < 0)
 		return s->usage_fd;
 	epoch = epoch_scan(s) + 1;
+	err = initialised_check(s, dir);
+	if (err)
+		return err;
 	if (s->corrupt) {
-		/* A torn tail may have held a higher epoch: skip past anything it
-		 * could have been (records are written one at a time, so at most one
-		 * per corrupt record).
+		/* A corrupt record may have held a higher epoch: skip past anything
+		 * it could have been. One record moves the epoch by at most
+		 * LEASE_EPOCH_STEP_MAX (a bump is bounded so), so that per corrupt
+		 * record; the epoch never goes back.
 		 */
-		epoch += s->corrupt;
+		epoch += (uint64_t)s->corrupt * (LEASE_EPOCH_STEP_MAX + 1);
 		pr_warn("state: %u corrupt epoch records skipped; starting at epoch %llu\n",
 			s->corrupt, (unsigned long long)epoch);
+	}
+	if (epoch >= LEASE_EPOCH_MAX) {
+		pr_warn("state: epoch %llu is past the bound %llu: refusing to run (see "
+			"docs/operations.md, \"Epoch log\")\n",
+			(unsigned long long)epoch, (unsigned long long)LEASE_EPOCH_MAX);
+		return -ERANGE;
 	}
 	return epoch_write(s, epoch);
 }

@@ -4,7 +4,10 @@
  * usage log (fallback and bypass admissions reported per holder). Records
  * are fixed-size with a zlib CRC32 and appended with write + fsync (file and
  * directory) before the caller acts on them. A torn or corrupt record is
- * skipped and reported; it never makes the coordinator generous.
+ * skipped and reported; it never makes the coordinator generous, and never
+ * lowers the epoch. A directory that was initialised (marker file
+ * "initialised") but has lost its epoch log makes the open fail: the
+ * epochs used are unknown.
  */
 #ifndef LEASELINE_COORD_STORE_H
 #define LEASELINE_COORD_STORE_H

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * A minimal HTTP/1.0 responder for the metrics endpoints of both daemons,
- * polled from their event loops. Invariants: one request per connection, a
- * bounded read, and a client that does not send or read in time is cut
- * off, so a request never holds the loop longer than HTTP_TIMEOUT_MS.
+ * on its own thread. Invariants: one request per connection, a bounded
+ * read, and a client that does not send or read in time is cut off after
+ * HTTP_TIMEOUT_MS; none of that ever holds the daemon's lease or grant loop,
+ * which shares only the writer's lock (held while the text is produced into
+ * memory, never while a client is read from or written to).
  */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +23,9 @@
 #define HTTP_REQ_MAX	2048 /* enough for a GET line and headers */
 #define HTTP_TIMEOUT_MS 200
 
-int http_listen(const char *addr)
-{
-	return net_listen(addr);
-}
+#define HTTP_STOP_POLL_MS 100 /* how soon the thread sees http_stop */
 
-static void respond(int c, http_writer write, void *arg)
+static void respond(int c, struct http_server *s)
 {
 	struct timeval tv = {.tv_usec = HTTP_TIMEOUT_MS * 1000};
 	char req[HTTP_REQ_MAX], *body = NULL, hdr[160];
@@ -47,7 +48,11 @@ static void respond(int c, http_writer write, void *arg)
 	f = open_memstream(&body, &blen);
 	if (!f)
 		return;
-	write(f, arg);
+	if (s->lock)
+		pthread_mutex_lock(s->lock);
+	s->write(f, s->arg);
+	if (s->lock)
+		pthread_mutex_unlock(s->lock);
 	fclose(f);
 	snprintf(hdr, sizeof(hdr),
 		 "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
@@ -58,13 +63,53 @@ static void respond(int c, http_writer write, void *arg)
 	free(body);
 }
 
-void http_serve(int listen_fd, http_writer write, void *arg)
+static void *serve(void *arg)
 {
-	int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	struct http_server *s = arg;
 
-	if (c < 0)
-		return;
-	/* The listening socket is non-blocking; the connection must not be. */
-	respond(c, write, arg);
-	close(c);
+	while (!s->stop) {
+		struct pollfd p = {.fd = s->fd, .events = POLLIN};
+		int c;
+
+		if (poll(&p, 1, HTTP_STOP_POLL_MS) <= 0)
+			continue;
+		c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0)
+			continue;
+		/* The listening socket is non-blocking; the connection must not be. */
+		respond(c, s);
+		close(c);
+	}
+	return NULL;
+}
+
+int http_start(struct http_server *s, const char *addr, http_writer write, void *arg,
+	       pthread_mutex_t *lock)
+{
+	int err;
+
+	*s = (struct http_server){.write = write, .arg = arg, .lock = lock};
+	s->fd = net_listen(addr);
+	if (s->fd < 0)
+		return s->fd;
+	err = -pthread_create(&s->thread, NULL, serve, s);
+	if (err) {
+		close(s->fd);
+		s->fd = -1;
+		return err;
+	}
+	s->running = true;
+	return 0;
+}
+
+void http_stop(struct http_server *s)
+{
+	if (s->running) {
+		s->stop = 1;
+		pthread_join(s->thread, NULL);
+		s->running = false;
+	}
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
 }

@@ -1,22 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The metrics endpoints' HTTP server (reference §7): answers GET /metrics
- * with the text a writer produces, anything else with 404. Shared by the
- * agent and the coordinator; knows nothing of what it serves.
+ * with the text a writer produces, anything else with 404, on a thread of
+ * its own so that a slow or silent scraper never delays the daemon's loop.
+ * Shared by the agent and the coordinator; knows nothing of what it serves.
  */
 #ifndef LEASELINE_HTTP_H
 #define LEASELINE_HTTP_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
-
-/* Listen on "host:port"; returns the non-blocking socket fd or a negative errno. */
-int http_listen(const char *addr);
 
 typedef int (*http_writer)(FILE *f, void *arg);
 
-/* Accept and answer one pending connection, if any (non-blocking), with
- * the text `write` produces.
- */
-void http_serve(int listen_fd, http_writer write, void *arg);
+struct http_server {
+	int fd;
+	pthread_t thread;
+	volatile int stop;
+	bool running;
+	http_writer write;
+	void *arg;
+	pthread_mutex_t *lock; /* held around write() if set: the daemon's state lock */
+};
+
+/* Listen on "host:port" and serve from a new thread: 0 or a negative errno. */
+int http_start(struct http_server *s, const char *addr, http_writer write, void *arg,
+	       pthread_mutex_t *lock);
+/* Stop the thread (within ~100 ms) and close the socket. */
+void http_stop(struct http_server *s);
 
 #endif /* LEASELINE_HTTP_H */

@@ -34,6 +34,16 @@
  */
 #define LEASE_TTL_MAX_NS (3600ull * 1000000000ull)
 
+/* Bounds on epochs, both sides (a fake peer must not poison a fence or an
+ * epoch log for good): epochs stay below LEASE_EPOCH_MAX, and one step moves
+ * at most LEASE_EPOCH_STEP_MAX (a restarted coordinator moves by one; a
+ * million restarts is far beyond any real fleet). The agent refuses a
+ * coordinator beyond them (`leaseline reset-fence` clears a poisoned
+ * fence); the coordinator refuses a HELLO that would move its epoch beyond.
+ */
+#define LEASE_EPOCH_MAX	     (1ull << 62)
+#define LEASE_EPOCH_STEP_MAX (1ull << 20)
+
 /* Agent: when a lease granted in answer to a request sent at t_send_ns dies. */
 uint64_t lease_expiry(uint64_t t_send_ns, uint64_t ttl_ns);
 /* Coordinator: until when a grant issued at t_issue_ns counts as live. */
