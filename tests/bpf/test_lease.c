@@ -245,8 +245,8 @@ static void test_reused_id_starts_fresh_fence(void **state)
 		assert_int_equal(apply_fmt(fx, yaml, ""), 0);
 		if (v == 1) {
 			id_g = hx_limit_id(fx, "g");
-			assert_int_equal(link_lease_apply(&fx->dp, (uint32_t)id_g, &g, clock_now_ns()),
-					 0);
+			assert_int_equal(
+			    link_lease_apply(&fx->dp, (uint32_t)id_g, &g, clock_now_ns()), 0);
 		}
 	}
 	/* k took g's id (h the other one while g's buckets were reaped). */

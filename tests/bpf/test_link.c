@@ -90,14 +90,14 @@ static void send_policy(struct fake *f, uint64_t epoch, unsigned long long versi
 	m->type = WIRE_POLICY;
 	m->policy.epoch = epoch;
 	m->policy.version = version;
-	m->policy.len = (uint32_t)snprintf(m->policy.yaml, sizeof(m->policy.yaml), POLICY_FMT,
-					   version);
+	m->policy.len =
+	    (uint32_t)snprintf(m->policy.yaml, sizeof(m->policy.yaml), POLICY_FMT, version);
 	assert_int_equal(conn_send(&f->c, m), 0);
 	free(m);
 }
 
-static void send_grant(struct fake *f, uint64_t epoch, uint64_t seq, uint64_t rate,
-		       uint64_t burst, uint64_t ttl_ns, uint64_t version)
+static void send_grant(struct fake *f, uint64_t epoch, uint64_t seq, uint64_t rate, uint64_t burst,
+		       uint64_t ttl_ns, uint64_t version)
 {
 	struct wire_msg *m = calloc(1, sizeof(*m));
 
@@ -147,8 +147,7 @@ static int setup(void **state)
 	if (!f->m || f->lfd < 0 || bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    listen(f->lfd, 4) || getsockname(f->lfd, (struct sockaddr *)&sa, &len))
 		return -1;
-	snprintf(f->ac.coordinator, sizeof(f->ac.coordinator), "127.0.0.1:%d",
-		 ntohs(sa.sin_port));
+	snprintf(f->ac.coordinator, sizeof(f->ac.coordinator), "127.0.0.1:%d", ntohs(sa.sin_port));
 	snprintf(f->ac.node, sizeof(f->ac.node), "gw-fake-test");
 	f->c.fd = -1;
 	if (link_init(&f->link, &f->ac))
@@ -186,7 +185,7 @@ static void test_grant_clamped_to_contract(void **state)
 	send_grant(f, 5, 1, UINT64_MAX, UINT64_MAX, UINT64_MAX, 1);
 	assert_true(pump(f, grant_applied));
 	assert_int_equal(dp_lease_read(&f->fx->dp, 0, &l), 0);
-	assert_int_equal(l.rate, 1000);		  /* the contract */
+	assert_int_equal(l.rate, 1000);		     /* the contract */
 	assert_int_equal(l.burst_s, 100 * TB_SCALE); /* no wrap in the scaled math */
 	assert_true(l.expiry_ns <= clock_now_ns() + LEASE_TTL_MAX_NS);
 	assert_int_equal(f->link.grants_clamped, 1);

@@ -671,19 +671,22 @@ static void test_input_caps(void **state)
 	/* Brackets in comments and quotes are text: the depth check lets them
 	 * through (the name check then refuses the quoted one).
 	 */
-	len = (size_t)sprintf(text, V "# %s\nlimits: [{name: \"a\", rate: 1, burst: 1}]\n"
-				      "rules: [{name: '%s', limits: [a]}]\n",
-			      "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
-			      "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[");
+	len = (size_t)sprintf(
+	    text,
+	    V "# %s\nlimits: [{name: \"a\", rate: 1, burst: 1}]\n"
+	      "rules: [{name: '%s', limits: [a]}]\n",
+	    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+	    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[");
 	assert_int_equal(cfg_policy_parse("quoted.yaml", text, len, false, p, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "is not a valid name"));
 	free(text);
 	text = calloc(1, WALK_MAX_BYTES + 2);
 	assert_non_null(text);
 	memset(text, '#', WALK_MAX_BYTES + 1);
-	assert_int_equal(
-	    cfg_policy_parse("big.yaml", text, WALK_MAX_BYTES + 1, false, p, &err), -EFBIG);
-	assert_string_equal(err.msg, "big.yaml: larger than 1024 KiB (expected a configuration file)");
+	assert_int_equal(cfg_policy_parse("big.yaml", text, WALK_MAX_BYTES + 1, false, p, &err),
+			 -EFBIG);
+	assert_string_equal(err.msg,
+			    "big.yaml: larger than 1024 KiB (expected a configuration file)");
 	free(text);
 	free(p);
 }
@@ -790,6 +793,17 @@ static void test_policy_defaults(void **state)
 	assert_int_equal(p->limits[0].mode, LL_MODE_ENFORCE);
 	assert_int_equal(p->limits[0].on_loss, LL_ON_LOSS_FAIL_CLOSED);
 	assert_int_equal(p->n_rules, 0);
+	free(p);
+	/* Per-source IPv6 keys aggregate to /64 unless prefix-v6 says (one host
+	 * owns a /64); destinations stay per address.
+	 */
+	p = parse_ok(V "limits:\n  - {name: s, key: src-ip, rate: 1, burst: 1}\n"
+		       "  - {name: d, key: dst-ip, rate: 1, burst: 1}\n"
+		       "  - {name: t, key: src-ip, prefix-v6: 128, rate: 1, burst: 1}\n",
+		     true);
+	assert_int_equal(p->limits[0].prefix_v6, 64);
+	assert_int_equal(p->limits[1].prefix_v6, 128);
+	assert_int_equal(p->limits[2].prefix_v6, 128);
 	free(p);
 }
 

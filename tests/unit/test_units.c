@@ -18,7 +18,6 @@
 #include "clock.h"
 #include "units.h"
 
-
 struct num_case {
 	const char *in;
 	int rc;

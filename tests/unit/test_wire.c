@@ -20,7 +20,6 @@
 #include "config.h"
 #include "wire.h"
 
-
 #define FRAME_MAX (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD)
 /* Frame offsets of the header fields. */
 #define HDR_MAGIC   0

@@ -213,8 +213,9 @@ static void on_policy(struct link *l, struct dp *dp, const struct wire_policy *p
 	if (rc == -ESTALE || rc == -ERANGE) {
 		pr_warn("coordinator epoch %llu is %s: dropping the link\n",
 			(unsigned long long)p->epoch,
-			rc == -ESTALE ? "older than one already seen"
-				      : "out of bounds (leaseline reset-fence clears a poisoned fence)");
+			rc == -ESTALE
+			    ? "older than one already seen"
+			    : "out of bounds (leaseline reset-fence clears a poisoned fence)");
 		link_down(l, rc == -ESTALE ? "stale coordinator" : "epoch out of bounds", now);
 		goto out;
 	}

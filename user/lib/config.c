@@ -30,6 +30,8 @@
 /* Bucket map entries: 2^28 buckets of ~100 bytes (key + value) is ~25 GiB. */
 #define CFG_MAX_KEYS_LIMIT   (1ULL << 28)
 #define CFG_DEFAULT_MAX_KEYS 1048576
+/* IPv6 per-source keys aggregate to this prefix unless prefix-v6 says. */
+#define CFG_DEFAULT_SRC_PREFIX_V6 64
 /* Ports of reference §2. */
 #define CFG_COORD_PORT 7450
 /* Gateways a coordinator reserves fallback shares for (coord.yaml gateways:). */
@@ -215,12 +217,17 @@ static const struct walk_section limit_section = WALK_SECTION(limit_fields, limi
 
 /* Prefix aggregation only means something for an address key. */
 static int limit_check_prefixes(struct walk_ctx *c, const struct walk_map *m,
-				const struct cfg_limit *l)
+				struct cfg_limit *l)
 {
 	static const char *const keys[] = {"prefix-v4", "prefix-v6"};
 	yaml_node_t *n;
 	size_t i;
 
+	/* One IPv6 host usually owns a /64: a per-source key of /128 would let
+	 * one of them own 2^64 buckets (reference §4: src-ip keys default to /64).
+	 */
+	if (l->key_mode == LL_KEY_SRC_IP && !walk_key(m, "prefix-v6"))
+		l->prefix_v6 = CFG_DEFAULT_SRC_PREFIX_V6;
 	if (l->key_mode == LL_KEY_SRC_IP || l->key_mode == LL_KEY_DST_IP)
 		return 0;
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {

@@ -254,8 +254,9 @@ static int depth_check(struct walk_ctx *c, const char *t, size_t len)
 				i++, col++;
 			continue;
 		}
-		if (ch == '"' || ch == '\'' || (ch == '#' && (i == 0 || t[i - 1] == ' ' ||
-							  t[i - 1] == '\t' || t[i - 1] == '\n')))
+		if (ch == '"' || ch == '\'' ||
+		    (ch == '#' &&
+		     (i == 0 || t[i - 1] == ' ' || t[i - 1] == '\t' || t[i - 1] == '\n')))
 			quote = ch;
 		else if ((ch == '[' || ch == '{') && ++depth > WALK_MAX_DEPTH) {
 			snprintf(c->err->msg, CFG_ERR_LEN,
