@@ -17,7 +17,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-ARCH_INC  := /usr/include/$(shell $(CC) -dumpmachine 2>/dev/null)
+ARCH_INC  := /usr/include/$(shell gcc -dumpmachine 2>/dev/null || $(CC) -dumpmachine)
 # CFLAGS and LDFLAGS are the user's (make CFLAGS='-O1 -fsanitize=address');
 # what the project needs is in LL_CFLAGS and is always added.
 CFLAGS    ?= -O2 -g
@@ -75,7 +75,7 @@ COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
 	      $(BUILD)/tests/test_ledger $(BUILD)/bench/bench_coord
 link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(COORD_A) $(LIB_A),$(AGENT_A) $(COORD_A) $(LIB_A))
 
-.PHONY: all deps check check-build check-unit check-bpf check-net bench bench-live bench-global demo install clean format print-flags
+.PHONY: san san-all fuzz all deps check check-build check-unit check-bpf check-net bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -121,6 +121,32 @@ $(BUILD):
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
+# Sanitizers and fuzzing: the userspace, its unit tests and the libFuzzer
+# harnesses of tests/fuzz built again with clang, ASan and UBSan (plus
+# libFuzzer's coverage) under $(BUILD)/san; `make check` runs them
+# (scripts/run-tests.sh, suite san), `make fuzz` runs the fuzzers long.
+SAN_BUILD  := $(BUILD)/san
+SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	      -fno-sanitize-recover=all -fsanitize=fuzzer-no-link
+FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+FUZZ_SECONDS ?= 600
+
+san-all: $(UNIT_BINS) $(FUZZ_BINS)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)
+	$(call msg,FUZZ,$@)
+	$(Q)mkdir -p $(BUILD)/fuzz
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) -fsanitize=fuzzer $(TEST_INC) $< \
+		$(AGENT_A) $(COORD_A) $(LIB_A) -o $@ $(LDLIBS)
+
+san:
+	$(Q)$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CC=$(CLANG) CFLAGS="$(SAN_CFLAGS)" \
+		LDFLAGS="-fsanitize=address,undefined" san-all
+
+fuzz: deps san
+	$(Q)scripts/run-fuzz.sh $(SAN_BUILD) $(FUZZ_SECONDS)
+
 # The flags one layer compiles with, for tests/build/test_layering.sh.
 print-flags:
 	@echo $(LL_CFLAGS) $(CFLAGS) $(INC_$(LAYER))
@@ -128,6 +154,7 @@ print-flags:
 # Tests: unit (no root), BPF through bpf_prog_test_run_opts, then namespaces.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory san
 	$(Q)scripts/run-tests.sh $(BUILD)
 
 check-build: all

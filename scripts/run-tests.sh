@@ -5,11 +5,14 @@
 #   unit  cmocka binaries from tests/unit (no root needed)
 #   bpf   cmocka binaries from tests/bpf (real kernel, bpf_prog_test_run_opts)
 #   net   scripts tests/net/test_*.sh (namespaces + veth, reference §8); exit 77 = skip
-# Usage: run-tests.sh BUILD_DIR [build|unit|bpf|net]...
+#   san   BUILD/san (make san): the unit tests again under ASan+UBSan, and each
+#         libFuzzer harness of tests/fuzz for LL_FUZZ_SECONDS (default 10) on a
+#         copy of its seed corpus; skipped when BUILD/san is not built
+# Usage: run-tests.sh BUILD_DIR [build|unit|bpf|net|san]...
 set -u
 BUILD=${1:?build dir}
 shift
-SUITES=${*:-build unit bpf net}
+SUITES=${*:-build unit bpf net san}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
@@ -30,17 +33,48 @@ count_cmocka() {
 }
 
 run_cmocka_suite() {
-	local dir=$1 src bin log rc
+	local dir=$1 build=${2:-$BUILD} tag=${3:-$1} src bin log rc
 	for src in tests/"$dir"/test_*.c; do
 		[ -e "$src" ] || continue
-		bin="$BUILD/tests/$(basename "$src" .c)"
+		bin="$build/tests/$(basename "$src" .c)"
 		log=$(mktemp)
-		echo "== $dir/$(basename "$bin")"
+		echo "== $tag/$(basename "$bin")"
 		LL_FIXTURES="$ROOT/tests/unit/fixtures" LL_BIN="$BUILD/leaseline" "$bin" >"$log" 2>&1
 		rc=$?
 		grep -E '^\[  (FAILED|PASSED)|^\[  ERROR|^\[ +FAIL|Failed|failure|error' "$log" | head -40
 		count_cmocka "$bin" "$log" "$rc"
 		rm -f "$log"
+	done
+}
+
+# The sanitizer build: unit tests under ASan+UBSan, then a short run of every
+# fuzzer (each one test: exit 0, no crash, no leak, no sanitizer report).
+run_san_suite() {
+	local san=$BUILD/san f name corpus log rc secs=${LL_FUZZ_SECONDS:-10}
+	if [ ! -d "$san/tests" ]; then
+		echo "== san: $san not built (make san): skipped"
+		skipped=$((skipped + 1))
+		return
+	fi
+	run_cmocka_suite unit "$san" san
+	for f in "$san"/fuzz/fuzz_*; do
+		[ -x "$f" ] || continue
+		name=$(basename "$f")
+		corpus=$(mktemp -d)
+		cp tests/fuzz/corpus/"${name#fuzz_}"/* "$corpus"/ 2>/dev/null
+		log=$(mktemp)
+		echo "== san/$name (${secs} s)"
+		timeout $((secs + 60)) "$f" -max_total_time="$secs" -timeout=5 -rss_limit_mb=2048 \
+			"$corpus" >"$log" 2>&1
+		rc=$?
+		grep -E '^Done|ERROR|SUMMARY' "$log" | sed 's/^/   /' | head -5
+		if [ "$rc" -eq 0 ]; then
+			passed=$((passed + 1))
+		else
+			failed=$((failed + 1))
+			failures+=("$name (exit $rc; crash input kept in the working directory)")
+		fi
+		rm -rf "$corpus" "$log"
 	done
 }
 
@@ -67,6 +101,7 @@ for s in $SUITES; do
 	case $s in
 	build | net) run_script_suite "$s" ;;
 	unit | bpf) run_cmocka_suite "$s" ;;
+	san) run_san_suite ;;
 	*) echo "unknown suite '$s'" >&2; exit 2 ;;
 	esac
 done

@@ -430,6 +430,7 @@ static void test_ledger_decrease_then_increase_ack(void **state)
 	g = issue(&l, 0, 60, 600, 30);
 	assert_int_equal(g.rate, 20);
 	assert_int_equal(g.burst, 200);
+	ledger_free(&l);
 }
 
 static void test_ledger_decrease_then_increase_expiry(void **state)
@@ -452,6 +453,7 @@ static void test_ledger_decrease_then_increase_expiry(void **state)
 	/* After everything expired nothing is committed. */
 	assert_int_equal(ledger_sum_rate(&l, 3 * LIVE), 0);
 	assert_int_equal(ledger_sum_burst(&l, 3 * LIVE), 0);
+	ledger_free(&l);
 }
 
 /* An increase gets exactly the headroom, rate and burst each on their own. */
@@ -477,6 +479,7 @@ static void test_ledger_partial_headroom(void **state)
 	assert_int_equal(g.rate, 40);
 	assert_int_equal(g.burst, 200);
 	assert_int_equal(ledger_committed_rate(&l, 0, 2), 70);
+	ledger_free(&l);
 }
 
 static void test_ledger_ack_order(void **state)
@@ -516,6 +519,7 @@ static void test_ledger_ack_order(void **state)
 	/* The acked grant stays until its deadline. */
 	assert_int_equal(ledger_committed_rate(&l, 0, LIVE), 10);
 	assert_int_equal(ledger_committed_rate(&l, 0, LIVE + 1), 0);
+	ledger_free(&l);
 }
 
 /* Later unacked grants stay live after an ack of an earlier one. */
@@ -536,6 +540,7 @@ static void test_ledger_ack_keeps_later(void **state)
 	ledger_ack(&l, 0, 3, 0);
 	assert_int_equal(l.h[0].n, 1);
 	assert_int_equal(ledger_committed_rate(&l, 0, 0), 20);
+	ledger_free(&l);
 }
 
 static void test_ledger_ring_full(void **state)
@@ -572,6 +577,7 @@ static void test_ledger_ring_full(void **state)
 	assert_true(ledger_issue(&l, 0, 3, 3, 2000 + LIVE + 1, LIVE, &g));
 	assert_int_equal(l.h[0].n, 1);
 	assert_int_equal(ledger_check(&l, 2000 + LIVE + 1), 0);
+	ledger_free(&l);
 }
 
 static void test_ledger_gc(void **state)
@@ -591,6 +597,7 @@ static void test_ledger_gc(void **state)
 	assert_int_equal(l.h[0].g[0].seq, 2);
 	assert_int_equal(l.h[1].n, 0);
 	assert_int_equal(ledger_sum_rate(&l, LIVE + 1), 20);
+	ledger_free(&l);
 }
 
 /* A fresh ledger: seqs start at 1, nothing to ack yet. */
@@ -609,6 +616,7 @@ static void test_ledger_zeroed(void **state)
 	/* Deadlines saturate instead of wrapping. */
 	assert_true(ledger_issue(&l, 1, 0, 0, UINT64_MAX - 5, LIVE, &g));
 	assert_true(g.deadline_ns == UINT64_MAX);
+	ledger_free(&l);
 }
 
 static void test_ledger_check_detects(void **state)
@@ -630,6 +638,7 @@ static void test_ledger_check_detects(void **state)
 	l.rate = 100;
 	l.burst = 999;
 	assert_int_equal(ledger_check(&l, 0), -ERANGE);
+	ledger_free(&l);
 }
 
 static void test_ledger_targets(void **state)
@@ -676,6 +685,7 @@ static void test_ledger_targets(void **state)
 	ledger_targets(&l, rate, burst);
 	for (size_t i = 0; i < LEDGER_MAX_HOLDERS; i++)
 		assert_true(rate[i] == 0 && burst[i] == 0);
+	ledger_free(&l);
 }
 
 /* ---- randomized runs ------------------------------------------------- */
@@ -948,6 +958,7 @@ static void sim_run(uint64_t seed, bool honest, uint64_t R, uint64_t B, struct s
 	assert_true(s->expired > 1000);
 	assert_true(s->near_full > SIM_EVENTS / 2);
 	assert_true(s->peak_rate == R);
+	ledger_free(&s->l);
 }
 
 static void test_ledger_random_acks(void **state)
@@ -1027,6 +1038,7 @@ static void test_ledger_converges(void **state)
 	}
 	/* Some changes did need the second round. */
 	assert_true(slow > 0);
+	ledger_free(&l);
 }
 
 int main(void)
