@@ -113,6 +113,15 @@ P1=$(ll_xdp_prog $LL_G_IF)
 	bad "--force did not replace the foreign program ($FOREIGN -> '$P1')"
 ll_send "$TMPD/sent.json" 1 "$LL_SRC_FIRST-$LL_SRC_LAST:50" 2>/dev/null ||
 	bad "the sender failed"
+# Privileges: after load and attach the agent keeps CAP_BPF, CAP_PERFMON,
+# CAP_SYS_ADMIN and CAP_NET_ADMIN (0xc000201000), in every set, bounding set
+# included, and it still enforces (the sender's packets were limited above).
+CAPS=$(awk '/^Cap(Eff|Prm|Bnd|Inh):/ {printf "%s=%s ", $1, $2}' /proc/"$AGENT_PID"/status)
+case "$CAPS" in
+"CapInh:=0000000000000000 CapPrm:=000000c000201000 CapEff:=000000c000201000 CapBnd:=000000c000201000 ")
+	ok "the running agent keeps only CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_NET_ADMIN" ;;
+*) bad "capabilities of the running agent: $CAPS" ;;
+esac
 expect_rc 0 "status (text)" ll_status
 out_has "status text names the interface, mode and limit" "name: $LL_G_IF"
 out_has "status text shows the policy version" "policy_version: 1"

@@ -166,19 +166,28 @@ static int teardown(void **state)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-static void dial(struct fx *fx, struct conn *c)
+/* A blocking TCP connection to the coordinator. Ready (setup waited for
+ * it): the first connect succeeds.
+ */
+static int raw_connect(struct fx *fx)
 {
 	struct sockaddr_storage sa;
 	char addr[32];
 	socklen_t len;
 	int fd;
 
-	/* Ready (setup waited for it): the first connect succeeds. */
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", fx->port);
 	assert_int_equal(net_addr(addr, &sa, &len), 0);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, len), 0);
+	return fd;
+}
+
+static void dial(struct fx *fx, struct conn *c)
+{
+	int fd = raw_connect(fx);
+
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	conn_init(c, fd);
 }
@@ -352,22 +361,6 @@ static void test_malformed_frame_costs_only_that_connection(void **state)
 	conn_close(&good);
 }
 
-/* A raw TCP connection to the coordinator, saying nothing. */
-static int silent_connect(struct fx *fx)
-{
-	struct sockaddr_storage sa;
-	char addr[32];
-	socklen_t len;
-	int fd;
-
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", fx->port);
-	assert_int_equal(net_addr(addr, &sa, &len), 0);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, len), 0);
-	return fd;
-}
-
 /* 1 once the coordinator closed fd (EOF or reset), 0 if still open after wait_ms. */
 static int closed_within(int fd, int wait_ms)
 {
@@ -391,7 +384,7 @@ static void test_silent_connections_reclaimed(void **state)
 	struct conn c;
 
 	for (int i = 0; i < 8; i++)
-		fd[i] = silent_connect(fx);
+		fd[i] = raw_connect(fx); /* and say nothing */
 	for (int i = 0; i < 8; i++)
 		open_now += !closed_within(fd[i], 200);
 	assert_int_equal(open_now, 4);

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "policy.h"
+#include "privs.h"
 #include "signals.h"
 
 #define AGENT_TICK_MS		100
@@ -315,6 +316,12 @@ int agent_run(const struct agent_opts *opts)
 	if (dp_open(&dp, &dopts))
 		goto out;
 	pr_info("maps pinned under '%s'\n", ac->pin_dir);
+	/* Loaded and pinned: from here on (threads included) only what the loop
+	 * needs. Attaching needs CAP_NET_ADMIN and CAP_BPF, which stay.
+	 */
+	err = privs_drop();
+	if (err)
+		pr_warn("cannot drop capabilities: %s; running with all of them\n", strerror(-err));
 	if (ac->has_coordinator) {
 		if (link_init(&link, ac))
 			goto out;
