@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "lease_clock.h"
 #include "store.h"
@@ -171,6 +172,32 @@ static void test_lost_epoch_log_refused(void **state)
 	assert_int_equal(open_epoch(dir), 1);
 }
 
+/* However many reports come, usage.log stays bounded by the holders and
+ * limits it names, and compaction keeps every pair's highest totals.
+ */
+static void test_usage_log_bounded(void **state)
+{
+	const char *dir = *state;
+	struct coord_store s;
+	uint64_t fb, bp;
+	char path[256];
+	struct stat st;
+
+	assert_int_equal(coord_store_open(&s, dir), 0);
+	for (uint64_t i = 1; i <= 5000; i++)
+		assert_int_equal(coord_store_usage(&s, i % 2 ? "gw-1" : "gw-2", "g", i, 2 * i), 0);
+	coord_store_close(&s);
+	snprintf(path, sizeof(path), "%s/usage.log", dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_size < 4096 * 128); /* compacted, not 5000 records */
+	assert_int_equal(coord_store_usage_read(dir, "gw-1", "g", &fb, &bp), 0);
+	assert_int_equal(fb, 4999);
+	assert_int_equal(bp, 9998);
+	assert_int_equal(coord_store_usage_read(dir, "gw-2", "g", &fb, &bp), 0);
+	assert_int_equal(fb, 5000);
+	assert_int_equal(bp, 10000);
+}
+
 static void test_usage_highest_wins(void **state)
 {
 	struct coord_store s;
@@ -204,6 +231,7 @@ int main(void)
 					    dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_bump, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_usage_highest_wins, dir_setup, dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_usage_log_bounded, dir_setup, dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,6 +43,8 @@
  */
 #define COORD_HELLO_DEADLINE_NS	  (2 * NSEC_PER_SEC)
 #define COORD_PENDING_PER_ADDRESS 4
+/* Fallback/bypass records per holder and limit at most this often. */
+#define COORD_USAGE_MIN_INTERVAL_NS (100 * NSEC_PER_MSEC)
 
 /* ---- policy ---- */
 
@@ -343,10 +345,17 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
  * means no grant), and the holder reports the same totals again.
  */
 static int record_usage(struct coord *co, struct cholder *h, uint32_t l,
-			const struct wire_report_entry *e)
+			const struct wire_report_entry *e, uint64_t now)
 {
 	if (e->fallback <= h->fallback[l] && e->bypass <= h->bypass[l])
 		return 0;
+	/* At most one record per holder and limit per interval: a peer sending
+	 * rising totals as fast as it can gets no fsync storm, and no grant for
+	 * totals not yet durable (it reports them again within a refresh).
+	 */
+	if (now - h->usage_ns[l] < COORD_USAGE_MIN_INTERVAL_NS)
+		return -EAGAIN;
+	h->usage_ns[l] = now;
 	if (coord_store_usage(&co->store, h->name, co->lim[l].name, e->fallback, e->bypass)) {
 		co->store_failures++;
 		pr_warn("cannot record usage of '%s': %s; no grant until it can\n", h->name,
@@ -445,7 +454,7 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 		if (!c)
 			continue;
 		l = (uint32_t)(c - co->lim);
-		recorded = record_usage(co, h, l, e) == 0;
+		recorded = record_usage(co, h, l, e, now) == 0;
 		if (e->applied_epoch == co->store.epoch)
 			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
 		if (c->led.h[hi].demand != e->demand) {

@@ -44,6 +44,7 @@ struct cholder {
 	uint64_t last_report_ns; /* a holder silent for a lease's life asks for nothing */
 	bool asking;		 /* counted in the targets (connected and reporting) */
 	uint64_t fallback[LL_MAX_LIMITS], bypass[LL_MAX_LIMITS]; /* durable totals */
+	uint64_t usage_ns[LL_MAX_LIMITS];			 /* when last recorded */
 };
 
 struct cconn {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -58,6 +59,8 @@ static int append_sync(int dir_fd, int fd, const void *rec, size_t len)
 }
 
 #define STORE_MARKER "initialised"
+/* usage.log is compacted (one record per holder and limit) at this size. */
+#define USAGE_COMPACT_RECORDS 4096
 
 static int open_log(struct coord_store *s, const char *name)
 {
@@ -204,15 +207,100 @@ void coord_store_close(struct coord_store *s)
 	}
 }
 
+/* Slot of (holder, limit) in recs[0..n), or n if none. */
+static size_t usage_find(const struct usage_rec *recs, size_t n, const struct usage_rec *r)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strncmp(recs[i].holder, r->holder, sizeof(r->holder)) &&
+		    !strncmp(recs[i].limit, r->limit, sizeof(r->limit)))
+			break;
+	return i;
+}
+
+int coord_store_usage_compact(struct coord_store *s)
+{
+	struct usage_rec *recs = NULL, r;
+	size_t n = 0, cap = 0;
+	off_t off = 0;
+	int fd, err = 0;
+
+	while (pread(s->usage_fd, &r, sizeof(r), off) == sizeof(r)) {
+		size_t i;
+
+		off += sizeof(r);
+		if (r.magic != USAGE_MAGIC || r.crc != rec_crc(&r, offsetof(struct usage_rec, crc)))
+			continue; /* a corrupt record was never believed: not carried over */
+		i = usage_find(recs, n, &r);
+		if (i == n) {
+			if (n == cap) {
+				struct usage_rec *nr =
+				    realloc(recs, (cap ? cap * 2 : 64) * sizeof(r));
+
+				if (!nr) {
+					free(recs);
+					return -ENOMEM;
+				}
+				recs = nr;
+				cap = cap ? cap * 2 : 64;
+			}
+			recs[n++] = r;
+		}
+		if (r.fallback > recs[i].fallback)
+			recs[i].fallback = r.fallback;
+		if (r.bypass > recs[i].bypass)
+			recs[i].bypass = r.bypass;
+	}
+	/* One record per (holder, limit) with its highest totals, written to a
+	 * new file that replaces the log only once it is durable.
+	 */
+	fd = openat(s->dir_fd, "usage.log.new", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		err = -errno;
+	for (size_t i = 0; !err && i < n; i++) {
+		recs[i].crc = rec_crc(&recs[i], offsetof(struct usage_rec, crc));
+		if (write(fd, &recs[i], sizeof(recs[i])) != sizeof(recs[i]))
+			err = -EIO;
+	}
+	if (!err && fsync(fd))
+		err = -errno;
+	if (!err && renameat(s->dir_fd, "usage.log.new", s->dir_fd, "usage.log"))
+		err = -errno;
+	if (!err && fsync(s->dir_fd))
+		err = -errno;
+	if (!err) {
+		close(s->usage_fd);
+		s->usage_fd = openat(s->dir_fd, "usage.log", O_RDWR | O_APPEND | O_CLOEXEC);
+		if (s->usage_fd < 0)
+			err = -errno;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(recs);
+	return err;
+}
+
 int coord_store_usage(struct coord_store *s, const char *holder, const char *limit,
 		      uint64_t fallback, uint64_t bypass)
 {
 	struct usage_rec r = {.magic = USAGE_MAGIC, .fallback = fallback, .bypass = bypass};
+	struct stat st;
+	int err;
 
 	snprintf(r.holder, sizeof(r.holder), "%s", holder);
 	snprintf(r.limit, sizeof(r.limit), "%s", limit);
 	r.crc = rec_crc(&r, offsetof(struct usage_rec, crc));
-	return append_sync(s->dir_fd, s->usage_fd, &r, sizeof(r));
+	err = append_sync(s->dir_fd, s->usage_fd, &r, sizeof(r));
+	if (err)
+		return err;
+	/* Bounded: past USAGE_COMPACT_RECORDS, one record per pair is kept. The
+	 * record above is durable whatever happens to the compaction.
+	 */
+	if (!fstat(s->usage_fd, &st) && st.st_size >= (off_t)(USAGE_COMPACT_RECORDS * sizeof(r)) &&
+	    (err = coord_store_usage_compact(s)))
+		pr_warn("state: cannot compact usage.log: %s\n", strerror(-err));
+	return 0;
 }
 
 int coord_store_usage_read(const char *dir, const char *holder, const char *limit,

@@ -39,6 +39,13 @@ int coord_store_bump(struct coord_store *s, uint64_t epoch);
 int coord_store_usage(struct coord_store *s, const char *holder, const char *limit,
 		      uint64_t fallback, uint64_t bypass);
 
+/* Rewrite usage.log with one record per (holder, limit), its highest totals
+ * (coord_store_usage does it past a size, so the log stays bounded by the
+ * holders and limits it names, not by how many reports came). Crash-safe:
+ * the new file replaces the log by rename once durable. 0 or -errno.
+ */
+int coord_store_usage_compact(struct coord_store *s);
+
 /* Highest recorded totals for (holder, limit); 0 if none. */
 int coord_store_usage_read(const char *dir, const char *holder, const char *limit,
 			   uint64_t *fallback, uint64_t *bypass);
