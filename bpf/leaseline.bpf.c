@@ -41,6 +41,8 @@ static __always_inline int rule_match(const struct ll_rule *r, const struct pkt_
 		return 0;
 	if (r->proto && r->proto != m->proto)
 		return 0;
+	if ((r->frag == LL_FRAG_ONLY && !m->frag) || (r->frag == LL_FRAG_NONE && m->frag))
+		return 0;
 	if (r->dport_lo != 0 || r->dport_hi != 0xffff) {
 		/* A port condition never matches a packet without ports. */
 		if (!m->has_ports)

@@ -42,7 +42,7 @@ struct pkt_meta {
 	__u8 proto;  /* final L4 protocol */
 	__u8 family; /* 4 or 6 */
 	__u8 has_ports;
-	__u8 pad0;
+	__u8 frag; /* a non-first fragment */
 	__u32 len; /* frame length, the cost of a packet in bytes mode */
 	__u32 pad1;
 	__u64 now;    /* clock, read by the first limit that needs it; 0 = not yet */
@@ -108,8 +108,10 @@ static __always_inline int parse_ipv4(void *data, void *data_end, struct pkt_met
 	m->proto = ip->protocol;
 	set_v4_mapped(m->src, ip->saddr);
 	set_v4_mapped(m->dst, ip->daddr);
-	if (bpf_ntohs(ip->frag_off) & IPV4_FRAG_OFFSET_MASK)
+	if (bpf_ntohs(ip->frag_off) & IPV4_FRAG_OFFSET_MASK) {
+		m->frag = 1;
 		return LL_PARSE_FRAGMENT;
+	}
 	return parse_l4(data + hlen, data_end, m);
 }
 
@@ -169,6 +171,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct pkt_met
 			p = fh + 1;
 			if (bpf_ntohs(fh->frag_off) & IPV6_FRAG_OFFSET_MASK) {
 				m->proto = nexthdr;
+				m->frag = 1;
 				return LL_PARSE_FRAGMENT;
 			}
 			break;

@@ -60,6 +60,16 @@ enum ll_scope {
 	LL_SCOPE_GLOBAL = 1,
 };
 
+/* Which packets a rule matches with respect to fragments. A non-first
+ * fragment carries no ports: a rule with a dst-port condition never
+ * matches one, whatever this says.
+ */
+enum ll_frag_match {
+	LL_FRAG_ANY = 0,  /* fragments or not (the default) */
+	LL_FRAG_ONLY = 1, /* non-first fragments only: their own class */
+	LL_FRAG_NONE = 2, /* never a non-first fragment */
+};
+
 enum ll_action {
 	LL_ACT_PASS = 0,
 	LL_ACT_DROP = 1,
@@ -127,7 +137,7 @@ struct ll_rule {
 	__u8 proto;  /* IPPROTO_*, 0 = any */
 	__u8 family; /* 0 any, 4 or 6: set when a prefix pins the family */
 	__u8 n_limits;
-	__u8 pad0;
+	__u8 frag; /* enum ll_frag_match */
 	__u8 limit[LL_MAX_RULE_LIMITS]; /* limit ids (index into ll_policy.limits) */
 	char name[LL_NAME_LEN];
 };

@@ -275,6 +275,51 @@ static int parse_setup(void **state)
 	return 0;
 }
 
+/* Non-first fragments as their own class (match fragments: only | none):
+ * a DNS rule never sees them (they carry no ports), a fragments-only rule
+ * takes them and its limit charges them, a fragments: none rule refuses
+ * them; v4 and v6 alike.
+ */
+static void test_fragments_own_class(void **state)
+{
+	static const char policy[] =
+	    "version: 2\n"
+	    "limits:\n"
+	    "  - {name: big, key: none, rate: 1000000, burst: 1000000}\n"
+	    "  - {name: frags, key: src-ip, rate: 1, burst: 2}\n"
+	    "rules:\n"
+	    "  - {name: dns, match: {proto: udp, dst-port: 53}, limits: [big]}\n"
+	    "  - {name: whole, match: {proto: udp, fragments: none}, limits: [big]}\n"
+	    "  - {name: frag, match: {proto: udp, fragments: only}, limits: [frags]}\n";
+	static const struct pkt_layer frag4[] = {
+	    ETH(), IP4FRAG(S4, D4, 185, 1), UDP(1000, 53), DATA(8), {PL_END}};
+	static const struct pkt_layer frag6[] = {ETH(),		IP6(S6, D6), FRAG6(185, 1),
+						 UDP(1000, 53), DATA(8),     {PL_END}};
+	static const struct pkt_layer first4[] = {
+	    ETH(), IP4FRAG(S4, D4, 0, 1), UDP(1000, 53), DATA(64), {PL_END}};
+	static const struct pkt_layer other4[] = {ETH(), IP4(S4, D4), UDP(1000, 80), {PL_END}};
+	struct fx *fx = FX(state);
+	struct pkt p;
+	int bad = 0;
+
+	assert_int_equal(hx_apply(fx, policy), 0);
+	assert_int_equal(pkt_build(&p, first4), 0);
+	bad += check_frame(fx, "first fragment to 53", &p, XDP_PASS, LL_PARSE_OK, 0);
+	assert_int_equal(pkt_build(&p, other4), 0);
+	bad += check_frame(fx, "whole datagram to 80", &p, XDP_PASS, LL_PARSE_OK, 1);
+	assert_int_equal(pkt_build(&p, frag4), 0);
+	bad += check_frame(fx, "ipv4 non-first fragment", &p, XDP_PASS, LL_PARSE_FRAGMENT, 2);
+	bad +=
+	    check_frame(fx, "ipv4 non-first fragment, again", &p, XDP_PASS, LL_PARSE_FRAGMENT, 2);
+	/* The fragment class has its own limit: burst 2 per source, then denied. */
+	bad +=
+	    check_frame(fx, "ipv4 non-first fragment, third", &p, XDP_DROP, LL_PARSE_FRAGMENT, 2);
+	assert_int_equal(pkt_build(&p, frag6), 0);
+	bad += check_frame(fx, "ipv6 non-first fragment", &p, XDP_PASS, LL_PARSE_FRAGMENT, 2);
+	assert_int_equal(bad, 0);
+	assert_int_equal(hx_stats_of(fx, "frags").denied_pkts, 1);
+}
+
 static void test_parse_table(void **state)
 {
 	struct fx *fx = FX(state);
@@ -1493,6 +1538,7 @@ static void test_restart_readopts_pinned(void **state)
 
 #define T(f)  cmocka_unit_test_setup_teardown(f, hx_setup, hx_teardown)
 #define TP(f) cmocka_unit_test_setup_teardown(f, parse_setup, hx_teardown)
+/* (test_fragments_own_class applies its own policy over the parse one.) */
 
 /* The lock-free drop hint: a denied key drops without the lock until it can
  * pay, but a reload that raises the rate makes the hint stale at once, and a
@@ -1682,6 +1728,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_table_expectations_agree_with_builder),
 	    TP(test_parse_table),
+	    TP(test_fragments_own_class),
 	    TP(test_truncation_ipv4_udp),
 	    TP(test_truncation_ipv6_ext_tcp),
 	    TP(test_truncation_qinq_ipv4_options_icmp),

@@ -100,7 +100,7 @@ static const struct text_case text_cases[] = {
      "unknown key 'limit' in rule 'r' (expected one of: name, match, limits; did you mean "
      "'limits'?)"},
     {"unknown_key_match", MATCH("{proto: udp, port: 53}"), false, "6:25",
-     "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, src, dst)"},
+     "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, src, dst, fragments)"},
     /* duplicates */
     {"duplicate_key_policy", V "default: pass\ndefault: drop\n", false, "3:1",
      "duplicate key 'default' in policy (first at line 2)"},
@@ -220,6 +220,10 @@ static const struct text_case text_cases[] = {
     {"per_key_global_standalone", LIM_A "    key: dst-port\n    scope: global\n", false, "7:12",
      "limit 'a': scope 'global' needs a coordinator (set coordinator: in the agent file, or use "
      "scope: local)"},
+    {"fragments_only_with_port", MATCH("{proto: udp, dst-port: 53, fragments: only}"), false,
+     "6:50",
+     "rule 'r' match: fragments 'only' never matches with dst-port: a non-first fragment "
+     "carries no ports (expected a rule without dst-port)"},
     {"on_loss_with_local_scope", LIM_A "    on-loss: fail-open\n", false, "6:5",
      "limit 'a': on-loss applies only to scope global (scope is 'local')"},
     {"fallback_without_on_loss_fallback",

@@ -124,6 +124,7 @@ static void rule_fill(struct ll_rule *r, const struct cfg_rule *cr, const uint8_
 	memset(r, 0, sizeof(*r));
 	snprintf(r->name, sizeof(r->name), "%s", cr->name);
 	r->proto = cr->proto;
+	r->frag = cr->frag;
 	r->dport_lo = cr->has_dport ? cr->dport_lo : 0;
 	r->dport_hi = cr->has_dport ? cr->dport_hi : 0xffff;
 	if (cr->has_src) {

@@ -216,8 +216,7 @@ static const struct walk_field limit_fields[] = {
 static const struct walk_section limit_section = WALK_SECTION(limit_fields, limit_check);
 
 /* Prefix aggregation only means something for an address key. */
-static int limit_check_prefixes(struct walk_ctx *c, const struct walk_map *m,
-				struct cfg_limit *l)
+static int limit_check_prefixes(struct walk_ctx *c, const struct walk_map *m, struct cfg_limit *l)
 {
 	static const char *const keys[] = {"prefix-v4", "prefix-v6"};
 	yaml_node_t *n;
@@ -420,6 +419,10 @@ static int match_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	if (r->has_dport && r->proto != IPPROTO_TCP && r->proto != IPPROTO_UDP)
 		return walk_fail(c, walk_key(m, "dst-port"),
 				 "dst-port needs proto tcp or udp (proto is '%s')", proto);
+	if (r->has_dport && r->frag == LL_FRAG_ONLY)
+		return walk_fail(c, walk_get(m, "fragments"),
+				 "fragments 'only' never matches with dst-port: a non-first "
+				 "fragment carries no ports (expected a rule without dst-port)");
 	if (r->has_src && r->has_dst && r->src_family != r->dst_family)
 		return walk_fail(c, walk_get(m, "dst"),
 				 "dst is IPv%u but src is IPv%u (expected one address family)",
@@ -432,11 +435,15 @@ static int match_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	return 0;
 }
 
+static const struct walk_enum frag_matches[] = {
+    {"any", LL_FRAG_ANY}, {"only", LL_FRAG_ONLY}, {"none", LL_FRAG_NONE}, {NULL, 0}};
+
 static const struct walk_field match_fields[] = {
     {"proto", WALK_CUSTOM, RULE(proto), .fn = match_proto},
     {"dst-port", WALK_CUSTOM, RULE(dport_lo), .fn = match_dport},
     {"src", WALK_CUSTOM, RULE(src_addr), .fn = match_prefix},
     {"dst", WALK_CUSTOM, RULE(dst_addr), .fn = match_prefix},
+    {"fragments", WALK_ENUM, RULE(frag), .names = frag_matches},
 };
 
 static const struct walk_section match_section = WALK_SECTION(match_fields, match_check);
@@ -744,6 +751,7 @@ static const struct walk_field coord_fields[] = {
     {"lease", WALK_MAP, .sub = &lease_section},
     {"metrics", WALK_HOSTPORT, COORD(metrics), .port = CFG_COORD_METRICS_PORT},
     {"gateways", WALK_UINT, COORD(gateways), .min = 1, .max = CFG_MAX_GATEWAYS},
+    {"user", WALK_NAME, COORD(user)},
 };
 
 static const struct walk_section coord_section = WALK_SECTION(coord_fields, coord_check);

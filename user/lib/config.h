@@ -45,6 +45,7 @@ struct cfg_rule {
 	uint8_t proto; /* 0 any, else IPPROTO_TCP/UDP/ICMP/ICMPV6 */
 	bool has_dport;
 	uint16_t dport_lo, dport_hi;	   /* "53" or "1000-2000" */
+	uint8_t frag;			   /* enum ll_frag_match */
 	uint8_t n_limits;		   /* 1..LL_MAX_RULE_LIMITS */
 	uint8_t limit[LL_MAX_RULE_LIMITS]; /* indexes into cfg_policy.limits */
 	int line, col;
@@ -94,6 +95,7 @@ struct cfg_coord {
 	char metrics[CFG_ADDR_LEN];
 	uint32_t
 	    gateways; /* holders served; fallback shares are reserved for this many (default 8) */
+	char user[64]; /* run as this user once listening; "" = stay as started */
 };
 
 enum cfg_kind {
