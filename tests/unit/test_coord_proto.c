@@ -129,8 +129,9 @@ static int setup(void **state)
 		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
-		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n",
-		 fx->port, TTL_MS, GATEWAYS);
+		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n%s",
+		 fx->port, TTL_MS, GATEWAYS,
+		 getuid() == 0 ? "user: nobody\n" : ""); /* it needs no privilege */
 	write_file(fx->dir, "coord.yaml", coord);
 	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);
 	snprintf(log, sizeof(log), "%s/coord.log", fx->dir);
@@ -398,6 +399,28 @@ static void test_silent_connections_reclaimed(void **state)
 	conn_close(&c);
 }
 
+/* Started as root with user: nobody, the coordinator leases as nobody (the
+ * other tests here get their grants from it all the same).
+ */
+static void test_runs_unprivileged(void **state)
+{
+	struct fx *fx = *state;
+	char path[64], line[256];
+	unsigned ruid = 0, euid = 0;
+	FILE *f;
+
+	if (getuid() != 0)
+		skip();
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)fx->pid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		sscanf(line, "Uid: %u %u", &ruid, &euid);
+	fclose(f);
+	assert_int_equal(ruid, 65534);
+	assert_int_equal(euid, 65534);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -406,6 +429,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_runs_unprivileged, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -9,6 +9,8 @@
  * died (the quiet period).
  */
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -660,6 +662,37 @@ static void reload(struct coord *co)
 	}
 }
 
+/* Become `user` once every socket is bound and the state is open: the
+ * coordinator needs no privilege to lease. The state directory and its
+ * files pass to that user first (compaction creates files there). Returns
+ * 0, or 1 with a log line; never half-done (setgid before setuid, both
+ * checked, and root cannot be regained).
+ */
+static int run_as(struct coord *co, const char *user)
+{
+	static const char *const files[] = {".", "epoch.log", "usage.log", "initialised"};
+	struct passwd *pw = getpwnam(user);
+
+	if (!pw) {
+		pr_warn("user '%s' (coord.yaml user:) does not exist\n", user);
+		return 1;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+		if (fchownat(co->store.dir_fd, files[i], pw->pw_uid, pw->pw_gid, 0) &&
+		    errno != ENOENT) {
+			pr_warn("cannot give state-dir '%s' to '%s': %s\n", co->cfg.state_dir, user,
+				strerror(errno));
+			return 1;
+		}
+	if (setgroups(0, NULL) || setgid(pw->pw_gid) || setuid(pw->pw_uid) ||
+	    (pw->pw_uid != 0 && setuid(0) == 0)) {
+		pr_warn("cannot run as '%s': %s\n", user, strerror(errno));
+		return 1;
+	}
+	pr_info("running as '%s' (uid %u)\n", user, (unsigned)pw->pw_uid);
+	return 0;
+}
+
 static int coord_start(struct coord *co)
 {
 	struct cfg_policy *scratch = calloc(1, sizeof(*scratch));
@@ -711,6 +744,8 @@ static int coord_start(struct coord *co)
 			return 1;
 		}
 	}
+	if (co->cfg.user[0] && run_as(co, co->cfg.user))
+		return 1;
 	pr_info("coordinator listening on %s\n", co->cfg.listen);
 	return 0;
 }
