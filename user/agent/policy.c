@@ -236,23 +236,28 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 			goto fail;
 		lease_from_policy(&old, same, l, dp->ncpus, &st.next_uid, &leases[id]);
 	}
-	/* An id that changes hands starts with a clean fence: grants of the
-	 * limit it served are refused by name, and the new limit's are numbered
-	 * from 1 by the coordinator. Before the flip: no grant for the new limit
-	 * can be applied until it is live.
-	 */
-	stage = "cannot reset the fence";
-	if ((ret = dp_fence_read(dp, &fence)))
-		goto fail;
-	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)
-		if (pol->limits[id].uid != prev->limits[id].uid ||
-		    pol->limits[id].in_use != prev->limits[id].in_use)
-			fence_changed |= lease_fence_forget(&fence, id);
-	if (fence_changed && (ret = dp_fence_write(dp, &fence)))
-		goto fail;
 	ret = dp_policy_commit(dp, pol, prev, leases, &st, now, &stage);
 	if (ret)
 		goto fail;
+	/* An id that changed hands starts with a clean fence: grants of the
+	 * limit it served are refused by name, and the new limit's are numbered
+	 * from 1 by the coordinator. After the flip, so that a commit that
+	 * failed leaves the running limits' fences as they were; no grant is
+	 * handled in between (one thread).
+	 */
+	if (!dp_fence_read(dp, &fence)) {
+		for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)
+			if (pol->limits[id].uid != prev->limits[id].uid ||
+			    pol->limits[id].in_use != prev->limits[id].in_use)
+				fence_changed |= lease_fence_forget(&fence, id);
+		/* The policy is live either way: a failure here only delays the
+		 * new limits' first grants until their seq passes the old ones.
+		 */
+		int e = fence_changed ? dp_fence_write(dp, &fence) : 0;
+
+		if (e)
+			pr_warn("cannot reset the fence of reused limit ids: %s\n", strerror(-e));
+	}
 	/* Enforced all the same (every key shares the overflow bucket), but
 	 * surely not what was meant.
 	 */
