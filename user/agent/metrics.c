@@ -11,32 +11,43 @@
 #include "clock.h"
 #include "dp.h"
 #include "metrics.h"
+#include "prom.h"
 #include "stats.h"
 #include "tb_math.h"
 
 static const char *verdicts[] = {"allowed", "denied", "shadow_denied", "fallback", "bypass"};
 #define N_VERDICTS ARRAY_SIZE(verdicts)
 
-/* This gateway's share of each global limit and how long it has left. */
+/* This gateway's share of each global limit and how long it has left:
+ * three families, each with its samples together.
+ */
 static void write_leases(FILE *f, struct dp *dp, const struct ll_policy *pol)
 {
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+	    {"leaseline_lease_rate", "This gateway's leased rate share (tokens/s; per key for a "
+				     "per-key limit)."},
+	    {"leaseline_lease_burst", "This gateway's leased burst share (tokens)."},
+	    {"leaseline_lease_remaining_seconds", "Time until the lease dies in the kernel."},
+	};
 	uint64_t now = clock_now_ns();
 
-	fprintf(f, "# HELP leaseline_lease_rate This gateway's leased rate share.\n"
-		   "# TYPE leaseline_lease_rate gauge\n");
-	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
-		const struct ll_limit_cfg *c = &pol->limits[id];
-		struct ll_lease l;
+	for (size_t i = 0; i < ARRAY_SIZE(fam); i++) {
+		prom_family(f, fam[i].name, "gauge", fam[i].help);
+		for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
+			const struct ll_limit_cfg *c = &pol->limits[id];
+			struct ll_lease l;
 
-		if (!c->in_use || c->scope != LL_SCOPE_GLOBAL ||
-		    bpf_map_lookup_elem_flags(dp->leases_fd, &id, &l, BPF_F_LOCK))
-			continue;
-		fprintf(f, "leaseline_lease_rate{limit=\"%s\"} %llu\n", c->name,
-			(unsigned long long)l.rate);
-		fprintf(f, "leaseline_lease_burst{limit=\"%s\"} %llu\n", c->name,
-			(unsigned long long)(l.burst_s / TB_SCALE));
-		fprintf(f, "leaseline_lease_remaining_seconds{limit=\"%s\"} %.3f\n", c->name,
-			l.expiry_ns > now ? ns_to_s(l.expiry_ns - now) : 0.0);
+			if (!c->in_use || c->scope != LL_SCOPE_GLOBAL ||
+			    bpf_map_lookup_elem_flags(dp->leases_fd, &id, &l, BPF_F_LOCK))
+				continue;
+			fprintf(f, "%s{limit=\"%s\"}", fam[i].name, c->name);
+			prom_value(f, i == 0		  ? (double)l.rate
+				      : i == 1		  ? (double)(l.burst_s / TB_SCALE)
+				      : l.expiry_ns > now ? ns_to_s(l.expiry_ns - now)
+							  : 0.0);
+		}
 	}
 }
 
