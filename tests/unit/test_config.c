@@ -366,7 +366,7 @@ static const struct file_case file_cases[] = {
      "unknown key 'refesh' in lease (expected one of: ttl, refresh; did you mean 'refresh'?)"},
     {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
      "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
-     "lease, metrics, gateways; did you mean 'state-dir'?)"},
+     "lease, metrics, gateways, user; did you mean 'state-dir'?)"},
     {"coord_missing_policy", LOAD_COORD, "coord-no-policy.yaml", NULL, -EINVAL, "1:1",
      "missing required key 'policy' (expected e.g. policy: policy.yaml)"},
     {"coord_bad_duration", LOAD_COORD, "coord-bad-duration.yaml", NULL, -EINVAL, "2:14",
