@@ -399,6 +399,42 @@ static void test_silent_connections_reclaimed(void **state)
 	conn_close(&c);
 }
 
+/* Holder slots: with GATEWAYS of them taken by holders that said HELLO and
+ * left with no grant, a new gateway is served, not refused ("already
+ * serving N gateways" until a restart, before).
+ */
+static void test_holder_slots_reclaimed(void **state)
+{
+	struct fx *fx = *state;
+	struct conn c[GATEWAYS], fresh;
+	char name[16];
+
+	for (int i = 0; i < GATEWAYS; i++) {
+		snprintf(name, sizeof(name), "made-up-%d", i);
+		dial(fx, &c[i]);
+		hello(fx, &c[i], name);
+	}
+	for (int i = 0; i < GATEWAYS; i++)
+		conn_close(&c[i]);
+	/* The coordinator sees the closes before this HELLO (loopback FINs come
+	 * first); a few bounded tries only absorb scheduling, while a refused
+	 * holder would be refused every time.
+	 */
+	for (int t = 0;; t++) {
+		dial(fx, &fresh);
+		WIRE_MSG_CLEAR(fx->m, hello);
+		fx->m->type = WIRE_HELLO;
+		snprintf(fx->m->hello.holder, sizeof(fx->m->hello.holder), "gw-real");
+		fx->m->hello.incarnation = 7;
+		assert_int_equal(conn_send(&fresh, fx->m), 0);
+		if (recv_msg(&fresh, fx->m, WAIT_MS) == 1 && fx->m->type == WIRE_POLICY)
+			break;
+		conn_close(&fresh);
+		assert_true(t < 4);
+	}
+	conn_close(&fresh);
+}
+
 /* Started as root with user: nobody, the coordinator leases as nobody (the
  * other tests here get their grants from it all the same).
  */
@@ -430,6 +466,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runs_unprivileged, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_holder_slots_reclaimed, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -380,6 +380,33 @@ static struct ledger_grant issue(struct ledger *l, size_t i, uint64_t rate, uint
 	return g;
 }
 
+/* A holder's slot is free only once none of its grants can be spent; freeing
+ * it gives its share back to the sums, and the next grant in that slot is
+ * numbered above every slot's (a holder that returns elsewhere sees no
+ * replay).
+ */
+static void test_ledger_holder_reset(void **state)
+{
+	struct ledger l;
+	struct ledger_grant g;
+
+	(void)state;
+	ledger_init(&l, 100, 1000);
+	for (int k = 0; k < 5; k++)
+		issue(&l, 1, 10, 100, 0);
+	g = issue(&l, 0, 60, 600, 0);
+	assert_false(ledger_holder_idle(&l, 0, 0));
+	assert_false(ledger_holder_idle(&l, 0, g.deadline_ns)); /* live up to and at it */
+	assert_true(ledger_holder_idle(&l, 0, g.deadline_ns + 1));
+	assert_int_equal(ledger_sum_rate_fast(&l, 0), 70);
+	ledger_holder_reset(&l, 0);
+	assert_int_equal(ledger_sum_rate_fast(&l, 0), 10);
+	assert_int_equal(ledger_check(&l, 0), 0);
+	g = issue(&l, 0, 5, 50, 0);
+	assert_true(g.seq >= 6); /* above holder 1's five grants */
+	ledger_free(&l);
+}
+
 /* A 60 -> 20 and B 40 -> 80 on R = 100: B grows only once A's cut took effect. */
 static void setup_a60_b40(struct ledger *l)
 {
@@ -1053,6 +1080,7 @@ int main(void)
 	    cmocka_unit_test(test_maxmin_huge),
 	    cmocka_unit_test(test_maxmin_bruteforce_small),
 	    cmocka_unit_test(test_maxmin_random),
+	    cmocka_unit_test(test_ledger_holder_reset),
 	    cmocka_unit_test(test_ledger_decrease_then_increase_ack),
 	    cmocka_unit_test(test_ledger_decrease_then_increase_expiry),
 	    cmocka_unit_test(test_ledger_partial_headroom),

@@ -266,8 +266,33 @@ static int send_policy(struct coord *co, int ci)
 	return send_msg(co, ci, m);
 }
 
+/* A disconnected holder none of whose grants can still be spent gives its
+ * slot up (names made up by a stranger, or gateways gone for good, must not
+ * keep real ones out). Its durable usage totals stay in the store by name.
+ */
+static bool holder_reclaim(struct coord *co, int hi, uint64_t now)
+{
+	struct cholder *h = &co->h[hi];
+
+	if (!h->used || h->conn >= 0)
+		return false;
+	for (uint32_t l = 0; l < co->n_limits; l++)
+		if (!ledger_holder_idle(&co->lim[l].led, (size_t)hi, now))
+			return false;
+	pr_info("holder '%s' gone with no live grant: its slot is reused\n", h->name);
+	for (uint32_t l = 0; l < co->n_limits; l++) {
+		ledger_holder_reset(&co->lim[l].led, (size_t)hi);
+		co->lim[l].dirty = true;
+	}
+	memset(h, 0, sizeof(*h));
+	h->conn = -1;
+	co->holders_reclaimed++;
+	return true;
+}
+
 static int holder_find(struct coord *co, const char *name)
 {
+	uint64_t now = clock_now_ns();
 	int free_slot = -1;
 
 	for (int i = 0; i < (int)co->cfg.gateways; i++) {
@@ -276,6 +301,9 @@ static int holder_find(struct coord *co, const char *name)
 		if (!co->h[i].used && free_slot < 0)
 			free_slot = i;
 	}
+	for (int i = 0; free_slot < 0 && i < (int)co->cfg.gateways; i++)
+		if (holder_reclaim(co, i, now))
+			free_slot = i;
 	return free_slot;
 }
 

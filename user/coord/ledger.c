@@ -269,6 +269,37 @@ static void holder_sync(struct ledger *l, size_t i, uint64_t now)
 			l->next_expiry = h->g[k].deadline_ns;
 }
 
+bool ledger_holder_idle(const struct ledger *l, size_t i, uint64_t now)
+{
+	const struct ledger_holder *h = &l->h[i];
+
+	if (i >= l->cap)
+		return true;
+	for (uint32_t k = 0; k < holder_n(h); k++)
+		if (now <= h->g[k].deadline_ns)
+			return false; /* may still be spent, acknowledged or not */
+	return true;
+}
+
+void ledger_holder_reset(struct ledger *l, size_t i)
+{
+	uint64_t next = 1;
+
+	if (i >= l->cap)
+		return;
+	/* A holder that comes back in another slot keeps its fence's applied
+	 * seq: numbering goes on above every slot's, so none of its new grants
+	 * looks like a replay.
+	 */
+	for (size_t k = 0; k < l->cap; k++)
+		if (l->h[k].next_seq > next)
+			next = l->h[k].next_seq;
+	l->sum_rate -= l->h[i].c_rate;
+	l->sum_burst -= l->h[i].c_burst;
+	memset(&l->h[i], 0, sizeof(l->h[i]));
+	l->h[i].next_seq = next;
+}
+
 void ledger_gc(struct ledger *l, uint64_t now)
 {
 	l->next_expiry = UINT64_MAX;

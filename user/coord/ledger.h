@@ -94,6 +94,15 @@ uint64_t ledger_committed_burst(const struct ledger *l, size_t i, uint64_t now);
 uint64_t ledger_sum_rate(const struct ledger *l, uint64_t now);
 uint64_t ledger_sum_burst(const struct ledger *l, uint64_t now);
 
+/* true when no grant of holder i can still be spent at now (every one past
+ * its deadline): its slot may be given to another holder.
+ */
+bool ledger_holder_idle(const struct ledger *l, size_t i, uint64_t now);
+/* Empty holder i's slot (call only when idle); grant numbering continues
+ * above every slot's, so a holder returning elsewhere sees no replay.
+ */
+void ledger_holder_reset(struct ledger *l, size_t i);
+
 /* Drop dead grants (deadline passed, or superseded by an acked later one). */
 void ledger_gc(struct ledger *l, uint64_t now);
 

@@ -46,6 +46,7 @@ V(violations, co->violations)
 V(hello_timeouts, co->hello_timeouts)
 V(crowded, co->crowded_refused)
 V(store_failures, co->store_failures)
+V(reclaimed, co->holders_reclaimed)
 
 /* One sample per global limit. */
 static const struct coord_family per_limit[] = {
@@ -98,6 +99,8 @@ static const struct coord_family scalars[] = {
      "Connections refused: too many without a HELLO from one address.", crowded},
     {"leaseline_coord_store_failures_total", "counter",
      "Usage records that could not be written (no grant answered them).", store_failures},
+    {"leaseline_coord_holders_reclaimed_total", "counter",
+     "Holder slots given to a new holder after their holder left with no live grant.", reclaimed},
 };
 
 int coord_metrics_write(FILE *f, void *arg)

@@ -74,7 +74,7 @@ struct coord {
 	struct wire_msg *msg;	    /* the frame being handled (one message is large) */
 	struct wire_msg *out;	    /* the frame being sent: never the one being read */
 	uint64_t grants, stale_reports, protocol_errors, violations, refused;
-	uint64_t hello_timeouts, crowded_refused, store_failures;
+	uint64_t hello_timeouts, crowded_refused, store_failures, holders_reclaimed;
 };
 
 #endif /* LEASELINE_COORD_STATE_H */
