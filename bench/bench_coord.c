@@ -303,7 +303,19 @@ static int connect_all(struct run *r)
 		 * then non-blocking I/O like an agent's.
 		 */
 		for (int t = 0; t < 200 && fd < 0; t++) {
+			/* Each agent from its own loopback address, as each gateway
+			 * has its own: the coordinator caps connections without a
+			 * HELLO per address.
+			 */
+			struct sockaddr_in src = {.sin_family = AF_INET,
+						  .sin_addr.s_addr =
+						      htonl(0x7f010000u | (uint32_t)(i & 0xffff))};
+
 			fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fd >= 0 && bind(fd, (struct sockaddr *)&src, sizeof(src))) {
+				close(fd);
+				return -errno;
+			}
 			if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len)) {
 				close(fd);
 				fd = -1;
