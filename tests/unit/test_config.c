@@ -100,7 +100,8 @@ static const struct text_case text_cases[] = {
      "unknown key 'limit' in rule 'r' (expected one of: name, match, limits; did you mean "
      "'limits'?)"},
     {"unknown_key_match", MATCH("{proto: udp, port: 53}"), false, "6:25",
-     "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, src, dst, fragments)"},
+     "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, src, dst, "
+     "fragments)"},
     /* duplicates */
     {"duplicate_key_policy", V "default: pass\ndefault: drop\n", false, "3:1",
      "duplicate key 'default' in policy (first at line 2)"},
@@ -366,7 +367,7 @@ static const struct file_case file_cases[] = {
      "unknown key 'refesh' in lease (expected one of: ttl, refresh; did you mean 'refresh'?)"},
     {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
      "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
-     "lease, metrics, gateways, user; did you mean 'state-dir'?)"},
+     "lease, metrics, gateways, user, pending-per-address; did you mean 'state-dir'?)"},
     {"coord_missing_policy", LOAD_COORD, "coord-no-policy.yaml", NULL, -EINVAL, "1:1",
      "missing required key 'policy' (expected e.g. policy: policy.yaml)"},
     {"coord_bad_duration", LOAD_COORD, "coord-bad-duration.yaml", NULL, -EINVAL, "2:14",
@@ -635,6 +636,8 @@ static void test_spec_coord(void **state)
 	assert_true(o->coord.refresh_ns == 500000000ULL);
 	assert_true(o->coord.has_metrics);
 	assert_string_equal(o->coord.metrics, "127.0.0.1:9476");
+	assert_int_equal(o->coord.pending_per_address, 4); /* the default */
+	assert_string_equal(o->coord.user, "");
 	assert_true(o->policy.version == 3);
 	free(o);
 }
@@ -728,6 +731,8 @@ static void test_coord_global_policy(void **state)
 	assert_true(o->coord.refresh_ns == 500000000ULL);
 	assert_string_equal(o->coord.listen, "127.0.0.1:7450");
 	assert_false(o->coord.has_metrics);
+	assert_int_equal(o->coord.pending_per_address, 64);
+	assert_string_equal(o->coord.user, "nobody");
 	assert_int_equal(o->policy.limits[0].scope, LL_SCOPE_GLOBAL);
 	free(o);
 }

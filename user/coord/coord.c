@@ -40,11 +40,10 @@
 #define COORD_RECOMPUTE_NS 50000000ull /* targets follow demand within 50 ms */
 #define COORD_EPOLL_BATCH  256
 /* A connection that has not said HELLO within this is dropped, and one
- * address may hold at most this many such connections: silent peers cannot
- * take the slots real gateways need.
+ * address may hold at most pending-per-address such connections: silent
+ * peers cannot take the slots real gateways need.
  */
-#define COORD_HELLO_DEADLINE_NS	  (2 * NSEC_PER_SEC)
-#define COORD_PENDING_PER_ADDRESS 4
+#define COORD_HELLO_DEADLINE_NS (2 * NSEC_PER_SEC)
 /* Fallback/bypass records per holder and limit at most this often. */
 #define COORD_USAGE_MIN_INTERVAL_NS (100 * NSEC_PER_MSEC)
 
@@ -589,7 +588,7 @@ static void accept_all(struct coord *co)
 		if (fd < 0)
 			return;
 		peer_bytes(&sa, peer);
-		if (pending_from(co, peer) >= COORD_PENDING_PER_ADDRESS) {
+		if (pending_from(co, peer) >= co->cfg.pending_per_address) {
 			co->crowded_refused++;
 			close(fd);
 			continue;

@@ -30,6 +30,11 @@
 /* Bucket map entries: 2^28 buckets of ~100 bytes (key + value) is ~25 GiB. */
 #define CFG_MAX_KEYS_LIMIT   (1ULL << 28)
 #define CFG_DEFAULT_MAX_KEYS 1048576
+/* Connections without HELLO one address may hold (coord.yaml
+ * pending-per-address): silent peers cannot take the spare slots; raise it
+ * behind a TCP proxy or NAT, where every agent has one address.
+ */
+#define CFG_DEFAULT_PENDING_PER_ADDRESS 4
 /* IPv6 per-source keys aggregate to this prefix unless prefix-v6 says. */
 #define CFG_DEFAULT_SRC_PREFIX_V6 64
 /* Ports of reference §2. */
@@ -752,6 +757,7 @@ static const struct walk_field coord_fields[] = {
     {"metrics", WALK_HOSTPORT, COORD(metrics), .port = CFG_COORD_METRICS_PORT},
     {"gateways", WALK_UINT, COORD(gateways), .min = 1, .max = CFG_MAX_GATEWAYS},
     {"user", WALK_NAME, COORD(user)},
+    {"pending-per-address", WALK_UINT, COORD(pending_per_address), .min = 1, .max = 65536},
 };
 
 static const struct walk_section coord_section = WALK_SECTION(coord_fields, coord_check);
@@ -793,6 +799,7 @@ static void coord_init(void *obj, struct cfg_state *st)
 	co->ttl_ns = CFG_DEFAULT_TTL_NS;
 	co->refresh_ns = CFG_DEFAULT_REFRESH_NS;
 	co->gateways = CFG_DEFAULT_GATEWAYS;
+	co->pending_per_address = CFG_DEFAULT_PENDING_PER_ADDRESS;
 }
 
 static const struct cfg_file policy_file = {"policy", &policy_section, sizeof(struct cfg_policy),

@@ -94,8 +94,9 @@ struct cfg_coord {
 	bool has_metrics;
 	char metrics[CFG_ADDR_LEN];
 	uint32_t
-	    gateways; /* holders served; fallback shares are reserved for this many (default 8) */
+	    gateways;  /* holders served; fallback shares are reserved for this many (default 8) */
 	char user[64]; /* run as this user once listening; "" = stay as started */
+	uint32_t pending_per_address; /* connections without HELLO one address may hold (4) */
 };
 
 enum cfg_kind {
