@@ -236,10 +236,12 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 
 	if (!ls)
 		return LL_DENY;
-	/* The hint, while the lease is certainly live (coarse clock). */
-	if (b && !refund && coarse_before(m, *(volatile __u64 *)&ls->expiry_ns) &&
-	    bucket_hinted(b, *(volatile __u32 *)&ls->gen, cfg->unit, m))
-		return LL_DENY;
+	/* The hint, while the lease is certainly live. */
+	if (b && !refund) {
+		gen = lease_live_gen(ls, m);
+		if (gen && bucket_hinted(b, gen, cfg->unit, m))
+			return LL_DENY;
+	}
 	now = meta_now(m);
 	admit = lease_state(ls, now, &gen);
 	if (admit == LL_DENY || admit == LL_ADMIT_BYPASS)
@@ -277,13 +279,10 @@ static __always_inline int key_hinted(void *map, void *k, __u32 id, const struct
 
 	if (!b)
 		return 0;
-	if (cfg->scope == LL_SCOPE_GLOBAL) {
-		struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
-
-		if (!ls || !coarse_before(m, *(volatile __u64 *)&ls->expiry_ns))
-			return 0;
-		gen = *(volatile __u32 *)&ls->gen;
-	}
+	if (cfg->scope == LL_SCOPE_GLOBAL)
+		gen = lease_live_gen(bpf_map_lookup_elem(&ll_leases, &id), m);
+	if (!gen)
+		return 0;
 	return bucket_hinted(b, gen, cfg->unit, m);
 }
 

@@ -16,6 +16,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#include "clock.h"
 #include "ll_types.h"
 #include "maps.h"
 #include "params.h"
@@ -36,6 +37,17 @@ static __always_inline int lease_state(struct ll_lease *ls, __u64 now, __u32 *ge
 		return LL_DENY;
 	*gen = ls->fb_gen;
 	return LL_ADMIT_FALLBACK;
+}
+
+/* The generation a lock-free deny hint may be read against while lease ls
+ * is certainly live (the coarse clock, with LL_COARSE_SLACK_NS to spare),
+ * or 0 (no generation is 0): then on-loss decides, in the charge.
+ */
+static __always_inline __u32 lease_live_gen(struct ll_lease *ls, struct pkt_meta *m)
+{
+	if (!ls || !coarse_before(m, *(volatile __u64 *)&ls->expiry_ns))
+		return 0;
+	return *(volatile __u32 *)&ls->gen;
 }
 
 /* Move v on to share (gen, rate, burst_s, fill_ns, chunk_s), which replaced

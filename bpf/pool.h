@@ -149,13 +149,10 @@ static __always_inline int pool_hinted(__u32 id, const struct ll_limit_cfg *cfg,
 
 	if (!sl || !pool)
 		return 0;
-	if (cfg->scope == LL_SCOPE_GLOBAL) {
-		struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
-
-		if (!ls || !coarse_before(m, *(volatile __u64 *)&ls->expiry_ns))
-			return 0;
-		gen = ls->gen;
-	}
+	if (cfg->scope == LL_SCOPE_GLOBAL)
+		gen = lease_live_gen(bpf_map_lookup_elem(&ll_leases, &id), m);
+	if (!gen)
+		return 0;
 	if (sl->gen == gen && sl->tokens >= tb_cost(cfg->unit, m->len))
 		return 0;
 	return pool->gen == gen && coarse_before(m, *(volatile __u64 *)&pool->empty_until_ns);

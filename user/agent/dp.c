@@ -455,22 +455,26 @@ int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t n
 	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
 }
 
-static int pinned_get(const char *dir, const char *name)
+int dp_pinned_get(const char *dir, const char *name)
 {
 	char path[4096 + 32];
-	int fd;
+	int fd, err;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	fd = bpf_obj_get(path);
-	if (fd < 0)
-		pr_warn("cannot open '%s': %s\n", path, strerror(errno));
-	return fd < 0 ? -errno : fd;
+	if (fd >= 0)
+		return fd;
+	err = -errno;
+	pr_warn("cannot open '%s': %s (is an agent running with pin-dir '%s'?)\n", path,
+		strerror(-err), dir);
+	return err;
 }
 
 int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *old_version)
 {
-	int fence_fd = pinned_get(pin_dir, "ll_fence"), state_fd = pinned_get(pin_dir, "ll_state");
-	int policy_fd = pinned_get(pin_dir, "ll_policy");
+	int fence_fd = dp_pinned_get(pin_dir, "ll_fence"),
+	    state_fd = dp_pinned_get(pin_dir, "ll_state");
+	int policy_fd = dp_pinned_get(pin_dir, "ll_policy");
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
 	struct ll_fence f = {};
 	struct ll_state st;

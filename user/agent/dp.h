@@ -66,6 +66,11 @@ int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
  */
 int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t now);
 
+/* The map pinned as dir/name (an fd), or a negative errno, said in a log
+ * line that names the path. For the commands that read the pins.
+ */
+int dp_pinned_get(const char *dir, const char *name);
+
 /* `leaseline reset-fence`: in the maps pinned under pin_dir, forget every
  * coordinator epoch and applied grant, and mark the running policy version
  * 1 (the policy goes on enforcing; the next coordinator's policy, whatever

@@ -290,12 +290,12 @@ int link_epoch_see(struct dp *dp, uint64_t epoch, uint64_t incarnation)
 	return err;
 }
 
-/* The limit a grant names, in the running policy: its id if it is a global
- * limit and the grant was made for exactly that policy version, else -1. A
- * grant for a version this agent refused (or has not applied yet) is for a
- * contract it does not enforce.
+/* The limit a grant names, in the running policy: its id (and *cfg, its
+ * contract) if it is a global limit and the grant was made for exactly that
+ * policy version, else -1. A grant for a version this agent refused (or has
+ * not applied yet) is for a contract it does not enforce.
  */
-static int grant_limit_id(struct dp *dp, const struct wire_grant *g)
+static int grant_limit(struct dp *dp, const struct wire_grant *g, struct ll_limit_cfg *cfg)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
 	int id = -1;
@@ -305,25 +305,10 @@ static int grant_limit_id(struct dp *dp, const struct wire_grant *g)
 		id = policy_limit_id(pol, g->limit);
 	if (id >= 0 && pol->limits[id].scope != LL_SCOPE_GLOBAL)
 		id = -1;
+	if (id >= 0)
+		*cfg = pol->limits[id];
 	free(pol);
 	return id;
-}
-
-/* Clamp grant g for limit id to what the running policy's contract allows. */
-static int grant_clamp(struct dp *dp, int id, struct lease_grant *g, uint64_t *ttl)
-{
-	struct ll_policy *pol = calloc(1, sizeof(*pol));
-	int n = 0;
-
-	if (!pol || dp_policy_read(dp->policy_fd, dp->state_fd, pol)) {
-		/* Cannot tell the contract: grant nothing rather than anything. */
-		g->rate = g->burst = 0;
-		n = 1;
-	} else {
-		n = lease_grant_clamp(g, ttl, &pol->limits[id & (LL_MAX_LIMITS - 1)]);
-	}
-	free(pol);
-	return n;
 }
 
 /* A grant's path: which limit (policy), whether and how (lease, pure), then
@@ -334,14 +319,16 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 	struct lease_grant lg = {
 	    .epoch = g->epoch, .seq = g->seq, .rate = g->rate, .burst = g->burst};
 	uint64_t t_send = sent_time(l, g->report_seq), ttl = g->ttl_ns;
+	struct ll_limit_cfg cfg;
 	int id, err = -ESTALE;
 
 	if (strcmp(g->holder, l->holder) || g->incarnation != l->incarnation || !t_send)
 		goto stale;
-	id = grant_limit_id(dp, g);
+	id = grant_limit(dp, g, &cfg);
 	if (id < 0)
 		goto stale;
-	if (grant_clamp(dp, id, &lg, &ttl)) {
+	/* Whatever the coordinator asks, no more than the contract allows. */
+	if (lease_grant_clamp(&lg, &ttl, &cfg)) {
 		l->grants_clamped++;
 		pr_warn("grant for '%s' beyond the contract or the ttl cap (%llu/s, burst %llu, "
 			"ttl %.3f s): clamped\n",

@@ -44,18 +44,10 @@ static int pinned_open(const char *dir, struct pinned *p)
 	    {"ll_leases", &p->leases},
 	    {"ll_fence", &p->fence},
 	};
-	char path[CFG_PATH_LEN + 32];
-
-	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, maps[i].name);
-		*maps[i].fd = bpf_obj_get(path);
-		if (*maps[i].fd < 0) {
-			int err = -errno;
-
-			pr_warn("cannot open '%s': %s (is an agent running with pin-dir '%s'?)\n",
-				path, strerror(-err), dir);
-			return err;
-		}
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
+		*maps[i].fd = dp_pinned_get(dir, maps[i].name);
+		if (*maps[i].fd < 0)
+			return *maps[i].fd;
 	}
 	return 0;
 }

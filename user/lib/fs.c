@@ -30,28 +30,47 @@ int fs_mkdir_p(const char *dir, mode_t mode)
 int fs_read_file(const char *path, size_t max, char **buf, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
-	char *b;
-	long n;
+	size_t cap = 4096, n = 0;
+	char *b = NULL;
+	int err = 0;
 
 	if (!f)
 		return -errno;
-	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-		fclose(f);
-		return -EIO;
-	}
-	if ((size_t)n > max) {
-		fclose(f);
-		return -EFBIG;
-	}
-	b = malloc((size_t)n + 1);
-	if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) {
-		free(b);
-		fclose(f);
-		return b ? -EIO : -ENOMEM;
+	/* Read to the end, whatever the file is (a pipe has no size to ask),
+	 * but never keep more than max + 1 bytes: one more says "too big".
+	 */
+	for (;;) {
+		size_t got;
+
+		if (!b || n + 1 == cap) {
+			char *nb = realloc(b, b ? cap * 2 : cap);
+
+			if (!nb) {
+				err = -ENOMEM;
+				break;
+			}
+			cap = b ? cap * 2 : cap;
+			b = nb;
+		}
+		got = fread(b + n, 1, cap - n - 1, f); /* room for the NUL */
+		n += got;
+		if (n > max) {
+			err = -EFBIG;
+			break;
+		}
+		if (got == 0) {
+			if (ferror(f))
+				err = errno ? -errno : -EIO;
+			break;
+		}
 	}
 	fclose(f);
+	if (err) {
+		free(b);
+		return err;
+	}
 	b[n] = '\0';
 	*buf = b;
-	*len = (size_t)n;
+	*len = n;
 	return 0;
 }

@@ -9,8 +9,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "fs.h"
 #include "units.h"
 #include "walk.h"
 
@@ -167,63 +167,27 @@ static int check_root(struct walk_ctx *c, yaml_node_t **root)
 	return 0;
 }
 
-static int open_file(struct walk_ctx *c, const char *path, FILE **f)
+static int too_big(struct walk_ctx *c)
 {
-	struct stat st;
-	int rc;
-
-	*f = fopen(path, "r");
-	if (!*f) {
-		rc = -errno;
-		snprintf(c->err->msg, CFG_ERR_LEN, "cannot open '%s': %s", path, strerror(-rc));
-		return rc;
-	}
-	if (fstat(fileno(*f), &st) == 0 && S_ISDIR(st.st_mode)) {
-		fclose(*f);
-		*f = NULL;
-		snprintf(c->err->msg, CFG_ERR_LEN, "cannot read '%s': %s", path, strerror(EISDIR));
-		return -EISDIR;
-	}
-	return 0;
+	snprintf(c->err->msg, CFG_ERR_LEN, "%s: larger than %d KiB (expected a configuration file)",
+		 c->file, WALK_MAX_BYTES / 1024);
+	return -EFBIG;
 }
 
-/* The whole of file f, at most WALK_MAX_BYTES: into *buf (malloc'd). */
-static int read_all(struct walk_ctx *c, FILE *f, char **buf, size_t *len)
+/* The whole of the file named by c->file, at most WALK_MAX_BYTES. */
+static int read_file(struct walk_ctx *c, char **buf, size_t *len)
 {
-	size_t cap = 4096, n = 0;
-	char *b = malloc(cap);
+	int rc = fs_read_file(c->file, WALK_MAX_BYTES, buf, len);
 
-	while (b) {
-		size_t got;
-
-		if (n == cap) {
-			char *nb = cap > WALK_MAX_BYTES ? NULL : realloc(b, cap * 2);
-
-			if (!nb)
-				break;
-			b = nb;
-			cap *= 2;
-		}
-		got = fread(b + n, 1, cap - n, f);
-		n += got;
-		if (got == 0) {
-			if (ferror(f))
-				break;
-			*buf = b;
-			*len = n;
-			if (n <= WALK_MAX_BYTES)
-				return 0;
-			free(b);
-			snprintf(c->err->msg, CFG_ERR_LEN,
-				 "%s: larger than %d KiB (expected a configuration file)", c->file,
-				 WALK_MAX_BYTES / 1024);
-			return -EFBIG;
-		}
-	}
-	free(b);
-	snprintf(c->err->msg, CFG_ERR_LEN, "cannot read '%s': %s", c->file,
-		 b ? strerror(errno) : "out of memory");
-	return b ? -EIO : -ENOMEM;
+	if (rc == -EFBIG)
+		return too_big(c);
+	if (rc == -ENOMEM)
+		snprintf(c->err->msg, CFG_ERR_LEN, "%s: out of memory", c->file);
+	else if (rc == -EISDIR || rc == -EIO)
+		snprintf(c->err->msg, CFG_ERR_LEN, "cannot read '%s': %s", c->file, strerror(-rc));
+	else if (rc)
+		snprintf(c->err->msg, CFG_ERR_LEN, "cannot open '%s': %s", c->file, strerror(-rc));
+	return rc;
 }
 
 /* libyaml's cost grows with nesting (20k nested '[' take seconds), and a
@@ -276,7 +240,6 @@ int walk_open(struct walk_ctx *c, const char *file, const char *text, size_t len
 {
 	yaml_parser_t p;
 	char *buf = NULL;
-	FILE *f = NULL;
 	int rc;
 
 	c->file = file;
@@ -285,19 +248,12 @@ int walk_open(struct walk_ctx *c, const char *file, const char *text, size_t len
 	c->subj[0] = '\0';
 	err->msg[0] = '\0';
 	if (!text) {
-		rc = open_file(c, file, &f);
-		if (!rc)
-			rc = read_all(c, f, &buf, &len);
-		if (f)
-			fclose(f);
+		rc = read_file(c, &buf, &len);
 		if (rc)
 			return rc;
 		text = buf;
 	} else if (len > WALK_MAX_BYTES) {
-		snprintf(err->msg, CFG_ERR_LEN,
-			 "%s: larger than %d KiB (expected a configuration file)", file,
-			 WALK_MAX_BYTES / 1024);
-		return -EFBIG;
+		return too_big(c);
 	}
 	rc = depth_check(c, text, len);
 	if (rc) {
