@@ -119,4 +119,39 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_fence SEC(".maps");
 
+/* Per-key grants of global limits (struct ll_key_grant), keyed by limit
+ * uid + key (an ll_flow_key; other modes' keys as ll_key_id lays them out).
+ * Written only by the agent, a whole limit's set per grant applied; read by
+ * a bucket when its lease's kg_ver moved on (bpf/bucket.h), never per
+ * packet. Allocated as used: most gateways hold few.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LL_MAX_KEY_GRANTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ll_flow_key);
+	__type(value, struct ll_key_grant);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_key_grants SEC(".maps");
+
+/* Keys of global limits denied while the lease lives (struct
+ * ll_hot_event), for the agent to report as hot. Not pinned: only the
+ * running agent reads it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} ll_hot SEC(".maps");
+
+/* Per CPU: when each gate slot (a hash of limit and key) last let a hot
+ * event out, so a key denied at line rate costs the ring a few events a
+ * second, not one per packet.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LL_HOT_GATE_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} ll_hot_gate SEC(".maps");
+
 #endif /* LEASELINE_MAPS_H */

@@ -216,6 +216,55 @@ _Static_assert(__builtin_offsetof(struct ll_flow_key, family) ==
 			   __builtin_offsetof(struct ll_key_head, family),
 	       "both key kinds begin like ll_key_head");
 
+/* A key of any mode without its limit: the bytes of ll_flow_key after
+ * limit_uid (an ll_key's fields where they have the same names, sport and
+ * addr2 zero). What per-key grants and hot-key reports name on the wire.
+ */
+struct ll_key_id {
+	__u8 proto;
+	__u8 family;
+	__u16 dport; /* network order */
+	__u16 sport;
+	__u16 pad0;
+	__u32 addr[4];
+	__u32 addr2[4];
+};
+
+_Static_assert(sizeof(struct ll_key_id) == 40, "ll_key_id layout");
+_Static_assert(sizeof(struct ll_flow_key) == 4 + sizeof(struct ll_key_id),
+	       "an ll_flow_key is limit_uid + ll_key_id");
+
+/* Per-key grants of global limits (ll_key_grants, keyed by ll_flow_key:
+ * limit uid + ll_key_id): this gateway's share of one key's contract where
+ * the coordinator set it apart from the limit's share. The whole set of a
+ * limit is replaced by each grant the agent applies; it counts only while
+ * the limit's lease lives.
+ */
+#define LL_MAX_KEY_GRANTS	65536 /* entries of ll_key_grants, all limits */
+#define LL_MAX_LIMIT_KEY_GRANTS 1024  /* per limit, as one grant frame carries them */
+
+struct ll_key_grant {
+	__u64 rate;    /* tokens/s */
+	__u64 burst_s; /* sub-tokens */
+	__u64 fill_ns;
+	__u32 gen; /* unique (ll_state.next_uid), new whenever rate or burst changes */
+	__u32 pad0;
+};
+
+/* A key of a global limit denied under its share or per-key grant while the
+ * lease lives (ll_hot ring buffer): the agent reports it to the coordinator
+ * as hot. At most one per LL_HOT_INTERVAL_NS per CPU and gate slot.
+ */
+struct ll_hot_event {
+	__u32 limit_id;
+	__u32 limit_uid;
+	__u64 ns;
+	struct ll_key_id key;
+};
+
+#define LL_HOT_INTERVAL_NS 100000000ull /* 100 ms */
+#define LL_HOT_GATE_SLOTS  1024
+
 /* Where keys go when their bucket map is full: one shared, pre-created
  * bucket per limit (family LL_OVERFLOW_FAMILY, all else zero), in the map of
  * the limit's key mode. Sharing is conservative: no key ever gets a fresh
@@ -223,15 +272,25 @@ _Static_assert(__builtin_offsetof(struct ll_flow_key, family) ==
  */
 #define LL_OVERFLOW_FAMILY 0xff
 
-/* Per-key bucket: 32 bytes, well inside one cache line. */
+/* Per-key bucket. A bucket of a global limit may carry a per-key grant
+ * (an override of this gateway's share for this key, copied from
+ * ll_key_grants when the lease's kg_ver moves on; see bpf/bucket.h): then
+ * its tokens are settled under o_gen with the o_* parameters while the
+ * lease lives. Local limits leave the o_* fields zero.
+ */
 struct ll_bucket {
 	struct bpf_spin_lock lock;
-	__u32 gen;	     /* ll_limit_cfg.gen the tokens are settled for */
+	__u32 gen;	     /* generation the tokens are settled for (a view's or o_gen) */
 	__u64 tokens;	     /* sub-tokens */
 	__u64 last_ns;	     /* refilled up to this instant */
 	__u64 deny_hint;     /* lock-free drop: see LL_HINT_CLASS_MASK; 0 = none */
+	__u64 spent;	     /* tokens (packets or bytes) admitted, ever: a key's usage */
+	__u64 o_rate;	     /* per-key grant: tokens/s */
+	__u64 o_burst_s;     /* per-key grant: sub-tokens */
+	__u64 o_fill_ns;
+	__u32 o_gen;	     /* generation of the per-key grant; 0 = none (the share applies) */
+	__u32 kg_seen;	     /* ll_lease.kg_ver the o_* fields were copied under */
 };
-
 /* ll_bucket.deny_hint, one word so that an unlocked read is consistent: no
  * packet whose class is at least the hint's can pay before the hint's
  * instant. The instant (CLOCK_MONOTONIC ns) is rounded down to 2^16 ns, the
@@ -283,8 +342,9 @@ struct ll_lease {
 	__u32 prev_gen;
 	__u32 fb_gen; /* generation used while dead with on_loss fallback */
 	__u8 on_loss; /* enum ll_on_loss */
-	__u8 pad0[3];
-	__u32 pad1;
+	__u8 pad0;
+	__u16 n_key_grants; /* per-key grants of this limit in ll_key_grants (0: no lookup) */
+	__u32 kg_ver;	    /* moves on whenever this limit's per-key grants change */
 	__u64 expiry_ns; /* CLOCK_MONOTONIC; 0 = never granted */
 	__u64 rate;
 	__u64 burst_s;

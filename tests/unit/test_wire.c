@@ -40,13 +40,17 @@
 
 /* Sizes of the sample frames, computed from docs/protocol.md rather than from the encoder. */
 #define HELLO_FRAME  (P + 1 + 4 + 3 * 8)
-#define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 9 * 8)
+#define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 9 * 8 + 2)
+#define KEY_LEN	     sizeof(struct ll_key_id)
+#define KEY_GRANT    (KEY_LEN + 2 * 8)
+#define HOT_ENTRY    (1 + KEY_LEN + 8)
 #define ENTRY_FIXED  (7 * 8)
-#define REPORT_FRAME (REPORT_E0 + 1 + 10 + ENTRY_FIXED + 1 + 9 + ENTRY_FIXED)
+#define REPORT_FRAME (REPORT_E0 + 1 + 10 + ENTRY_FIXED + 1 + 9 + ENTRY_FIXED + 2)
 #define POLICY_YAML  "version: 3\ndefault: pass\nlimits: []\nrules: []\n"
 #define POLICY_FRAME (POLICY_LEN + 4 + sizeof(POLICY_YAML) - 1)
 #define MAX_REPORT_FRAME                                                                           \
-	(P + WIRE_HOLDER_LEN + 3 * 8 + 2 + WIRE_MAX_ENTRIES * (LL_NAME_LEN + ENTRY_FIXED))
+	(P + WIRE_HOLDER_LEN + 3 * 8 + 2 + WIRE_MAX_ENTRIES * (LL_NAME_LEN + ENTRY_FIXED) + 2 +      \
+	 WIRE_MAX_HOT * HOT_ENTRY)
 #define MAX_POLICY_FRAME (POLICY_LEN + 4 + WIRE_MAX_POLICY)
 
 static void fill_name(char *dst, char c, size_t n)
@@ -123,6 +127,26 @@ static void sample_grant_max(struct wire_msg *m)
 	m->grant.refresh_ns = UINT64_MAX;
 }
 
+/* Key i, every byte of it used (the wire carries the bytes as they are). */
+static void set_key(struct ll_key_id *k, uint32_t i)
+{
+	uint8_t *b = (uint8_t *)k;
+
+	for (size_t j = 0; j < sizeof(*k); j++)
+		b[j] = (uint8_t)(i * 31 + j);
+}
+
+static void sample_grant_keys(struct wire_msg *m)
+{
+	sample_grant_max(m);
+	m->grant.n_keys = WIRE_MAX_KEY_GRANTS;
+	for (uint32_t i = 0; i < WIRE_MAX_KEY_GRANTS; i++) {
+		set_key(&m->grant.keys[i].key, i);
+		m->grant.keys[i].rate = i;
+		m->grant.keys[i].burst = UINT64_MAX - i;
+	}
+}
+
 static void set_entry(struct wire_report_entry *e, const char *limit, uint64_t base)
 {
 	strcpy(e->limit, limit);
@@ -166,6 +190,12 @@ static void sample_report_max(struct wire_msg *m)
 		snprintf(name, sizeof(name), "%02u-abcdefghijklmnopqrstuvwxyz.A", i % 100);
 		set_entry(&m->report.e[i], name, (uint64_t)i << 40);
 	}
+	m->report.n_hot = WIRE_MAX_HOT;
+	for (i = 0; i < WIRE_MAX_HOT; i++) {
+		m->report.hot[i].entry = (uint8_t)(i % WIRE_MAX_ENTRIES);
+		set_key(&m->report.hot[i].key, i);
+		m->report.hot[i].demand = (uint64_t)i << 32;
+	}
 }
 
 /* Every message type, small and at its largest. */
@@ -182,9 +212,11 @@ static const struct sample {
     {"grant", sample_grant, GRANT_FRAME},
     {"grant, longest names", sample_grant_max,
      GRANT_FRAME + LL_NAME_LEN - 1 - 9 + WIRE_HOLDER_LEN - 1 - 4},
+    {"grant, every per-key grant", sample_grant_keys,
+     GRANT_FRAME + LL_NAME_LEN - 1 - 9 + WIRE_HOLDER_LEN - 1 - 4 + WIRE_MAX_KEY_GRANTS * KEY_GRANT},
     {"report", sample_report, REPORT_FRAME},
-    {"report, no entries", sample_report_empty, REPORT_E0},
-    {"report, 64 entries", sample_report_max, MAX_REPORT_FRAME},
+    {"report, no entries", sample_report_empty, REPORT_E0 + 2},
+    {"report, 64 entries and every hot key", sample_report_max, MAX_REPORT_FRAME},
 };
 
 enum {
@@ -195,6 +227,7 @@ enum {
 	S_POLICY_MAX,
 	S_GRANT,
 	S_GRANT_MAX,
+	S_GRANT_KEYS,
 	S_REPORT,
 	S_REPORT_EMPTY,
 	S_REPORT_MAX,
@@ -302,7 +335,7 @@ static void test_round_trip(void **state)
 static void test_hello_bytes(void **state)
 {
 	static const uint8_t expect[] = {
-	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1d, /* header */
+	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1d, /* header */
 	    0x04, 'g',	'w',  '-',  '1',					    /* holder */
 	    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* incarnation */
 	    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, /* max_epoch_seen */
@@ -531,6 +564,7 @@ static int craft_grant(uint8_t *buf, size_t limit_len, size_t extra)
 	pb_name(&p, 4, 'g');
 	for (i = 0; i < 9; i++)
 		pb_put(&p, i, 8);
+	pb_put(&p, 0, 2); /* no per-key grants */
 	for (size_t j = 0; j < extra; j++) /* bytes past the last field */
 		pb_put(&p, 0, 1);
 	return pb_decode(&p, WIRE_GRANT);
@@ -550,6 +584,30 @@ static int craft_report(uint8_t *buf, size_t n, size_t limit_len)
 		pb_name(&p, limit_len, 'e');
 		pb_put(&p, i, 8);
 		pb_put(&p, 0, ENTRY_FIXED - 8);
+	}
+	pb_put(&p, 0, 2); /* no hot keys */
+	return pb_decode(&p, WIRE_REPORT);
+}
+
+/* A report with one entry and n_hot hot keys naming entry `entry`. */
+static int craft_hot(uint8_t *buf, size_t n_hot, unsigned entry)
+{
+	struct pb p = {.b = buf + WIRE_HDR_LEN};
+	size_t i;
+
+	pb_name(&p, 4, 'g');
+	pb_put(&p, 1, 8);
+	pb_put(&p, 2, 8);
+	pb_put(&p, 3, 8);
+	pb_put(&p, 1, 2);
+	pb_name(&p, 1, 'e');
+	pb_put(&p, 0, ENTRY_FIXED);
+	pb_put(&p, n_hot, 2);
+	for (i = 0; i < n_hot; i++) {
+		pb_put(&p, entry, 1);
+		memset(p.b + p.n, 0xa5, KEY_LEN);
+		p.n += KEY_LEN;
+		pb_put(&p, i, 8);
 	}
 	return pb_decode(&p, WIRE_REPORT);
 }
@@ -595,6 +653,12 @@ static void test_bounds_by_hand(void **state)
 	assert_int_equal(craft_report(buf, WIRE_MAX_ENTRIES + 1, 1), -EPROTO);
 	assert_int_equal(craft_report(buf, 1, LL_NAME_LEN), -EPROTO);
 	assert_int_equal(craft_report(buf, 1, 0), -EPROTO);
+
+	assert_int_equal(craft_hot(buf, WIRE_MAX_HOT, WIRE_MAX_ENTRIES - 1), FRAME_OK);
+	assert_int_equal(out->report.n_hot, WIRE_MAX_HOT);
+	assert_int_equal(out->report.hot[WIRE_MAX_HOT - 1].demand, WIRE_MAX_HOT - 1);
+	assert_int_equal(craft_hot(buf, WIRE_MAX_HOT + 1, 0), -EPROTO);
+	assert_int_equal(craft_hot(buf, 1, WIRE_MAX_ENTRIES), -EPROTO);
 
 	assert_int_equal(craft_policy(buf, 0), FRAME_OK);
 	assert_int_equal(craft_policy(buf, WIRE_MAX_POLICY), FRAME_OK);

@@ -24,13 +24,22 @@
 #define WIRE_HOLDER_MAX (WIRE_NAME_LEN_BYTES + WIRE_HOLDER_LEN - 1)
 #define WIRE_LIMIT_MAX	(WIRE_NAME_LEN_BYTES + LL_NAME_LEN - 1)
 #define WIRE_ENTRY_MAX	(WIRE_LIMIT_MAX + 7 * 8)
+#define WIRE_KEY_LEN	sizeof(struct ll_key_id)
+#define WIRE_HOT_MAX	(1 + WIRE_KEY_LEN + 8)
+#define WIRE_KEY_GRANT_MAX (WIRE_KEY_LEN + 2 * 8)
 #define WIRE_REPORT_MAX                                                                            \
-	(WIRE_HOLDER_MAX + 3 * 8 + WIRE_COUNT_LEN_BYTES + WIRE_MAX_ENTRIES * WIRE_ENTRY_MAX)
+	(WIRE_HOLDER_MAX + 3 * 8 + WIRE_COUNT_LEN_BYTES + WIRE_MAX_ENTRIES * WIRE_ENTRY_MAX +      \
+	 WIRE_COUNT_LEN_BYTES + WIRE_MAX_HOT * WIRE_HOT_MAX)
+#define WIRE_GRANT_MAX                                                                             \
+	(WIRE_LIMIT_MAX + WIRE_HOLDER_MAX + 9 * 8 + WIRE_COUNT_LEN_BYTES +                        \
+	 WIRE_MAX_KEY_GRANTS * WIRE_KEY_GRANT_MAX)
 #define WIRE_POLICY_MAX (2 * 8 + WIRE_BLOB_LEN_BYTES + WIRE_MAX_POLICY)
 
 /* The largest messages must fit the frame bound that the decoder enforces. */
 _Static_assert(WIRE_POLICY_MAX <= WIRE_MAX_PAYLOAD, "a full policy must fit one frame");
 _Static_assert(WIRE_REPORT_MAX <= WIRE_MAX_PAYLOAD, "a full report must fit one frame");
+_Static_assert(WIRE_GRANT_MAX <= WIRE_MAX_PAYLOAD, "a grant with every per-key grant must fit");
+_Static_assert(WIRE_MAX_ENTRIES <= 256, "a hot key names its entry in a u8");
 _Static_assert(WIRE_MAX_ENTRIES < (1 << (8 * WIRE_COUNT_LEN_BYTES)), "entry count is a u16");
 
 enum wire_kind {
@@ -40,6 +49,7 @@ enum wire_kind {
 	WK_NAME,  /* u8 length + 1..size-1 bytes of [A-Za-z0-9_.-]; NUL-terminated in memory */
 	WK_BLOB,  /* u32 length (a uint32_t at aux) + length bytes, length <= max */
 	WK_ARRAY, /* u16 count (a uint32_t at aux) + count elements of sub, count <= max */
+	WK_BYTES, /* size raw bytes (a key: checked by its user) */
 };
 
 struct wire_field {
@@ -65,10 +75,13 @@ struct wire_field {
 	 .aux = offsetof(t, n),                                                                    \
 	 .max = (m),                                                                               \
 	 .sub = (s)}
+#define F_BYTES(t, f)  {.kind = WK_BYTES, .off = offsetof(t, f), .size = member_size(t, f)}
 #define F_END {.kind = WK_END}
 
 #define MSG struct wire_msg
 #define ENT struct wire_report_entry
+#define KG  struct wire_key_grant
+#define HOT struct wire_hot
 
 static const struct wire_field hello_fields[] = {
 	F_NAME(MSG, hello.holder),
@@ -85,6 +98,13 @@ static const struct wire_field policy_fields[] = {
 	F_END,
 };
 
+static const struct wire_field key_grant_fields[] = {
+	F_BYTES(KG, key),
+	F_U64(KG, rate),
+	F_U64(KG, burst),
+	F_END,
+};
+
 static const struct wire_field grant_fields[] = {
 	F_NAME(MSG, grant.limit),
 	F_NAME(MSG, grant.holder),
@@ -97,6 +117,7 @@ static const struct wire_field grant_fields[] = {
 	F_U64(MSG, grant.burst),
 	F_U64(MSG, grant.ttl_ns),
 	F_U64(MSG, grant.refresh_ns),
+	F_ARRAY(MSG, grant.keys, grant.n_keys, WIRE_MAX_KEY_GRANTS, key_grant_fields),
 	F_END,
 };
 
@@ -112,17 +133,27 @@ static const struct wire_field entry_fields[] = {
 	F_END,
 };
 
+static const struct wire_field hot_fields[] = {
+	F_U8(HOT, entry, WIRE_MAX_ENTRIES - 1),
+	F_BYTES(HOT, key),
+	F_U64(HOT, demand),
+	F_END,
+};
+
 static const struct wire_field report_fields[] = {
 	F_NAME(MSG, report.holder),
 	F_U64(MSG, report.incarnation),
 	F_U64(MSG, report.max_epoch_seen),
 	F_U64(MSG, report.seq),
 	F_ARRAY(MSG, report.e, report.n, WIRE_MAX_ENTRIES, entry_fields),
+	F_ARRAY(MSG, report.hot, report.n_hot, WIRE_MAX_HOT, hot_fields),
 	F_END,
 };
 
 #undef MSG
 #undef ENT
+#undef KG
+#undef HOT
 
 struct wire_desc {
 	const char *name;
@@ -297,6 +328,9 @@ static int enc_field(struct wbuf *w, const uint8_t *base, const struct wire_fiel
 		return 0;
 	case WK_ARRAY:
 		return enc_array(w, base, f);
+	case WK_BYTES:
+		wbuf_bytes(w, v, f->size);
+		return 0;
 	case WK_END:
 		break;
 	}
@@ -405,6 +439,12 @@ static int dec_field(struct rbuf *r, uint8_t *base, const struct wire_field *f)
 		return 0;
 	case WK_ARRAY:
 		return dec_array(r, base, f);
+	case WK_BYTES:
+		at = rbuf_take(r, f->size);
+		if (!at)
+			return -EPROTO;
+		memcpy(v, at, f->size);
+		return 0;
 	case WK_END:
 		break;
 	}

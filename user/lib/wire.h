@@ -20,12 +20,15 @@
 #include "ll_types.h"
 
 #define WIRE_MAGIC	 0x4c4c5731u /* "LLW1" */
-#define WIRE_VERSION	 2	     /* 2: grants no longer carry the failure policy */
+#define WIRE_VERSION	 3 /* 2: grants no longer carry the failure policy; 3: per-key grants */
 #define WIRE_HDR_LEN	 12
 #define WIRE_MAX_PAYLOAD (64 * 1024) /* a policy document must fit */
 #define WIRE_MAX_POLICY	 (WIRE_MAX_PAYLOAD - 64)
 #define WIRE_HOLDER_LEN	 64 /* holder ids (node names), NUL included */
 #define WIRE_MAX_ENTRIES LL_MAX_LIMITS
+/* Per-key grants in one grant (one limit), hot keys in one report (all limits). */
+#define WIRE_MAX_KEY_GRANTS LL_MAX_LIMIT_KEY_GRANTS
+#define WIRE_MAX_HOT	    1024
 
 enum wire_type {
 	WIRE_HELLO = 1,	 /* agent -> coord, first frame */
@@ -52,6 +55,16 @@ struct wire_policy {
  * dies (on-loss, the fallback share) is the policy's, which the agent
  * applies: one truth, not two.
  */
+/* A per-key grant: this holder's share of one key's contract where it
+ * differs from the limit's share (rate, burst). The key's bytes are the
+ * agent's to check (family, padding, fields its key mode does not use).
+ */
+struct wire_key_grant {
+	struct ll_key_id key;
+	uint64_t rate;	/* tokens/s */
+	uint64_t burst; /* tokens */
+};
+
 struct wire_grant {
 	char limit[LL_NAME_LEN];
 	char holder[WIRE_HOLDER_LEN];
@@ -64,6 +77,8 @@ struct wire_grant {
 	uint64_t burst;	     /* tokens share */
 	uint64_t ttl_ns;     /* duration, never a wall-clock time */
 	uint64_t refresh_ns; /* hint: report again within this */
+	uint32_t n_keys;     /* the whole set of per-key grants of this limit for this holder */
+	struct wire_key_grant keys[WIRE_MAX_KEY_GRANTS];
 };
 
 struct wire_report_entry {
@@ -77,6 +92,16 @@ struct wire_report_entry {
 	uint64_t demand; /* tokens/s this holder would use */
 };
 
+/* A key of a per-key global limit that wants more than, or other than, the
+ * default share here: denied recently, or holding a per-key grant and
+ * spending. entry is the index of the limit's entry in the same report.
+ */
+struct wire_hot {
+	uint8_t entry;
+	struct ll_key_id key;
+	uint64_t demand; /* tokens/s this holder would use for this key */
+};
+
 struct wire_report {
 	char holder[WIRE_HOLDER_LEN];
 	uint64_t incarnation;
@@ -84,6 +109,8 @@ struct wire_report {
 	uint64_t seq; /* report sequence, increasing per incarnation; starts at 1 */
 	uint32_t n;
 	struct wire_report_entry e[WIRE_MAX_ENTRIES];
+	uint32_t n_hot;
+	struct wire_hot hot[WIRE_MAX_HOT];
 };
 
 struct wire_msg {
