@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include "clock.h"
 #include "lease.h"
@@ -287,6 +288,127 @@ static void test_grant_clamp(void **state)
 	assert_true(g.rate == TB_MAX_RATE && g.burst <= TB_MAX_BURST);
 }
 
+/* A src-ip /24 limit's key for 198.18.x.0. */
+static struct ll_key_id v4_key(uint8_t x)
+{
+	struct ll_key_id k = {.family = 4};
+
+	k.addr[2] = htonl(0xffff);
+	k.addr[3] = htonl(0xc6120000u | (uint32_t)x << 8);
+	return k;
+}
+
+static struct ll_limit_cfg src24(void)
+{
+	struct ll_limit_cfg c = {.rate = 1000, .burst_s = 100 * TB_SCALE, .key_mode = LL_KEY_SRC_IP,
+				 .scope = LL_SCOPE_GLOBAL, .in_use = 1};
+
+	c.mask_v4 = htonl(0xffffff00u);
+	memset(c.mask_v6, 0xff, sizeof(c.mask_v6));
+	return c;
+}
+
+/* A coordinator's key must be a key of the limit's mode: anything else is
+ * refused (it would match no bucket, or a key it does not mean).
+ */
+static void test_key_check(void **state)
+{
+	struct ll_limit_cfg c = src24();
+	struct ll_key_id k = v4_key(7);
+
+	(void)state;
+	assert_int_equal(lease_key_check(&c, &k), 0);
+	k.addr[3] |= htonl(1); /* not masked to the /24 */
+	assert_int_equal(lease_key_check(&c, &k), -EINVAL);
+	k = v4_key(7);
+	k.dport = htons(53); /* a field src-ip does not use */
+	assert_int_equal(lease_key_check(&c, &k), -EINVAL);
+	k = v4_key(7);
+	k.family = 5;
+	assert_int_equal(lease_key_check(&c, &k), -EINVAL);
+	k = v4_key(7);
+	k.pad0 = 1;
+	assert_int_equal(lease_key_check(&c, &k), -EINVAL);
+	k = v4_key(7);
+	k.addr[2] = 0; /* not v4-mapped */
+	assert_int_equal(lease_key_check(&c, &k), -EINVAL);
+	c.key_mode = LL_KEY_DST_PORT;
+	k = (struct ll_key_id){.proto = 17, .dport = htons(53)};
+	assert_int_equal(lease_key_check(&c, &k), 0);
+	k.family = 4;
+	assert_int_equal(lease_key_check(&c, &k), -EINVAL);
+	c.key_mode = LL_KEY_NONE;
+	k = (struct ll_key_id){0};
+	assert_int_equal(lease_key_check(&c, &k), -EINVAL);
+}
+
+/* Clamped to the contract; a repeated key refuses the set. */
+static void test_keys_clamp(void **state)
+{
+	struct ll_limit_cfg c = src24();
+	struct lease_key k[3] = {{.key = v4_key(1), .rate = UINT64_MAX, .burst = 5},
+				 {.key = v4_key(2), .rate = 10, .burst = UINT64_MAX},
+				 {.key = v4_key(3), .rate = 10, .burst = 10}};
+
+	(void)state;
+	assert_int_equal(lease_keys_clamp(&c, k, 3), 2);
+	for (int i = 0; i < 3; i++)
+		assert_true(k[i].rate <= 1000 && k[i].burst <= 100);
+	k[2].key = v4_key(1);
+	assert_int_equal(lease_keys_clamp(&c, k, 3), -EINVAL);
+}
+
+/* Moving from a held set to a new one: unchanged entries keep their
+ * generation, changed and new ones take fresh numbers, keys left out are
+ * deleted, and an identical set changes nothing (kg_ver stays).
+ */
+static void test_keys_plan(void **state)
+{
+	struct lease_key old[3], want[3], put[3];
+	struct ll_key_id del[3];
+	struct lease_key_plan p = {.put = put, .del = del};
+	uint32_t gen = 100;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		old[i] = (struct lease_key){.key = v4_key((uint8_t)i), .rate = 10, .burst = 10};
+		old[i].v = (struct ll_key_grant){
+		    .rate = 10, .burst_s = 10 * TB_SCALE, .gen = 50 + (uint32_t)i};
+	}
+	/* keep key 0, change key 1, drop key 2, add key 9 */
+	want[0] = (struct lease_key){.key = v4_key(9), .rate = 7, .burst = 7};
+	want[1] = (struct lease_key){.key = v4_key(1), .rate = 20, .burst = 10};
+	want[2] = (struct lease_key){.key = v4_key(0), .rate = 10, .burst = 10};
+	lease_keys_plan(old, 3, want, 3, &gen, &p);
+	assert_true(p.changed);
+	assert_int_equal(p.n_del, 1);
+	{
+		struct ll_key_id k2 = v4_key(2);
+
+		assert_memory_equal(&p.del[0], &k2, sizeof(k2));
+	}
+	assert_int_equal(p.n_put, 2);
+	assert_int_equal(gen, 102);
+	for (size_t i = 0; i < p.n_put; i++) {
+		assert_true(p.put[i].v.gen == 100 || p.put[i].v.gen == 101);
+		assert_int_equal(p.put[i].v.fill_ns,
+				 tb_fill_ns(p.put[i].v.rate, p.put[i].v.burst_s));
+	}
+	/* want is sorted now: key 0 kept its generation 50 */
+	assert_int_equal(want[0].v.gen, 50);
+	/* The same set again: nothing to write, no generation spent. */
+	for (int i = 0; i < 3; i++)
+		old[i] = want[i];
+	lease_keys_plan(old, 3, want, 3, &gen, &p);
+	assert_false(p.changed);
+	assert_int_equal(p.n_put + p.n_del, 0);
+	assert_int_equal(gen, 102);
+	/* The empty set deletes everything. */
+	lease_keys_plan(old, 3, want, 0, &gen, &p);
+	assert_true(p.changed);
+	assert_int_equal(p.n_del, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -301,6 +423,9 @@ int main(void)
 	    cmocka_unit_test(test_generations_never_reused),
 	    cmocka_unit_test(test_epoch_bounds),
 	    cmocka_unit_test(test_grant_clamp),
+	    cmocka_unit_test(test_key_check),
+	    cmocka_unit_test(test_keys_clamp),
+	    cmocka_unit_test(test_keys_plan),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

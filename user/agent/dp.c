@@ -16,13 +16,14 @@
 
 #include "clock.h"
 #include "dp.h"
+#include "lease.h"
 #include "leaseline.skel.h"
 #include "log.h"
 #include "tb_math.h"
 
 static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
 {
-	static struct bpf_map *maps[11];
+	static struct bpf_map *maps[12];
 
 	maps[0] = s->maps.ll_policy;
 	maps[1] = s->maps.ll_state;
@@ -35,7 +36,8 @@ static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
 	maps[8] = s->maps.ll_leases;
 	maps[9] = s->maps.ll_fence;
 	maps[10] = s->maps.ll_flow_buckets;
-	*n = 11;
+	maps[11] = s->maps.ll_key_grants;
+	*n = 12;
 	return maps;
 }
 
@@ -136,6 +138,8 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->parse_stats_fd = bpf_map__fd(dp->skel->maps.ll_parse_stats);
 	dp->leases_fd = bpf_map__fd(dp->skel->maps.ll_leases);
 	dp->fence_fd = bpf_map__fd(dp->skel->maps.ll_fence);
+	dp->key_grants_fd = bpf_map__fd(dp->skel->maps.ll_key_grants);
+	dp->hot_fd = bpf_map__fd(dp->skel->maps.ll_hot);
 	dp->rcu_fd = rcu_barrier_create();
 	if (dp->rcu_fd < 0) {
 		err = dp->rcu_fd;
@@ -412,6 +416,31 @@ static int reap_map(int fd, const struct bpf_map *map, const struct ll_policy *p
 	return err;
 }
 
+/* Per-key grants of limits that are no longer global per-key limits of the
+ * policy: nothing reads them any more.
+ */
+static int key_grants_reap(struct dp *dp, const struct ll_policy *pol)
+{
+	struct ll_flow_key k, next, *prev = NULL;
+	int n = 0;
+
+	while (!bpf_map_get_next_key(dp->key_grants_fd, prev, &next)) {
+		bool live = false;
+
+		k = next;
+		prev = &k;
+		for (int i = 0; i < LL_MAX_LIMITS && !live; i++)
+			live = pol->limits[i].in_use && pol->limits[i].uid == k.limit_uid &&
+			       pol->limits[i].scope == LL_SCOPE_GLOBAL &&
+			       pol->limits[i].key_mode != LL_KEY_NONE;
+		if (!live && !bpf_map_delete_elem(dp->key_grants_fd, &k)) {
+			n++;
+			prev = NULL; /* the walk restarts: the deleted key is no cursor */
+		}
+	}
+	return n;
+}
+
 int dp_buckets_reap(struct dp *dp, uint64_t now)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
@@ -428,6 +457,10 @@ int dp_buckets_reap(struct dp *dp, uint64_t now)
 	if (err >= 0) {
 		n = err;
 		err = reap_map(dp->flow_buckets_fd, dp->skel->maps.ll_flow_buckets, pol, sh, now);
+	}
+	if (err >= 0) {
+		n += err;
+		err = key_grants_reap(dp, pol);
 	}
 	free(pol);
 	return err < 0 ? err : n + err;
@@ -526,8 +559,79 @@ int dp_fence_write(struct dp *dp, const struct ll_fence *f)
 	return bpf_map_update_elem(dp->fence_fd, &k, f, BPF_ANY) ? -errno : 0;
 }
 
+/* A limit's per-key grant entry in ll_key_grants: limit uid + the key. */
+static struct ll_flow_key key_grant_key(uint32_t uid, const struct ll_key_id *k)
+{
+	struct ll_flow_key fk = {.limit_uid = uid};
+
+	memcpy((char *)&fk + sizeof(fk.limit_uid), k, sizeof(*k));
+	return fk;
+}
+
+int dp_key_grants_read(struct dp *dp, uint32_t uid, struct lease_key **out, size_t *n)
+{
+	struct ll_flow_key k, next, *prev = NULL;
+	struct lease_key *v = NULL;
+	size_t cap = 0;
+	int err = 0;
+
+	*n = 0;
+	while (!bpf_map_get_next_key(dp->key_grants_fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		if (k.limit_uid != uid)
+			continue;
+		if (*n == cap) {
+			struct lease_key *nv = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
+
+			if (!nv) {
+				err = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		memset(&v[*n], 0, sizeof(v[*n]));
+		memcpy(&v[*n].key, (char *)&k + sizeof(k.limit_uid), sizeof(v[*n].key));
+		if (bpf_map_lookup_elem(dp->key_grants_fd, &k, &v[*n].v))
+			continue; /* deleted meanwhile: not held */
+		v[*n].rate = v[*n].v.rate;
+		v[*n].burst = v[*n].v.burst_s / TB_SCALE;
+		(*n)++;
+	}
+	if (err) {
+		free(v);
+		v = NULL;
+		*n = 0;
+	}
+	*out = v;
+	return err;
+}
+
+/* Write a limit's per-key set as planned: deletions, then new or changed
+ * entries. Either order is safe: until the lease moves kg_ver on, buckets
+ * keep what they copied, and a new bucket reads an old or a new value,
+ * both counted by the coordinator until this grant is acknowledged.
+ */
+static int key_grants_write(struct dp *dp, uint32_t uid, const struct lease_key_plan *kp)
+{
+	for (size_t i = 0; i < kp->n_del; i++) {
+		struct ll_flow_key fk = key_grant_key(uid, &kp->del[i]);
+
+		if (bpf_map_delete_elem(dp->key_grants_fd, &fk) && errno != ENOENT)
+			return -errno;
+	}
+	for (size_t i = 0; i < kp->n_put; i++) {
+		struct ll_flow_key fk = key_grant_key(uid, &kp->put[i].key);
+
+		if (bpf_map_update_elem(dp->key_grants_fd, &fk, &kp->put[i].v, BPF_ANY))
+			return -errno;
+	}
+	return 0;
+}
+
 int dp_lease_write(struct dp *dp, uint32_t id, uint32_t next_gen, bool reset_pool,
-		   const struct ll_lease *l, const struct ll_fence *f, uint64_t now)
+		   const struct ll_lease *l, const struct ll_fence *f, uint32_t uid,
+		   const struct lease_key_plan *kp, uint64_t now)
 {
 	struct ll_state st;
 	__u32 k = 0;
@@ -543,6 +647,11 @@ int dp_lease_write(struct dp *dp, uint32_t id, uint32_t next_gen, bool reset_poo
 		if (bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY))
 			return -errno;
 	}
+	/* The per-key set before the lease that names it (kg_ver): a grant
+	 * whose set cannot be written whole is not applied.
+	 */
+	if (kp && (err = key_grants_write(dp, uid, kp)))
+		return err;
 	/* The pool is emptied before the lease names the new generation, so no
 	 * packet can take the old tokens under it.
 	 */
@@ -556,3 +665,4 @@ int dp_lease_write(struct dp *dp, uint32_t id, uint32_t next_gen, bool reset_poo
 		return -errno;
 	return dp_fence_write(dp, f);
 }
+

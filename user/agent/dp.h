@@ -11,11 +11,14 @@
 #define LEASELINE_DP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ll_types.h"
 
 struct leaseline_bpf;
+struct lease_key;
+struct lease_key_plan;
 
 struct dp {
 	struct leaseline_bpf *skel;
@@ -25,6 +28,8 @@ struct dp {
 	int flow_buckets_fd; /* ll_flow_buckets: flow keys (struct ll_flow_key) */
 	int limit_stats_fd, rule_stats_fd, parse_stats_fd;
 	int leases_fd, fence_fd;
+	int key_grants_fd; /* ll_key_grants: per-key grants of global limits */
+	int hot_fd;	   /* ll_hot: ring buffer of keys denied under a live lease */
 	int rcu_fd; /* map-in-map whose update waits for an RCU grace period */
 	unsigned int ncpus;
 	uint32_t flow_capacity; /* ll_flow_buckets entries, overflow buckets included */
@@ -56,7 +61,9 @@ int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol);
 
 /* In both bucket maps: delete buckets of limits no longer in the policy
  * and, once the map is more than half full, buckets idle long enough to be
- * full again (deleting those changes nothing: a new bucket starts full).
+ * full again (deleting those changes nothing: a new bucket starts full);
+ * buckets holding a per-key grant stay. In ll_key_grants: delete the grants
+ * of limits that are no longer global per-key limits.
  * Returns the number deleted or a negative errno.
  */
 int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
@@ -83,11 +90,15 @@ int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *ol
 int dp_fence_read(struct dp *dp, struct ll_fence *f);
 int dp_fence_write(struct dp *dp, const struct ll_fence *f);
 int dp_lease_read(struct dp *dp, uint32_t id, struct ll_lease *l);
-/* Write what lease_grant_decide decided for limit id: the generation
- * counter (never moved backwards), the pool emptied under l's generation if
- * reset_pool, the lease, the fence; in that order.
+/* Write what lease_grant_decide (and lease_keys_plan) decided for limit id
+ * (uid): the generation counter (never moved backwards), the limit's
+ * per-key set if kp, the pool emptied under l's generation if reset_pool,
+ * the lease, the fence; in that order.
  */
 int dp_lease_write(struct dp *dp, uint32_t id, uint32_t next_gen, bool reset_pool,
-		   const struct ll_lease *l, const struct ll_fence *f, uint64_t now);
+		   const struct ll_lease *l, const struct ll_fence *f, uint32_t uid,
+		   const struct lease_key_plan *kp, uint64_t now);
+/* The per-key grants held for limit uid (malloc'd into *out, *n of them). */
+int dp_key_grants_read(struct dp *dp, uint32_t uid, struct lease_key **out, size_t *n);
 
 #endif /* LEASELINE_DP_H */

@@ -5,7 +5,9 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include "lease.h"
 #include "tb_math.h"
@@ -163,4 +165,118 @@ void lease_from_policy(const struct ll_lease *old, bool same_limit, const struct
 		out->fb_chunk_s = tb_chunk_s(cfg->fb_rate, fb_burst, ncpus);
 		out->fb_gen = (*next_gen)++;
 	}
+}
+
+static bool zero(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/* addr (16 bytes, v4 as ::ffff:a.b.c.d) is a family-`family` address masked
+ * as cfg keys it.
+ */
+static bool addr_ok(const struct ll_limit_cfg *cfg, uint8_t family, const uint32_t *a, bool masked)
+{
+	if (family == 4)
+		return a[0] == 0 && a[1] == 0 && a[2] == htonl(0xffff) &&
+		       (!masked || (a[3] & cfg->mask_v4) == a[3]);
+	if (family != 6)
+		return false;
+	for (int i = 0; masked && i < 4; i++)
+		if ((a[i] & cfg->mask_v6[i]) != a[i])
+			return false;
+	return true;
+}
+
+int lease_key_check(const struct ll_limit_cfg *cfg, const struct ll_key_id *k)
+{
+	bool ok = k->pad0 == 0;
+
+	switch (cfg->key_mode) {
+	case LL_KEY_SRC_IP:
+	case LL_KEY_DST_IP:
+		ok = ok && !k->proto && !k->dport && !k->sport && zero(k->addr2, sizeof(k->addr2)) &&
+		     addr_ok(cfg, k->family, k->addr, true);
+		break;
+	case LL_KEY_DST_PORT:
+		ok = ok && !k->family && !k->sport && zero(k->addr, sizeof(k->addr)) &&
+		     zero(k->addr2, sizeof(k->addr2));
+		break;
+	case LL_KEY_FLOW:
+		ok = ok && addr_ok(cfg, k->family, k->addr, false) &&
+		     addr_ok(cfg, k->family, k->addr2, false);
+		break;
+	default:
+		ok = false; /* key: none has no keys */
+	}
+	return ok ? 0 : -EINVAL;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct ll_key_id)); /* key is each struct's first member */
+}
+
+int lease_keys_clamp(const struct ll_limit_cfg *cfg, struct lease_key *want, size_t n)
+{
+	uint64_t max_rate = cfg->rate < TB_MAX_RATE ? cfg->rate : TB_MAX_RATE;
+	uint64_t max_burst = cfg->burst_s / TB_SCALE;
+	int clamped = 0;
+
+	if (max_burst > TB_MAX_BURST)
+		max_burst = TB_MAX_BURST;
+	for (size_t i = 0; i < n; i++) {
+		if (lease_key_check(cfg, &want[i].key))
+			return -EINVAL;
+		if (want[i].rate > max_rate || want[i].burst > max_burst)
+			clamped++;
+		want[i].rate = want[i].rate < max_rate ? want[i].rate : max_rate;
+		want[i].burst = want[i].burst < max_burst ? want[i].burst : max_burst;
+	}
+	qsort(want, n, sizeof(*want), key_cmp);
+	for (size_t i = 1; i < n; i++)
+		if (!key_cmp(&want[i - 1], &want[i]))
+			return -EINVAL;
+	return clamped;
+}
+
+void lease_keys_plan(struct lease_key *old, size_t n_old, struct lease_key *want, size_t n_want,
+		     uint32_t *next_gen, struct lease_key_plan *plan)
+{
+	size_t i = 0, j = 0;
+
+	plan->n_put = plan->n_del = 0;
+	plan->changed = false;
+	qsort(old, n_old, sizeof(*old), key_cmp);
+	qsort(want, n_want, sizeof(*want), key_cmp);
+	/* A merge of two sorted sets: in old only (delete), in want only (put),
+	 * in both (put only if the share changed).
+	 */
+	while (i < n_old || j < n_want) {
+		int c = i == n_old ? 1 : j == n_want ? -1 : key_cmp(&old[i], &want[j]);
+
+		if (c < 0) {
+			plan->del[plan->n_del++] = old[i++].key;
+			continue;
+		}
+		struct lease_key *w = &want[j++];
+
+		w->v = (struct ll_key_grant){.rate = w->rate, .burst_s = w->burst * TB_SCALE};
+		w->v.fill_ns = tb_fill_ns(w->v.rate, w->v.burst_s);
+		if (c == 0 && old[i].v.rate == w->v.rate && old[i].v.burst_s == w->v.burst_s &&
+		    old[i].v.gen) {
+			w->v.gen = old[i++].v.gen;
+			continue;
+		}
+		if (c == 0)
+			i++;
+		w->v.gen = (*next_gen)++;
+		plan->put[plan->n_put++] = *w;
+	}
+	plan->changed = plan->n_put || plan->n_del;
 }

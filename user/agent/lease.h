@@ -88,4 +88,50 @@ int lease_grant_decide(const struct ll_lease *old, const struct ll_fence *f, uin
 void lease_from_policy(const struct ll_lease *old, bool same_limit, const struct ll_limit_cfg *cfg,
 		       unsigned int ncpus, uint32_t *next_gen, struct ll_lease *out);
 
+/* One per-key grant of a limit (docs/design.md, "Per-key grants for hot
+ * keys"): as a grant carries it (rate, burst in tokens) and as the kernel
+ * holds it (v, with its generation).
+ */
+struct lease_key {
+	struct ll_key_id key;
+	uint64_t rate, burst;
+	struct ll_key_grant v;
+};
+
+/* What writing a limit's new per-key set changes in ll_key_grants: entries
+ * to put (new or changed, each with a new generation) and keys to delete
+ * (held, not in the new set). changed: the lease's kg_ver must move on.
+ */
+struct lease_key_plan {
+	struct lease_key *put;
+	size_t n_put;
+	struct ll_key_id *del;
+	size_t n_del;
+	bool changed;
+};
+
+/* 0 if key k may name a key of limit cfg: its family and the fields its key
+ * mode uses are possible values, every other byte is zero, and an address
+ * is masked to the limit's prefix (an unmasked one would match no bucket).
+ * -EINVAL otherwise.
+ */
+int lease_key_check(const struct ll_limit_cfg *cfg, const struct ll_key_id *k);
+
+/* Check every key of a grant's set and clamp its rate and burst to the
+ * contract (a key's share is never more than its contract). -EINVAL if a
+ * key is malformed or named twice: then the whole grant is refused (a key
+ * dropped from the set would spend the share instead of a cut). Otherwise
+ * the number of entries clamped.
+ */
+int lease_keys_clamp(const struct ll_limit_cfg *cfg, struct lease_key *want, size_t n);
+
+/* Plan the move from the held set (old, n_old: v filled) to want (n_want):
+ * an entry whose rate and burst are unchanged keeps its generation, any
+ * other takes (*next_gen)++. Sorts both arrays; fills want[].v. put and del
+ * point into want/old storage the caller provides (plan->put must have room
+ * for n_want, plan->del for n_old).
+ */
+void lease_keys_plan(struct lease_key *old, size_t n_old, struct lease_key *want, size_t n_want,
+		     uint32_t *next_gen, struct lease_key_plan *plan);
+
 #endif /* LEASELINE_LEASE_H */

@@ -56,6 +56,7 @@ int link_init(struct link *l, const struct cfg_agent *ac)
 
 void link_free(struct link *l)
 {
+	hot_close(&l->hot);
 	conn_close(&l->c);
 	free(l->msg);
 	free(l->out);
@@ -125,6 +126,7 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
 	struct wire_report *r = &l->out->report;
+	int entry_of[LL_MAX_LIMITS];
 	struct ll_fence f = {};
 	uint32_t slot;
 	int err;
@@ -142,9 +144,11 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 		struct ll_limit_stats s;
 		bool bytes = c->unit == LL_UNIT_BYTES;
 
+		entry_of[id] = -1;
 		if (!c->in_use || c->scope != LL_SCOPE_GLOBAL ||
 		    stats_limit(dp->limit_stats_fd, id, &s))
 			continue;
+		entry_of[id] = (int)r->n;
 		memset(e, 0, sizeof(*e));
 		snprintf(e->limit, sizeof(e->limit), "%s", c->name);
 		e->applied_epoch = f.applied_epoch[id];
@@ -165,6 +169,10 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 		r->n++;
 	}
 	l->last_sample_ns = now;
+	/* Keys denied within two refresh intervals are still hot: one report
+	 * may have gone out just before the denials began.
+	 */
+	hot_report(&l->hot, dp, pol, entry_of, r, 2 * l->refresh_ns, now);
 	r->seq = ++l->report_seq;
 	/* The clock was read before the send: a grant answering this report
 	 * starts its lease no later than the coordinator issues it.
@@ -261,10 +269,19 @@ static uint64_t sent_time(const struct link *l, uint64_t report_seq)
 
 int link_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now)
 {
+	return link_lease_apply_keys(dp, id, 0, g, NULL, 0, now);
+}
+
+int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct lease_grant *g,
+			  struct lease_key *keys, size_t n_keys, uint64_t now)
+{
+	struct lease_key *held = NULL;
+	struct lease_key_plan kp = {0};
 	struct lease_update u;
 	struct ll_lease old;
 	struct ll_fence f;
 	struct ll_state st;
+	size_t n_held = 0;
 	int err = dp_fence_read(dp, &f);
 
 	if (!err)
@@ -273,8 +290,25 @@ int link_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, ui
 		err = dp_lease_read(dp, id, &old);
 	if (!err)
 		err = lease_grant_decide(&old, &f, st.next_uid, id, g, now, dp->ncpus, &u);
+	if (!err && keys) {
+		err = dp_key_grants_read(dp, uid, &held, &n_held);
+		kp.put = calloc(n_keys + 1, sizeof(*kp.put));
+		kp.del = calloc(n_held + 1, sizeof(*kp.del));
+		if (!err && (!kp.put || !kp.del))
+			err = -ENOMEM;
+		if (!err) {
+			lease_keys_plan(held, n_held, keys, n_keys, &u.next_gen, &kp);
+			u.lease.n_key_grants = (uint16_t)n_keys;
+			if (kp.changed)
+				u.lease.kg_ver = old.kg_ver + 1;
+		}
+	}
 	if (!err)
-		err = dp_lease_write(dp, id, u.next_gen, u.reset_pool, &u.lease, &u.fence, now);
+		err = dp_lease_write(dp, id, u.next_gen, u.reset_pool, &u.lease, &u.fence, uid,
+				     keys ? &kp : NULL, now);
+	free(held);
+	free(kp.put);
+	free(kp.del);
 	return err;
 }
 
@@ -311,6 +345,37 @@ static int grant_limit(struct dp *dp, const struct wire_grant *g, struct ll_limi
 	return id;
 }
 
+/* A grant's per-key set as the kernel will hold it, checked against the
+ * limit's key mode and clamped to its contract. A malformed set refuses the
+ * whole grant: a key left out would spend the share instead of its cut.
+ */
+static int grant_keys(struct link *l, const struct wire_grant *g, const struct ll_limit_cfg *cfg,
+		      struct lease_key **out)
+{
+	struct lease_key *k = calloc(g->n_keys + 1, sizeof(*k));
+	int n;
+
+	*out = k;
+	if (!k)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < g->n_keys; i++)
+		k[i] = (struct lease_key){
+		    .key = g->keys[i].key, .rate = g->keys[i].rate, .burst = g->keys[i].burst};
+	n = g->n_keys && cfg->key_mode == LL_KEY_NONE ? -EINVAL
+						       : lease_keys_clamp(cfg, k, g->n_keys);
+	if (n < 0) {
+		l->grants_bad_keys++;
+		pr_warn("grant for '%s' names a malformed or repeated key: refused\n", g->limit);
+		return n;
+	}
+	if (n > 0) {
+		l->grants_clamped++;
+		pr_warn("grant for '%s': %d per-key grants beyond the contract: clamped\n",
+			g->limit, n);
+	}
+	return 0;
+}
+
 /* A grant's path: which limit (policy), whether and how (lease, pure), then
  * the map writes (dp).
  */
@@ -319,6 +384,7 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 	struct lease_grant lg = {
 	    .epoch = g->epoch, .seq = g->seq, .rate = g->rate, .burst = g->burst};
 	uint64_t t_send = sent_time(l, g->report_seq), ttl = g->ttl_ns;
+	struct lease_key *keys = NULL;
 	struct ll_limit_cfg cfg;
 	int id, err = -ESTALE;
 
@@ -336,7 +402,10 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 			ns_to_s(g->ttl_ns));
 	}
 	lg.expiry_ns = lease_expiry(t_send, ttl);
-	err = link_lease_apply(dp, (uint32_t)id, &lg, now);
+	err = grant_keys(l, g, &cfg, &keys);
+	if (!err)
+		err = link_lease_apply_keys(dp, (uint32_t)id, cfg.uid, &lg, keys, g->n_keys, now);
+	free(keys);
 	if (!err) {
 		l->grants_applied++;
 		if (g->refresh_ns && g->refresh_ns < g->ttl_ns)
@@ -408,6 +477,16 @@ static void connected(struct link *l, struct dp *dp, uint64_t now)
 
 void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 {
+	if (!l->hot.t && dp->hot_fd >= 0) {
+		int err = hot_open(&l->hot, dp->hot_fd);
+
+		if (err)
+			pr_warn("cannot read the hot-key ring buffer: %s; no per-key grants\n",
+				strerror(-err));
+		if (err)
+			dp->hot_fd = -1; /* say it once */
+	}
+	hot_poll(&l->hot);
 	if (l->c.fd < 0) {
 		if (now >= l->next_dial_ns)
 			dial(l, now);

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "hot.h"
 #include "wire.h"
 
 #define LINK_SENT_RING 64 /* recent reports whose send time a grant may name */
@@ -34,9 +35,11 @@ struct link {
 	uint64_t last_grant_ns; /* last grant on this connection; 0 before the first */
 	uint64_t last_offered[LL_MAX_LIMITS], last_sample_ns;
 	uint64_t demand[LL_MAX_LIMITS];
+	struct hot hot; /* hot keys of global per-key limits, reported with their demand */
 	struct wire_msg *msg; /* the frame being handled */
 	struct wire_msg *out; /* the frame being sent: never the one being read */
 	uint64_t grants_applied, grants_stale, grants_clamped, policies_applied, policies_refused;
+	uint64_t grants_bad_keys; /* refused: a per-key grant named a malformed key */
 };
 
 int link_init(struct link *l, const struct cfg_agent *ac);
@@ -47,12 +50,19 @@ int link_pollfd(const struct link *l, short *events);
 void link_step(struct link *l, struct dp *dp, short revents, uint64_t now);
 
 struct lease_grant;
+struct lease_key;
 
 /* A grant's way into the kernel: read the limit's lease, the fence and the
  * generation counter (dp), decide (lease_grant_decide), write (dp). 0, or
  * -ESTALE if fencing refuses it, or a map error.
  */
 int link_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now);
+/* The same, with the limit's (uid's) whole per-key set, which replaces the
+ * one held (link_lease_apply leaves the held set as it is). keys are
+ * checked and clamped already (lease_keys_clamp); they are sorted here.
+ */
+int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct lease_grant *g,
+			  struct lease_key *keys, size_t n_keys, uint64_t now);
 /* Note a coordinator epoch in the fence (lease_fence_see_epoch, then dp);
  * -ESTALE if it is older than one already seen.
  */

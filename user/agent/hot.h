@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hot keys of global per-key limits (docs/design.md, "Per-key grants for
+ * hot keys"): the keys this gateway wants other than its default share of.
+ * Two sources: the datapath's ll_hot ring buffer (a key denied while the
+ * lease lives) and the per-key grants it holds (a key spending one). The
+ * link puts them in every report with a demand each:
+ *   - denied within the window: the contract's rate ("as much as it can
+ *     get"; the coordinator's max-min makes that fair);
+ *   - holding a grant and spending: what its bucket's spent counter shows
+ *     over the last interval, plus a quarter;
+ *   - holding a grant, spending nothing: not listed (it wants none).
+ * Bounded: HOT_CAPACITY keys tracked, WIRE_MAX_HOT reported; what does not
+ * fit is counted and stays at the default share.
+ */
+#ifndef LEASELINE_HOT_H
+#define LEASELINE_HOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ll_types.h"
+#include "wire.h"
+
+#define HOT_CAPACITY 8192 /* keys tracked, all limits */
+
+struct dp;
+struct ring_buffer;
+
+struct hot_key {
+	bool used;
+	uint32_t id, uid;	  /* limit id and uid */
+	struct ll_key_id key;
+	uint64_t denied_ns;	  /* last denial the datapath reported; 0 none */
+	uint64_t spent, spent_ns; /* the bucket's spent counter, and when it was read */
+};
+
+struct hot {
+	struct ring_buffer *rb;
+	struct hot_key *t; /* open addressing, HOT_CAPACITY slots */
+	size_t n;
+	uint64_t events;       /* hot events read from the ring */
+	uint64_t dropped;      /* keys not tracked or not reported: no room */
+	uint32_t reported;     /* hot keys in the last report */
+};
+
+/* Read ring buffer ring_fd (ll_hot). 0 or a negative errno. */
+int hot_open(struct hot *h, int ring_fd);
+void hot_close(struct hot *h);
+/* Take in every event waiting in the ring. */
+void hot_poll(struct hot *h);
+
+/* Fill r->hot (r->n_hot) for the global per-key limits of pol, whose
+ * entries in r are entry_of[id] (-1: not in this report). window_ns: a
+ * denial this recent still makes a key hot.
+ */
+void hot_report(struct hot *h, struct dp *dp, const struct ll_policy *pol, const int *entry_of,
+		struct wire_report *r, uint64_t window_ns, uint64_t now);
+
+#endif /* LEASELINE_HOT_H */
