@@ -29,8 +29,17 @@
 	"rules:\n"                                                                                 \
 	"  - {name: all, limits: [g]}\n"
 
+/* A per-key global limit: every source address has the contract. */
+#define PER_KEY_POLICY_FMT                                                                         \
+	"version: %llu\n"                                                                          \
+	"limits:\n"                                                                                \
+	"  - {name: g, key: src-ip, scope: global, rate: 1000, burst: 100}\n"                      \
+	"rules:\n"                                                                                 \
+	"  - {name: all, limits: [g]}\n"
+
 struct fake {
 	struct fx *fx;
+	bool per_key; /* the policies sent are PER_KEY_POLICY_FMT */
 	struct link link;
 	struct cfg_agent ac;
 	int lfd;
@@ -90,14 +99,15 @@ static void send_policy(struct fake *f, uint64_t epoch, unsigned long long versi
 	m->type = WIRE_POLICY;
 	m->policy.epoch = epoch;
 	m->policy.version = version;
-	m->policy.len =
-	    (uint32_t)snprintf(m->policy.yaml, sizeof(m->policy.yaml), POLICY_FMT, version);
+	m->policy.len = (uint32_t)snprintf(m->policy.yaml, sizeof(m->policy.yaml),
+					   f->per_key ? PER_KEY_POLICY_FMT : POLICY_FMT, version);
 	assert_int_equal(conn_send(&f->c, m), 0);
 	free(m);
 }
 
-static void send_grant(struct fake *f, uint64_t epoch, uint64_t seq, uint64_t rate, uint64_t burst,
-		       uint64_t ttl_ns, uint64_t version)
+static void send_grant_keys(struct fake *f, uint64_t epoch, uint64_t seq, uint64_t rate,
+			    uint64_t burst, uint64_t ttl_ns, uint64_t version,
+			    const struct wire_key_grant *keys, uint32_t n_keys)
 {
 	struct wire_msg *m = calloc(1, sizeof(*m));
 
@@ -114,8 +124,17 @@ static void send_grant(struct fake *f, uint64_t epoch, uint64_t seq, uint64_t ra
 	m->grant.burst = burst;
 	m->grant.ttl_ns = ttl_ns;
 	m->grant.refresh_ns = 100 * NSEC_PER_MSEC;
+	m->grant.n_keys = n_keys;
+	if (n_keys)
+		memcpy(m->grant.keys, keys, n_keys * sizeof(*keys));
 	assert_int_equal(conn_send(&f->c, m), 0);
 	free(m);
+}
+
+static void send_grant(struct fake *f, uint64_t epoch, uint64_t seq, uint64_t rate, uint64_t burst,
+		       uint64_t ttl_ns, uint64_t version)
+{
+	send_grant_keys(f, epoch, seq, rate, burst, ttl_ns, version, NULL, 0);
 }
 
 static uint64_t applied_seq;
@@ -238,6 +257,115 @@ static void test_policy_version_out_of_bounds_refused(void **state)
 	assert_int_equal(st.version, 1);
 }
 
+static uint64_t want_seq;
+
+static int seq_applied(struct fake *f)
+{
+	struct ll_fence fe;
+
+	return !dp_fence_read(&f->fx->dp, &fe) && fe.applied_seq[0] == want_seq;
+}
+
+/* The key of source 198.18.0.x under a src-ip /32 limit. */
+static struct wire_key_grant key_grant(uint8_t x, uint64_t rate, uint64_t burst)
+{
+	struct wire_key_grant k = {.rate = rate, .burst = burst};
+
+	k.key.family = 4;
+	k.key.addr[2] = htonl(0xffff);
+	k.key.addr[3] = htonl(0xc6120000u | x);
+	return k;
+}
+
+/* The per-key grants held for limit id 0, by key byte x: rate and generation. */
+static size_t held(struct fake *f, uint64_t rate[256], uint32_t gen[256])
+{
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	struct lease_key *k = NULL;
+	size_t n = 0;
+
+	assert_non_null(pol);
+	assert_int_equal(dp_policy_read(f->fx->dp.policy_fd, f->fx->dp.state_fd, pol), 0);
+	assert_int_equal(dp_key_grants_read(&f->fx->dp, pol->limits[0].uid, &k, &n), 0);
+	memset(rate, 0, 256 * sizeof(*rate));
+	memset(gen, 0, 256 * sizeof(*gen));
+	for (size_t i = 0; i < n; i++) {
+		uint8_t x = ntohl(k[i].key.addr[3]) & 0xff;
+
+		rate[x] = k[i].v.rate;
+		gen[x] = k[i].v.gen;
+		assert_int_equal(k[i].v.burst_s, k[i].burst * TB_SCALE);
+	}
+	free(k);
+	free(pol);
+	return n;
+}
+
+/* Each grant's per-key set replaces the one held, whole: unchanged entries
+ * keep their generation and kg_ver stays (the buckets need not look again),
+ * changed and new ones are rewritten, missing ones deleted; a set with a
+ * malformed key is refused with the grant, and the held set stays.
+ */
+static void test_key_grants_whole_set(void **state)
+{
+	struct fake *f = *state;
+	struct wire_key_grant k[3];
+	uint64_t rate[256];
+	uint32_t gen[256], gen2;
+	struct ll_lease l;
+
+	f->per_key = true;
+	connect_and_policy(f, 5);
+	k[0] = key_grant(1, 10, 5);
+	k[1] = key_grant(2, 20, 10);
+	want_seq = 1;
+	send_grant_keys(f, 5, 1, 100, 10, NSEC_PER_SEC, 1, k, 2);
+	assert_true(pump(f, seq_applied));
+	assert_int_equal(held(f, rate, gen), 2);
+	assert_int_equal(rate[1], 10);
+	assert_int_equal(rate[2], 20);
+	assert_int_equal(dp_lease_read(&f->fx->dp, 0, &l), 0);
+	assert_int_equal(l.n_key_grants, 2);
+	assert_int_equal(l.kg_ver, 1);
+	gen2 = gen[2];
+
+	want_seq = 2; /* the same set: nothing moves */
+	send_grant_keys(f, 5, 2, 100, 10, NSEC_PER_SEC, 1, k, 2);
+	assert_true(pump(f, seq_applied));
+	assert_int_equal(dp_lease_read(&f->fx->dp, 0, &l), 0);
+	assert_int_equal(l.kg_ver, 1);
+	assert_int_equal(held(f, rate, gen), 2);
+	assert_int_equal(gen[2], gen2);
+
+	k[0] = key_grant(2, 30, 10); /* changed */
+	k[1] = key_grant(3, 0, 0);   /* new: a cut to nothing */
+	want_seq = 3;
+	send_grant_keys(f, 5, 3, 100, 10, NSEC_PER_SEC, 1, k, 2);
+	assert_true(pump(f, seq_applied));
+	assert_int_equal(held(f, rate, gen), 2);
+	assert_int_equal(rate[1], 0); /* deleted */
+	assert_int_equal(gen[1], 0);
+	assert_int_equal(rate[2], 30);
+	assert_true(gen[2] != gen2 && gen[3] != 0 && gen[3] != gen[2]);
+	assert_int_equal(dp_lease_read(&f->fx->dp, 0, &l), 0);
+	assert_int_equal(l.kg_ver, 2);
+
+	k[2] = key_grant(4, 1, 1);
+	k[2].key.family = 5; /* malformed: the whole grant is refused */
+	want_seq = 4;
+	send_grant_keys(f, 5, 4, 100, 10, NSEC_PER_SEC, 1, k, 3);
+	k[2] = key_grant(2, 1, 1); /* a key named twice: refused too */
+	send_grant_keys(f, 5, 5, 100, 10, NSEC_PER_SEC, 1, k, 3);
+	want_seq = 6; /* an empty set after them: everything deleted */
+	send_grant_keys(f, 5, 6, 100, 10, NSEC_PER_SEC, 1, NULL, 0);
+	assert_true(pump(f, seq_applied));
+	assert_int_equal(f->link.grants_bad_keys, 2);
+	assert_int_equal(held(f, rate, gen), 0);
+	assert_int_equal(dp_lease_read(&f->fx->dp, 0, &l), 0);
+	assert_int_equal(l.kg_ver, 3);
+	assert_int_equal(l.n_key_grants, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +373,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_epoch_out_of_bounds_never_pinned, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_policy_version_out_of_bounds_refused, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_key_grants_whole_set, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -30,6 +30,8 @@ static void write_leases(FILE *f, struct dp *dp, const struct ll_policy *pol)
 				     "per-key limit)."},
 	    {"leaseline_lease_burst", "This gateway's leased burst share (tokens)."},
 	    {"leaseline_lease_remaining_seconds", "Time until the lease dies in the kernel."},
+	    {"leaseline_lease_key_grants", "Per-key grants this gateway holds for a per-key "
+					   "limit (keys with a share other than the default)."},
 	};
 	uint64_t now = clock_now_ns();
 
@@ -40,11 +42,13 @@ static void write_leases(FILE *f, struct dp *dp, const struct ll_policy *pol)
 			struct ll_lease l;
 
 			if (!c->in_use || c->scope != LL_SCOPE_GLOBAL ||
+			    (i == 3 && c->key_mode == LL_KEY_NONE) ||
 			    bpf_map_lookup_elem_flags(dp->leases_fd, &id, &l, BPF_F_LOCK))
 				continue;
 			fprintf(f, "%s{limit=\"%s\"}", fam[i].name, c->name);
 			prom_value(f, i == 0		  ? (double)l.rate
 				      : i == 1		  ? (double)(l.burst_s / TB_SCALE)
+				      : i == 3		  ? (double)l.n_key_grants
 				      : l.expiry_ns > now ? ns_to_s(l.expiry_ns - now)
 							  : 0.0);
 		}

@@ -118,6 +118,7 @@ static void print_lease(struct out *o, const struct pinned *p, uint32_t id,
 	out_f64(o, "remaining_seconds", now < l.expiry_ns ? ns_to_s(l.expiry_ns - now) : 0);
 	out_u64(o, "epoch", l.epoch);
 	out_u64(o, "seq", l.seq);
+	out_u64(o, "key_grants", l.n_key_grants);
 	out_str(o, "on_loss", l.on_loss < 3 ? on_loss[l.on_loss] : "?");
 	out_u64(o, "fallback_rate", l.fb_rate);
 	out_u64(o, "fallback_burst", l.fb_burst_s / TB_SCALE);
