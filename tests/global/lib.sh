@@ -155,6 +155,7 @@ state-dir: state
 lease: {ttl: $ttl, refresh: $refresh}
 metrics: 127.0.0.1:9476
 gateways: $GL_N
+insecure: true
 EOF
 	local before n
 	before=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null)

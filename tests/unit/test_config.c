@@ -334,7 +334,8 @@ static const struct file_case file_cases[] = {
      "agent, coordinator: for a coordinated one)"},
     {"agent_unknown_key", LOAD_AGENT, "agent-unknown-key.yaml", NULL, -EINVAL, "2:1",
      "unknown key 'interface' in agent file (expected one of: node, interfaces, pin-dir, "
-     "policy, coordinator, metrics, max-keys, max-flow-keys; did you mean 'interfaces'?)"},
+     "policy, coordinator, metrics, max-keys, max-flow-keys, tls; did you mean "
+     "'interfaces'?)"},
     {"agent_interface_unknown_key", LOAD_AGENT, "agent-iface-unknown-key.yaml", NULL, -EINVAL,
      "3:5",
      "unknown key 'mdoe' in interface 'eth0' (expected one of: name, mode; did you mean "
@@ -367,7 +368,15 @@ static const struct file_case file_cases[] = {
      "unknown key 'refesh' in lease (expected one of: ttl, refresh; did you mean 'refresh'?)"},
     {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
      "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
-     "lease, metrics, gateways, user, pending-per-address; did you mean 'state-dir'?)"},
+     "lease, metrics, gateways, user, pending-per-address, tls, insecure; did you mean "
+     "'state-dir'?)"},
+    {"coord_public_without_tls", LOAD_COORD, "coord-public-no-tls.yaml", NULL, -EINVAL, "1:9",
+     "listen '198.18.0.1:7450' is beyond loopback without tls: (expected tls: {cert, key, ca}, "
+     "or insecure: true to accept unauthenticated agents)"},
+    {"coord_tls_missing_ca", LOAD_COORD, "coord-tls-no-ca.yaml", NULL, -EINVAL, "3:6",
+     "missing required key 'ca' (expected e.g. ca: /etc/leaseline/ca.crt)"},
+    {"coord_insecure_not_bool", LOAD_COORD, "coord-insecure-yes.yaml", NULL, -EINVAL, "3:11",
+     "insecure 'yes' is not valid (expected one of: false, true)"},
     {"coord_missing_policy", LOAD_COORD, "coord-no-policy.yaml", NULL, -EINVAL, "1:1",
      "missing required key 'policy' (expected e.g. policy: policy.yaml)"},
     {"coord_bad_duration", LOAD_COORD, "coord-bad-duration.yaml", NULL, -EINVAL, "2:14",

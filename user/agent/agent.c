@@ -188,7 +188,7 @@ static void warn_restart_only(const struct cfg_agent *run, const struct cfg_agen
 }
 
 /* SIGHUP: re-read everything; on any error the running policy stays. */
-static void reload(struct dp *dp, const char *path, const struct cfg_agent *run)
+static void reload(struct dp *dp, const char *path, const struct cfg_agent *run, struct link *link)
 {
 	struct cfg_agent *ac = calloc(1, sizeof(*ac));
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
@@ -204,8 +204,11 @@ static void reload(struct dp *dp, const char *path, const struct cfg_agent *run)
 		warn_restart_only(run, ac);
 	}
 	if (run->has_coordinator) {
-		pr_info(
-		    "coordinated: the policy comes from the coordinator; nothing else to reload\n");
+		/* Certificates renew without a restart; leases are untouched. */
+		if (!err && link)
+			link_tls_reload(link, ac);
+		pr_info("coordinated: the policy comes from the coordinator; nothing else to "
+			"reload\n");
 		goto out;
 	}
 	if (err || !pol->version || apply_policy(dp, pol)) {
@@ -274,7 +277,7 @@ static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *ru
 	while (!sig_stop) {
 		if (sig_reload) {
 			sig_reload = 0;
-			reload(dp, path, run);
+			reload(dp, path, run, link);
 		}
 		uint64_t t0 = clock_now_ns();
 

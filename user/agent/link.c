@@ -51,12 +51,33 @@ int link_init(struct link *l, const struct cfg_agent *ac)
 	l->backoff_ns = LINK_BACKOFF_MIN_NS;
 	l->msg = malloc(sizeof(*l->msg));
 	l->out = malloc(sizeof(*l->out));
-	return l->msg && l->out ? 0 : -ENOMEM;
+	if (!l->msg || !l->out)
+		return -ENOMEM;
+	return ac->tls.set ? link_tls_reload(l, ac) : 0;
+}
+
+int link_tls_reload(struct link *l, const struct cfg_agent *ac)
+{
+	char err[CFG_ERR_LEN];
+	int rc;
+
+	if (!ac->tls.set) {
+		if (l->tls.ctx)
+			pr_warn("reload: tls: removed; restart the agent to talk plain TCP\n");
+		return 0;
+	}
+	rc = tls_ctx_load(&l->tls, &ac->tls, false, err, sizeof(err));
+	if (rc)
+		pr_warn("%s\n", err);
+	else
+		pr_info("tls: certificate '%s' loaded for the coordinator link\n", ac->tls.cert);
+	return rc;
 }
 
 void link_free(struct link *l)
 {
 	hot_close(&l->hot);
+	tls_ctx_free(&l->tls);
 	conn_close(&l->c);
 	free(l->msg);
 	free(l->out);
@@ -68,7 +89,7 @@ int link_pollfd(const struct link *l, short *events)
 	if (l->c.fd < 0)
 		return -1;
 	*events = POLLIN;
-	if (l->connecting || l->c.out_len)
+	if (l->connecting || conn_wants_write(&l->c))
 		*events |= POLLOUT;
 	return l->c.fd;
 }
@@ -441,7 +462,10 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 	if (l->c.fd >= 0 && r < 0)
 		link_down(l, "malformed frame from the coordinator", now);
 	else if (l->c.fd >= 0 && err)
-		link_down(l, err == -ECONNRESET ? "closed by the coordinator" : strerror(-err),
+		link_down(l,
+			  err == -ECONNRESET		 ? "closed by the coordinator"
+			  : err == -EPROTO && l->tls.ctx ? "TLS handshake or record refused"
+							 : strerror(-err),
 			  now);
 }
 
@@ -468,15 +492,27 @@ static void connected(struct link *l, struct dp *dp, uint64_t now)
 		link_down(l, strerror(soerr ? soerr : errno), now);
 		return;
 	}
+	if (l->tls.ctx) {
+		char host[CFG_ADDR_LEN];
+
+		tls_host_of(l->addr, host, sizeof(host));
+		if (conn_tls_start(&l->c, &l->tls, host)) {
+			link_down(l, "cannot start TLS", now);
+			return;
+		}
+	}
 	l->up = true;
 	l->last_grant_ns = 0;
 	l->backoff_ns = LINK_BACKOFF_MIN_NS;
-	pr_info("connected to coordinator %s\n", l->addr);
+	pr_info("connected to coordinator %s%s\n", l->addr, l->tls.ctx ? " (TLS)" : "");
+	/* Over TLS the HELLO waits in the output until the handshake is done. */
 	send_hello(l, dp, now);
 }
 
 void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 {
+	int err;
+
 	if (!l->hot.t && dp->hot_fd >= 0) {
 		int err = hot_open(&l->hot, dp->hot_fd);
 
@@ -500,8 +536,8 @@ void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 				  now); /* a lost SYN backs off for minutes */
 		return;
 	}
-	if (revents & POLLOUT && conn_flush(&l->c))
-		link_down(l, "write failed", now);
+	if (revents & POLLOUT && (err = conn_flush(&l->c)))
+		link_down(l, err == -EPROTO ? "TLS handshake failed" : "write failed", now);
 	if (l->c.fd >= 0 && revents & (POLLIN | POLLHUP | POLLERR))
 		read_frames(l, dp, now);
 	/* Once grants flow, every report is answered: silence means a dead path. */

@@ -36,13 +36,19 @@ struct link {
 	uint64_t last_offered[LL_MAX_LIMITS], last_sample_ns;
 	uint64_t demand[LL_MAX_LIMITS];
 	struct hot hot; /* hot keys of global per-key limits, reported with their demand */
+	struct tls_ctx tls; /* mutual TLS to the coordinator; ctx NULL: plain TCP */
 	struct wire_msg *msg; /* the frame being handled */
 	struct wire_msg *out; /* the frame being sent: never the one being read */
 	uint64_t grants_applied, grants_stale, grants_clamped, policies_applied, policies_refused;
 	uint64_t grants_bad_keys; /* refused: a per-key grant named a malformed key */
 };
 
+/* 0, or -EINVAL with the reason logged (a certificate that does not load). */
 int link_init(struct link *l, const struct cfg_agent *ac);
+/* SIGHUP: load ac's certificates for the next connection; the running one
+ * (and every lease) is untouched. On error the ones in use stay.
+ */
+int link_tls_reload(struct link *l, const struct cfg_agent *ac);
 void link_free(struct link *l);
 /* fd and poll events to wait for, or -1 when there is no socket. */
 int link_pollfd(const struct link *l, short *events);

@@ -3,13 +3,25 @@
  * What the configuration walker (walk.h) and the schema (config.h) share,
  * without either including the other: the error every reader of a file
  * reports, one line "FILE:LINE:COL: message" (1-based line and column of
- * the offending node), and the size of a host:port.
+ * the offending node), the sizes of a host:port and a path, and the tls:
+ * section both daemons' files share.
  */
 #ifndef LEASELINE_CFG_TYPES_H
 #define LEASELINE_CFG_TYPES_H
 
+#include <stdbool.h>
+
 #define CFG_ERR_LEN  512
 #define CFG_ADDR_LEN 128 /* "host:port" or "[v6]:port", NUL included */
+#define CFG_PATH_LEN 4096
+
+/* tls: {cert, key, ca} of an agent or coordinator file (tls.h). */
+struct cfg_tls {
+	bool set;
+	char cert[CFG_PATH_LEN]; /* this side's certificate (PEM; a chain may follow) */
+	char key[CFG_PATH_LEN];	 /* its private key (PEM) */
+	char ca[CFG_PATH_LEN];	 /* the CA that signs the other side's certificates */
+};
 
 struct cfg_err {
 	char msg[CFG_ERR_LEN]; /* "FILE:LINE:COL: message", no trailing newline */

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "lease_clock.h"
 #include "tb_math.h"
+#include "tls.h"
 #include "units.h"
 #include "walk.h"
 
@@ -639,6 +640,44 @@ static int agent_ifaces(struct walk_ctx *c, const struct walk_field *f, yaml_nod
 				  "[{name: eth0, mode: native}]");
 }
 
+/* ---- tls: the same section in both daemons' files ---- */
+
+#define TLS(m) WALK_AT(struct cfg_tls, m)
+
+static const struct walk_field tls_fields[] = {
+    {"cert", WALK_PATH, TLS(cert), .required = true, .example = "/etc/leaseline/node.crt"},
+    {"key", WALK_PATH, TLS(key), .required = true, .example = "/etc/leaseline/node.key"},
+    {"ca", WALK_PATH, TLS(ca), .required = true, .example = "/etc/leaseline/ca.crt"},
+};
+
+static int tls_set(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	(void)c;
+	(void)m;
+	((struct cfg_tls *)obj)->set = true;
+	return 0;
+}
+
+static const struct walk_section tls_section = WALK_SECTION(tls_fields, tls_set);
+
+static int agent_tls(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	(void)f;
+	return walk_run(c, v, &tls_section, &((struct cfg_agent *)obj)->tls);
+}
+
+static int coord_tls(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	(void)f;
+	return walk_run(c, v, &tls_section, &((struct cfg_coord *)obj)->tls);
+}
+
+static const struct walk_enum bools[] = {
+    {"false", 0},
+    {"true", 1},
+    {NULL, 0},
+};
+
 static const struct walk_field coordinator_fields[] = {
     {"address", WALK_HOSTPORT, AGENT(coordinator), .required = true, .example = CFG_DEFAULT_LISTEN,
      .port = CFG_COORD_PORT},
@@ -678,6 +717,7 @@ static const struct walk_field agent_fields[] = {
     {"metrics", WALK_HOSTPORT, AGENT(metrics), .port = CFG_AGENT_METRICS_PORT},
     {"max-keys", WALK_UINT, AGENT(max_keys), .min = 1, .max = CFG_MAX_KEYS_LIMIT},
     {"max-flow-keys", WALK_UINT, AGENT(max_flow_keys), .min = 0, .max = CFG_MAX_KEYS_LIMIT},
+    {"tls", WALK_CUSTOM, .fn = agent_tls},
 };
 
 static const struct walk_section agent_section = WALK_SECTION(agent_fields, agent_check);
@@ -729,6 +769,18 @@ int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, s
 	return -EINVAL;
 }
 
+/* host:port names this machine only (127.0.0.0/8, ::1, localhost). */
+static bool hostport_loopback(const char *hp)
+{
+	char host[CFG_ADDR_LEN];
+	struct in_addr a4;
+
+	tls_host_of(hp, host, sizeof(host));
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
+
 static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 {
 	struct cfg_coord *co = obj;
@@ -737,6 +789,13 @@ static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	int rc;
 
 	co->has_metrics = walk_get(m, "metrics") != NULL;
+	/* Anyone who can reach the port could steer the leases. */
+	if (!co->tls.set && !co->insecure && !hostport_loopback(co->listen))
+		return walk_fail(c, walk_get(m, "listen") ?: m->node,
+				 "listen '%s' is beyond loopback without tls: (expected tls: "
+				 "{cert, key, ca}, or insecure: true to accept unauthenticated "
+				 "agents)",
+				 co->listen);
 	rc = load_policy(c, walk_get(m, "policy"), co->policy_path, false);
 	for (uint32_t i = 0; !rc && pol && i < pol->n_limits; i++) {
 		const struct cfg_limit *l = &pol->limits[i];
@@ -758,6 +817,8 @@ static const struct walk_field coord_fields[] = {
     {"gateways", WALK_UINT, COORD(gateways), .min = 1, .max = CFG_MAX_GATEWAYS},
     {"user", WALK_NAME, COORD(user)},
     {"pending-per-address", WALK_UINT, COORD(pending_per_address), .min = 1, .max = 65536},
+    {"tls", WALK_CUSTOM, .fn = coord_tls},
+    {"insecure", WALK_ENUM, COORD(insecure), .names = bools},
 };
 
 static const struct walk_section coord_section = WALK_SECTION(coord_fields, coord_check);

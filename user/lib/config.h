@@ -15,7 +15,6 @@
 #include "cfg_types.h"
 #include "ll_types.h"
 
-#define CFG_PATH_LEN 4096
 
 #define CFG_DEFAULT_PIN_DIR "/sys/fs/bpf/leaseline"
 
@@ -83,6 +82,7 @@ struct cfg_agent {
 	char metrics[CFG_ADDR_LEN];
 	uint32_t max_keys;	/* default 1048576, 1..2^28 */
 	uint32_t max_flow_keys; /* key: flow buckets; default max_keys, 0..2^28 */
+	struct cfg_tls tls;	/* mutual TLS to the coordinator (coordinated agents) */
 };
 
 struct cfg_coord {
@@ -97,6 +97,8 @@ struct cfg_coord {
 	    gateways;  /* holders served; fallback shares are reserved for this many (default 8) */
 	char user[64]; /* run as this user once listening; "" = stay as started */
 	uint32_t pending_per_address; /* connections without HELLO one address may hold (4) */
+	struct cfg_tls tls;	      /* mutual TLS with every agent */
+	uint8_t insecure; /* 1: may listen beyond loopback without TLS (insecure: true) */
 };
 
 enum cfg_kind {

@@ -10,6 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "conn.h"
 
@@ -22,8 +27,102 @@ void conn_init(struct conn *c, int fd)
 	c->fd = fd;
 }
 
+int conn_tls_start(struct conn *c, const struct tls_ctx *t, const char *peer_host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	c->ssl = SSL_new(t->ctx);
+	if (!c->ssl || !SSL_set_fd(c->ssl, c->fd))
+		return -ENOMEM;
+	if (!peer_host) {
+		SSL_set_accept_state(c->ssl);
+		return 0;
+	}
+	SSL_set_connect_state(c->ssl);
+	/* The coordinator's certificate must name what the agent dialled. */
+	if (inet_pton(AF_INET, peer_host, &a4) == 1 || inet_pton(AF_INET6, peer_host, &a6) == 1) {
+		if (!X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), peer_host))
+			return -ENOMEM;
+	} else if (!SSL_set1_host(c->ssl, peer_host) ||
+		   !SSL_set_tlsext_host_name(c->ssl, peer_host)) {
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+bool conn_wants_write(const struct conn *c)
+{
+	return c->out_len || c->want_write;
+}
+
+bool conn_peer_named(const struct conn *c, const char *name)
+{
+	X509 *x;
+
+	if (!c->ssl)
+		return true;
+	x = SSL_get0_peer_certificate(c->ssl);
+	return x && SSL_get_verify_result(c->ssl) == X509_V_OK &&
+	       X509_check_host(x, name, strlen(name), 0, NULL) == 1;
+}
+
+/* An OpenSSL result as an errno: -EAGAIN when it needs the socket again. */
+static int tls_errno(struct conn *c, int r)
+{
+	int e = SSL_get_error(c->ssl, r);
+
+	ERR_clear_error();
+	switch (e) {
+	case SSL_ERROR_WANT_WRITE:
+		c->want_write = true;
+		return -EAGAIN;
+	case SSL_ERROR_WANT_READ:
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		return -ECONNRESET;
+	case SSL_ERROR_SYSCALL:
+		return errno && errno != EAGAIN ? -errno : -ECONNRESET;
+	default:
+		return -EPROTO; /* a handshake or record the peer got wrong */
+	}
+}
+
+/* Write up to n bytes: how many, -EAGAIN when the socket is full, or -errno. */
+static ssize_t io_write(struct conn *c, const void *p, size_t n)
+{
+	ssize_t w;
+	int r;
+
+	if (!c->ssl) {
+		w = send(c->fd, p, n, MSG_NOSIGNAL);
+		return w >= 0 ? w : errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+	c->want_write = false;
+	r = SSL_write(c->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
+	return r > 0 ? r : tls_errno(c, r);
+}
+
+/* Read up to n bytes: how many, -EAGAIN when none are there, -ECONNRESET at EOF. */
+static ssize_t io_read(struct conn *c, void *p, size_t n)
+{
+	ssize_t got;
+	int r;
+
+	if (!c->ssl) {
+		got = recv(c->fd, p, n, 0);
+		if (got == 0)
+			return -ECONNRESET;
+		return got > 0 ? got : errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+	c->want_write = false;
+	r = SSL_read(c->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
+	return r > 0 ? r : tls_errno(c, r);
+}
+
 void conn_close(struct conn *c)
 {
+	SSL_free(c->ssl);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->in);
@@ -35,10 +134,10 @@ void conn_close(struct conn *c)
 int conn_flush(struct conn *c)
 {
 	while (c->out_len) {
-		ssize_t n = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL);
+		ssize_t n = io_write(c, c->out, c->out_len);
 
 		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+			return n == -EAGAIN ? 0 : (int)n;
 		memmove(c->out, c->out + n, c->out_len - (size_t)n);
 		c->out_len -= (size_t)n;
 	}
@@ -77,10 +176,10 @@ int conn_send(struct conn *c, const struct wire_msg *m)
 	if (n < 0)
 		return n;
 	if (!c->out_len) {
-		ssize_t s = send(c->fd, frame, (size_t)n, MSG_NOSIGNAL);
+		ssize_t s = io_write(c, frame, (size_t)n);
 
-		if (s < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
+		if (s < 0 && s != -EAGAIN)
+			return (int)s;
 		off = s > 0 ? (size_t)s : 0;
 	}
 	err = off < (size_t)n ? out_append(c, frame + off, (size_t)n - off) : 0;
@@ -116,11 +215,12 @@ int conn_read(struct conn *c)
 
 		if (room <= 0)
 			return room;
-		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
-		if (n == 0)
-			return -ECONNRESET;
+		n = io_read(c, c->in + c->in_len, c->in_cap - c->in_len);
+		if (n == -EAGAIN)
+			/* A TLS handshake may have been waiting for this to write. */
+			return c->ssl && c->out_len ? conn_flush(c) : 0;
 		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+			return (int)n;
 		c->in_len += (size_t)n;
 	}
 }

@@ -7,9 +7,11 @@
 #ifndef LEASELINE_CONN_H
 #define LEASELINE_CONN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "net.h"
+#include "tls.h"
 #include "wire.h"
 
 /* Output a slow peer may leave unsent before it is cut off. */
@@ -18,8 +20,12 @@
 /* Buffers grow with what is in flight and shrink back when drained, so an
  * idle connection costs a few hundred bytes, not a maximal frame.
  */
+struct ssl_st;
+
 struct conn {
 	int fd;
+	struct ssl_st *ssl; /* mutual TLS (conn_tls_start); NULL: plain TCP */
+	bool want_write;    /* TLS needs the socket writable to go on */
 	uint8_t *in;
 	size_t in_len, in_cap;
 	uint8_t *out;
@@ -27,6 +33,18 @@ struct conn {
 };
 
 void conn_init(struct conn *c, int fd);
+/* Run TLS on c with context t (before any frame): as a client when
+ * peer_host is set (the server's certificate must name that host or IP),
+ * else as a server (the peer is named later, conn_peer_named). The
+ * handshake goes on inside conn_read/conn_flush. 0 or -ENOMEM.
+ */
+int conn_tls_start(struct conn *c, const struct tls_ctx *t, const char *peer_host);
+/* Whether c has output queued or TLS needs the socket writable. */
+bool conn_wants_write(const struct conn *c);
+/* With TLS: whether the peer's verified certificate names `name` (its CN,
+ * or a DNS name when it has any). Without TLS: true (nobody is named).
+ */
+bool conn_peer_named(const struct conn *c, const char *name);
 void conn_close(struct conn *c);
 /* Encode and queue m, then flush what the socket takes. 0 or negative errno. */
 int conn_send(struct conn *c, const struct wire_msg *m);
