@@ -7,9 +7,10 @@
  * local limit's buckets are charged with the policy's (rate, burst); a
  * global one's with this gateway's leased share of every key's contract
  * (lease.h), and when the lease dies its on-loss applies to every key.
+ * Every bucket counts what it admitted (spent).
  * Invariants: a bucket admits at most burst + rate * t tokens of the view it
- * is charged with; a refund undoes a debit exactly; the deny hint never
- * refuses a packet the bucket could pay.
+ * is charged with; a refund undoes a debit (tokens and spent) exactly; the
+ * deny hint never refuses a packet the bucket could pay.
  */
 #ifndef LEASELINE_BUCKET_H
 #define LEASELINE_BUCKET_H
@@ -150,11 +151,14 @@ static __always_inline __u64 hint_until(__u64 h, __u32 class)
  * reading the one word unlocked can only see a value some denial computed
  * from the bucket's real state, or 0. key_charge checks it first against
  * the coarse clock (see LL_COARSE_SLACK_NS), this against the packet's clock.
+ *
+ * spent counts the tokens admitted in whole units (1 a packet, or the frame
+ * length in bytes mode); a refund takes them back.
  */
 static __always_inline int bucket_charge(struct ll_bucket *b, const struct share_view *v, __u8 unit,
 					 __u64 now, __u64 cost_s, __u32 len, int refund)
 {
-	__u64 tokens, last;
+	__u64 tokens, last, units = unit == LL_UNIT_BYTES ? len : 1;
 	__u32 class = hint_class(unit, len);
 	int ok = 1;
 
@@ -165,10 +169,14 @@ static __always_inline int bucket_charge(struct ll_bucket *b, const struct share
 	last = b->last_ns;
 	tokens = tb_settle(b->tokens, &last, b->gen, v->gen, v->prev_gen, &v->cur, &v->prev,
 			   v->reload_ns, now);
-	if (refund)
+	if (refund) {
 		tokens = tb_refund(tokens, cost_s, v->cur.burst_s);
-	else
+		b->spent = b->spent > units ? b->spent - units : 0;
+	} else {
 		ok = tb_take(&tokens, cost_s);
+		if (ok)
+			b->spent += units;
+	}
 	b->deny_hint = 0;
 	if (!ok && v->cur.rate) {
 		/* class < len only past 64 KiB: then the hint covers that size */
