@@ -385,6 +385,40 @@ static __always_inline int key_grant_read(const void *k, __u32 key_size, struct 
 	return key_grant_ok(g) ? 0 : -1;
 }
 
+/* The golden-ratio multiplier of Fibonacci (multiply-shift) hashing. */
+#define LL_HOT_HASH_MUL 0x9e3779b97f4a7c15ull
+
+/* Key k of limit id was denied under its share or grant while the lease
+ * lives: tell the agent (ll_hot) unless this CPU told it about the key's gate
+ * slot (a multiply-shift hash of the limit uid and the key's words) less than
+ * LL_HOT_INTERVAL_NS ago. A key denied at line rate thus costs the ring at
+ * most one event per interval and CPU; two keys sharing a slot share it.
+ */
+static __always_inline void hot_event(__u32 id, const void *k, __u32 key_size, __u64 now)
+{
+	const __u32 *w = k; /* limit_uid first: the uid is hashed too */
+	struct ll_hot_event ev;
+	struct ll_flow_key fk;
+	__u64 h = 0, *gate;
+	__u32 slot, i;
+
+#pragma unroll
+	for (i = 0; i < sizeof(struct ll_flow_key) / 4; i++)
+		if (i < key_size / 4)
+			h = (h ^ w[i]) * LL_HOT_HASH_MUL;
+	slot = (__u32)(h >> 32) & (LL_HOT_GATE_SLOTS - 1);
+	gate = bpf_map_lookup_elem(&ll_hot_gate, &slot);
+	if (!gate || now - *gate < LL_HOT_INTERVAL_NS)
+		return;
+	*gate = now;
+	key_as_flow_key(&fk, k, key_size);
+	ev.limit_id = id;
+	ev.limit_uid = fk.limit_uid;
+	ev.ns = now;
+	__builtin_memcpy(&ev.key, (const __u8 *)&fk + sizeof(fk.limit_uid), sizeof(ev.key));
+	bpf_ringbuf_output(&ll_hot, &ev, sizeof(ev), 0);
+}
+
 /* Charge the bucket of key k in map (ll_buckets or ll_flow_buckets) of a
  * local limit, with the policy's parameters.
  */
@@ -409,7 +443,7 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 
 /* Charge the bucket of key k of a global limit. While the lease lives: with
  * the key's per-key grant if it has one, else this gateway's share of every
- * key's contract. Once
+ * key's contract; a key denied under the lock is reported (hot_event). Once
  * the lease is dead, on-loss for every key, grant or not (fail-closed
  * denies, fail-open admits as bypass, fallback spends the fallback share
  * per key). Returns an enum ll_verdict.
@@ -467,7 +501,11 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 	if (!b)
 		return LL_DENY;
 	r = bucket_take(b, v, live, copy ? &ng : 0, kg, cfg->unit, now, cost_s, m->len, refund);
-	return r == TAKE_ADMIT ? admit : LL_DENY;
+	if (r == TAKE_ADMIT)
+		return admit;
+	if (r == TAKE_LOCKED_DENY && live && !key_is_overflow(k))
+		hot_event(id, k, key_size, now);
+	return LL_DENY;
 }
 
 /* Charge (or with refund, give back) the bucket of key k. An enum ll_verdict. */

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * Per-key grants of global per-key limits and the buckets' spent counter,
- * on the real kernel (docs/design.md, "Per-key grants for hot keys").
- * Grants are written here the way the agent writes them: entries of
+ * Per-key grants of global per-key limits, hot-key events and the buckets'
+ * spent counter, on the real kernel (docs/design.md, "Per-key grants for hot
+ * keys"). Grants are written here the way the agent writes them: entries of
  * ll_key_grants first, then the lease with kg_ver moved on and n_key_grants
  * set. A granted key spends its grant while the lease lives, the share
  * otherwise; installing, changing or removing a grant never deposits tokens;
- * the fallback ignores grants; spent counts what a bucket admitted and gives
- * back what a rollback refunds.
+ * the fallback ignores grants; a key denied under the lock of a live global
+ * limit is reported in ll_hot at most once per gate interval; spent counts
+ * what a bucket admitted and gives back what a rollback refunds.
  */
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -152,6 +154,72 @@ static struct ll_bucket bucket_of(struct fx *fx, uint32_t uid, const char *src)
 
 	assert_int_equal(hx_bucket(fx, &k, &b), 0);
 	return b;
+}
+
+/* ---- hot events ---- */
+
+#define MAX_EVENTS 4096
+
+struct hot_log {
+	int n;
+	struct ll_hot_event ev[MAX_EVENTS];
+};
+
+static int hot_cb(void *ctx, void *data, size_t size)
+{
+	struct hot_log *log = ctx;
+
+	assert_int_equal(size, sizeof(struct ll_hot_event));
+	if (log->n < MAX_EVENTS)
+		memcpy(&log->ev[log->n], data, sizeof(struct ll_hot_event));
+	log->n++;
+	return 0;
+}
+
+/* Everything in ll_hot since the last drain (log reset first). */
+static void hot_drain(struct fx *fx, struct hot_log *log)
+{
+	struct ring_buffer *rb =
+	    ring_buffer__new(bpf_map__fd(fx->dp.skel->maps.ll_hot), hot_cb, log, NULL);
+
+	assert_non_null(rb);
+	log->n = 0;
+	assert_true(ring_buffer__consume(rb) >= 0);
+	ring_buffer__free(rb);
+}
+
+/* Events of log whose key is fk's (limit uid and ll_key_id bytes). */
+static int hot_count(const struct hot_log *log, const struct ll_flow_key *fk)
+{
+	int n = 0;
+
+	for (int i = 0; i < log->n && i < MAX_EVENTS; i++)
+		n += log->ev[i].limit_uid == fk->limit_uid &&
+		     !memcmp(&log->ev[i].key, (const uint8_t *)fk + sizeof(fk->limit_uid),
+			     sizeof(log->ev[i].key));
+	return n;
+}
+
+/* Run the rest of the test on the CPU it is on: the hot-event gate is per CPU. */
+static void pin_cpu(void)
+{
+	cpu_set_t set;
+	int cpu = sched_getcpu();
+
+	assert_true(cpu >= 0);
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+static void unpin_cpu(void)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		CPU_SET(c, &set);
+	sched_setaffinity(0, sizeof(set), &set);
 }
 
 /* ---- tests ---- */
@@ -437,6 +505,161 @@ static void test_hint_with_grant(void **state)
 	assert_true(send_src(fx, SRC_A, 0, 5) >= 3);
 }
 
+/* A key of a live global limit denied under the lock lands in ll_hot with
+ * its limit id, uid and key; a burst of 1000 denials gives one event (the
+ * deny hint and the gate); another key gets its own; an admitted packet
+ * none. Granted keys too.
+ */
+static void test_hot_events(void **state)
+{
+	struct fx *fx = FX(state);
+	struct hot_log *log = calloc(1, sizeof(*log));
+	struct ll_limit_cfg cfg;
+	struct ll_flow_key ka, kb, kd;
+	uint64_t t0, t1;
+	struct pkt p;
+	int id;
+
+	assert_non_null(log);
+	assert_int_equal(apply_g(fx, "src-ip", ", on-loss: fail-closed"), 0);
+	id = hx_limit(fx, "g", &cfg);
+	assert_int_equal(share(fx, "g", 1, 1, 5, FAR_FUTURE), 0);
+	ka = gkey(cfg.uid, SRC_A);
+	kb = gkey(cfg.uid, SRC_B);
+	kd = gkey(cfg.uid, SRC_D);
+	hot_drain(fx, log);
+	assert_int_equal(log->n, 0);
+
+	t0 = clock_now_ns();
+	hx_udp4(&p, SRC_A, DST, 1000, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1000), XDP_DROP);
+	t1 = clock_now_ns();
+	hot_drain(fx, log);
+	assert_int_equal(hot_count(log, &ka), log->n);
+	assert_in_range(log->n, 1, 3);
+	assert_int_equal(log->ev[0].limit_id, id);
+	assert_int_equal(log->ev[0].limit_uid, cfg.uid);
+	assert_in_range(log->ev[0].ns, t0, t1);
+	assert_int_equal(log->ev[0].key.family, 4);
+	/* Past the gate's interval, packets the deny hint refuses (the bucket
+	 * pays again only a second after the denial) raise none.
+	 */
+	usleep(150000);
+	assert_int_equal(hx_run(fx, &p, 100), XDP_DROP);
+	hot_drain(fx, log);
+	assert_int_equal(log->n, 0);
+
+	assert_int_equal(send_src(fx, SRC_B, 0, 10), 5);
+	hot_drain(fx, log);
+	assert_in_range(hot_count(log, &kb), 1, 3);
+	assert_int_equal(hot_count(log, &kb), log->n);
+
+	/* Admitted: no event. */
+	assert_int_equal(send_src(fx, SRC_C, 0, 1), 1);
+	hot_drain(fx, log);
+	assert_int_equal(log->n, 0);
+
+	/* A key denied under its per-key grant. */
+	grant_put(fx, &kd, 1, 2, gen_base(fx));
+	lease_kg(fx, "g", 1);
+	assert_int_equal(send_src(fx, SRC_D, 0, 4), 2);
+	hot_drain(fx, log);
+	assert_int_equal(hot_count(log, &kd), 1);
+	assert_int_equal(log->n, 1);
+
+	/* Dead lease (fail-closed): the denials are on-loss's, not a hot key's. */
+	assert_int_equal(share(fx, "g", 2, 1, 5, clock_now_ns() - 1), 0);
+	assert_int_equal(send_src(fx, SRC_C, 0, 20), 0);
+	hot_drain(fx, log);
+	assert_int_equal(log->n, 0);
+	free(log);
+}
+
+/* The gate: 1000 denials that each take the lock (bytes mode, every frame
+ * shorter than the one before, so no deny hint covers the next) give at
+ * most one event per 100 ms on this CPU, not 1000.
+ */
+static void test_hot_gate(void **state)
+{
+	struct fx *fx = FX(state);
+	struct hot_log *log = calloc(1, sizeof(*log));
+	struct ll_limit_cfg cfg;
+	struct ll_flow_key ka;
+	struct ll_limit_stats st;
+	uint64_t t0, ms;
+	int passed = 0;
+
+	assert_non_null(log);
+	assert_int_equal(apply_g(fx, "src-ip", ", unit: bytes, on-loss: fail-closed"), 0);
+	hx_limit(fx, "g", &cfg);
+	assert_int_equal(share(fx, "g", 1, 1, 100, FAR_FUTURE), 0);
+	ka = gkey(cfg.uid, SRC_A);
+	pin_cpu();
+	t0 = clock_now_ns();
+	for (int i = 0; i < 1000; i++)
+		passed += send_src(fx, SRC_A, 1100 - (size_t)i, 1);
+	ms = (clock_now_ns() - t0) / 1000000;
+	unpin_cpu();
+	assert_int_equal(passed, 0);
+	st = hx_stats_of(fx, "g");
+	assert_int_equal(st.denied_pkts, 1000);
+	hot_drain(fx, log);
+	assert_int_equal(hot_count(log, &ka), log->n);
+	assert_in_range(log->n, 1, 1 + ms / 100);
+	free(log);
+}
+
+/* A shadow limit drops nothing, but a key it would deny is as hot: its
+ * denial under the lock is reported all the same.
+ */
+static void test_hot_shadow(void **state)
+{
+	struct fx *fx = FX(state);
+	struct hot_log *log = calloc(1, sizeof(*log));
+	struct ll_limit_cfg cfg;
+	struct ll_flow_key ka;
+
+	assert_non_null(log);
+	assert_int_equal(apply_g(fx, "src-ip", ", mode: shadow, on-loss: fail-closed"), 0);
+	hx_limit(fx, "g", &cfg);
+	assert_int_equal(share(fx, "g", 1, 1, 2, FAR_FUTURE), 0);
+	ka = gkey(cfg.uid, SRC_A);
+	assert_int_equal(send_src(fx, SRC_A, 0, 10), 10);
+	assert_int_equal(hx_stats_of(fx, "g").shadow_denied_pkts, 8);
+	hot_drain(fx, log);
+	assert_in_range(hot_count(log, &ka), 1, 3);
+	assert_int_equal(hot_count(log, &ka), log->n);
+	free(log);
+}
+
+/* Local per-key limits and the fallback share raise no hot events. */
+static void test_hot_local_none(void **state)
+{
+	struct fx *fx = FX(state);
+	struct hot_log *log = calloc(1, sizeof(*log));
+
+	assert_non_null(log);
+	assert_int_equal(apply(fx, "version: 1\nlimits:\n"
+				   "  - {name: l, key: src-ip, rate: 1, burst: 2}\n"
+				   "rules:\n  - {name: all, limits: [l]}\n"),
+			 0);
+	assert_int_equal(send_src(fx, SRC_A, 0, 10), 2);
+	assert_int_equal(send_src(fx, SRC_B, 200, 10), 2);
+	hot_drain(fx, log);
+	assert_int_equal(log->n, 0);
+
+	assert_int_equal(apply(fx,
+			       "version: 2\nlimits:\n"
+			       "  - {name: g, key: src-ip, scope: global, rate: 1000, burst: 1000, "
+			       "on-loss: fallback, fallback: {rate: 1, burst: 2}}\n"
+			       "rules:\n  - {name: all, limits: [g]}\n"),
+			 0);
+	assert_int_equal(send_src(fx, SRC_A, 0, 10), 2);
+	hot_drain(fx, log);
+	assert_int_equal(log->n, 0);
+	free(log);
+}
+
 /* One rule: a per-key global limit (the key has a grant), a global key-none
  * aggregate and a local per-key limit. When the local limit denies, the
  * granted bucket gets its tokens and its spent back exactly.
@@ -444,11 +667,13 @@ static void test_hint_with_grant(void **state)
 static void test_mixed_rule_refunds_grant(void **state)
 {
 	struct fx *fx = FX(state);
+	struct hot_log *log = calloc(1, sizeof(*log));
 	struct ll_limit_cfg cpk;
 	struct ll_flow_key ka;
 	struct ll_bucket b;
 	uint32_t gen;
 
+	assert_non_null(log);
 	assert_int_equal(
 	    apply(fx, "version: 1\nlimits:\n"
 		      "  - {name: pk, key: src-ip, scope: global, rate: 1000, burst: 100}\n"
@@ -472,14 +697,20 @@ static void test_mixed_rule_refunds_grant(void **state)
 	assert_int_equal(b.o_gen, gen);
 	assert_int_equal(b.tokens, (20 - 3) * TB_SCALE);
 	assert_int_equal(b.spent, 3);
+	/* A refund is no denial of pk's: no hot event. */
+	hot_drain(fx, log);
+	assert_int_equal(log->n, 0);
+	free(log);
 }
 
 /* key: flow with a per-key grant: the granted flow spends its grant, a flow
- * differing only in its source port the share.
+ * differing only in its source port the share; its hot event carries the
+ * whole 5-tuple.
  */
 static void test_flow_key_grant(void **state)
 {
 	struct fx *fx = FX(state);
+	struct hot_log *log = calloc(1, sizeof(*log));
 	uint64_t t0 = clock_now_ns();
 	struct ll_limit_cfg cfg;
 	struct ll_flow_key fk;
@@ -487,6 +718,7 @@ static void test_flow_key_grant(void **state)
 	struct pkt p, q;
 	uint32_t gen;
 
+	assert_non_null(log);
 	assert_int_equal(apply_g(fx, "flow", ", on-loss: fail-closed"), 0);
 	hx_limit(fx, "g", &cfg);
 	gen = gen_base(fx);
@@ -501,6 +733,7 @@ static void test_flow_key_grant(void **state)
 	hx_v4_mapped(fk.addr2, DST, 32);
 	grant_put(fx, &fk, 1, 4, gen);
 	lease_kg(fx, "g", 1);
+	hot_drain(fx, log);
 
 	hx_udp4(&p, SRC_A, DST, 1000, 53, 0);
 	hx_udp4(&q, SRC_A, DST, 1001, 53, 0);
@@ -509,11 +742,16 @@ static void test_flow_key_grant(void **state)
 	assert_int_equal(hx_flow_bucket(fx, &fk, &b), 0);
 	assert_int_equal(b.o_gen, gen);
 	assert_int_equal(b.o_burst_s, 4 * TB_SCALE);
+	hot_drain(fx, log);
+	assert_in_range(hot_count(log, &fk), 1, 3);
+	assert_int_equal(hot_count(log, &fk), log->n);
+	assert_int_equal(log->ev[0].key.sport, htons(1000));
+	free(log);
 }
 
 /* ll_buckets full: a key with a grant that finds no room shares its
  * limit's overflow bucket, which is no key: it takes no key's grant (the
- * share's burst, not the grant's).
+ * share's burst, not the grant's) and raises no hot event.
  */
 #define OVERFLOW_MAX_KEYS 4
 #define OWN_KEYS	  (OVERFLOW_MAX_KEYS + LL_MAX_LIMITS - 1)
@@ -526,6 +764,7 @@ static int overflow_setup(void **state)
 static void test_overflow_takes_no_grant(void **state)
 {
 	struct fx *fx = FX(state);
+	struct hot_log *log = calloc(1, sizeof(*log));
 	uint64_t t0 = clock_now_ns();
 	struct ll_limit_cfg cfg;
 	struct ll_flow_key kx;
@@ -533,6 +772,7 @@ static void test_overflow_takes_no_grant(void **state)
 	struct ll_bucket b;
 	char src[32];
 
+	assert_non_null(log);
 	assert_int_equal(apply_g(fx, "src-ip", ", on-loss: fail-closed"), 0);
 	hx_limit(fx, "g", &cfg);
 	assert_int_equal(share(fx, "g", 1, 1, 2, FAR_FUTURE), 0);
@@ -544,6 +784,7 @@ static void test_overflow_takes_no_grant(void **state)
 		assert_int_equal(send_src(fx, src, 0, 1), 1);
 	}
 	assert_int_equal(hx_stats_of(fx, "g").new_keys, OWN_KEYS);
+	hot_drain(fx, log);
 	assert_in_range(send_src(fx, "198.18.9.9", 0, 10), 2, 2 + hx_slack(1, t0));
 	assert_int_equal(hx_stats_of(fx, "g").overflow_pkts, 10);
 	memset(&ko, 0, sizeof(ko));
@@ -551,6 +792,9 @@ static void test_overflow_takes_no_grant(void **state)
 	ko.family = LL_OVERFLOW_FAMILY;
 	assert_int_equal(hx_bucket(fx, &ko, &b), 0);
 	assert_int_equal(b.o_gen, 0);
+	hot_drain(fx, log);
+	assert_int_equal(log->n, 0);
+	free(log);
 }
 
 /* spent: packets admitted in packets mode, bytes in bytes mode, local and
@@ -596,6 +840,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_grant_expires_with_lease, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_new_bucket_starts_at_grant, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_hint_with_grant, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_hot_events, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_hot_gate, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_hot_shadow, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_hot_local_none, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_mixed_rule_refunds_grant, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_flow_key_grant, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_overflow_takes_no_grant, overflow_setup,
