@@ -6,9 +6,13 @@
  * hint so that a key that cannot pay yet is refused without the lock. A
  * local limit's buckets are charged with the policy's (rate, burst); a
  * global one's with this gateway's leased share of every key's contract
- * (lease.h), and when the lease dies its on-loss applies to every key.
+ * (lease.h), or, for a key with a per-key grant (ll_key_grants), with that
+ * grant while the lease lives; when the lease dies its on-loss applies to
+ * every key, granted or not. Every bucket counts what it admitted (spent).
  * Invariants: a bucket admits at most burst + rate * t tokens of the view it
- * is charged with; a refund undoes a debit exactly; the deny hint never
+ * is charged with; moving a bucket to another view (a reload, a changed
+ * share, a grant installed, changed or removed) never deposits tokens; a
+ * refund undoes a debit (tokens and spent) exactly; the deny hint never
  * refuses a packet the bucket could pay.
  */
 #ifndef LEASELINE_BUCKET_H
@@ -85,18 +89,27 @@ static __always_inline void count_key_event(__u32 id, int overflow)
 		st->new_keys++;
 }
 
+/* 1 when key k (either kind) names its limit's overflow bucket. */
+static __always_inline int key_is_overflow(const void *k)
+{
+	return ((const struct ll_key_head *)k)->family == LL_OVERFLOW_FAMILY;
+}
+
 /* Create the bucket of key k, which the lookup did not find. A new bucket
  * starts full (a key never seen has had all the time in the world to fill),
- * at the burst of the view it is charged with: for a global limit, this
- * gateway's share, so a key new here (or moved here) gets no fresh full
- * contract. When the map is full the key shares its limit's pre-created
- * overflow bucket. count: attribute a creation or overflow to limit id (not
- * on a refund).
+ * at the burst it will be charged with: for a global limit, this gateway's
+ * share, so a key new here (or moved here) gets no fresh full contract, or
+ * the key's per-key grant g when it has one (g->gen != 0; then the bucket
+ * carries the grant and its generation). kg_seen: the lease's kg_ver the
+ * grant was looked up under (see key_charge_lease). When the map is full the
+ * key shares its limit's pre-created overflow bucket. count: attribute a
+ * creation or overflow to limit id (not on a refund).
  */
 static __always_inline struct ll_bucket *bucket_create(void *map, void *k, __u32 key_size,
 						       const struct ll_limit_cfg *cfg,
-						       const struct share_view *v, __u64 now,
-						       __u32 id, int count)
+						       const struct share_view *v,
+						       const struct ll_key_grant *g, __u32 kg_seen,
+						       __u64 now, __u32 id, int count)
 {
 	struct ll_bucket nb = {};
 	long err;
@@ -104,6 +117,15 @@ static __always_inline struct ll_bucket *bucket_create(void *map, void *k, __u32
 	nb.gen = v->gen;
 	nb.tokens = v->cur.burst_s;
 	nb.last_ns = now;
+	nb.kg_seen = kg_seen;
+	if (g && g->gen) {
+		nb.o_rate = g->rate;
+		nb.o_burst_s = g->burst_s;
+		nb.o_fill_ns = g->fill_ns;
+		nb.o_gen = g->gen;
+		nb.gen = g->gen;
+		nb.tokens = g->burst_s;
+	}
 	err = bpf_map_update_elem(map, k, &nb, BPF_NOEXIST);
 	if (err == 0) {
 		if (count)
@@ -141,49 +163,144 @@ static __always_inline __u64 hint_until(__u64 h, __u32 class)
 	return class >= (h & LL_HINT_CLASS_MASK) ? h & ~LL_HINT_CLASS_MASK : 0;
 }
 
-/* Denied packets of a key that cannot pay yet skip the lock. A denial
+/* The view of the per-key grant bucket b carries (o_*): its rate, burst
+ * and fill under o_gen, no previous generation. A bucket found at another
+ * generation (it spent the fallback share while the lease was dead) is
+ * clamped to the grant's burst and forfeits the refill before live's
+ * reload_ns, as for a share it has no previous of. Read under b's lock: the
+ * o_* fields are written under it, and a torn copy could pair one grant's
+ * rate with another's fill time (an overflowing refill product).
+ */
+static __always_inline void view_from_grant(struct share_view *gv, const struct ll_bucket *b,
+					    const struct share_view *live)
+{
+	gv->cur.rate = b->o_rate;
+	gv->cur.burst_s = b->o_burst_s;
+	gv->cur.fill_ns = b->o_fill_ns;
+	gv->prev.rate = 0;
+	gv->prev.burst_s = 0;
+	gv->prev.fill_ns = 0;
+	gv->reload_ns = live->reload_ns;
+	gv->chunk_s = 0;
+	gv->gen = b->o_gen;
+	gv->prev_gen = 0; /* no bucket is at generation 0 */
+}
+
+/* Outcomes of bucket_take. */
+#define TAKE_ADMIT	 1
+#define TAKE_HINT_DENY	 0    /* refused by the deny hint, without the lock */
+#define TAKE_LOCKED_DENY (-1) /* refused under the lock */
+
+/* Charge (or with refund, give back) cost_s to bucket b, with view v; for a
+ * global limit whose lease lives (grants), with b's own per-key grant
+ * instead when it carries one. Returns a TAKE_* outcome.
+ *
+ * ng (global limits while the lease lives, not on a refund): the grant of
+ * b's key as read from ll_key_grants under the lease's kg_ver `kg` (gen 0:
+ * none), or NULL when b had already copied that set (b->kg_seen == kg).
+ * Under the lock, if b has not copied kg yet, the copy first settles b's
+ * tokens up to now with what they were spent under (b's grant if it is
+ * charged with it, else v), then installs ng and clamps to its burst (or
+ * v's when there is none): a raised grant deposits nothing, a lowered one
+ * clamps, a removed one returns the key to the share without a fresh burst.
+ *
+ * Denied packets of a key that cannot pay yet skip the lock. A denial
  * stores in deny_hint when the bucket will hold the cost of a packet of the
  * denied one's class (one packet in packets mode; its length in bytes mode,
  * so a flood of equal frames is refused lock-free until the next one fits,
- * and smaller frames still get to try). Set under the lock, cleared by any
- * admission or refund, so it never refuses a packet the bucket could pay:
- * reading the one word unlocked can only see a value some denial computed
- * from the bucket's real state, or 0. key_charge checks it first against
- * the coarse clock (see LL_COARSE_SLACK_NS), this against the packet's clock.
+ * and smaller frames still get to try); with a rate of 0 (a key cut to
+ * nothing here) never, until the bucket's generation moves on. Set under
+ * the lock, cleared by any admission or refund, and valid only while the
+ * bucket stays at the generation it was set under (and for a global limit
+ * its kg_seen is the lease's kg_ver), so it never refuses a packet the
+ * bucket could pay: reading the one word unlocked can only see a value some
+ * denial computed from the bucket's real state, or 0. The callers check it
+ * first against the coarse clock (see LL_COARSE_SLACK_NS), this against the
+ * packet's clock. Writes deny_hint before gen, o_gen and kg_seen, so an
+ * unlocked reader that sees the new generation sees the new hint.
+ *
+ * spent counts the tokens admitted in whole units (1 a packet, or the frame
+ * length in bytes mode); a refund takes them back.
  */
+static __always_inline int bucket_take(struct ll_bucket *b, const struct share_view *v, int grants,
+				       const struct ll_key_grant *ng, __u32 kg, __u8 unit,
+				       __u64 now, __u64 cost_s, __u32 len, int refund)
+{
+	const struct share_view *ev;
+	struct share_view gv;
+	__u64 tokens, last, hint = 0, units = unit == LL_UNIT_BYTES ? len : 1;
+	__u32 class = hint_class(unit, len), gen, hgen = v->gen;
+	int ok = 1;
+
+	if (!refund && !ng) {
+		if (grants) {
+			__u32 o = *(volatile __u32 *)&b->o_gen;
+
+			if (o)
+				hgen = o;
+		}
+		if (*(volatile __u32 *)&b->gen == hgen &&
+		    now < hint_until(*(volatile __u64 *)&b->deny_hint, class))
+			return TAKE_HINT_DENY;
+	}
+	bpf_spin_lock(&b->lock);
+	last = b->last_ns;
+	tokens = b->tokens;
+	gen = b->gen;
+	if (ng && b->kg_seen != kg) {
+		ev = v;
+		if (b->o_gen && gen == b->o_gen) {
+			view_from_grant(&gv, b, v);
+			ev = &gv;
+		}
+		tokens = tb_settle(tokens, &last, gen, ev->gen, ev->prev_gen, &ev->cur, &ev->prev,
+				   ev->reload_ns, now);
+		b->o_rate = ng->rate;
+		b->o_burst_s = ng->burst_s;
+		b->o_fill_ns = ng->fill_ns;
+		b->o_gen = ng->gen;
+		b->kg_seen = kg;
+		gen = ng->gen ? ng->gen : v->gen;
+		tokens = tb_clamp(tokens, ng->gen ? ng->burst_s : v->cur.burst_s);
+	}
+	ev = v;
+	if (grants && b->o_gen) {
+		view_from_grant(&gv, b, v);
+		ev = &gv;
+	}
+	tokens = tb_settle(tokens, &last, gen, ev->gen, ev->prev_gen, &ev->cur, &ev->prev,
+			   ev->reload_ns, now);
+	if (refund) {
+		tokens = tb_refund(tokens, cost_s, ev->cur.burst_s);
+		b->spent = b->spent > units ? b->spent - units : 0;
+	} else {
+		ok = tb_take(&tokens, cost_s);
+		if (ok)
+			b->spent += units;
+	}
+	if (!ok) {
+		/* class < len only past 64 KiB: then the hint covers that size */
+		__u64 need = tb_cost(unit, class), rate = ev->cur.rate;
+
+		if (need > tokens)
+			hint =
+			    (rate ? (now + (need - tokens + rate - 1) / rate) & ~LL_HINT_CLASS_MASK
+				  : ~LL_HINT_CLASS_MASK) |
+			    class;
+	}
+	b->deny_hint = hint;
+	b->tokens = tokens;
+	b->last_ns = last;
+	b->gen = ev->gen;
+	bpf_spin_unlock(&b->lock);
+	return ok ? TAKE_ADMIT : TAKE_LOCKED_DENY;
+}
+
+/* Charge (or give back) bucket b of a local limit with view v: 1 if admitted. */
 static __always_inline int bucket_charge(struct ll_bucket *b, const struct share_view *v, __u8 unit,
 					 __u64 now, __u64 cost_s, __u32 len, int refund)
 {
-	__u64 tokens, last;
-	__u32 class = hint_class(unit, len);
-	int ok = 1;
-
-	if (!refund && b->gen == v->gen &&
-	    now < hint_until(*(volatile __u64 *)&b->deny_hint, class))
-		return 0;
-	bpf_spin_lock(&b->lock);
-	last = b->last_ns;
-	tokens = tb_settle(b->tokens, &last, b->gen, v->gen, v->prev_gen, &v->cur, &v->prev,
-			   v->reload_ns, now);
-	if (refund)
-		tokens = tb_refund(tokens, cost_s, v->cur.burst_s);
-	else
-		ok = tb_take(&tokens, cost_s);
-	b->deny_hint = 0;
-	if (!ok && v->cur.rate) {
-		/* class < len only past 64 KiB: then the hint covers that size */
-		__u64 need = tb_cost(unit, class);
-
-		if (need > tokens)
-			b->deny_hint = ((now + (need - tokens + v->cur.rate - 1) / v->cur.rate) &
-					~LL_HINT_CLASS_MASK) |
-				       class;
-	}
-	b->tokens = tokens;
-	b->last_ns = last;
-	b->gen = v->gen;
-	bpf_spin_unlock(&b->lock);
-	return ok;
+	return bucket_take(b, v, 0, 0, 0, unit, now, cost_s, len, refund) == TAKE_ADMIT;
 }
 
 /* 1 when bucket b (charged under generation gen), read unlocked against the
@@ -192,8 +309,114 @@ static __always_inline int bucket_charge(struct ll_bucket *b, const struct share
 static __always_inline int bucket_hinted(struct ll_bucket *b, __u32 gen, __u8 unit,
 					 struct pkt_meta *m)
 {
-	return b->gen == gen && coarse_before(m, hint_until(*(volatile __u64 *)&b->deny_hint,
-							    hint_class(unit, m->len)));
+	return *(volatile __u32 *)&b->gen == gen &&
+	       coarse_before(
+		   m, hint_until(*(volatile __u64 *)&b->deny_hint, hint_class(unit, m->len)));
+}
+
+/* The generation the deny hint of bucket b of a global limit may be read
+ * against without the lock while lease ls is certainly live: b's per-key
+ * grant's when it carries one, else the lease's; 0 (none: go to the lock)
+ * when the lease may be dead or b has not copied the lease's current set
+ * of per-key grants. Single words read unlocked, in the reverse order of
+ * bucket_take's writes.
+ */
+static __always_inline __u32 key_hint_gen(struct ll_bucket *b, struct ll_lease *ls,
+					  struct pkt_meta *m)
+{
+	__u32 gen = lease_live_gen(ls, m), o;
+
+	if (!gen || *(volatile __u32 *)&b->kg_seen != *(volatile __u32 *)&ls->kg_ver)
+		return 0;
+	o = *(volatile __u32 *)&b->o_gen;
+	return o ? o : gen;
+}
+
+/* Key k of a bucket map (an ll_key of key_size bytes, or an ll_flow_key) as
+ * an ll_flow_key: limit uid + ll_key_id, an ll_key's fields where they have
+ * the same names, sport, pad0 and addr2 zero. The key of ll_key_grants.
+ */
+static __always_inline void key_as_flow_key(struct ll_flow_key *fk, const void *k, __u32 key_size)
+{
+	const struct ll_key *kk = k;
+
+	if (key_size == sizeof(struct ll_flow_key)) {
+		__builtin_memcpy(fk, k, sizeof(*fk));
+		return;
+	}
+	__builtin_memset(fk, 0, sizeof(*fk));
+	fk->limit_uid = kk->limit_uid;
+	fk->proto = kk->proto;
+	fk->family = kk->family;
+	fk->dport = kk->dport;
+	__builtin_memcpy(fk->addr, kk->addr, sizeof(fk->addr));
+}
+
+/* 1 when a per-key grant as read can be charged with: the bounds the token
+ * math relies on (tb_math.h: rate * (fill_ns - 1) < burst_s + rate, so no
+ * refill product wraps) and a generation. Grants are values of a hash map
+ * the agent updates: an element can be reused while a lookup still holds
+ * it, so a copy may mix two grants; checked once per copy, not per packet.
+ */
+static __always_inline int key_grant_ok(const struct ll_key_grant *g)
+{
+	if (!g->gen || g->rate > TB_MAX_RATE || g->burst_s > TB_MAX_BURST * TB_SCALE)
+		return 0;
+	if (!g->rate)
+		return g->fill_ns == 0;
+	return g->fill_ns <= g->burst_s / g->rate + 1;
+}
+
+/* The per-key grant of key k (of limit uid k's) into *g, gen 0 when it has
+ * none. 0, or -1 when the copy is not consistent (try again next packet).
+ */
+static __always_inline int key_grant_read(const void *k, __u32 key_size, struct ll_key_grant *g)
+{
+	struct ll_flow_key fk;
+	struct ll_key_grant *e;
+
+	key_as_flow_key(&fk, k, key_size);
+	e = bpf_map_lookup_elem(&ll_key_grants, &fk);
+	if (!e) {
+		__builtin_memset(g, 0, sizeof(*g));
+		return 0;
+	}
+	*g = *e;
+	return key_grant_ok(g) ? 0 : -1;
+}
+
+/* The golden-ratio multiplier of Fibonacci (multiply-shift) hashing. */
+#define LL_HOT_HASH_MUL 0x9e3779b97f4a7c15ull
+
+/* Key k of limit id was denied under its share or grant while the lease
+ * lives: tell the agent (ll_hot) unless this CPU told it about the key's gate
+ * slot (a multiply-shift hash of the limit uid and the key's words) less than
+ * LL_HOT_INTERVAL_NS ago. A key denied at line rate thus costs the ring at
+ * most one event per interval and CPU; two keys sharing a slot share it.
+ */
+static __always_inline void hot_event(__u32 id, const void *k, __u32 key_size, __u64 now)
+{
+	const __u32 *w = k; /* limit_uid first: the uid is hashed too */
+	struct ll_hot_event ev;
+	struct ll_flow_key fk;
+	__u64 h = 0, *gate;
+	__u32 slot, i;
+
+#pragma unroll
+	for (i = 0; i < sizeof(struct ll_flow_key) / 4; i++)
+		if (i < key_size / 4)
+			h = (h ^ w[i]) * LL_HOT_HASH_MUL;
+	slot = (__u32)(h >> 32) & (LL_HOT_GATE_SLOTS - 1);
+	gate = bpf_map_lookup_elem(&ll_hot_gate, &slot);
+	if (!gate || now - *gate < LL_HOT_INTERVAL_NS)
+		return;
+	*gate = now;
+	key_as_flow_key(&fk, k, key_size);
+	ev.limit_id = id;
+	ev.limit_uid = fk.limit_uid;
+	ev.ns = now;
+	__builtin_memcpy(&ev.key, (const __u8 *)&fk + sizeof(fk.limit_uid), sizeof(ev.key));
+	bpf_ringbuf_output(&ll_hot, &ev, sizeof(ev), 0);
 }
 
 /* Charge the bucket of key k in map (ll_buckets or ll_flow_buckets) of a
@@ -212,16 +435,25 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 	now = meta_now(m);
 	view_from_cfg(cfg, &v);
 	if (!b)
-		b = bucket_create(map, k, key_size, cfg, &v, now, id, !refund);
+		b = bucket_create(map, k, key_size, cfg, &v, 0, 0, now, id, !refund);
 	if (!b)
 		return LL_DENY;
 	return bucket_charge(b, &v, cfg->unit, now, cost_s, m->len, refund) ? LL_ADMIT : LL_DENY;
 }
 
-/* Charge the bucket of key k of a global limit: with this gateway's share
- * of every key's contract while the lease lives; once it is dead, on-loss
- * for every key (fail-closed denies, fail-open admits as bypass, fallback
- * spends the fallback share per key). Returns an enum ll_verdict.
+/* Charge the bucket of key k of a global limit. While the lease lives: with
+ * the key's per-key grant if it has one, else this gateway's share of every
+ * key's contract; a key denied under the lock is reported (hot_event). Once
+ * the lease is dead, on-loss for every key, grant or not (fail-closed
+ * denies, fail-open admits as bypass, fallback spends the fallback share
+ * per key). Returns an enum ll_verdict.
+ *
+ * A bucket copies its key's grant when the lease's kg_ver has moved on from
+ * the kg_seen it copied under: looked up here, before the bucket's lock (no
+ * helper may run under it), and only when the lease has grants at all; so
+ * a key without a grant pays two word compares, never a lookup. Refunds
+ * and the fallback look nothing up; a bucket they create has a kg_seen
+ * that is not the lease's, so its first live packet looks its key up.
  */
 static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, __u32 id,
 					    const struct ll_limit_cfg *cfg, struct pkt_meta *m,
@@ -229,16 +461,18 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 {
 	struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
 	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
+	struct ll_key_grant ng = {};
+	struct ll_lease_views *c;
 	struct share_view *v;
-	__u32 gen;
+	int admit, live, copy = 0, r;
+	__u32 gen, kg;
 	__u64 now;
-	int admit;
 
 	if (!ls)
 		return LL_DENY;
 	/* The hint, while the lease is certainly live. */
 	if (b && !refund) {
-		gen = lease_live_gen(ls, m);
+		gen = key_hint_gen(b, ls, m);
 		if (gen && bucket_hinted(b, gen, cfg->unit, m))
 			return LL_DENY;
 	}
@@ -246,14 +480,32 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 	admit = lease_state(ls, now, &gen);
 	if (admit == LL_DENY || admit == LL_ADMIT_BYPASS)
 		return refund ? LL_ADMIT : admit;
-	v = lease_view(id, ls, admit == LL_ADMIT_FALLBACK);
-	if (!v)
+	live = admit == LL_ADMIT;
+	c = lease_views(id, ls, !live);
+	if (!c)
 		return LL_DENY;
-	if (!b)
-		b = bucket_create(map, k, key_size, cfg, v, now, id, !refund);
+	v = live ? &c->live : &c->fb;
+	kg = c->kg_ver;
+	if (live && !refund && (!b || *(volatile __u32 *)&b->kg_seen != kg)) {
+		copy = 1;
+		if (c->n_key_grants && key_grant_read(k, key_size, &ng))
+			return LL_DENY; /* a grant caught mid-update: no guess */
+	}
+	if (!b) {
+		/* Not looked up (a refund, the fallback): copy on the next live packet. */
+		b = bucket_create(map, k, key_size, cfg, v, &ng, copy ? kg : kg - 1, now, id,
+				  !refund);
+		if (b && key_is_overflow(k))
+			ng.gen = 0; /* the overflow bucket is no key: it has no grant */
+	}
 	if (!b)
 		return LL_DENY;
-	return bucket_charge(b, v, cfg->unit, now, cost_s, m->len, refund) ? admit : LL_DENY;
+	r = bucket_take(b, v, live, copy ? &ng : 0, kg, cfg->unit, now, cost_s, m->len, refund);
+	if (r == TAKE_ADMIT)
+		return admit;
+	if (r == TAKE_LOCKED_DENY && live && !key_is_overflow(k))
+		hot_event(id, k, key_size, now);
+	return LL_DENY;
 }
 
 /* Charge (or with refund, give back) the bucket of key k. An enum ll_verdict. */
@@ -268,8 +520,8 @@ static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 
 
 /* 1 when the deny hint of m's bucket alone, read against the coarse clock,
  * shows the limit will deny m (no lock, no debit, no bucket created). For a
- * global limit only while its lease is certainly live; otherwise its
- * on-loss rule decides, in the charge.
+ * global limit only while its lease is certainly live and the bucket has
+ * copied the lease's per-key grants; otherwise the charge decides.
  */
 static __always_inline int key_hinted(void *map, void *k, __u32 id, const struct ll_limit_cfg *cfg,
 				      struct pkt_meta *m)
@@ -279,8 +531,11 @@ static __always_inline int key_hinted(void *map, void *k, __u32 id, const struct
 
 	if (!b)
 		return 0;
-	if (cfg->scope == LL_SCOPE_GLOBAL)
-		gen = lease_live_gen(bpf_map_lookup_elem(&ll_leases, &id), m);
+	if (cfg->scope == LL_SCOPE_GLOBAL) {
+		struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
+
+		gen = ls ? key_hint_gen(b, ls, m) : 0;
+	}
 	if (!gen)
 		return 0;
 	return bucket_hinted(b, gen, cfg->unit, m);

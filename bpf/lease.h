@@ -67,22 +67,26 @@ static __always_inline void view_next(struct share_view *v, __u32 gen, __u64 rat
 }
 
 /* This CPU's views of lease ls of limit id, copied anew (under the lease's
- * lock) when the lease has moved on from the generations, or the fallback
- * view from the expiry, they were copied from. Returns the live view, or
- * with fallback the fallback one; NULL if the cache is missing.
+ * lock) when the lease has moved on from the generations, the per-key
+ * grant set (kg_ver), or with fallback the expiry, they were copied from.
+ * NULL if the cache is missing.
  */
-static __always_inline struct share_view *lease_view(__u32 id, struct ll_lease *ls, int fallback)
+static __always_inline struct ll_lease_views *lease_views(__u32 id, struct ll_lease *ls,
+							  int fallback)
 {
 	struct ll_lease_views *c = bpf_map_lookup_elem(&ll_lease_views, &id);
 
 	if (!c)
 		return 0;
 	if (c->gen != *(volatile __u32 *)&ls->gen || c->fb_gen != *(volatile __u32 *)&ls->fb_gen ||
+	    c->kg_ver != *(volatile __u32 *)&ls->kg_ver ||
 	    (fallback && c->expiry_ns != *(volatile __u64 *)&ls->expiry_ns)) {
 		bpf_spin_lock(&ls->lock);
 		c->gen = ls->gen;
 		c->fb_gen = ls->fb_gen;
 		c->expiry_ns = ls->expiry_ns;
+		c->kg_ver = ls->kg_ver;
+		c->n_key_grants = ls->n_key_grants;
 		c->live.cur.rate = ls->prev_rate;
 		c->live.cur.burst_s = ls->prev_burst_s;
 		c->live.cur.fill_ns = ls->prev_fill_ns;
@@ -94,6 +98,18 @@ static __always_inline struct share_view *lease_view(__u32 id, struct ll_lease *
 			  ls->fb_chunk_s, ls->expiry_ns);
 		bpf_spin_unlock(&ls->lock);
 	}
+	return c;
+}
+
+/* This CPU's live view of lease ls of limit id, or with fallback the
+ * fallback one (lease_views); NULL if the cache is missing.
+ */
+static __always_inline struct share_view *lease_view(__u32 id, struct ll_lease *ls, int fallback)
+{
+	struct ll_lease_views *c = lease_views(id, ls, fallback);
+
+	if (!c)
+		return 0;
 	return fallback ? &c->fb : &c->live;
 }
 

@@ -44,11 +44,16 @@ struct share_view {
  * while the lease still has the generations (and, for the fallback view,
  * the expiry) it was copied from: a lease's parameters never change under
  * one generation, so a per-key bucket of a global limit is charged without
- * taking the lease's lock on every packet.
+ * taking the lease's lock on every packet. kg_ver and n_key_grants are
+ * copied with them (and recopied when kg_ver moves on), so the two are
+ * always a pair the agent wrote together: a kg_ver read with a stale
+ * n_key_grants of 0 would let a bucket skip its key's grant for good.
  */
 struct ll_lease_views {
-	__u32 gen, fb_gen; /* 0: nothing copied yet */
-	__u64 expiry_ns;   /* the fallback view starts at this expiry */
+	__u32 gen, fb_gen;  /* 0: nothing copied yet */
+	__u64 expiry_ns;    /* the fallback view starts at this expiry */
+	__u32 kg_ver;	    /* the lease's per-key grant set ... */
+	__u32 n_key_grants; /* ... and how many it holds (0: look nothing up) */
 	struct share_view live, fb;
 };
 

@@ -284,12 +284,12 @@ struct ll_bucket {
 	__u64 tokens;	     /* sub-tokens */
 	__u64 last_ns;	     /* refilled up to this instant */
 	__u64 deny_hint;     /* lock-free drop: see LL_HINT_CLASS_MASK; 0 = none */
-	__u64 spent;	     /* tokens (packets or bytes) admitted, ever: a key's usage */
+	__u64 spent;	     /* whole tokens admitted, less refunds: a key's usage */
 	__u64 o_rate;	     /* per-key grant: tokens/s */
 	__u64 o_burst_s;     /* per-key grant: sub-tokens */
 	__u64 o_fill_ns;
 	__u32 o_gen;	     /* generation of the per-key grant; 0 = none (the share applies) */
-	__u32 kg_seen;	     /* ll_lease.kg_ver the o_* fields were copied under */
+	__u32 kg_seen;	     /* ll_lease.kg_ver the o_* fields were copied under (see bucket.h) */
 };
 /* ll_bucket.deny_hint, one word so that an unlocked read is consistent: no
  * packet whose class is at least the hint's can pay before the hint's

@@ -10,6 +10,7 @@
 #define LEASELINE_TESTS_HARNESS_H
 
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mount.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -24,6 +26,7 @@
 #include "clock.h"
 #include "config.h"
 #include "dp.h"
+#include "leaseline.skel.h"
 #include "log.h"
 #include "policy.h"
 #include "tb_math.h"
@@ -43,6 +46,37 @@ struct fx {
 
 /* Set once the first load finds no privilege: every later test skips at once. */
 static bool hx_no_privilege;
+
+/* A map pinned by name that the loader forgets to unpin is pinned under
+ * libbpf's default root, /sys/fs/bpf, and re-adopted, contents and all, by
+ * every later load anywhere on the machine. So this process gets a bpffs
+ * of its own (a private mount namespace; nothing propagates back) before its
+ * first load: its pins, forgotten or not, are seen by no one else and go
+ * with it. Without the privilege to do so, the host's bpffs is used as is.
+ */
+static bool hx_bpffs_private;
+
+static inline void hx_private_bpffs(void)
+{
+	if (hx_bpffs_private)
+		return;
+	hx_bpffs_private = true;
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return;
+	mount("bpf", "/sys/fs/bpf", "bpf", 0, NULL);
+}
+
+/* An unpinned datapath: unpin whatever the load pinned all the same, so the
+ * next test's load does not re-adopt this one's state.
+ */
+static inline void hx_unpin_all(struct dp *dp)
+{
+	struct bpf_map *map = NULL;
+
+	while ((map = bpf_object__next_map(dp->skel->obj, map)))
+		if (bpf_map__is_pinned(map))
+			bpf_map__unpin(map, NULL);
+}
 
 /* dp_open with stderr (libbpf's messages, the verifier log, dp's own
  * warning) held back: replayed if the load fails for any reason but
@@ -90,6 +124,7 @@ static inline int hx_setup_keys(void **state, uint32_t max_keys)
 	if (!fx)
 		return -1;
 	log_set_level(LOG_WARN);
+	hx_private_bpffs();
 	err = hx_dp_open_quiet(&fx->dp, &o);
 	if (err == -EPERM || err == -EACCES) {
 		hx_no_privilege = true;
@@ -101,6 +136,7 @@ static inline int hx_setup_keys(void **state, uint32_t max_keys)
 		free(fx);
 		return -1;
 	}
+	hx_unpin_all(&fx->dp);
 	fx->ncpus = fx->dp.ncpus;
 	*state = fx;
 	return 0;
