@@ -46,6 +46,9 @@ struct fake {
 	struct conn c; /* the coordinator's side of the agent's connection */
 	struct wire_msg *m;
 	uint64_t hello_incarnation;
+	uint32_t reports;	  /* reports received */
+	struct wire_report *last; /* the last one */
+	void (*renew)(struct fake *f); /* answers each report, if set */
 };
 
 /* Run the agent's link until pred() holds or 2 s pass. */
@@ -67,10 +70,19 @@ static int pump(struct fake *f, int (*pred)(struct fake *))
 				conn_init(&f->c, fd);
 		}
 		if (f->c.fd >= 0) {
-			conn_read(&f->c);
+			int rr = conn_read(&f->c);
+
 			while ((r = conn_next(&f->c, f->m)) > 0)
-				if (f->m->type == WIRE_HELLO)
+				if (f->m->type == WIRE_HELLO) {
 					f->hello_incarnation = f->m->hello.incarnation;
+				} else if (f->m->type == WIRE_REPORT) {
+					f->reports++;
+					memcpy(f->last, &f->m->report, sizeof(*f->last));
+					if (f->renew)
+						f->renew(f);
+				}
+			if (rr)
+				conn_close(&f->c); /* the agent redials: take the next one */
 		}
 		if (pred(f))
 			return 1;
@@ -162,6 +174,7 @@ static int setup(void **state)
 		return -1;
 	f->fx = *state;
 	f->m = malloc(sizeof(*f->m));
+	f->last = calloc(1, sizeof(*f->last));
 	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (!f->m || f->lfd < 0 || bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    listen(f->lfd, 4) || getsockname(f->lfd, (struct sockaddr *)&sa, &len))
@@ -184,6 +197,7 @@ static int teardown(void **state)
 	conn_close(&f->c);
 	close(f->lfd);
 	free(f->m);
+	free(f->last);
 	free(f);
 	return hx_teardown(&fx);
 }
@@ -366,6 +380,100 @@ static void test_key_grants_whole_set(void **state)
 	assert_int_equal(l.n_key_grants, 0);
 }
 
+/* The hot key the last report lists for 198.18.0.x, or NULL. */
+static const struct wire_hot *reported_hot(struct fake *f, uint8_t x)
+{
+	struct wire_key_grant k = key_grant(x, 0, 0);
+
+	for (uint32_t i = 0; i < f->last->n_hot; i++)
+		if (!memcmp(&f->last->hot[i].key, &k.key, sizeof(k.key)))
+			return &f->last->hot[i];
+	return NULL;
+}
+
+static uint32_t reports_seen;
+
+static int next_report(struct fake *f)
+{
+	return f->reports > reports_seen;
+}
+
+/* What the fake coordinator answers each report with (the agent redials
+ * when reports go unanswered): a renewal carrying hot_keys.
+ */
+static uint64_t hot_seq;
+static struct wire_key_grant hot_keys[1];
+static uint32_t hot_n;
+
+static void send_grant_keys(struct fake *f, uint64_t epoch, uint64_t seq, uint64_t rate,
+			    uint64_t burst, uint64_t ttl_ns, uint64_t version,
+			    const struct wire_key_grant *keys, uint32_t n_keys);
+
+static void hot_renew(struct fake *f)
+{
+	send_grant_keys(f, 5, ++hot_seq, 100, 5, 10 * NSEC_PER_SEC, 1, hot_keys, hot_n);
+}
+
+/* Wait for reports until one lists (want) or does not list (!want) 198.18.0.x. */
+static const struct wire_hot *await_hot(struct fake *f, uint8_t x, bool want)
+{
+	for (int i = 0; i < 30; i++) {
+		const struct wire_hot *h;
+
+		reports_seen = f->reports;
+		if (!pump(f, next_report))
+			fail_msg("no report after %u (link %s, fd %d)", f->reports,
+				 f->link.up ? "up" : "down", f->link.c.fd);
+
+		h = reported_hot(f, x);
+		if (!!h == want)
+			return h;
+	}
+	fail_msg("no report %s 198.18.0.%u in 30 reports (%llu hot events, %zu tracked, %u listed)",
+		 want ? "listing" : "without", x, (unsigned long long)f->link.hot.events,
+		 f->link.hot.n, f->last->n_hot);
+	return NULL;
+}
+
+/* The datapath's denials reach the coordinator: a key denied under its
+ * share is reported hot with the contract as its demand; once it holds a
+ * per-key grant it is reported while it spends, with what it spends, and
+ * no longer once it spends nothing (it wants none).
+ */
+static void test_hot_keys_reported(void **state)
+{
+	struct fake *f = *state;
+	struct wire_key_grant k = key_grant(7, 500, 50);
+	const struct wire_hot *h;
+	struct pkt p;
+
+	f->per_key = true;
+	connect_and_policy(f, 5);
+	want_seq = hot_seq = 1;
+	hot_n = 0;
+	f->renew = hot_renew;
+	send_grant(f, 5, 1, 100, 5, 10 * NSEC_PER_SEC, 1);
+	assert_true(pump(f, seq_applied));
+	hx_udp4(&p, "198.18.0.7", "198.18.1.1", 1000, 53, 16);
+	assert_int_equal(hx_run(f->fx, &p, 50), XDP_DROP); /* 5 of 50 pass, then denials */
+	h = await_hot(f, 7, true);
+	assert_int_equal(h->demand, 1000); /* denied: as much as it can get */
+	assert_string_equal(f->last->e[h->entry].limit, "g");
+	assert_null(reported_hot(f, 8)); /* a key never denied is not hot */
+
+	/* Granted more, and spending it: listed with what it spends. */
+	hot_keys[0] = k;
+	hot_n = 1;
+	want_seq = ++hot_seq;
+	send_grant_keys(f, 5, hot_seq, 100, 5, 10 * NSEC_PER_SEC, 1, hot_keys, hot_n);
+	assert_true(pump(f, seq_applied));
+	hx_run(f->fx, &p, 40); /* within the grant's burst of 50: no denial */
+	h = await_hot(f, 7, true);
+	assert_true(h->demand > 0 && h->demand <= 1000);
+	/* Spending nothing (and the denials older than two refreshes): not listed. */
+	await_hot(f, 7, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -374,6 +482,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_policy_version_out_of_bounds_refused, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_key_grants_whole_set, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hot_keys_reported, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

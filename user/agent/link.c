@@ -189,11 +189,13 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 		e->demand = l->demand[id];
 		r->n++;
 	}
-	l->last_sample_ns = now;
-	/* Keys denied within two refresh intervals are still hot: one report
-	 * may have gone out just before the denials began.
+	/* Keys denied since the last report, or within a refresh interval
+	 * before it (it may have gone out just before the denials began), are
+	 * still hot.
 	 */
-	hot_report(&l->hot, dp, pol, entry_of, r, 2 * l->refresh_ns, now);
+	hot_report(&l->hot, dp, pol, entry_of, r,
+		   (l->last_sample_ns ? now - l->last_sample_ns : 0) + l->refresh_ns, now);
+	l->last_sample_ns = now;
 	r->seq = ++l->report_seq;
 	/* The clock was read before the send: a grant answering this report
 	 * starts its lease no later than the coordinator issues it.
