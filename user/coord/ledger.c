@@ -382,9 +382,11 @@ static bool issue(struct ledger *l, size_t i, uint64_t seq, uint64_t target_rate
 	struct ledger_holder *h = &l->h[i];
 	struct ledger_grant g;
 
+	/* Every holder is in sync after this: grants die by an ack (which
+	 * syncs its holder) or by a deadline, and none has passed unless the
+	 * full gc just ran. So the ring holds live grants only.
+	 */
 	ledger_fresh(l, now);
-	/* Only this holder's dead grants can make room in its ring. */
-	holder_sync(l, i, now);
 	if (h->n >= LEDGER_MAX_PENDING)
 		return false;
 	g.seq = seq;
@@ -393,7 +395,20 @@ static bool issue(struct ledger *l, size_t i, uint64_t seq, uint64_t target_rate
 	g.deadline_ns = live_ns > UINT64_MAX - now ? UINT64_MAX : now + live_ns;
 	h->next_seq = g.seq + 1;
 	h->g[h->n++] = g;
-	holder_sync(l, i, now);
+	/* The holder is in sync at now and g is live: its commitment is the
+	 * larger of the two (what holder_sync would find, without the walk:
+	 * a per-key ledger records every grant of its limit).
+	 */
+	if (g.rate > h->c_rate) {
+		l->sum_rate += g.rate - h->c_rate;
+		h->c_rate = g.rate;
+	}
+	if (g.burst > h->c_burst) {
+		l->sum_burst += g.burst - h->c_burst;
+		h->c_burst = g.burst;
+	}
+	if (g.deadline_ns < l->next_expiry)
+		l->next_expiry = g.deadline_ns;
 	if (out)
 		*out = g;
 	return true;
