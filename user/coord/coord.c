@@ -450,9 +450,6 @@ static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
 {
 	uint64_t sr = ledger_sum_rate_fast(&c->led, now), sb = ledger_sum_burst_fast(&c->led, now);
 
-	/* Each hot key's ledger, as the limit's (logged there). */
-	co->violations += hotkeys_check(&c->hot, now);
-
 	if (sr > c->max_sum_rate)
 		c->max_sum_rate = sr;
 	if (sb > c->max_sum_burst)
@@ -492,6 +489,8 @@ static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64
 	if (r == 0)
 		return;
 	check_invariant(co, c, now);
+	/* Each hot key's ledger, as the limit's (logged there). */
+	co->violations += hotkeys_check(&c->hot, now);
 	if (r < 0) {
 		/* Counted in the ledgers until its deadline; a grant without its
 		 * whole set must not go out.
@@ -792,6 +791,7 @@ static void tick(struct coord *co)
 			targets_recompute(c, now);
 		hotkeys_tick(&c->hot, &c->led, now);
 		check_invariant(co, c, now);
+		co->violations += hotkeys_check(&c->hot, now);
 	}
 }
 
