@@ -74,7 +74,9 @@ static const struct coord_family per_limit[] = {
     {"leaseline_coord_hot_keys", "gauge",
      "Keys of a per-key limit with a ledger of their own (per-key grants).", hot_keys},
     {"leaseline_coord_hot_keys_refused_total", "counter",
-     "Keys reported hot that found the limit's table full (they stay at the share).", hot_refused},
+     "Hot-key listings refused because the limit's table of hot keys was full (each report "
+     "listing such a key counts; the key stays at the share).",
+     hot_refused},
     {"leaseline_coord_key_grants_total", "counter",
      "Per-key grants sent (entries of grant key lists).", key_grants},
     {"leaseline_coord_stranded_rate", "gauge",
