@@ -7,6 +7,14 @@
  * the coordinator's one core, grant latency percentiles (report sent -> last
  * grant received), coordinator memory per (agent, limit) lease, and how long
  * a recomputation of the shares takes. Figures, not asserts.
+ *
+ * Hot-keys mode (LL_BENCH_HOT=N): src-ip limits with N hot keys each, every
+ * key hot on one of the agents (which lists it at demand R, as a denied key
+ * is listed), so every grant carries per-key grants (the agent's raise, the
+ * others' cuts). An agent lists at most WIRE_MAX_HOT keys per report; one
+ * with more lists them in turns. LL_BENCH_AGENTS (default 8) and
+ * LL_BENCH_LIMITS (default 10, at most 64) set the rest; LL_BENCH_PORT
+ * moves the ports (default 17450 and 17451).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,30 +37,35 @@
 #include "conn.h"
 #include "wire.h"
 
-#define N_LIMITS      10
-#define PORT_BASE     17450
-#define COORD_CPU     1
-#define BENCH_CPU     0
-#define TTL_NS	      2000000000ull
-#define CONNECT_WAIT  20 /* s, for all agents to have their policy */
-#define LOAD_SECONDS  5
-#define QUICK_SECONDS 2
+#define N_LIMITS 10 /* the default */
+/* Hot mode: the coordinator keeps at most 1024 hot keys a limit; more are refused. */
+#define HOTKEYS_BENCH_MAX (2 * LL_MAX_LIMIT_KEY_GRANTS)
+#define PORT_BASE	  17450
+#define COORD_CPU	  1
+#define BENCH_CPU	  0
+#define TTL_NS		  2000000000ull
+#define CONNECT_WAIT	  20 /* s, for all agents to have their policy */
+#define LOAD_SECONDS	  5
+#define QUICK_SECONDS	  2
 
 struct agent {
 	struct conn c;
 	uint64_t seq, sent_ns;
 	uint32_t grants; /* of the report in flight */
 	bool have_policy;
-	uint64_t epoch, applied_seq[N_LIMITS];
+	uint64_t epoch, applied_seq[LL_MAX_LIMITS];
+	uint32_t hot_next; /* hot mode: where its next report's list starts */
 };
 
 struct run {
 	size_t n;
+	int limits, port;
+	uint32_t hot; /* hot keys per limit (0: key: none limits) */
 	struct agent *a;
 	int ep;
 	pid_t pid;
 	char dir[64];
-	uint64_t msgs, reports_done;
+	uint64_t msgs, reports_done, key_grants;
 	uint64_t *lat;
 	size_t nlat, caplat;
 	struct wire_msg *msg;
@@ -122,24 +135,27 @@ static int write_file(const char *dir, const char *name, const char *text)
 
 static int start_coord(struct run *r, const char *bin)
 {
-	char policy[4096], coord[512], cfg[128];
+	char policy[8192], coord[512], cfg[128];
 	size_t off;
 
 	snprintf(r->dir, sizeof(r->dir), "/tmp/ll-bench-coord-XXXXXX");
 	if (!mkdtemp(r->dir))
 		return -errno;
 	off = (size_t)snprintf(policy, sizeof(policy), "version: 1\nlimits:\n");
-	for (int l = 0; l < N_LIMITS; l++)
+	for (int l = 0; l < r->limits; l++)
 		off += (size_t)snprintf(policy + off, sizeof(policy) - off,
-					"  - {name: t%d, key: none, scope: global, rate: 1G, "
+					"  - {name: t%d, key: %s, scope: global, rate: 1G, "
 					"burst: 1G}\n",
-					l);
-	snprintf(policy + off, sizeof(policy) - off,
-		 "rules:\n  - {name: all, limits: [t0, t1, t2, t3]}\n");
+					l, r->hot ? "src-ip" : "none");
+	off += (size_t)snprintf(policy + off, sizeof(policy) - off,
+				"rules:\n  - {name: all, limits: [t0");
+	for (int l = 1; l < r->limits && l < 4; l++)
+		off += (size_t)snprintf(policy + off, sizeof(policy) - off, ", t%d", l);
+	snprintf(policy + off, sizeof(policy) - off, "]}\n");
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
 		 "lease: {ttl: 2s, refresh: 500ms}\nmetrics: 127.0.0.1:%d\ngateways: %zu\n",
-		 PORT_BASE, PORT_BASE + 1, r->n);
+		 r->port, r->port + 1, r->n);
 	if (write_file(r->dir, "policy.yaml", policy) || write_file(r->dir, "coord.yaml", coord))
 		return -EIO;
 	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", r->dir);
@@ -185,6 +201,37 @@ static int send_hello(struct run *r, size_t i)
 	return conn_send(&r->a[i].c, m);
 }
 
+/* Hot mode: key j of every limit is hot on agent j % n, at 10.(j / 65536).x.y. */
+static struct ll_key_id hot_key(uint32_t j)
+{
+	struct ll_key_id k = {.family = 4};
+
+	k.addr[2] = htonl(0xffff);
+	k.addr[3] = htonl(0x0a000000u + j);
+	return k;
+}
+
+/* The agent's hot keys from hot_next on, as many as a report carries. */
+static void list_hot(struct run *r, size_t i, struct wire_report *rep)
+{
+	struct agent *a = &r->a[i];
+	/* Its keys: (limit l, key j) for j = i, i + n, ...: `mine` per limit. */
+	uint32_t mine = r->hot > i ? (uint32_t)((r->hot - 1 - i) / r->n + 1) : 0;
+	uint32_t total = mine * (uint32_t)r->limits;
+
+	rep->n_hot = 0;
+	for (uint32_t k = 0; k < total && rep->n_hot < WIRE_MAX_HOT; k++) {
+		uint32_t c = (a->hot_next + k) % total;
+		struct wire_hot *h = &rep->hot[rep->n_hot++];
+
+		h->entry = (uint8_t)(c / mine);
+		h->key = hot_key((uint32_t)i + (c % mine) * (uint32_t)r->n);
+		h->demand = 1000000000ull; /* denied: as much as it can get */
+	}
+	if (total)
+		a->hot_next = (a->hot_next + rep->n_hot) % total;
+}
+
 static int send_report(struct run *r, size_t i)
 {
 	struct agent *a = &r->a[i];
@@ -196,8 +243,8 @@ static int send_report(struct run *r, size_t i)
 	m->report.incarnation = i + 1;
 	m->report.max_epoch_seen = a->epoch;
 	m->report.seq = ++a->seq;
-	m->report.n = N_LIMITS;
-	for (int l = 0; l < N_LIMITS; l++) {
+	m->report.n = (uint32_t)r->limits;
+	for (int l = 0; l < r->limits; l++) {
 		struct wire_report_entry *e = &m->report.e[l];
 
 		memset(e, 0, sizeof(*e));
@@ -207,6 +254,9 @@ static int send_report(struct run *r, size_t i)
 		/* A demand that moves, so shares are recomputed under load. */
 		e->demand = 1000000 + (i * 7919 + a->seq * 104729) % 1000000;
 	}
+	m->report.n_hot = 0;
+	if (r->hot)
+		list_hot(r, i, &m->report);
 	a->sent_ns = clock_now_ns();
 	a->grants = 0;
 	r->msgs++;
@@ -249,9 +299,10 @@ static int agent_input(struct run *r, size_t i, bool load)
 					(unsigned long long)m->grant.report_seq,
 					(unsigned long long)a->seq);
 			r->msgs++;
-			if (l >= 0 && l < N_LIMITS)
+			if (l >= 0 && l < r->limits)
 				a->applied_seq[l] = m->grant.seq;
-			if (m->grant.report_seq == a->seq && ++a->grants == N_LIMITS) {
+			r->key_grants += m->grant.n_keys;
+			if (m->grant.report_seq == a->seq && ++a->grants == (uint32_t)r->limits) {
 				note_latency(r, clock_now_ns() - a->sent_ns);
 				r->reports_done++;
 				if (load && send_report(r, i))
@@ -292,7 +343,7 @@ static int connect_all(struct run *r)
 	size_t ready = 0;
 	socklen_t len;
 
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", PORT_BASE);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", r->port);
 	if (net_addr(addr, &sa, &len))
 		return -EINVAL;
 	for (size_t i = 0; i < r->n; i++) {
@@ -363,20 +414,22 @@ static double pct(const struct run *r, double p)
 	return r->nlat ? (double)r->lat[k] / 1e6 : 0;
 }
 
-/* Largest leaseline_coord_recompute_seconds over the limits, from /metrics. */
-static double recompute_seconds(void)
+/* Over the limits, the largest (or the sum) of a per-limit family, from
+ * /metrics.
+ */
+static double scrape(const struct run *r, const char *family, bool sum)
 {
 	static char buf[1 << 20];
 	const char *req = "GET /metrics HTTP/1.0\r\n\r\n";
 	struct sockaddr_storage sa;
-	char addr[32], *line;
-	double max = 0, v;
+	char addr[32], fmt[128], *line;
+	double acc = 0, v;
 	socklen_t len;
 	size_t got = 0;
 	ssize_t n;
 	int fd;
 
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", PORT_BASE + 1);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", r->port + 1);
 	if (net_addr(addr, &sa, &len))
 		return -1;
 	fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -390,20 +443,19 @@ static double recompute_seconds(void)
 		got += (size_t)n;
 	close(fd);
 	buf[got] = '\0';
+	snprintf(fmt, sizeof(fmt), "%s{limit=\"%%*[^\"]\"} %%lf", family);
 	for (line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
-		if (sscanf(line, "leaseline_coord_recompute_seconds{limit=\"%*[^\"]\"} %lf", &v) ==
-			1 &&
-		    v > max)
-			max = v;
-	return max;
+		if (sscanf(line, fmt, &v) == 1)
+			acc = sum ? acc + v : v > acc ? v : acc;
+	return acc;
 }
 
-static int bench_one(const char *bin, size_t n, int seconds)
+static int bench_one(const char *bin, size_t n, int limits, uint32_t hot, int port, int seconds)
 {
-	struct run r = {.n = n, .ep = -1};
+	struct run r = {.n = n, .ep = -1, .limits = limits, .hot = hot, .port = port};
 	double cpu0, cpu1, elapsed;
 	long rss0, rss1;
-	uint64_t t0, msgs0;
+	uint64_t t0, msgs0, kg0;
 	int err;
 
 	r.a = calloc(n, sizeof(*r.a));
@@ -434,6 +486,7 @@ static int bench_one(const char *bin, size_t n, int seconds)
 			goto out;
 	r.nlat = 0;
 	msgs0 = r.msgs;
+	kg0 = r.key_grants;
 	cpu0 = cpu_seconds(r.pid);
 	t0 = clock_now_ns();
 	for (uint64_t end = t0 + (uint64_t)seconds * 1000000000ull; clock_now_ns() < end;)
@@ -443,11 +496,25 @@ static int bench_one(const char *bin, size_t n, int seconds)
 	cpu1 = cpu_seconds(r.pid);
 	rss1 = rss_kib(r.pid);
 	qsort(r.lat, r.nlat, sizeof(*r.lat), cmp_u64);
-	printf("  %6zu  %10.0f  %5.0f%%  %8.2f %8.2f %8.2f  %9ld  %8.0f  %9.3f\n", n,
-	       (double)(r.msgs - msgs0) / elapsed, 100.0 * (cpu1 - cpu0) / elapsed, pct(&r, 0.5),
-	       pct(&r, 0.9), pct(&r, 0.99), rss1,
-	       rss1 > rss0 ? (double)(rss1 - rss0) * 1024.0 / (double)(n * N_LIMITS) : 0.0,
-	       recompute_seconds() * 1e3);
+	if (hot) {
+		double keys = scrape(&r, "leaseline_coord_hot_keys", true);
+
+		printf("  %6zu %6d %8u %9.0f %7.0f  %9.0f  %5.0f%%  %8.2f %8.2f  %8.1f  %8.0f  "
+		       "%10.0f\n",
+		       n, limits, hot, keys,
+		       scrape(&r, "leaseline_coord_hot_keys_refused_total", true),
+		       (double)(r.msgs - msgs0) / elapsed, 100.0 * (cpu1 - cpu0) / elapsed,
+		       pct(&r, 0.5), pct(&r, 0.99), (double)rss1 / 1024.0,
+		       keys > 0 && rss1 > rss0 ? (double)(rss1 - rss0) * 1024.0 / keys : 0.0,
+		       (double)(r.key_grants - kg0) / elapsed);
+	} else {
+		printf("  %6zu  %10.0f  %5.0f%%  %8.2f %8.2f %8.2f  %9ld  %8.0f  %9.3f\n", n,
+		       (double)(r.msgs - msgs0) / elapsed, 100.0 * (cpu1 - cpu0) / elapsed,
+		       pct(&r, 0.5), pct(&r, 0.9), pct(&r, 0.99), rss1,
+		       rss1 > rss0 ? (double)(rss1 - rss0) * 1024.0 / (double)(n * (size_t)limits)
+				   : 0.0,
+		       scrape(&r, "leaseline_coord_recompute_seconds", false) * 1e3);
+	}
 	fflush(stdout);
 out:
 	for (size_t i = 0; r.a && i < n; i++)
@@ -461,6 +528,37 @@ out:
 	return err;
 }
 
+static int env_int(const char *name, int def, int lo, int hi)
+{
+	const char *v = getenv(name);
+	int x = v ? atoi(v) : def;
+
+	return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* Per-key grants: N hot keys per limit over a few agents. */
+static int bench_hot(const char *bin, uint32_t hot, int port, bool q)
+{
+	size_t agents = (size_t)env_int("LL_BENCH_AGENTS", 8, 1, 1000);
+	int limits = env_int("LL_BENCH_LIMITS", N_LIMITS, 1, LL_MAX_LIMITS);
+	int secs = q ? QUICK_SECONDS : LOAD_SECONDS;
+
+	printf("Per-key grants: %zu agents, %d src-ip global limits with %u hot keys each, every\n"
+	       "key hot on one agent (the others' grants cut it); an agent lists at most %d hot\n"
+	       "keys a report, in turns. Coordinator on CPU %d, load generator on CPU %d; %d s\n"
+	       "measured after 1 s of warm-up.\n\n",
+	       agents, limits, hot, WIRE_MAX_HOT, COORD_CPU, BENCH_CPU, secs);
+	printf("  agents limits hot/limit  hot keys refused     msgs/s  coord  latency ms p50   p99"
+	       "   RSS MiB  B/hot key  key grants/s\n");
+	if (bench_one(bin, agents, limits, hot, port, secs)) {
+		printf("  %6zu %6d %8u  failed\n", agents, limits, hot);
+		return 1;
+	}
+	printf(
+	    "\nTarget: 100k hot keys x 8 gateways in <= 1 GiB, >= 50000 messages/s on one core.\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const size_t full[] = {100, 1000, 10000}, quick[] = {100, 1000};
@@ -469,6 +567,7 @@ int main(int argc, char **argv)
 	size_t nsizes = q ? 2 : 3;
 	const char *bin = argc > 1 ? argv[1] : "build/leaseline";
 	struct rlimit rl = {.rlim_cur = 65536, .rlim_max = 65536};
+	int port = env_int("LL_BENCH_PORT", PORT_BASE, 1024, 65534);
 	int rc = 0;
 
 	if (access(bin, X_OK)) {
@@ -478,6 +577,9 @@ int main(int argc, char **argv)
 	setrlimit(RLIMIT_NOFILE, &rl);
 	signal(SIGPIPE, SIG_IGN);
 	pin(BENCH_CPU);
+	if (getenv("LL_BENCH_HOT"))
+		return bench_hot(bin, (uint32_t)env_int("LL_BENCH_HOT", 0, 1, HOTKEYS_BENCH_MAX),
+				 port, q);
 	printf("Coordinator scale: %d global limits per agent, every agent keeps one report in\n"
 	       "flight; a message is a report or a grant. Coordinator on CPU %d, load generator\n"
 	       "on CPU %d, TCP over loopback; %d s measured after 1 s of warm-up.\n\n",
@@ -485,7 +587,7 @@ int main(int argc, char **argv)
 	printf("  agents   msgs/s     coord  grant latency ms (p50 p90 p99)  RSS KiB  B/lease  "
 	       "recompute ms\n");
 	for (size_t k = 0; k < nsizes; k++)
-		if (bench_one(bin, sizes[k], q ? QUICK_SECONDS : LOAD_SECONDS)) {
+		if (bench_one(bin, sizes[k], N_LIMITS, 0, port, q ? QUICK_SECONDS : LOAD_SECONDS)) {
 			printf("  %6zu  failed\n", sizes[k]);
 			rc = 1;
 		}

@@ -4,7 +4,9 @@
  * coord` process, a client speaking the wire format. Every global limit a
  * report names gets a grant answering it; shares sum to at most the
  * contract; nothing is granted during the quiet period; a retransmitted
- * report gets nothing; a malformed frame costs that connection only.
+ * report gets nothing; a malformed frame costs that connection only. On a
+ * per-key limit, a hot key's per-key grants never let the gateways together
+ * spend more than the contract on it, through cooling and a reload.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "clock.h"
@@ -107,7 +110,7 @@ static void write_file(const char *dir, const char *name, const char *text)
 	fclose(f);
 }
 
-static int setup(void **state)
+static int setup_policy(void **state, const char *policy)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	char coord[256], cfg[128], log[128];
@@ -121,12 +124,7 @@ static int setup(void **state)
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ll-coord-proto-XXXXXX");
 	if (!fx->m || !mkdtemp(fx->dir))
 		return -1;
-	write_file(fx->dir, "policy.yaml",
-		   "version: 1\nlimits:\n"
-		   "  - {name: a, key: none, scope: global, rate: 900, burst: 90}\n"
-		   "  - {name: b, key: none, scope: global, rate: 900, burst: 90}\n"
-		   "  - {name: c, key: none, scope: global, rate: 900, burst: 90}\n"
-		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+	write_file(fx->dir, "policy.yaml", policy);
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
 		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n%s",
@@ -146,6 +144,24 @@ static int setup(void **state)
 	}
 	*state = fx;
 	return fx->pid > 0 ? wait_ready(fx) : -1;
+}
+
+static int setup(void **state)
+{
+	return setup_policy(state, "version: 1\nlimits:\n"
+				   "  - {name: a, key: none, scope: global, rate: 900, burst: 90}\n"
+				   "  - {name: b, key: none, scope: global, rate: 900, burst: 90}\n"
+				   "  - {name: c, key: none, scope: global, rate: 900, burst: 90}\n"
+				   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+}
+
+/* One per-key global limit: each client address gets 1000/s across gateways. */
+static int setup_perkey(void **state)
+{
+	return setup_policy(state,
+			    "version: 1\nlimits:\n"
+			    "  - {name: k, key: src-ip, scope: global, rate: 1000, burst: 1000}\n"
+			    "rules:\n  - {name: all, limits: [k]}\n");
 }
 
 static int teardown(void **state)
@@ -457,6 +473,323 @@ static void test_runs_unprivileged(void **state)
 	assert_int_equal(euid, 65534);
 }
 
+/* ---- per-key grants ---- */
+
+#define PK_RATE	   1000
+#define PK_COOL_MS 3000 /* HOTKEYS_COOL_NS */
+#define PK_SENT	   512
+
+/* A fake agent of the per-key limit `k`: it applies (and acknowledges in
+ * its next report) every grant it gets, and remembers what each grant lets
+ * it spend on key K until the grant dies: acknowledged past, or its lease
+ * over (ttl from the send time of the report it answers, as an agent counts
+ * it).
+ */
+struct pk_grant {
+	uint64_t seq, expiry, rate, burst; /* for K: its entry, or the share */
+	bool entry;
+};
+
+struct pk_agent {
+	const char *name;
+	struct conn c;
+	uint64_t seq, sent_ns[PK_SENT];
+	uint64_t epoch, applied, acked;
+	struct pk_grant g[64];
+	size_t ng;
+	struct pk_grant last;
+	uint64_t share, policy;
+};
+
+static struct ll_key_id pk_key(void)
+{
+	struct ll_key_id k = {.family = 4};
+
+	k.addr[2] = htonl(0xffff);
+	k.addr[3] = htonl(0x0a000001); /* 10.0.0.1 */
+	return k;
+}
+
+static void pk_report(struct fx *fx, struct pk_agent *a, bool hot)
+{
+	struct wire_report *r = &fx->m->report;
+	struct ll_key_id k = pk_key();
+
+	WIRE_MSG_CLEAR(fx->m, report.hot[1]);
+	fx->m->type = WIRE_REPORT;
+	snprintf(r->holder, sizeof(r->holder), "%s", a->name);
+	r->incarnation = 7;
+	r->max_epoch_seen = a->epoch;
+	r->seq = ++a->seq;
+	r->n = 1;
+	snprintf(r->e[0].limit, sizeof(r->e[0].limit), "k");
+	r->e[0].applied_epoch = a->epoch;
+	r->e[0].applied_seq = a->applied;
+	r->e[0].demand = PK_RATE;
+	if (hot) {
+		/* Denied on K: "as much as it can get". */
+		r->n_hot = 1;
+		r->hot[0] = (struct wire_hot){.entry = 0, .key = k, .demand = PK_RATE};
+	}
+	a->acked = a->applied;
+	a->sent_ns[a->seq % PK_SENT] = clock_now_ns();
+	assert_int_equal(conn_send(&a->c, fx->m), 0);
+}
+
+/* The contract the sum is checked against (a reload lowers it). */
+static uint64_t pk_cap = PK_RATE;
+
+/* Sum over agents of the most a live grant lets each spend on K; returns it. */
+static uint64_t pk_check_sum(struct pk_agent *ag, size_t n)
+{
+	uint64_t now = clock_now_ns(), sr = 0, sb = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct pk_agent *a = &ag[i];
+		uint64_t mr = 0, mb = 0;
+		size_t kept = 0;
+
+		for (size_t j = 0; j < a->ng; j++) {
+			if (a->g[j].seq < a->acked || now > a->g[j].expiry)
+				continue;
+			a->g[kept++] = a->g[j];
+			mr = a->g[j].rate > mr ? a->g[j].rate : mr;
+			mb = a->g[j].burst > mb ? a->g[j].burst : mb;
+		}
+		a->ng = kept;
+		sr += mr;
+		sb += mb;
+	}
+	if (sr > pk_cap || sb > pk_cap)
+		fail_msg("agents may spend %llu/s, %llu on K: over the contract %llu",
+			 (unsigned long long)sr, (unsigned long long)sb,
+			 (unsigned long long)pk_cap);
+	return sr > sb ? sr : sb;
+}
+
+/* Agent a applies the grant in fx->m; the sum is checked. */
+static void pk_take(struct fx *fx, struct pk_agent *ag, size_t n, size_t i)
+{
+	struct pk_agent *a = &ag[i];
+	struct ll_key_id k = pk_key();
+	struct wire_grant *g = &fx->m->grant;
+	struct pk_grant pg = {0};
+
+	assert_int_equal(fx->m->type, WIRE_GRANT);
+	assert_true(g->report_seq <= a->seq && a->seq - g->report_seq < PK_SENT);
+	assert_true(g->seq > a->applied);
+	assert_string_equal(g->limit, "k");
+	assert_true(g->n_keys <= 1);
+	pg.seq = g->seq;
+	pg.expiry = a->sent_ns[g->report_seq % PK_SENT] + TTL_MS * NSEC_PER_MSEC;
+	pg.rate = g->rate;
+	pg.burst = g->burst;
+	if (g->n_keys) {
+		assert_memory_equal(&g->keys[0].key, &k, sizeof(k));
+		pg.entry = true;
+		pg.rate = g->keys[0].rate;
+		pg.burst = g->keys[0].burst;
+	}
+	a->share = g->rate;
+	a->epoch = g->epoch;
+	a->applied = g->seq;
+	a->last = pg;
+	assert_true(a->ng < sizeof(a->g) / sizeof(a->g[0]));
+	a->g[a->ng++] = pg;
+	pk_check_sum(ag, n);
+}
+
+/* One round for agent a: a report, the grant answering it (a policy pushed
+ * meanwhile is noted).
+ */
+static void pk_round(struct fx *fx, struct pk_agent *ag, size_t n, size_t i, bool hot)
+{
+	pk_report(fx, &ag[i], hot);
+	for (;;) {
+		assert_int_equal(recv_msg(&ag[i].c, fx->m, WAIT_MS), 1);
+		if (fx->m->type != WIRE_POLICY)
+			break;
+		ag[i].policy = fx->m->policy.version;
+	}
+	assert_int_equal(fx->m->grant.report_seq, ag[i].seq);
+	pk_take(fx, ag, n, i);
+}
+
+/* Whether the coordinator's log has a line containing s. */
+static bool log_has(struct fx *fx, const char *s)
+{
+	char path[128], line[512];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/coord.log", fx->dir);
+	f = fopen(path, "r");
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, s) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/*
+ * Per-key grants end to end: gateways A and B share the limit (500/s each).
+ * A is denied on client 10.0.0.1 and lists it hot: B's grants cut the key to
+ * 0 (B does not want it), and once B applied that, A's grants give it
+ * nearly all of the contract. At every grant, what both may spend on the
+ * key stays within 1000/s. A stops listing the key: it cools after 3 s, and
+ * then no grant carries it.
+ */
+/* Agents A and B at their fair half of the limit, then A lists K until its
+ * grants give it at least 90% of K while B's cut it.
+ */
+static void pk_make_hot(struct fx *fx, struct pk_agent *ag)
+{
+	uint64_t end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
+	struct pk_agent *A = &ag[0], *B = &ag[1];
+
+	pk_cap = PK_RATE;
+	for (size_t i = 0; i < 2; i++) {
+		dial(fx, &ag[i].c);
+		hello(fx, &ag[i].c, ag[i].name);
+	}
+	/* The quiet period: reports answered by nothing until it ends. */
+	pk_report(fx, A, false);
+	while (recv_msg(&A->c, fx->m, 50) != 1) {
+		pk_report(fx, A, false);
+		assert_true(clock_now_ns() < end);
+	}
+	pk_take(fx, ag, 2, 0);
+	/* Both reach their fair half of the limit; no key is hot yet. */
+	while (A->share != PK_RATE / 2 || B->share != PK_RATE / 2 || A->last.seq < 3) {
+		pk_round(fx, ag, 2, 0, false);
+		pk_round(fx, ag, 2, 1, false);
+		assert_false(A->last.entry || B->last.entry);
+		assert_true(clock_now_ns() < end);
+	}
+	/* A lists K. B's grants cut it; A's raise it once the cut is applied. */
+	for (int round = 0;; round++) {
+		pk_round(fx, ag, 2, 0, true);
+		pk_round(fx, ag, 2, 1, false);
+		assert_true(B->last.entry);
+		assert_int_equal(B->last.rate, 0);
+		if (getenv("LL_TEST_VERBOSE"))
+			print_message(
+			    "round %d: A share %llu K %s%llu, B share %llu K %s%llu\n", round,
+			    (unsigned long long)A->share, A->last.entry ? "entry " : "",
+			    (unsigned long long)A->last.rate, (unsigned long long)B->share,
+			    B->last.entry ? "entry " : "", (unsigned long long)B->last.rate);
+		if (A->last.entry && A->last.rate >= PK_RATE * 9 / 10)
+			break;
+		assert_true(round < 20);
+	}
+	for (int round = 0; round < 5; round++) {
+		pk_round(fx, ag, 2, 0, true);
+		pk_round(fx, ag, 2, 1, false);
+		assert_true(A->last.entry && A->last.rate >= PK_RATE * 9 / 10);
+		assert_true(B->last.entry && B->last.rate == 0);
+	}
+}
+
+/*
+ * Per-key grants end to end: gateways A and B share the limit (500/s each).
+ * A is denied on client 10.0.0.1 and lists it hot: B's grants cut the key to
+ * 0 (B does not want it), and once B applied that, A's grants give it
+ * nearly all of the contract. At every grant, what both may spend on the
+ * key stays within 1000/s. A stops listing the key: it cools after 3 s, and
+ * then no grant carries it.
+ */
+static void test_per_key_grants(void **state)
+{
+	struct fx *fx = *state;
+	struct pk_agent ag[2] = {{.name = "gw-a"}, {.name = "gw-b"}};
+	uint64_t end, t_stop, t_gone = 0;
+	struct pk_agent *A = &ag[0], *B = &ag[1];
+
+	pk_make_hot(fx, ag);
+	assert_true(log_has(fx, "key 10.0.0.1 is hot"));
+	/* A stops listing K: K goes out of the grants only once it has cooled. */
+	t_stop = clock_now_ns();
+	end = t_stop + (PK_COOL_MS + 2 * WAIT_MS) * NSEC_PER_MSEC;
+	while (clock_now_ns() < end) {
+		pk_round(fx, ag, 2, 0, false);
+		pk_round(fx, ag, 2, 1, false);
+		if (!A->last.entry && !B->last.entry) {
+			if (!t_gone)
+				t_gone = clock_now_ns();
+		} else {
+			assert_int_equal(t_gone, 0); /* once gone, it stays gone */
+		}
+		if (t_gone && clock_now_ns() - t_gone > 500 * NSEC_PER_MSEC)
+			break;
+		poll(NULL, 0, 50);
+	}
+	if (getenv("LL_TEST_VERBOSE"))
+		print_message("K gone from the grants %.3f s after A stopped listing it\n",
+			      t_gone ? (double)(t_gone - t_stop) / 1e9 : -1.0);
+	assert_true(t_gone);
+	assert_true(t_gone - t_stop >= (PK_COOL_MS - 500) * NSEC_PER_MSEC);
+	assert_true(A->share == PK_RATE / 2 && B->share == PK_RATE / 2);
+	assert_true(log_has(fx, "key 10.0.0.1 no longer hot"));
+	conn_close(&A->c);
+	conn_close(&B->c);
+}
+
+/*
+ * A reload keeps the hot keys: with A holding nearly all of K, the contract
+ * is lowered to 600/s. A's per-key grant comes down to the new contract as
+ * decreases do (B's cut stays), what both may spend on K never exceeds the
+ * old contract meanwhile, and once within the new one it stays there; no
+ * violation is logged. (Were the hot keys forgotten, B's first grant after
+ * the reload would give it its share of K while A's grant of nearly 1000
+ * still lives.)
+ */
+static void test_per_key_grants_reload(void **state)
+{
+	struct fx *fx = *state;
+	struct pk_agent ag[2] = {{.name = "gw-a"}, {.name = "gw-b"}};
+	struct pk_agent *A = &ag[0], *B = &ag[1];
+	uint64_t end;
+	bool within = false;
+
+	pk_make_hot(fx, ag);
+	/* Readable by the coordinator once it runs as nobody. */
+	assert_int_equal(chmod(fx->dir, 0755), 0);
+	write_file(fx->dir, "policy.yaml",
+		   "version: 2\nlimits:\n"
+		   "  - {name: k, key: src-ip, scope: global, rate: 600, burst: 600}\n"
+		   "rules:\n  - {name: all, limits: [k]}\n");
+	assert_int_equal(kill(fx->pid, SIGHUP), 0);
+	/* B hears of the reload first, and reports first: its grant is the
+	 * first one the new policy's state composes.
+	 */
+	assert_int_equal(recv_msg(&B->c, fx->m, WAIT_MS), 1);
+	assert_int_equal(fx->m->type, WIRE_POLICY);
+	B->policy = fx->m->policy.version;
+	end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC;
+	for (;;) {
+		pk_round(fx, ag, 2, 1, false);
+		pk_round(fx, ag, 2, 0, true);
+		if (A->policy == 2 && B->policy == 2 && !within && pk_check_sum(ag, 2) <= 600) {
+			within = true;
+			pk_cap = 600; /* from now on, the new contract */
+		}
+		if (within && A->last.entry && A->last.rate == 600 && B->last.entry &&
+		    B->last.rate == 0)
+			break;
+		assert_true(clock_now_ns() < end);
+	}
+	for (int round = 0; round < 5; round++) {
+		pk_round(fx, ag, 2, 1, false);
+		pk_round(fx, ag, 2, 0, true);
+		assert_true(A->last.entry && A->last.rate == 600 && B->last.rate == 0);
+	}
+	assert_true(log_has(fx, "policy version 2 loaded"));
+	assert_false(log_has(fx, "INVARIANT VIOLATED"));
+	pk_cap = PK_RATE;
+	conn_close(&A->c);
+	conn_close(&B->c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -467,6 +800,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runs_unprivileged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_holder_slots_reclaimed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_per_key_grants, setup_perkey, teardown),
+	    cmocka_unit_test_setup_teardown(test_per_key_grants_reload, setup_perkey, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

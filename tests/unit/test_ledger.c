@@ -668,6 +668,129 @@ static void test_ledger_check_detects(void **state)
 	ledger_free(&l);
 }
 
+/*
+ * A per-key ledger numbered by its limit's: ledger_issue_seq records the
+ * seq it is given (gaps allowed, never going back), with the same headroom
+ * rule as ledger_issue, and one ack acknowledges it as in the limit's.
+ */
+static void test_ledger_issue_seq(void **state)
+{
+	struct ledger l;
+	struct ledger_grant g = {0}, before;
+
+	(void)state;
+	ledger_init(&l, 100, 1000);
+	assert_false(ledger_issue_seq(&l, 0, 0, 10, 10, 0, LIVE, &g)); /* seqs start at 1 */
+	assert_true(ledger_issue_seq(&l, 0, 3, 60, 600, 0, LIVE, &g));
+	assert_int_equal(g.seq, 3);
+	assert_int_equal(g.rate, 60);
+	assert_int_equal(g.deadline_ns, LIVE);
+	before = g;
+	/* Never the same seq twice, never an older one. */
+	assert_false(ledger_issue_seq(&l, 0, 3, 10, 10, 0, LIVE, &g));
+	assert_false(ledger_issue_seq(&l, 0, 2, 10, 10, 0, LIVE, &g));
+	assert_memory_equal(&g, &before, sizeof(g));
+	assert_false(ledger_issue_seq(&l, LEDGER_MAX_HOLDERS, 1, 10, 10, 0, LIVE, &g));
+	/* Headroom as ever: holder 1 gets what holder 0 leaves. */
+	assert_true(ledger_issue_seq(&l, 1, 7, 80, 800, 0, LIVE, &g));
+	assert_int_equal(g.rate, 40);
+	assert_int_equal(g.burst, 400);
+	/* The numbering goes on from the seq given. */
+	g = issue(&l, 0, 10, 100, 1);
+	assert_int_equal(g.seq, 4);
+	assert_true(ledger_issue_seq(&l, 0, 9, 20, 200, 1, LIVE, &g));
+	assert_int_equal(ledger_committed_rate(&l, 0, 1), 60);
+	/* An ack of 9 kills 3 and 4; an ack of a seq never issued is ignored. */
+	ledger_ack(&l, 0, 10, 1);
+	assert_int_equal(ledger_committed_rate(&l, 0, 1), 60);
+	ledger_ack(&l, 0, 9, 1);
+	assert_int_equal(ledger_committed_rate(&l, 0, 1), 20);
+	assert_int_equal(ledger_check(&l, 1), 0);
+	/* A full ring refuses as ledger_issue does. */
+	for (uint64_t k = 0; k < LEDGER_MAX_PENDING - 1; k++)
+		assert_true(ledger_issue_seq(&l, 0, 20 + k, 1, 1, 2, LIVE, &g));
+	assert_false(ledger_issue_seq(&l, 0, 100, 1, 1, 2, LIVE, &g));
+	ledger_free(&l);
+}
+
+/* A trimmed copy keeps exactly what the original accounts for. */
+static void test_ledger_copy_n(void **state)
+{
+	struct ledger l, c;
+
+	(void)state;
+	ledger_init(&l, 100, 1000);
+	issue(&l, 0, 30, 300, 0);
+	issue(&l, 2, 20, 200, 0);
+	assert_int_equal(ledger_copy_n(&c, &l, 4), 0);
+	assert_int_equal(c.cap, 4);
+	assert_int_equal(ledger_sum_rate(&c, 0), 50);
+	assert_int_equal(ledger_sum_rate_fast(&c, 0), 50);
+	assert_int_equal(ledger_committed_burst(&c, 2, 0), 200);
+	ledger_free(&c);
+	/* A slot past the room asked for that holds grants is copied too. */
+	issue(&l, 9, 10, 100, 0);
+	assert_int_equal(ledger_copy_n(&c, &l, 4), 0);
+	assert_int_equal(c.cap, 10);
+	assert_int_equal(ledger_sum_rate(&c, 0), 60);
+	assert_int_equal(ledger_committed_rate(&c, 9, 0), 10);
+	ledger_free(&c);
+	ledger_free(&l);
+}
+
+/* ledger_holder_within: every live grant of a holder in one ledger is
+ * matched, seq for seq, by one at least as large that lives at least as long
+ * in the other.
+ */
+static void test_ledger_holder_within(void **state)
+{
+	struct ledger lim, key;
+	struct ledger_grant g, a;
+
+	(void)state;
+	ledger_init(&lim, 100, 1000);
+	issue(&lim, 0, 50, 500, 0);
+	issue(&lim, 1, 50, 500, 0);
+	assert_int_equal(ledger_copy(&key, &lim), 0);
+	assert_true(ledger_holder_within(&key, 0, &lim, 0)); /* a copy */
+	assert_true(ledger_holder_within(&key, 2, &lim, 0)); /* nothing to cover */
+	/* No headroom for the key yet: its grant 2 stays at the share. */
+	g = issue(&lim, 0, 50, 500, 1);
+	assert_true(ledger_issue_seq(&key, 0, g.seq, 90, 500, 1, LIVE, &a));
+	assert_int_equal(a.rate, 50);
+	assert_true(ledger_holder_within(&key, 0, &lim, 1));
+	/* Holder 1 cut to 0 for the key: covered by its share. */
+	g = issue(&lim, 1, 50, 500, 1);
+	assert_true(ledger_issue_seq(&key, 1, g.seq, 0, 0, 1, LIVE, &a));
+	assert_int_equal(a.rate, 0);
+	assert_true(ledger_holder_within(&key, 1, &lim, 1));
+	ledger_ack(&lim, 1, g.seq, 1);
+	ledger_ack(&key, 1, g.seq, 1);
+	/* Now holder 0 gets 70 for the key, above its share of 40. */
+	g = issue(&lim, 0, 40, 400, 2);
+	assert_true(ledger_issue_seq(&key, 0, g.seq, 70, 400, 2, LIVE, &a));
+	assert_int_equal(a.rate, 70);
+	assert_false(ledger_holder_within(&key, 0, &lim, 2));
+	/* Cut back: covered only once the ack reached the key's ledger too. */
+	g = issue(&lim, 0, 40, 400, 3);
+	assert_true(ledger_issue_seq(&key, 0, g.seq, 40, 400, 3, LIVE, &a));
+	ledger_ack(&lim, 0, g.seq, 3);
+	assert_false(ledger_holder_within(&key, 0, &lim, 3)); /* 70 still live in the key's */
+	ledger_ack(&key, 0, g.seq, 3);
+	assert_true(ledger_holder_within(&key, 0, &lim, 3));
+	/* A grant the other ledger does not have is not covered ... */
+	assert_true(ledger_issue_seq(&key, 0, 50, 0, 0, 4, LIVE, &a));
+	assert_false(ledger_holder_within(&key, 0, &lim, 4));
+	ledger_free(&key);
+	/* ... nor one that lives longer in it. */
+	assert_int_equal(ledger_copy(&key, &lim), 0);
+	g = issue(&lim, 0, 40, 400, 5);
+	assert_true(ledger_issue_seq(&key, 0, g.seq, 40, 400, 6, LIVE, &a));
+	assert_false(ledger_holder_within(&key, 0, &lim, 6));
+	ledger_free(&key);
+	ledger_free(&lim);
+}
+
 static void test_ledger_targets(void **state)
 {
 	struct ledger l;
@@ -1090,6 +1213,9 @@ int main(void)
 	    cmocka_unit_test(test_ledger_gc),
 	    cmocka_unit_test(test_ledger_zeroed),
 	    cmocka_unit_test(test_ledger_check_detects),
+	    cmocka_unit_test(test_ledger_issue_seq),
+	    cmocka_unit_test(test_ledger_copy_n),
+	    cmocka_unit_test(test_ledger_holder_within),
 	    cmocka_unit_test(test_ledger_targets),
 	    cmocka_unit_test(test_ledger_random_acks),
 	    cmocka_unit_test(test_ledger_random_agents),

@@ -19,12 +19,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 
 #include "clock.h"
 #include "config.h"
 #include "conn.h"
 #include "coord.h"
 #include "fs.h"
+#include "hotkeys.h"
 #include "http.h"
 #include "lease_clock.h"
 #include "ledger.h"
@@ -60,6 +62,7 @@ static struct climit *limit_by_name(struct coord *co, const char *name)
 static void climit_free(struct climit *c)
 {
 	ledger_free(&c->led);
+	hotkeys_free(&c->hot);
 	free(c->t_rate);
 	free(c->t_burst);
 	c->t_rate = c->t_burst = NULL;
@@ -72,7 +75,8 @@ static void limits_free(struct climit *lim, uint32_t n)
 }
 
 /* A limit's state for the new policy: a deep copy of the running one (its
- * live grants go on counting) or a fresh ledger, room for every gateway.
+ * live grants go on counting, per-key grants included) or a fresh ledger,
+ * room for every gateway.
  */
 static int climit_init(struct climit *c, const struct climit *old, uint32_t gateways)
 {
@@ -81,7 +85,10 @@ static int climit_init(struct climit *c, const struct climit *old, uint32_t gate
 	memset(c, 0, sizeof(*c));
 	if (old) {
 		*c = *old;
+		memset(&c->hot, 0, sizeof(c->hot));
 		err = ledger_copy(&c->led, &old->led);
+		if (!err)
+			err = hotkeys_copy(&c->hot, &old->hot);
 	} else {
 		err = ledger_init(&c->led, 0, 0);
 	}
@@ -97,6 +104,41 @@ static int climit_init(struct climit *c, const struct climit *old, uint32_t gate
 	c->dirty = true;
 	c->next_recompute_ns = 0;
 	return err;
+}
+
+static uint64_t hash_seed(void)
+{
+	uint64_t seed;
+
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+		seed = clock_now_ns() * 0x9e3779b97f4a7c15ull;
+	return seed;
+}
+
+/* A limit with a key has a table of hot keys, kept across reloads with the
+ * capacity of the new contract: dropping it while per-key grants are live
+ * would let the sum over gateways exceed the contract for those keys. A
+ * limit without a key has none.
+ */
+static int limit_hotkeys(struct coord *co, struct climit *c, const struct cfg_limit *l)
+{
+	int err;
+
+	if (l->key_mode == LL_KEY_NONE) {
+		if (c->hot.n)
+			pr_info("limit '%s' has no key now: its %u hot keys are forgotten\n",
+				c->name, c->hot.n);
+		hotkeys_free(&c->hot);
+		return 0;
+	}
+	if (!c->hot.on) {
+		err = hotkeys_init(&c->hot, c->name, co->cfg.gateways, HOTKEYS_MAX, hash_seed());
+		if (err)
+			return err;
+	}
+	snprintf(c->hot.name, sizeof(c->hot.name), "%s", c->name);
+	hotkeys_set_capacity(&c->hot, c->led.rate, c->led.burst, clock_now_ns());
+	return 0;
 }
 
 /* Global limits of pol as ledgers, keeping the ledger (live grants) of a
@@ -139,6 +181,7 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 		c->fb_burst = l->fallback_burst;
 		c->led.rate = l->rate - fr;
 		c->led.burst = l->burst - fb;
+		err = limit_hotkeys(co, c, l);
 	}
 	if (err) {
 		limits_free(out, n);
@@ -216,8 +259,10 @@ static void holder_asking(struct coord *co, int hi, bool asking)
 	co->h[hi].asking = asking;
 	for (uint32_t l = 0; l < co->n_limits; l++) {
 		co->lim[l].led.h[hi].active = asking;
-		if (!asking)
+		if (!asking) {
 			co->lim[l].led.h[hi].demand = 0;
+			hotkeys_holder_quiet(&co->lim[l].hot, (size_t)hi);
+		}
 		co->lim[l].dirty = true;
 	}
 }
@@ -276,11 +321,13 @@ static bool holder_reclaim(struct coord *co, int hi, uint64_t now)
 	if (!h->used || h->conn >= 0)
 		return false;
 	for (uint32_t l = 0; l < co->n_limits; l++)
-		if (!ledger_holder_idle(&co->lim[l].led, (size_t)hi, now))
+		if (!ledger_holder_idle(&co->lim[l].led, (size_t)hi, now) ||
+		    !hotkeys_holder_idle(&co->lim[l].hot, (size_t)hi, now))
 			return false;
 	pr_info("holder '%s' gone with no live grant: its slot is reused\n", h->name);
 	for (uint32_t l = 0; l < co->n_limits; l++) {
 		ledger_holder_reset(&co->lim[l].led, (size_t)hi);
+		hotkeys_holder_reset(&co->lim[l].hot, (size_t)hi);
 		co->lim[l].dirty = true;
 	}
 	memset(h, 0, sizeof(*h));
@@ -424,17 +471,34 @@ static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
 	}
 }
 
+/* One grant for holder hi: the limit's share and, under its seq, the whole
+ * set of the holder's per-key grants of the limit's hot keys.
+ */
 static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t report_seq,
 		      uint64_t now)
 {
 	uint64_t live = lease_deadline(now, co->cfg.ttl_ns) - now;
 	struct wire_msg *m = co->out;
 	struct ledger_grant g;
+	int r;
 
-	if (!ledger_issue(&c->led, (size_t)hi, c->t_rate[hi], c->t_burst[hi], now, live, &g))
+	/* Cleared up to the key list only: hotkeys_grant fills what it sends. */
+	WIRE_MSG_CLEAR(m, grant.n_keys);
+	r = hotkeys_grant(&c->hot, &c->led, (size_t)hi, c->t_rate[hi], c->t_burst[hi], now, live,
+			  &g, m->grant.keys, &m->grant.n_keys);
+	if (r == 0)
 		return;
 	check_invariant(co, c, now);
-	WIRE_MSG_CLEAR(m, grant);
+	/* Each hot key's ledger, as the limit's (logged there). */
+	co->violations += hotkeys_check(&c->hot, now);
+	if (r < 0) {
+		/* Counted in the ledgers until its deadline; a grant without its
+		 * whole set must not go out.
+		 */
+		pr_debug("limit '%s': grant %llu for '%s' not sent: a hot key's ledger is full\n",
+			 c->name, (unsigned long long)g.seq, co->h[hi].name);
+		return;
+	}
 	m->type = WIRE_GRANT;
 	snprintf(m->grant.limit, sizeof(m->grant.limit), "%s", c->name);
 	snprintf(m->grant.holder, sizeof(m->grant.holder), "%s", co->h[hi].name);
@@ -447,13 +511,55 @@ static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64
 	m->grant.burst = g.burst;
 	m->grant.ttl_ns = co->cfg.ttl_ns;
 	m->grant.refresh_ns = co->cfg.refresh_ns;
-	if (!send_msg(co, ci, m))
+	if (!send_msg(co, ci, m)) {
 		co->grants++;
+		c->hot.key_grants += m->grant.n_keys;
+	}
+}
+
+/* The report's hot keys, per limit: a report lists all the holder's hot
+ * keys of every limit it names, so a key it does not list it wants none of.
+ * A key wanting more than the holder's share (what it holds and will keep
+ * of the limit) becomes hot.
+ */
+static void hot_report(struct coord *co, int hi, const struct wire_report *r,
+		       struct climit *const *cl, uint64_t now)
+{
+	bool begun[LL_MAX_LIMITS] = {false};
+	uint64_t share[WIRE_MAX_ENTRIES];
+
+	for (uint32_t i = 0; i < r->n; i++) {
+		struct climit *c = cl[i];
+		uint32_t l;
+
+		if (!c || !c->hot.on)
+			continue;
+		l = (uint32_t)(c - co->lim);
+		share[i] = ledger_committed_rate(&c->led, (size_t)hi, now);
+		if (c->t_rate[hi] < share[i])
+			share[i] = c->t_rate[hi];
+		if (!begun[l])
+			hotkeys_report_begin(&c->hot, (size_t)hi);
+		begun[l] = true;
+	}
+	for (uint32_t k = 0; k < r->n_hot; k++) {
+		const struct wire_hot *w = &r->hot[k];
+		struct climit *c = w->entry < r->n ? cl[w->entry] : NULL;
+
+		if (c && c->hot.on)
+			hotkeys_report_key(&c->hot, &c->led, (size_t)hi, &w->key, w->demand,
+					   share[w->entry], now);
+	}
+	for (uint32_t l = 0; l < co->n_limits; l++)
+		if (begun[l])
+			hotkeys_report_end(&co->lim[l].hot, (size_t)hi);
 }
 
 static void on_report(struct coord *co, int ci, const struct wire_report *r)
 {
 	int hi = co->conns[ci]->holder;
+	struct climit *cl[WIRE_MAX_ENTRIES];
+	bool recorded[WIRE_MAX_ENTRIES];
 	uint64_t now = clock_now_ns();
 	struct cholder *h;
 
@@ -474,29 +580,42 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 		pr_info("holder '%s' reports again\n", h->name);
 		holder_asking(co, hi, true);
 	}
+	/* Acks and demands first, then the hot keys (a key made hot now copies
+	 * the limit's ledger as acknowledged), then the grants.
+	 */
 	for (uint32_t i = 0; i < r->n; i++) {
 		const struct wire_report_entry *e = &r->e[i];
-		struct climit *c = limit_by_name(co, e->limit);
+		struct climit *c = cl[i] = limit_by_name(co, e->limit);
 		uint32_t l;
-		bool recorded;
 
+		recorded[i] = false;
 		if (!c)
 			continue;
 		l = (uint32_t)(c - co->lim);
-		recorded = record_usage(co, h, l, e, now) == 0;
-		if (e->applied_epoch == co->store.epoch)
+		recorded[i] = record_usage(co, h, l, e, now) == 0;
+		if (e->applied_epoch == co->store.epoch) {
+			/* One ack for the share and every per-key grant it came with. */
 			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
+			hotkeys_ack(&c->hot, (size_t)hi, e->applied_seq, now);
+		}
 		if (c->led.h[hi].demand != e->demand) {
 			c->led.h[hi].demand = e->demand;
 			c->dirty = true;
 		}
-		check_invariant(co, c, now);
 		/* Fresh targets when due (a holder that just joined gets its share
 		 * in this grant, not the next), still at most every 50 ms a limit.
 		 */
 		if (c->dirty && now >= c->next_recompute_ns)
 			targets_recompute(c, now);
-		if (recorded && now >= co->quiet_until && co->conns[ci])
+	}
+	hot_report(co, hi, r, cl, now);
+	for (uint32_t i = 0; i < r->n; i++) {
+		struct climit *c = cl[i];
+
+		if (!c)
+			continue;
+		check_invariant(co, c, now);
+		if (recorded[i] && now >= co->quiet_until && co->conns[ci])
 			grant_one(co, ci, hi, c, r->seq, now);
 	}
 }
@@ -670,7 +789,9 @@ static void tick(struct coord *co)
 
 		if (c->dirty && now >= c->next_recompute_ns)
 			targets_recompute(c, now);
+		hotkeys_tick(&c->hot, &c->led, now);
 		check_invariant(co, c, now);
+		co->violations += hotkeys_check(&c->hot, now);
 	}
 }
 

@@ -169,13 +169,27 @@ void ledger_free(struct ledger *l)
 
 int ledger_copy(struct ledger *dst, const struct ledger *src)
 {
+	return ledger_copy_n(dst, src, src->cap);
+}
+
+int ledger_copy_n(struct ledger *dst, const struct ledger *src, size_t holders)
+{
+	size_t n = holders < src->cap ? holders : src->cap;
+
+	/* A slot past n that is not empty is copied all the same: the copy
+	 * must account for everything the original does.
+	 */
+	for (size_t i = n; i < src->cap; i++)
+		if (src->h[i].n || src->h[i].c_rate || src->h[i].c_burst ||
+		    src->h[i].next_seq > 1 || src->h[i].acked_seq)
+			n = i + 1;
 	*dst = *src;
 	dst->h = NULL;
 	dst->cap = 0;
-	if (ledger_reserve(dst, src->cap))
+	if (ledger_reserve(dst, n))
 		return -ENOMEM;
-	if (src->cap)
-		memcpy(dst->h, src->h, src->cap * sizeof(*src->h));
+	if (n)
+		memcpy(dst->h, src->h, n * sizeof(*src->h));
 	return 0;
 }
 
@@ -362,29 +376,87 @@ static uint64_t issue_share(uint64_t target, uint64_t committed, uint64_t sum, u
 	return target - committed <= room ? target : committed + room;
 }
 
-bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t target_burst,
-		  uint64_t now, uint64_t live_ns, struct ledger_grant *out)
+static bool issue(struct ledger *l, size_t i, uint64_t seq, uint64_t target_rate,
+		  uint64_t target_burst, uint64_t now, uint64_t live_ns, struct ledger_grant *out)
 {
-	struct ledger_holder *h;
+	struct ledger_holder *h = &l->h[i];
 	struct ledger_grant g;
 
-	if (i >= l->cap)
-		return false;
-	h = &l->h[i];
+	/* Every holder is in sync after this: grants die by an ack (which
+	 * syncs its holder) or by a deadline, and none has passed unless the
+	 * full gc just ran. So the ring holds live grants only.
+	 */
 	ledger_fresh(l, now);
-	/* Only this holder's dead grants can make room in its ring. */
-	holder_sync(l, i, now);
 	if (h->n >= LEDGER_MAX_PENDING)
 		return false;
-	g.seq = next_seq(h);
+	g.seq = seq;
 	g.rate = issue_share(target_rate, h->c_rate, l->sum_rate, l->rate);
 	g.burst = issue_share(target_burst, h->c_burst, l->sum_burst, l->burst);
 	g.deadline_ns = live_ns > UINT64_MAX - now ? UINT64_MAX : now + live_ns;
 	h->next_seq = g.seq + 1;
 	h->g[h->n++] = g;
-	holder_sync(l, i, now);
+	/* The holder is in sync at now and g is live: its commitment is the
+	 * larger of the two (what holder_sync would find, without the walk:
+	 * a per-key ledger records every grant of its limit).
+	 */
+	if (g.rate > h->c_rate) {
+		l->sum_rate += g.rate - h->c_rate;
+		h->c_rate = g.rate;
+	}
+	if (g.burst > h->c_burst) {
+		l->sum_burst += g.burst - h->c_burst;
+		h->c_burst = g.burst;
+	}
+	if (g.deadline_ns < l->next_expiry)
+		l->next_expiry = g.deadline_ns;
 	if (out)
 		*out = g;
+	return true;
+}
+
+bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t target_burst,
+		  uint64_t now, uint64_t live_ns, struct ledger_grant *out)
+{
+	if (i >= l->cap)
+		return false;
+	return issue(l, i, next_seq(&l->h[i]), target_rate, target_burst, now, live_ns, out);
+}
+
+bool ledger_issue_seq(struct ledger *l, size_t i, uint64_t seq, uint64_t target_rate,
+		      uint64_t target_burst, uint64_t now, uint64_t live_ns,
+		      struct ledger_grant *out)
+{
+	/* Numbering only goes up: a seq at or below one issued before would
+	 * make an ack of the older grant kill the newer one.
+	 */
+	if (i >= l->cap || seq == 0 || seq < next_seq(&l->h[i]))
+		return false;
+	return issue(l, i, seq, target_rate, target_burst, now, live_ns, out);
+}
+
+bool ledger_holder_within(const struct ledger *l, size_t i, const struct ledger *ref, uint64_t now)
+{
+	const struct ledger_holder *h, *r;
+
+	if (i >= l->cap)
+		return true;
+	h = &l->h[i];
+	if (i >= ref->cap)
+		return holder_max(h, now, false) == 0 && holder_max(h, now, true) == 0;
+	r = &ref->h[i];
+	for (uint32_t k = 0; k < holder_n(h); k++) {
+		const struct ledger_grant *g = &h->g[k];
+		bool covered = false;
+
+		if (!grant_live(h, g, now))
+			continue;
+		for (uint32_t j = 0; j < holder_n(r) && !covered; j++)
+			covered = r->g[j].seq == g->seq && grant_live(r, &r->g[j], now) &&
+				  r->g[j].deadline_ns >= g->deadline_ns &&
+				  r->g[j].rate >= g->rate && r->g[j].burst >= g->burst;
+		if (!covered)
+			return false;
+	}
 	return true;
 }
 

@@ -81,6 +81,10 @@ int ledger_reserve(struct ledger *l, size_t holders);
 void ledger_free(struct ledger *l);
 /* Deep copy (for a policy reload that keeps a limit's grants). */
 int ledger_copy(struct ledger *dst, const struct ledger *src);
+/* Deep copy with room for the first `holders` slots only (more if a later
+ * slot is not empty): a per-key ledger needs no more slots than gateways.
+ */
+int ledger_copy_n(struct ledger *dst, const struct ledger *src, size_t holders);
 
 /* Cached check: is the sum of committed shares above capacity now? */
 bool ledger_over(struct ledger *l, uint64_t now);
@@ -120,6 +124,22 @@ void ledger_ack(struct ledger *l, size_t i, uint64_t seq, uint64_t now);
  */
 bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t target_burst,
 		  uint64_t now, uint64_t live_ns, struct ledger_grant *out);
+
+/* ledger_issue with the seq given, not the holder's next one: a per-key
+ * ledger records the grant its limit's ledger just issued under the limit's
+ * number, so one ack acknowledges both. seq must be above every seq issued
+ * to holder i in this ledger (false otherwise, and when the ring is full).
+ */
+bool ledger_issue_seq(struct ledger *l, size_t i, uint64_t seq, uint64_t target_rate,
+		      uint64_t target_burst, uint64_t now, uint64_t live_ns,
+		      struct ledger_grant *out);
+
+/* true when every live grant of holder i in l is matched by a live grant of
+ * the same seq in ref, with a deadline no earlier, whose rate and burst are
+ * at least as large: what holder i may spend under l, ref accounts for too,
+ * and goes on accounting for as long as the acks of one go to the other.
+ */
+bool ledger_holder_within(const struct ledger *l, size_t i, const struct ledger *ref, uint64_t now);
 
 /* Targets for every active holder from its demand and weight: rate by
  * alloc_maxmin, burst proportional to the rate share (floor), both summing

@@ -32,6 +32,10 @@ V(reserve_rate, c->reserve_rate)
 V(draining, c->drain_since_ns != 0)
 V(last_drain, ns_to_s(c->last_drain_ns))
 V(recompute, ns_to_s(c->recompute_ns))
+V(hot_keys, c->hot.n)
+V(hot_refused, c->hot.refused)
+V(key_grants, c->hot.key_grants)
+V(stranded, hotkeys_stranded(&c->hot, now))
 V(lease_rate, ledger_committed_rate(&c->led, hi, now))
 V(demand, c->led.h[hi].demand)
 V(fallback, co->h[hi].fallback[l])
@@ -67,6 +71,18 @@ static const struct coord_family per_limit[] = {
      "How long the last drain to a lowered contract took.", last_drain},
     {"leaseline_coord_recompute_seconds", "gauge", "Duration of the last max-min recomputation.",
      recompute},
+    {"leaseline_coord_hot_keys", "gauge",
+     "Keys of a per-key limit with a ledger of their own (per-key grants).", hot_keys},
+    {"leaseline_coord_hot_keys_refused_total", "counter",
+     "Hot-key listings refused because the limit's table of hot keys was full (each report "
+     "listing such a key counts; the key stays at the share).",
+     hot_refused},
+    {"leaseline_coord_key_grants_total", "counter",
+     "Per-key grants sent (entries of grant key lists).", key_grants},
+    {"leaseline_coord_stranded_rate", "gauge",
+     "Per-key rate committed to holders beyond their reported demand for the key, summed over "
+     "hot keys and holders (tokens/s).",
+     stranded},
 };
 
 /* One sample per (global limit, holder). */

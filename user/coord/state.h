@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "conn.h"
+#include "hotkeys.h"
 #include "http.h"
 #include "ledger.h"
 #include "ll_types.h"
@@ -33,6 +34,7 @@ struct climit {
 	uint64_t max_sum_rate, max_sum_burst;	  /* highest sums of live shares seen */
 	uint64_t drain_since_ns; /* contract lowered, live shares still above it since */
 	uint64_t last_drain_ns;	 /* how long the last such drain took */
+	struct hotkeys hot;	 /* per-key grants of hot keys (a limit with a key) */
 };
 
 struct cholder {

@@ -1,0 +1,990 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Host tests of user/coord/hotkeys.c: the hot-key table (hash lookups,
+ * bounds, relisting), composition of grants with per-key grants (a new key's
+ * ledger is the limit's, cuts before raises, a new holder's first grant cuts
+ * every key it does not want, cooling and dropping), reloads, and a long
+ * randomised run that models every holder's side (the grants it applied and
+ * what that lets it spend on each key) and checks after every event that,
+ * for every key, the sum over holders of the most any live grant lets them
+ * spend stays within capacity, and that the coordinator's ledgers account
+ * for at least that.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include "clock.h"
+#include "hotkeys.h"
+#include "ledger.h"
+#include "log.h"
+#include "unit/rnd.h"
+
+typedef unsigned __int128 u128;
+
+#define LIVE  (300 * NSEC_PER_MSEC) /* a grant's life on the coordinator */
+#define SEED  0x1234
+#define NHOLD 4
+
+static struct ll_key_id key_v4(uint32_t ip)
+{
+	struct ll_key_id k = {.family = 4};
+
+	k.addr[2] = htonl(0xffff);
+	k.addr[3] = htonl(ip);
+	return k;
+}
+
+static bool chance(uint64_t *s, unsigned pct)
+{
+	return rnd(s) % 100 < pct;
+}
+
+/* A grant to holder h toward (tr, tb), which must be issued and sendable. */
+static struct ledger_grant grant(struct hotkeys *t, struct ledger *lim, size_t h, uint64_t tr,
+				 uint64_t tb, uint64_t now, struct wire_key_grant *keys,
+				 uint32_t *n)
+{
+	struct ledger_grant g;
+
+	assert_int_equal(hotkeys_grant(t, lim, h, tr, tb, now, LIVE, &g, keys, n), 1);
+	assert_int_equal(ledger_check(lim, now), 0);
+	assert_int_equal(hotkeys_check(t, now), 0);
+	return g;
+}
+
+static void ack(struct hotkeys *t, struct ledger *lim, size_t h, uint64_t seq, uint64_t now)
+{
+	ledger_ack(lim, h, seq, now);
+	hotkeys_ack(t, h, seq, now);
+}
+
+/* One report of holder h listing n keys (demands d). */
+static int report(struct hotkeys *t, const struct ledger *lim, size_t h,
+		  const struct ll_key_id *keys, const uint64_t *d, size_t n, uint64_t share,
+		  uint64_t now)
+{
+	int made = 0;
+
+	hotkeys_report_begin(t, h);
+	for (size_t i = 0; i < n; i++)
+		made += hotkeys_report_key(t, lim, h, &keys[i], d[i], share, now) == 1;
+	hotkeys_report_end(t, h);
+	return made;
+}
+
+static const struct wire_key_grant *entry_of(const struct wire_key_grant *keys, uint32_t n,
+					     const struct ll_key_id *key)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (!memcmp(&keys[i].key, key, sizeof(*key)))
+			return &keys[i];
+	return NULL;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+/* Up to max keys by the 40 bytes (keys that differ in one byte are two
+ * keys); the next is refused and counted; keys at or below the share need no
+ * per-key grant; lookups stay right through many drops (backward-shift
+ * deletion) and additions.
+ */
+static void test_table(void **state)
+{
+	static bool in[4096];
+	struct hotkeys t;
+	struct ledger lim;
+	uint64_t seed = 7, now = 10 * NSEC_PER_SEC;
+	uint32_t n = 0;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	assert_int_equal(hotkeys_init(&t, "l", NHOLD, HOTKEYS_MAX + 5, SEED), 0);
+	assert_int_equal(t.max, HOTKEYS_MAX); /* never more than a grant carries */
+	hotkeys_free(&t);
+	assert_int_equal(hotkeys_init(&t, "l", NHOLD, HOTKEYS_MAX, SEED), 0);
+	for (uint32_t i = 0; i < HOTKEYS_MAX; i++) {
+		struct ll_key_id k = key_v4(i);
+
+		hotkeys_report_begin(&t, 0);
+		assert_int_equal(hotkeys_report_key(&t, &lim, 0, &k, 100, 99, now), 1);
+		assert_int_equal(hotkeys_report_key(&t, &lim, 0, &k, 100, 99, now), 0); /* twice */
+		hotkeys_report_end(&t, 0);
+	}
+	assert_int_equal(t.n, HOTKEYS_MAX);
+	{
+		struct ll_key_id k = key_v4(HOTKEYS_MAX), k0 = key_v4(0);
+
+		assert_int_equal(hotkeys_report_key(&t, &lim, 1, &k, 100, 99, now), -ENOSPC);
+		assert_int_equal(t.refused, 1);
+		assert_int_equal(hotkeys_find(&t, &k), -1);
+		/* One byte of padding makes another key. */
+		k0.pad0 = 1;
+		assert_int_equal(hotkeys_find(&t, &k0), -1);
+		k0.pad0 = 0;
+		assert_true(hotkeys_find(&t, &k0) >= 0);
+	}
+	for (uint32_t i = 0; i < HOTKEYS_MAX; i++) {
+		struct ll_key_id k = key_v4(i);
+		int idx = hotkeys_find(&t, &k);
+
+		assert_true(idx >= 0);
+		assert_memory_equal(&t.k[idx].key, &k, sizeof(k));
+	}
+	/* Random drops (a key unlisted for the cooling time, with no live grant)
+	 * and additions; the table agrees with a plain array at every step.
+	 */
+	for (uint32_t i = 0; i < HOTKEYS_MAX; i++)
+		in[i] = true;
+	n = HOTKEYS_MAX;
+	for (int step = 0; step < 20000; step++) {
+		uint32_t ip = (uint32_t)(rnd(&seed) % 4096);
+		struct ll_key_id k = key_v4(ip);
+		int idx = hotkeys_find(&t, &k);
+
+		assert_int_equal(idx >= 0, in[ip]);
+		if (in[ip] && chance(&seed, 50)) {
+			t.k[idx].listed_ns = 0; /* long unlisted */
+			hotkeys_tick(&t, &lim, now);
+			in[ip] = false;
+			n--;
+		} else if (!in[ip]) {
+			int r = hotkeys_report_key(&t, &lim, 0, &k, 100, 99, now);
+
+			assert_int_equal(r, n < HOTKEYS_MAX ? 1 : -ENOSPC);
+			if (r == 1) {
+				in[ip] = true;
+				n++;
+			}
+		}
+		assert_int_equal(t.n, n);
+		if (step % 1000 == 0)
+			for (uint32_t j = 0; j < 4096; j++) {
+				struct ll_key_id kj = key_v4(j);
+
+				assert_int_equal(hotkeys_find(&t, &kj) >= 0, in[j]);
+			}
+	}
+	/* A listing at or below the holder's share makes nothing hot. */
+	{
+		struct ll_key_id k = key_v4(9999);
+
+		assert_int_equal(hotkeys_report_key(&t, &lim, 0, &k, 99, 99, now), 0);
+		assert_int_equal(hotkeys_find(&t, &k), -1);
+	}
+	assert_true(t.made >= HOTKEYS_MAX);
+	assert_true(t.dropped > 1000);
+	hotkeys_free(&t);
+	hotkeys_free(&t); /* twice is fine */
+	ledger_free(&lim);
+}
+
+/* A report lists all the holder's hot keys: one it listed before and no
+ * longer lists gets demand 0 (it wants none of it); a key listed twice in one
+ * report keeps the larger demand; a holder that stops asking lists nothing.
+ */
+static void test_relisting(void **state)
+{
+	struct ll_key_id k[3] = {key_v4(1), key_v4(2), key_v4(3)};
+	uint64_t d[3] = {500, 600, 700};
+	struct hotkeys t;
+	struct ledger lim;
+	int i0, i1, i2;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	hotkeys_init(&t, "l", NHOLD, 16, SEED);
+	assert_int_equal(report(&t, &lim, 0, k, d, 3, 0, 1), 3);
+	i0 = hotkeys_find(&t, &k[0]);
+	i1 = hotkeys_find(&t, &k[1]);
+	i2 = hotkeys_find(&t, &k[2]);
+	assert_int_equal(t.k[i1].led.h[0].demand, 600);
+	assert_true(t.k[i1].led.h[0].active);
+	/* Holder 1 lists k1 only. */
+	assert_int_equal(report(&t, &lim, 1, &k[1], &d[0], 1, 0, 2), 0);
+	assert_int_equal(t.k[i1].led.h[1].demand, 500);
+	/* Holder 0 now lists k0 and k2. */
+	{
+		struct ll_key_id two[2] = {k[0], k[2]};
+		uint64_t dd[2] = {50, 70};
+
+		report(&t, &lim, 0, two, dd, 2, 0, 3);
+	}
+	assert_int_equal(t.k[i0].led.h[0].demand, 50);
+	assert_int_equal(t.k[i1].led.h[0].demand, 0);
+	assert_false(t.k[i1].led.h[0].active);
+	assert_int_equal(t.k[i2].led.h[0].demand, 70);
+	assert_int_equal(t.k[i1].led.h[1].demand, 500); /* holder 1 unchanged */
+	/* Twice in one report: the larger. */
+	{
+		struct ll_key_id two[2] = {k[0], k[0]};
+		uint64_t dd[2] = {80, 40};
+
+		report(&t, &lim, 0, two, dd, 2, 0, 4);
+	}
+	assert_int_equal(t.k[i0].led.h[0].demand, 80);
+	assert_int_equal(t.k[i2].led.h[0].demand, 0);
+	/* An empty report: nothing wanted. */
+	report(&t, &lim, 0, NULL, NULL, 0, 0, 5);
+	assert_int_equal(t.k[i0].led.h[0].demand, 0);
+	/* Listed with demand 0: not wanted, and it does not keep the key warm. */
+	t.k[i1].listed_ns = 6;
+	{
+		uint64_t zero = 0;
+
+		report(&t, &lim, 0, &k[1], &zero, 1, 0, 9);
+	}
+	assert_int_equal(t.k[i1].listed_ns, 6);
+	assert_false(t.k[i1].led.h[0].active);
+	/* Quiet: holder 1's listing is gone, and its next report starts afresh. */
+	hotkeys_holder_quiet(&t, 1);
+	assert_int_equal(t.k[i1].led.h[1].demand, 0);
+	assert_int_equal(report(&t, &lim, 1, &k[1], &d[0], 1, 0, 10), 0);
+	assert_int_equal(t.k[i1].led.h[1].demand, 500);
+	report(&t, &lim, 1, NULL, NULL, 0, 0, 11);
+	assert_int_equal(t.k[i1].led.h[1].demand, 0);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
+/* ---- composition -------------------------------------------------------- */
+
+/*
+ * Two holders with 500 each of R = B = 1000. A lists K at 1000: K's ledger is
+ * a copy of the limit's (500 + 500), so A's first grant cannot raise K; B's
+ * grant cuts K to 0; once B acknowledged it, A gets all of K. A new holder's
+ * first grant cuts K. When A stops listing K its target is 0; after the
+ * cooling time every grant gives K the share, and once the grants above the
+ * share are acknowledged away K leaves the table and grants carry no entry.
+ */
+static void test_compose(void **state)
+{
+	static struct wire_key_grant keys[HOTKEYS_MAX];
+	struct ll_key_id K = key_v4(0x0a000001), other = key_v4(0x0a000002);
+	uint64_t now = NSEC_PER_SEC, d = 1000;
+	const struct wire_key_grant *e;
+	struct ledger_grant ga, gb, gc, g;
+	struct hotkeys t;
+	struct ledger lim;
+	uint32_t n;
+	int idx;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	hotkeys_init(&t, "l", NHOLD, 16, SEED);
+	/* No hot key: grants carry no entry. */
+	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
+	assert_int_equal(n, 0);
+	gb = grant(&t, &lim, 1, 500, 500, now, keys, &n);
+	ack(&t, &lim, 0, ga.seq, now);
+	ack(&t, &lim, 1, gb.seq, now);
+	/* A lists K, demand above its share: K is hot, its ledger the limit's. */
+	assert_int_equal(report(&t, &lim, 0, &K, &d, 1, 500, now), 1);
+	idx = hotkeys_find(&t, &K);
+	assert_true(idx >= 0);
+	for (size_t h = 0; h < NHOLD; h++) {
+		assert_int_equal(ledger_committed_rate(&t.k[idx].led, h, now),
+				 ledger_committed_rate(&lim, h, now));
+		assert_int_equal(ledger_committed_burst(&t.k[idx].led, h, now),
+				 ledger_committed_burst(&lim, h, now));
+		assert_int_equal(t.k[idx].led.h[h].next_seq, lim.h[h].next_seq);
+	}
+	assert_int_equal(ledger_sum_rate_fast(&t.k[idx].led, now), 1000);
+	/* A's grant: K wants 1000, but B still holds 500 of it. */
+	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
+	assert_int_equal(n, 0);
+	/* B's grant cuts K to 0; A still cannot have it until B applied that. */
+	gb = grant(&t, &lim, 1, 500, 500, now, keys, &n);
+	assert_int_equal(n, 1);
+	assert_memory_equal(&keys[0].key, &K, sizeof(K));
+	assert_int_equal(keys[0].rate, 0);
+	assert_int_equal(keys[0].burst, 0);
+	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
+	assert_int_equal(n, 0);
+	ack(&t, &lim, 1, gb.seq, now);
+	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(keys[0].rate, 1000);
+	assert_int_equal(keys[0].burst, 1000);
+	ack(&t, &lim, 0, ga.seq, now);
+	/* A new holder's first grant: a cut for every hot key it does not want. */
+	gc = grant(&t, &lim, 2, 0, 0, now, keys, &n);
+	assert_int_equal(n, 0); /* its share is 0, so is its grant for K */
+	ack(&t, &lim, 1, grant(&t, &lim, 1, 200, 200, now, keys, &n).seq, now);
+	assert_int_equal(n, 1); /* K stays cut */
+	gc = grant(&t, &lim, 2, 300, 300, now, keys, &n);
+	assert_int_equal(gc.rate, 300);
+	assert_int_equal(n, 1);
+	assert_int_equal(keys[0].rate, 0);
+	/* B now lists K too, at 400: max-min gives B 400, A 600 (B's raise
+	 * waits for A's cut to be applied).
+	 */
+	{
+		uint64_t d400 = 400;
+
+		report(&t, &lim, 1, &K, &d400, 1, 200, now);
+	}
+	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
+	e = entry_of(keys, n, &K);
+	assert_non_null(e);
+	assert_int_equal(e->rate, 600);
+	gb = grant(&t, &lim, 1, 200, 200, now, keys, &n);
+	assert_int_equal(entry_of(keys, n, &K)->rate, 0); /* no room yet */
+	ack(&t, &lim, 0, ga.seq, now);
+	gb = grant(&t, &lim, 1, 200, 200, now, keys, &n);
+	assert_int_equal(entry_of(keys, n, &K)->rate, 400);
+	ack(&t, &lim, 1, gb.seq, now);
+	assert_int_equal(ledger_sum_rate(&t.k[idx].led, now), 1000);
+	/* Both stop listing K: nobody wants it, every target is 0 ... */
+	report(&t, &lim, 0, NULL, NULL, 0, 500, now);
+	report(&t, &lim, 1, &other, &d, 0, 200, now);
+	assert_int_equal(hotkeys_find(&t, &other), -1); /* at or below the share */
+	for (size_t h = 0; h < 3; h++) {
+		g = grant(&t, &lim, h, h == 0 ? 500 : h == 1 ? 200 : 300, 300, now, keys, &n);
+		assert_int_equal(entry_of(keys, n, &K)->rate, 0);
+		ack(&t, &lim, h, g.seq, now);
+	}
+	/* ... and after the cooling time, a key whose live grants are all at
+	 * or below the share leaves the table at once.
+	 */
+	hotkeys_tick(&t, &lim, now + HOTKEYS_COOL_NS);
+	assert_false(t.k[idx].cooling);
+	assert_int_equal(t.n, 1);
+	now += HOTKEYS_COOL_NS + 1;
+	hotkeys_tick(&t, &lim, now);
+	assert_int_equal(t.n, 0);
+	assert_int_equal(t.dropped, 1);
+	gc = grant(&t, &lim, 2, 300, 300, now, keys, &n);
+	assert_int_equal(n, 0);
+	/* K hot again; A holds all of it on a long lease (10 s). */
+	assert_int_equal(report(&t, &lim, 0, &K, &d, 1, 500, now), 1);
+	idx = hotkeys_find(&t, &K);
+	for (size_t h = 1; h < 3; h++) {
+		g = grant(&t, &lim, h, h == 1 ? 200 : 300, 300, now, keys, &n);
+		assert_int_equal(entry_of(keys, n, &K)->rate, 0);
+		ack(&t, &lim, h, g.seq, now);
+	}
+	assert_int_equal(
+	    hotkeys_grant(&t, &lim, 0, 500, 500, now, 10 * NSEC_PER_SEC, &ga, keys, &n), 1);
+	assert_int_equal(entry_of(keys, n, &K)->rate, 1000);
+	ack(&t, &lim, 0, ga.seq, now);
+	/* A stops listing it; the cooling time later, A's 1000 is still live:
+	 * K cools but stays.
+	 */
+	report(&t, &lim, 0, NULL, NULL, 0, 500, now);
+	now += HOTKEYS_COOL_NS + 1;
+	hotkeys_tick(&t, &lim, now);
+	assert_true(t.k[idx].cooling);
+	assert_int_equal(t.n, 1);
+	/* Cooling: B's grant gives K its share, but K has no room for it yet
+	 * (A's 1000 lives): a cut, covered by the share.
+	 */
+	gb = grant(&t, &lim, 1, 200, 200, now, keys, &n);
+	e = entry_of(keys, n, &K);
+	assert_non_null(e);
+	assert_int_equal(e->rate, 0);
+	/* A's grant gives K the share (a decrease): no entry. Applied, ... */
+	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
+	assert_null(entry_of(keys, n, &K));
+	hotkeys_tick(&t, &lim, now);
+	assert_int_equal(t.n, 1);
+	ack(&t, &lim, 0, ga.seq, now);
+	/* ... B's next grant has room for the share: no entry either, and
+	 * nothing above the share lives: K leaves the table.
+	 */
+	gb = grant(&t, &lim, 1, 200, 200, now, keys, &n);
+	assert_null(entry_of(keys, n, &K));
+	hotkeys_tick(&t, &lim, now);
+	assert_int_equal(t.n, 0);
+	assert_int_equal(t.dropped, 2);
+	/* A cooling key listed again heats up. */
+	assert_int_equal(report(&t, &lim, 0, &K, &d, 1, 500, now), 1);
+	idx = hotkeys_find(&t, &K);
+	t.k[idx].cooling = true;
+	report(&t, &lim, 0, &K, &d, 1, 500, now + 1);
+	assert_false(t.k[idx].cooling);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
+/* A grant a key ledger cannot record is not sent (-EAGAIN), and stays
+ * counted in the ledgers that did record it; 0 when the limit's own ring is
+ * full (nothing issued).
+ */
+static void test_grant_not_sendable(void **state)
+{
+	static struct wire_key_grant keys[HOTKEYS_MAX];
+	struct ll_key_id K = key_v4(1);
+	struct ledger_grant g, a;
+	uint64_t d = 900, now = 1;
+	struct hotkeys t;
+	struct ledger lim;
+	uint32_t n;
+	int idx;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	hotkeys_init(&t, "l", NHOLD, 16, SEED);
+	report(&t, &lim, 0, &K, &d, 1, 0, now);
+	idx = hotkeys_find(&t, &K);
+	/* The key ledger has seen a higher seq: the limit's next is refused. */
+	assert_true(ledger_issue_seq(&t.k[idx].led, 0, 5, 0, 0, now, LIVE, &a));
+	assert_int_equal(hotkeys_grant(&t, &lim, 0, 100, 100, now, LIVE, &g, keys, &n), -EAGAIN);
+	assert_int_equal(g.seq, 1);
+	assert_int_equal(ledger_committed_rate(&lim, 0, now), 100); /* counted */
+	assert_int_equal(hotkeys_check(&t, now), 0);
+	/* The limit's ring full: nothing issued at all. */
+	for (int k = 0; k < LEDGER_MAX_PENDING - 1; k++)
+		assert_true(ledger_issue(&lim, 1, 1, 1, now, LIVE, &g));
+	assert_true(ledger_issue(&lim, 1, 1, 1, now, LIVE, &g));
+	assert_int_equal(hotkeys_grant(&t, &lim, 1, 1, 1, now, LIVE, &g, keys, &n), 0);
+	/* A holder past the table's room cannot be composed for. */
+	assert_int_equal(hotkeys_grant(&t, &lim, NHOLD, 1, 1, now, LIVE, &g, keys, &n), -EAGAIN);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
+/* A reclaimed holder slot is emptied in every key ledger too, only once it
+ * is idle there; the numbering goes on above every slot's.
+ */
+static void test_holder_reset(void **state)
+{
+	static struct wire_key_grant keys[HOTKEYS_MAX];
+	struct ll_key_id K = key_v4(1);
+	uint64_t d = 900, now = 1;
+	struct ledger_grant g;
+	struct hotkeys t;
+	struct ledger lim;
+	uint32_t n;
+	int idx;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	hotkeys_init(&t, "l", NHOLD, 16, SEED);
+	grant(&t, &lim, 1, 100, 100, now, keys, &n);
+	report(&t, &lim, 0, &K, &d, 1, 0, now);
+	idx = hotkeys_find(&t, &K);
+	g = grant(&t, &lim, 1, 100, 100, now, keys, &n);
+	assert_int_equal(n, 1); /* holder 1 does not list K: cut */
+	assert_false(hotkeys_holder_idle(&t, 1, now + LIVE));
+	assert_true(hotkeys_holder_idle(&t, 1, now + LIVE + 1));
+	now += LIVE + 1;
+	ledger_holder_reset(&lim, 1);
+	hotkeys_holder_reset(&t, 1);
+	assert_int_equal(t.k[idx].led.h[1].n, 0);
+	assert_int_equal(t.rep[1].cur, 0);
+	g = grant(&t, &lim, 1, 100, 100, now, keys, &n);
+	assert_true(g.seq > 2);
+	assert_int_equal(n, 1);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
+/* A reload keeps the table (a deep copy), and a lowered capacity drains:
+ * decreases only, no violation while the live grants come down, and the
+ * drain ends once they fit. A key over capacity outside a drain is a
+ * violation.
+ */
+static void test_copy_and_capacity(void **state)
+{
+	static struct wire_key_grant keys[HOTKEYS_MAX];
+	struct ll_key_id K = key_v4(1);
+	uint64_t d = 1000, now = 1;
+	struct ledger_grant g;
+	struct hotkeys t, c;
+	struct ledger lim, lim2;
+	uint32_t n;
+	int idx;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	hotkeys_init(&t, "l", NHOLD, 16, SEED);
+	report(&t, &lim, 0, &K, &d, 1, 0, now);
+	g = grant(&t, &lim, 0, 0, 0, now, keys, &n);
+	assert_int_equal(keys[0].rate, 1000);
+	ack(&t, &lim, 0, g.seq, now);
+	t.refused = 3;
+	t.key_grants = 5;
+	assert_int_equal(hotkeys_copy(&c, &t), 0);
+	assert_int_equal(ledger_copy(&lim2, &lim), 0);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.refused, 3);
+	assert_int_equal(c.key_grants, 5);
+	idx = hotkeys_find(&c, &K);
+	assert_true(idx >= 0);
+	assert_int_equal(ledger_committed_rate(&c.k[idx].led, 0, now), 1000);
+	/* The contract lowered to 600. */
+	lim2.rate = lim2.burst = 600;
+	hotkeys_set_capacity(&c, 600, 600, now);
+	assert_true(c.k[idx].draining);
+	assert_int_equal(hotkeys_check(&c, now), 0);
+	g = grant(&c, &lim2, 0, 0, 0, now, keys, &n);
+	assert_int_equal(keys[0].rate, 600); /* a decrease to the new capacity */
+	assert_int_equal(hotkeys_check(&c, now), 0);
+	ack(&c, &lim2, 0, g.seq, now);
+	assert_int_equal(hotkeys_check(&c, now), 0);
+	assert_false(c.k[idx].draining); /* within again */
+	/* Over outside a drain: counted. */
+	c.k[idx].led.rate = 500;
+	assert_int_equal(hotkeys_check(&c, now), 1);
+	hotkeys_free(&c);
+	ledger_free(&lim2);
+}
+
+/* Stranded: committed per-key rate above what its holder says it uses. */
+static void test_stranded(void **state)
+{
+	static struct wire_key_grant keys[HOTKEYS_MAX];
+	struct ll_key_id K = key_v4(1);
+	uint64_t d = 1000, d2 = 300, now = 1;
+	struct ledger_grant g;
+	struct hotkeys t;
+	struct ledger lim;
+	uint32_t n;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	hotkeys_init(&t, "l", NHOLD, 16, SEED);
+	assert_int_equal(hotkeys_stranded(&t, now), 0);
+	report(&t, &lim, 0, &K, &d, 1, 0, now);
+	g = grant(&t, &lim, 0, 0, 0, now, keys, &n);
+	ack(&t, &lim, 0, g.seq, now);
+	assert_int_equal(hotkeys_stranded(&t, now), 0);
+	report(&t, &lim, 0, &K, &d2, 1, 0, now);
+	assert_int_equal(hotkeys_stranded(&t, now), 700);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
+static void test_key_str(void **state)
+{
+	struct ll_key_id k = key_v4(0x0a000001), f = {.family = 6, .proto = 6};
+	char buf[160];
+
+	(void)state;
+	hotkeys_key_str(&k, buf, sizeof(buf));
+	assert_string_equal(buf, "10.0.0.1");
+	f.addr[0] = htonl(0x20010db8);
+	f.addr[3] = htonl(1);
+	f.addr2[0] = htonl(0x20010db8);
+	f.addr2[3] = htonl(2);
+	f.sport = htons(1234);
+	f.dport = htons(443);
+	hotkeys_key_str(&f, buf, sizeof(buf));
+	assert_string_equal(buf, "[2001:db8::1]:1234 -> [2001:db8::2]:443 proto 6");
+	k = (struct ll_key_id){.proto = 17, .dport = htons(53)};
+	hotkeys_key_str(&k, buf, sizeof(buf));
+	assert_string_equal(buf, "proto 17 port 53");
+}
+
+/* ---- the randomised property test -------------------------------------- */
+
+#define P_HOLDERS 5
+#define P_KEYS	  10 /* keys the holders may want */
+#define P_MAX	  6  /* hot keys the table takes: the others are refused */
+#define P_SENT	  32 /* grants remembered per holder (live ones: at most 8) */
+#define P_QUEUE	  64
+#define P_HIST	  8
+
+/* A grant as its holder received it: the share and the per-key entries. */
+struct psent {
+	uint64_t seq, deadline, rate, burst;
+	uint32_t n;
+	int key[P_KEYS];
+	uint64_t krate[P_KEYS], kburst[P_KEYS];
+};
+
+struct pholder {
+	bool connected;
+	uint64_t want[P_KEYS]; /* demand it lists for each key (0: none) */
+	/* The coordinator's side, as an independent record: grants sent, acked. */
+	struct psent sent[P_SENT];
+	size_t nsent;
+	uint64_t acked;
+	/* The gateway's side: the grant it applied and until when it spends it. */
+	struct psent applied;
+	uint64_t until;
+	uint64_t hist[P_HIST]; /* seqs it applied: a late report acks an older one */
+};
+
+struct pmsg {
+	size_t h;
+	struct psent g;
+};
+
+struct psim {
+	uint64_t seed, now, cap_rate, cap_burst, hi_rate, hi_burst;
+	uint64_t live_lo, live_hi; /* a grant's life: drawn from [lo, hi] */
+	bool drain;
+	struct ledger lim;
+	struct hotkeys t;
+	struct ll_key_id key[P_KEYS];
+	struct pholder h[P_HOLDERS];
+	struct pmsg q[P_QUEUE];
+	size_t nq;
+	/* Evidence the run exercised what it is meant to. */
+	uint64_t above, cuts, not_sent, reloads, drains_done, resets, full_key, sent;
+	uint64_t events;
+};
+
+static uint64_t value(const struct psent *g, int u, bool burst)
+{
+	for (uint32_t i = 0; i < g->n; i++)
+		if (g->key[i] == u)
+			return burst ? g->kburst[i] : g->krate[i];
+	return burst ? g->burst : g->rate;
+}
+
+/* Drop what the holder can no longer spend: acked past, or dead. */
+static void p_prune(struct psim *s, struct pholder *h)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < h->nsent; i++)
+		if (h->sent[i].seq >= h->acked && s->now <= h->sent[i].deadline)
+			h->sent[kept++] = h->sent[i];
+	h->nsent = kept;
+}
+
+/* The most holder h may spend on key u (u = -1: a key that never was hot). */
+static uint64_t p_max(const struct pholder *h, int u, bool burst)
+{
+	uint64_t m = 0;
+
+	for (size_t i = 0; i < h->nsent; i++) {
+		uint64_t v = u < 0 ? (burst ? h->sent[i].burst : h->sent[i].rate)
+				   : value(&h->sent[i], u, burst);
+
+		if (v > m)
+			m = v;
+	}
+	return m;
+}
+
+static void p_check(struct psim *s)
+{
+	bool fits = true;
+
+	for (size_t h = 0; h < P_HOLDERS; h++)
+		p_prune(s, &s->h[h]);
+	for (int u = -1; u < P_KEYS; u++) {
+		int idx = u < 0 ? -1 : hotkeys_find(&s->t, &s->key[u]);
+		const struct ledger *acct = idx >= 0 ? &s->t.k[idx].led : &s->lim;
+		u128 sr = 0, sb = 0;
+
+		for (size_t h = 0; h < P_HOLDERS; h++) {
+			const struct pholder *ph = &s->h[h];
+			uint64_t mr = p_max(ph, u, false), mb = p_max(ph, u, true);
+
+			/* The coordinator accounts for all the holder may spend. */
+			if (ledger_committed_rate(acct, h, s->now) < mr ||
+			    ledger_committed_burst(acct, h, s->now) < mb)
+				fail_msg(
+				    "event %llu key %d (%s): holder %zu may spend %llu/%llu, "
+				    "accounted %llu/%llu",
+				    (unsigned long long)s->events, u, idx >= 0 ? "hot" : "not hot",
+				    h, (unsigned long long)mr, (unsigned long long)mb,
+				    (unsigned long long)ledger_committed_rate(acct, h, s->now),
+				    (unsigned long long)ledger_committed_burst(acct, h, s->now));
+			/* The gateway spends no more than a live grant lets it. */
+			if (ph->applied.seq && s->now <= ph->until && u >= 0 &&
+			    (value(&ph->applied, u, false) > mr ||
+			     value(&ph->applied, u, true) > mb))
+				fail_msg(
+				    "event %llu: holder %zu spends on key %d past its live grants",
+				    (unsigned long long)s->events, h, u);
+			sr += mr;
+			sb += mb;
+			if (u >= 0 && idx >= 0 && mr * 10 >= s->cap_rate * 9 &&
+			    mr > p_max(ph, -1, false))
+				s->full_key++;
+		}
+		if (sr > (s->drain ? s->hi_rate : s->cap_rate) ||
+		    sb > (s->drain ? s->hi_burst : s->cap_burst))
+			fail_msg("event %llu key %d: holders may spend %llu/%llu > %llu/%llu%s",
+				 (unsigned long long)s->events, u, (unsigned long long)sr,
+				 (unsigned long long)sb,
+				 (unsigned long long)(s->drain ? s->hi_rate : s->cap_rate),
+				 (unsigned long long)(s->drain ? s->hi_burst : s->cap_burst),
+				 s->drain ? " (draining)" : "");
+		fits &= sr <= s->cap_rate && sb <= s->cap_burst;
+	}
+	/* The coordinator's own checks agree; a drain ends when everything fits. */
+	if (!s->drain) {
+		assert_int_equal(ledger_check(&s->lim, s->now), 0);
+		assert_int_equal(hotkeys_check(&s->t, s->now), 0);
+	} else if (fits && !ledger_over(&s->lim, s->now)) {
+		bool all = true;
+
+		for (uint32_t i = 0; i < s->t.n; i++)
+			all &= !ledger_over(&s->t.k[i].led, s->now);
+		if (all) {
+			s->drain = false;
+			s->drains_done++;
+		}
+	}
+	assert_true(s->t.n <= P_MAX);
+	for (uint32_t i = 0; i < s->t.n; i++)
+		assert_int_equal(hotkeys_find(&s->t, &s->t.k[i].key), (int)i);
+}
+
+/* The coordinator answers holder h (a report, or anything that makes it
+ * grant) with one grant toward (tr, tb).
+ */
+static void p_grant(struct psim *s, size_t h, uint64_t tr, uint64_t tb)
+{
+	static struct wire_key_grant keys[HOTKEYS_MAX];
+	struct pholder *ph = &s->h[h];
+	struct ledger_grant g;
+	struct psent ps = {0};
+	uint32_t n;
+	int r = hotkeys_grant(&s->t, &s->lim, h, tr, tb, s->now,
+			      rnd_in(&s->seed, s->live_lo, s->live_hi), &g, keys, &n);
+
+	if (r == -EAGAIN)
+		s->not_sent++;
+	if (r != 1)
+		return;
+	ps = (struct psent){
+	    .seq = g.seq, .deadline = g.deadline_ns, .rate = g.rate, .burst = g.burst};
+	for (uint32_t i = 0; i < n; i++) {
+		int u = -1;
+
+		for (int k = 0; k < P_KEYS; k++)
+			if (!memcmp(&keys[i].key, &s->key[k], sizeof(s->key[k])))
+				u = k;
+		assert_true(u >= 0);
+		ps.key[ps.n] = u;
+		ps.krate[ps.n] = keys[i].rate;
+		ps.kburst[ps.n] = keys[i].burst;
+		ps.n++;
+		if (keys[i].rate > g.rate)
+			s->above++;
+		else
+			s->cuts++;
+	}
+	p_prune(s, ph);
+	assert_true(ph->nsent < P_SENT);
+	ph->sent[ph->nsent++] = ps;
+	if (s->nq < P_QUEUE)
+		s->q[s->nq++] = (struct pmsg){h, ps};
+	s->sent++;
+}
+
+static void p_report(struct psim *s, size_t h)
+{
+	uint64_t rate[LEDGER_MAX_HOLDERS], burst[LEDGER_MAX_HOLDERS], share, seq;
+	struct pholder *ph = &s->h[h];
+
+	/* The ack: the grant applied, now and then an older one (a late report). */
+	seq = chance(&s->seed, 10) ? ph->hist[rnd(&s->seed) % P_HIST] : ph->applied.seq;
+	ledger_ack(&s->lim, h, seq, s->now);
+	hotkeys_ack(&s->t, h, seq, s->now);
+	if (seq > ph->acked && seq < s->lim.h[h].next_seq)
+		ph->acked = seq;
+	s->lim.h[h].demand = chance(&s->seed, 10) ? 0 : rnd_in(&s->seed, 0, s->cap_rate);
+	ledger_targets(&s->lim, rate, burst);
+	share = ledger_committed_rate(&s->lim, h, s->now);
+	if (rate[h] < share)
+		share = rate[h];
+	hotkeys_report_begin(&s->t, h);
+	for (int u = 0; u < P_KEYS; u++)
+		if (ph->want[u] && !chance(&s->seed, 5))
+			hotkeys_report_key(&s->t, &s->lim, h, &s->key[u], ph->want[u], share,
+					   s->now);
+	if (chance(&s->seed, 3)) {
+		int u = (int)(rnd(&s->seed) % P_KEYS);
+
+		hotkeys_report_key(&s->t, &s->lim, h, &s->key[u], rnd(&s->seed) % 50, share,
+				   s->now);
+	}
+	hotkeys_report_end(&s->t, h);
+	if (chance(&s->seed, 5))
+		p_grant(s, h, rnd_in(&s->seed, 0, s->cap_rate), rnd_in(&s->seed, 0, s->cap_burst));
+	else
+		p_grant(s, h, rate[h], burst[h]);
+}
+
+static void p_reload(struct psim *s)
+{
+	struct ledger lim;
+	struct hotkeys t;
+
+	assert_int_equal(ledger_copy(&lim, &s->lim), 0);
+	assert_int_equal(hotkeys_copy(&t, &s->t), 0);
+	ledger_free(&s->lim);
+	hotkeys_free(&s->t);
+	s->lim = lim;
+	s->t = t;
+	if (!s->drain) {
+		s->hi_rate = s->cap_rate;
+		s->hi_burst = s->cap_burst;
+	}
+	/* Lowered most of the time, raised back now and then. */
+	if (chance(&s->seed, 70)) {
+		s->cap_rate = rnd_in(&s->seed, s->cap_rate / 2, s->cap_rate);
+		s->cap_burst = rnd_in(&s->seed, s->cap_burst / 2, s->cap_burst);
+	} else {
+		s->cap_rate = rnd_in(&s->seed, s->cap_rate, 1000);
+		s->cap_burst = rnd_in(&s->seed, s->cap_burst, 2000);
+	}
+	if (s->cap_rate > s->hi_rate)
+		s->hi_rate = s->cap_rate;
+	if (s->cap_burst > s->hi_burst)
+		s->hi_burst = s->cap_burst;
+	s->lim.rate = s->cap_rate;
+	s->lim.burst = s->cap_burst;
+	hotkeys_set_capacity(&s->t, s->cap_rate, s->cap_burst, s->now);
+	s->drain = true; /* until everything is seen to fit */
+	s->reloads++;
+}
+
+static void p_event(struct psim *s)
+{
+	uint64_t r = rnd(&s->seed) % 1000;
+	size_t h = rnd(&s->seed) % P_HOLDERS;
+	struct pholder *ph = &s->h[h];
+
+	if (r < 250) {
+		if (ph->connected)
+			p_report(s, h);
+	} else if (r < 480 && s->nq) {
+		/* A grant arrives: late, out of order, now and then twice or never. */
+		size_t k = rnd(&s->seed) % s->nq;
+		struct pmsg m = s->q[k];
+		struct pholder *to = &s->h[m.h];
+
+		if (!chance(&s->seed, 10))
+			s->q[k] = s->q[--s->nq];
+		if (chance(&s->seed, 5))
+			return;
+		/* Applied only if newer; its lease ends before the coordinator's deadline. */
+		if (m.g.seq > to->applied.seq) {
+			to->applied = m.g;
+			to->until = m.g.deadline - rnd_in(&s->seed, 0, s->live_lo / 10);
+			memmove(to->hist + 1, to->hist, (P_HIST - 1) * sizeof(to->hist[0]));
+			to->hist[0] = m.g.seq;
+		}
+	} else if (r < 520) {
+		/* Demand moves: a key wanted at R (denied), at some rate, or not at all. */
+		int u = (int)(rnd(&s->seed) % P_KEYS);
+		uint64_t c = rnd(&s->seed) % 100;
+
+		ph->want[u] = c < 70 ? 0 : c < 85 ? s->cap_rate : rnd_in(&s->seed, 1, s->cap_rate);
+	} else if (r < 880) {
+		s->now += rnd_in(&s->seed, 0, 40 * NSEC_PER_MSEC);
+		hotkeys_tick(&s->t, &s->lim, s->now);
+	} else if (r < 920) {
+		s->now += rnd_in(&s->seed, 0, 600 * NSEC_PER_MSEC);
+		hotkeys_tick(&s->t, &s->lim, s->now);
+	} else if (r < 930) {
+		s->now += HOTKEYS_COOL_NS + rnd_in(&s->seed, 0, NSEC_PER_SEC);
+		hotkeys_tick(&s->t, &s->lim, s->now);
+	} else if (r < 950) {
+		/* Disconnects, or comes back. */
+		ph->connected = !ph->connected;
+		s->lim.h[h].active = ph->connected;
+		if (!ph->connected) {
+			s->lim.h[h].demand = 0;
+			hotkeys_holder_quiet(&s->t, h);
+		}
+	} else if (r < 970) {
+		/* A gone holder's slot is reclaimed once it is idle everywhere. */
+		if (!ph->connected && ledger_holder_idle(&s->lim, h, s->now) &&
+		    hotkeys_holder_idle(&s->t, h, s->now)) {
+			ledger_holder_reset(&s->lim, h);
+			hotkeys_holder_reset(&s->t, h);
+			s->resets++;
+		}
+	} else if (r < 975) {
+		p_reload(s);
+	} else {
+		ledger_gc(&s->lim, s->now);
+	}
+}
+
+static void p_run(uint64_t seed, uint64_t live_lo, uint64_t live_hi, uint64_t events,
+		  struct psim *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->seed = seed;
+	s->live_lo = live_lo;
+	s->live_hi = live_hi;
+	s->now = NSEC_PER_SEC;
+	s->cap_rate = s->hi_rate = 1000;
+	s->cap_burst = s->hi_burst = 2000;
+	assert_int_equal(ledger_init(&s->lim, s->cap_rate, s->cap_burst), 0);
+	assert_int_equal(hotkeys_init(&s->t, "p", P_HOLDERS, P_MAX, seed), 0);
+	for (int u = 0; u < P_KEYS; u++)
+		s->key[u] = key_v4(0x0a000000u + (uint32_t)u);
+	for (size_t h = 0; h < P_HOLDERS; h++) {
+		s->h[h].connected = true;
+		s->lim.h[h].active = true;
+		s->lim.h[h].weight = (uint32_t)rnd_in(&s->seed, 0, 3);
+	}
+	for (s->events = 0; s->events < events; s->events++) {
+		p_event(s);
+		p_check(s);
+	}
+	/* Not vacuous: per-key grants above the share and cuts were sent, keys
+	 * were made hot, refused, cooled and dropped, reloads drained, slots
+	 * were reclaimed, and some holder had nearly all of some key.
+	 */
+	if (getenv("LL_TEST_VERBOSE"))
+		print_message(
+		    "seed %llu: %llu grants sent, %llu entries above the share, %llu cuts, "
+		    "%llu not sent; keys made %llu dropped %llu refused %llu; %llu reloads, "
+		    "%llu drains done, %llu resets, %llu near-full\n",
+		    (unsigned long long)seed, (unsigned long long)s->sent,
+		    (unsigned long long)s->above, (unsigned long long)s->cuts,
+		    (unsigned long long)s->not_sent, (unsigned long long)s->t.made,
+		    (unsigned long long)s->t.dropped, (unsigned long long)s->t.refused,
+		    (unsigned long long)s->reloads, (unsigned long long)s->drains_done,
+		    (unsigned long long)s->resets, (unsigned long long)s->full_key);
+	assert_true(s->sent > events / 10);
+	assert_true(s->above > 100);
+	assert_true(s->cuts > 1000);
+	assert_true(s->t.made > 20);
+	assert_true(s->t.dropped > 10);
+	assert_true(s->t.refused > 10);
+	assert_true(s->reloads > 10);
+	assert_true(s->drains_done > 5);
+	assert_true(s->resets > 5);
+	assert_true(s->full_key > 10);
+	ledger_free(&s->lim);
+	hotkeys_free(&s->t);
+}
+
+static void test_random(void **state)
+{
+	static struct psim s;
+
+	(void)state;
+	/* Leases much shorter than the cooling time, longer, and mixed. */
+	p_run(1, LIVE, LIVE, 30000, &s);
+	p_run(2, 5 * NSEC_PER_SEC, 5 * NSEC_PER_SEC, 30000, &s);
+	p_run(3, 100 * NSEC_PER_MSEC, 8 * NSEC_PER_SEC, 30000, &s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_table),	 cmocka_unit_test(test_relisting),
+	    cmocka_unit_test(test_compose),	 cmocka_unit_test(test_grant_not_sendable),
+	    cmocka_unit_test(test_holder_reset), cmocka_unit_test(test_copy_and_capacity),
+	    cmocka_unit_test(test_stranded),	 cmocka_unit_test(test_key_str),
+	    cmocka_unit_test(test_random),
+	};
+
+	log_set_level(getenv("LL_TEST_VERBOSE") ? LOG_DEBUG : LOG_WARN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
