@@ -81,7 +81,7 @@ done
 # No coordinator object or binary holds the agent's datapath code.
 FORBIDDEN='dp_open|dp_policy_commit|policy_compile|policy_apply|leaseline_bpf__|bpf_object__open|bpf_prog_load'
 for f in "$BUILD/libll-coord.a" "$BUILD/libll-lib.a" "$BUILD/bench/bench_coord" \
-	"$BUILD/tests/test_coord_proto"; do
+	"$BUILD/tests/test_coord_proto" "$BUILD/tests/test_hotkeys"; do
 	if [ ! -e "$f" ]; then
 		bad "$f not built"
 		continue
