@@ -593,7 +593,7 @@ def per_key(c, run, a, t0, t1, warm, check_ov=True):
     med_ex = statistics.median(r["excess"] for r in admitting) if admitting else None
     print("  per-key overshoot vs B + R*w (R %d, B %d; windows 0.1-4 s and the whole run; "
           "kernel stamps): worst key %d %+.0f packets (%s window, %+.1f%% of R), offered "
-          "%.1f/s on gateways %s; median over the keys that admitted %s packets; %d keys "
+          "%.3g/s on gateways %s; median over the keys that admitted %s packets; %d keys "
           "above the %d-packet stamp slack"
           % (a.rate, a.burst, worst["key"], worst["excess"], worst["window"],
              worst["excess_pct"] if worst["excess_pct"] is not None else 0,

@@ -117,9 +117,11 @@ def rows(results):
                     coord)
                 name = "keys split (2 hot keys)"
             elif t == "cold":
-                figs = "%d keys sent, %d admitted a packet; admitted %s of sent; %s" % (
-                    r["keys_sent"], r["keys_admitted"],
-                    pct(r["admitted"] / r["sent"] if r["sent"] else None), coord)
+                figs = ("%d keys offered, %d sent a packet, %d admitted one; after the warm-up "
+                        "admitted %s of sent; per-key grant check: %s; %s" % (
+                            r["keys"], r["keys_sent"], r["keys_admitted"],
+                            pct(r["admitted"] / r["sent"] if r["sent"] else None),
+                            r["key_grant_check"], coord))
                 name = "g cold keys"
             else:
                 figs = "%d keys, %d offered >= R: median utilization %s, worst %s; %s" % (
