@@ -692,11 +692,25 @@ def coord_figures(c, run, t0, t1):
     return kg, hot
 
 
+def leased(c, run, a, t0, t1):
+    """Mean live share (rate, burst) per gateway over [t0, t1), from the maps:
+    today each key's share on a gateway."""
+    out = []
+    for g in range(1, a.gateways + 1):
+        ls = [(x[1], x[2]) for x in lease_series(run, g) if t0 <= x[0] < t1 and x[3] > x[0]]
+        out.append((round(sum(r for r, _ in ls) / len(ls), 1) if ls else 0,
+                    round(sum(b for _, b in ls) / len(ls), 1) if ls else 0))
+    print("  leased per gateway after the warm-up (mean live share: rate/s, burst): %s"
+          % " ".join("%d:%g/%g" % (g + 1, r, b) for g, (r, b) in enumerate(out)))
+    c.res["leased"] = out
+
+
 def do_keys_split(a, run):
     c = Checker("keys-split")
     common(c, run, a)
     b = run.send["bounds_ns"]
     rows, hot = per_key(c, run, a, b[0], b[-1], a.warm)
+    leased(c, run, a, b[0] + int(a.warm * NS), b[-1])
     kt = run.key_times("kern")
     res = []
     for k in a.hot_keys:
@@ -736,6 +750,7 @@ def do_zipf(a, run):
                 "(by more than B: the measurement detects it)" % len(over))
         c.res["keys_over_burst"] = len(over)
         return c.done()
+    leased(c, run, a, b[0] + int(a.warm * NS), b[-1])
     if a.scenario == "zipf":
         med = statistics.median(r["util"] for r in hot) if hot else 0.0
         c.check(bool(hot) and med >= a.util_median,

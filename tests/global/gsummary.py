@@ -110,7 +110,8 @@ def rows(results):
                 if r.get("key_grants") is not None else "")
             rss = r.get("coord_rss_kb") or {}
             if rss:
-                coord += ", RSS %s kB" % "/".join("%d" % v for v in rss.values())
+                coord += ", RSS %s kB (start/end)" % "/".join(
+                    "%d" % rss[k] if k in rss else "?" for k in ("start", "end"))
             if t == "keys-split":
                 figs = "hot keys' utilization %s; %s" % (
                     ", ".join("key %d %s" % (x["key"], pct(x["util"])) for x in r["split"]),
