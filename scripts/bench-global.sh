@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 # The global-limit benchmark (docs/global.md): tests 1-7 with longer runs than
 # `make check` (GL_SCALE x the short durations), the reference's lease timing (ttl 2 s,
-# refresh 500 ms) and 5 coordinator kills. One coordinator, 8 gateways with
+# refresh 500 ms) and 5 coordinator kills; then the many-key scenarios of a
+# per-key global limit (key: src-ip): keys-split, zipf (c, 1000 keys),
+# zipf-restart (f, c with 3 coordinator kills) and cold (g, 32766 cold keys). One coordinator, 8 gateways with
 # coordinated agents on native XDP, real UDP, in namespaces this script creates
 # and removes (reference §8). Prints each test's figures, then one table; the RESULT
 # lines go to BUILD/bench-global.jsonl and the table to BUILD/bench-global.txt.
@@ -11,11 +13,15 @@
 # Knobs: GL_SCALE (5), GL_TTL (2), GL_REFRESH (0.5), GL_R (1000), GL_B (200),
 #        GL_KILLS (5), GL_SEED (random, printed), GL_ONLY ("steady shift ..."),
 #        GL_STRICT=1 (known shortfalls fail), LL_KEEP=1 (keep the run directories).
+#        Many keys: GL_ONLY="keys-split zipf zipf-restart zipf-local cold", GL_ZIPF_KILLS (3),
+#        and the GL_KS_*, GL_ZIPF_*, GL_COLD_* knobs of tests/global/scenarios.sh
+#        (GL_COLD_PORTS=32 GL_COLD_KEYS=1048512: key flow, ~1M keys).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd) || exit 2
 export GL_SCALE=${GL_SCALE:-5} GL_TTL=${GL_TTL:-2} GL_REFRESH=${GL_REFRESH:-0.5}
 GL_KILLS=${GL_KILLS:-5}
+GL_ZIPF_KILLS=${GL_ZIPF_KILLS:-3}
 GL_SEED=${GL_SEED:-$((RANDOM * 32768 + RANDOM))}
 GL_RESULTS=$BUILD/bench-global.jsonl
 source "$ROOT/tests/global/lib.sh"
@@ -36,6 +42,11 @@ done
 want restart && { gl_scn_restart "$GL_KILLS" || rc=1; }
 want stale && { gl_scn_stale || rc=1; }
 want policy && { gl_scn_policy || rc=1; }
+want keys-split && { gl_scn_keys_split || rc=1; }
+want zipf && { gl_scn_zipf || rc=1; }
+want zipf-restart && { gl_scn_zipf "$GL_ZIPF_KILLS" || rc=1; }
+want zipf-local && { gl_scn_zipf local || rc=1; }
+want cold && { gl_scn_cold || rc=1; }
 echo
 echo "== summary (seed $GL_SEED)"
 python3 "$ROOT/tests/global/gsummary.py" "$GL_RESULTS" | tee "$BUILD/bench-global.txt"

@@ -28,6 +28,9 @@ import os
 import time
 
 WINDOWS = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0]
+# Per-key contracts are small (R ~ 20-100/s): windows below 100 ms hold a packet
+# or two, so the per-key checks look at 100 ms .. 4 s (and the whole run).
+KEY_WINDOWS = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0]
 NS = 1000000000
 # Allowance for the kernel stamp being taken after the XDP verdict: one packet
 # (the stamp delay is a NAPI poll, tens of microseconds: R * 50 us << 1).
@@ -103,6 +106,71 @@ class Run:
         b = self.send["bounds_ns"]
         return b[p], b[p + 1]
 
+    def key_times(self, key="kern", t0=None, t1=None):
+        """{key index: sorted stamps} over all gateways (many-key runs; the
+        receivers read the key from the payload). Packets without a key (-1) or
+        a stamp are left out."""
+        out = {}
+        for r in self.recv.values():
+            for k, t in zip(r.get("key", ()), r[key]):
+                if k >= 0 and t and (t0 is None or t >= t0) and (t1 is None or t <= t1):
+                    out.setdefault(k, []).append(t)
+        for v in out.values():
+            v.sort()
+        return out
+
+    def key_gw_counts(self):
+        """{key: {gw: packets admitted}}"""
+        out = {}
+        for g, r in self.recv.items():
+            for k in r.get("key", ()):
+                if k >= 0:
+                    d = out.setdefault(k, {})
+                    d[g] = d.get(g, 0) + 1
+        return out
+
+    def offered(self, p=None):
+        """Offered load of a many-key run from gsend.py's streams, as three lists
+        indexed by key: pps in phase p (default: the time-weighted mean over all
+        phases), a bit mask of the gateways (bit g-1 for gateway g) and the
+        packets sent (a cycling stream's spread evenly over its keys)."""
+        nk = self.send["keyed"]["keys"]
+        b = self.send["bounds_ns"]
+        total = (b[-1] - b[0]) / NS
+        rate, mask, sent = [0.0] * nk, [0] * nk, [0.0] * nk
+        for q, ss in enumerate(self.send.get("streams") or []):
+            if p is not None and q != p:
+                continue
+            wq = 1.0 if p is not None else (b[q + 1] - b[q]) / NS / total
+            for g, k0, k1, r, _, snt, _, _ in ss:
+                n = k1 - k0 + 1
+                bit = 1 << (g - 1)
+                if n == 1:
+                    rate[k0] += r * wq
+                    mask[k0] |= bit
+                    sent[k0] += snt
+                else:
+                    rk, sk = r * wq / n, snt / n
+                    rate[k0:k1 + 1] = [x + rk for x in rate[k0:k1 + 1]]
+                    mask[k0:k1 + 1] = [x | bit for x in mask[k0:k1 + 1]]
+                    sent[k0:k1 + 1] = [x + sk for x in sent[k0:k1 + 1]]
+        return rate, mask, sent
+
+    def keys_sent(self):
+        """Distinct keys the sender sent at least one packet from (exact: a
+        cycling stream sent its keys in turn from its start)."""
+        nk = self.send["keyed"]["keys"]
+        seen = bytearray(nk)
+        for ss in self.send.get("streams") or []:
+            for g, k0, k1, r, _, snt, _, start in ss:
+                n = k1 - k0 + 1
+                for j in range(min(snt, n)):
+                    seen[k0 + (start + j) % n] = 1
+        return sum(seen)
+
+
+def gws_of_mask(m):
+    return [g + 1 for g in range(m.bit_length()) if m >> g & 1]
 
 # ---------- figures ----------
 
@@ -130,6 +198,28 @@ def overshoot(ts, rate, burst, windows=WINDOWS, whole=True):
         T = (ts[-1] - ts[0]) / NS
         res["whole"] = (n - (burst + rate * T), ts[0], T)
     return res
+
+
+def counter_increase(coord, name, t0, t1):
+    """Increase of a coordinator counter over [t0, t1] from the sampler's
+    scrapes, across restarts (a drop is a restart from 0: the new value counts).
+    None if the counter was never scraped in that span."""
+    tot, prev, seen = 0.0, None, False
+    for t, m in coord:
+        if t < t0 or t > t1 or name not in m:
+            continue
+        v = m[name]
+        seen = True
+        if prev is not None:
+            tot += v - prev if v >= prev else v
+        prev = v
+    return tot if seen else None
+
+
+def gauge_max(coord, name, t0=None, t1=None):
+    vs = [m[name] for t, m in coord if name in m and (t0 is None or t >= t0) and
+          (t1 is None or t <= t1)]
+    return max(vs) if vs else None
 
 
 def worst_pct(ov, rate):

@@ -3,6 +3,7 @@
 """Checks and figures of the global-limit scenarios (tests/global/scenarios.sh).
 
   gcheck.py steady|shift|partition|restart|stale|policy RUN_DIR --rate R --burst B ...
+  gcheck.py keys-split|zipf|zipf-restart|zipf-local|cold RUN_DIR --rate R --burst B ...
   gcheck.py reported RUN_DIR --gw G     (exit 0 when the coordinator has G's totals)
 
 Prints the figures, one "RESULT {json}" line, and exits 1 if a check fails.
@@ -10,7 +11,9 @@ Targets (docs/global.md): overshoot <= 0 within the stated slack (one packet on
 kernel stamps), utilization >= 95% in steady state, on-loss within ttl, no
 admission under an expired fail-closed lease, no capacity re-issued while an
 earlier epoch's grant is live, reported fallback/bypass totals equal to the
-agents' counters.
+agents' counters. Many-key runs (a `key: src-ip` limit, one contract per
+key): per key, no window of 0.1-4 s of the packets all gateways admitted for it
+above B + R*w; utilization of the keys offered >= R; the coordinator's messages.
 """
 import argparse
 import json
@@ -18,9 +21,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ganalyze import (KERN_SLACK_PKTS, NS, UTIL_TARGET, Run, dip, fmt_ov, fmt_sender,  # noqa
-                      fmt_skew, overshoot, prom, recovery, sender_report, skew, utilization,
-                      worst_pct)
+import statistics  # noqa: E402
+
+from ganalyze import (KERN_SLACK_PKTS, KEY_WINDOWS, NS, UTIL_TARGET, Run, counter_increase,  # noqa
+                      dip, fmt_ov, fmt_sender, fmt_skew, gauge_max, gws_of_mask, overshoot, prom,
+                      recovery, sender_report, skew, utilization, worst_pct)
 
 LIMIT = "global-udp"
 # A phase whose sender delivered less than this share of its schedule is not a
@@ -538,6 +543,287 @@ def do_policy(a, run):
     return c.done()
 
 
+# ---------------- many keys (per-key global limit) ----------------
+
+# Coordinator families of per-key grants (docs/design.md, "Per-key grants for
+# hot keys"); absent from a coordinator built before them.
+M_GRANTS = "leaseline_coord_grants_total"
+M_KEY_GRANTS = 'leaseline_coord_key_grants_total{limit="%s"}' % LIMIT
+M_HOT = 'leaseline_coord_hot_keys{limit="%s"}' % LIMIT
+M_REFUSED = 'leaseline_coord_hot_keys_refused_total{limit="%s"}' % LIMIT
+M_STRANDED = 'leaseline_coord_stranded_rate{limit="%s"}' % LIMIT
+M_VIOL = "leaseline_coord_invariant_violations_total"
+
+
+def key_ov_worst(ov):
+    """(excess packets, window label) of the worst window of one key."""
+    w, v = max(ov.items(), key=lambda x: x[1][0])
+    return v[0], ("whole" if w == "whole" else "%gms" % (w * 1000))
+
+
+def per_key(c, run, a, t0, t1, warm, check_ov=True):
+    """Per-key overshoot (every key, kernel stamps, all gateways together) and
+    utilization of the keys offered >= R over [t0 + warm, t1). Returns
+    (rows of the keys that admitted a packet or were offered >= R, those
+    offered >= R) and fills c.res."""
+    kt = run.key_times("kern")
+    rate, mask, sent = run.offered()
+    nk = len(rate)
+    rows = {}
+    for k in set(kt) | {k for k in range(nk) if rate[k] >= a.rate}:
+        ts = kt.get(k, [])
+        ov = overshoot(ts, a.rate, a.burst, windows=KEY_WINDOWS)
+        ex, w = key_ov_worst(ov)
+        rows[k] = {"key": k, "offered_pps": rate[k] if k < nk else 0.0,
+                   "gws": gws_of_mask(mask[k]) if k < nk else [],
+                   "sent": sent[k] if k < nk else 0, "admitted": len(ts), "excess": ex,
+                   "window": w, "excess_pct": worst_pct(ov, a.rate) if ts else None}
+    admitting = [r for r in rows.values() if r["admitted"]]
+    offered_n = sum(1 for x in rate if x > 0)
+    print("  %d keys offered, %d admitted at least one packet; %d packets admitted in all"
+          % (offered_n, len(admitting), sum(r["admitted"] for r in rows.values())))
+    conf = sum(r.get("key_src_conflicts", 0) for r in run.recv.values())
+    c.check(conf == 0, "every key arrived from one source and every source carried one key "
+            "(%d conflicts)" % conf)
+    if not rows:
+        c.check(False, "some key admitted a packet")
+        return rows, []
+    worst = max(rows.values(), key=lambda r: r["excess"])
+    over = [r for r in rows.values() if r["excess"] > KERN_SLACK_PKTS]
+    med_ex = statistics.median(r["excess"] for r in admitting) if admitting else None
+    print("  per-key overshoot vs B + R*w (R %d, B %d; windows 0.1-4 s and the whole run; "
+          "kernel stamps): worst key %d %+.0f packets (%s window, %+.1f%% of R), offered "
+          "%.3g/s on gateways %s; median over the keys that admitted %s packets; %d keys "
+          "above the %d-packet stamp slack"
+          % (a.rate, a.burst, worst["key"], worst["excess"], worst["window"],
+             worst["excess_pct"] if worst["excess_pct"] is not None else 0,
+             worst["offered_pps"], worst["gws"],
+             "%+.1f" % med_ex if med_ex is not None else "-", len(over), KERN_SLACK_PKTS))
+    if check_ov:
+        c.check(not over, "every key: no window (0.1-4 s, whole run) admits more than B + R*w "
+                "(+%d packet stamp slack)" % KERN_SLACK_PKTS)
+    u0 = t0 + int(warm * NS)
+    hot = sorted((r for r in rows.values() if r["offered_pps"] >= a.rate),
+                 key=lambda r: -r["offered_pps"])
+    for r in hot:
+        u = utilization(kt.get(r["key"], []), a.rate, u0, t1)
+        r["util"], r["util_min"] = u
+    hot_sent = sum(r["sent"] for r in hot)
+    hot_adm = sum(r["admitted"] for r in hot)
+    cs = sum(sent) - hot_sent
+    ca = sum(r["admitted"] for r in admitting) - hot_adm
+    cold_n = offered_n - len(hot)
+    print("  keys offered >= R: %d; after a %.2f s warm-up their utilization (admitted / R, "
+          "1-s bins): median %s, worst %s"
+          % (len(hot), warm,
+             "%.1f%%" % (100 * statistics.median(r["util"] for r in hot)) if hot else "-",
+             "%.1f%% (key %d, offered %.0f/s on gateways %s)"
+             % (100 * min(hot, key=lambda r: r["util"])["util"],
+                min(hot, key=lambda r: r["util"])["key"],
+                min(hot, key=lambda r: r["util"])["offered_pps"],
+                min(hot, key=lambda r: r["util"])["gws"]) if hot else "-"))
+    for r in hot[:12]:
+        print("    key %5d offered %7.1f/s on gateways %-17s utilization %5.1f%% (min 1-s bin "
+              "%5.1f%%), worst window %+.0f packets (%s)"
+              % (r["key"], r["offered_pps"], "/".join(map(str, r["gws"])), 100 * r["util"],
+                 100 * r["util_min"], r["excess"], r["window"]))
+    if len(hot) > 12:
+        print("    ... %d more" % (len(hot) - 12))
+    print("  keys offered < R: %d; they sent %.0f packets and %d were admitted (%.1f%%)"
+          % (cold_n, cs, ca, 100.0 * ca / cs if cs else 100.0))
+    c.res.update({"rate": a.rate, "burst": a.burst, "keys": offered_n,
+                  "keys_admitting": len(admitting), "keys_over_slack": len(over),
+                  "overshoot_worst": {"key": worst["key"], "excess": round(worst["excess"], 1),
+                                      "window": worst["window"],
+                                      "pct_R": round(worst["excess_pct"] or 0, 2)},
+                  "overshoot_median": med_ex,
+                  "hot_keys": len(hot),
+                  "util_median": round(statistics.median(r["util"] for r in hot), 4)
+                  if hot else None,
+                  "util_worst": round(min(r["util"] for r in hot), 4) if hot else None,
+                  "hot": [{"key": r["key"], "offered_pps": round(r["offered_pps"], 1),
+                           "gws": r["gws"], "util": round(r["util"], 4)} for r in hot[:20]],
+                  "cold_admitted_share": round(ca / cs, 4) if cs else None})
+    return rows, hot
+
+
+def coord_figures(c, run, t0, t1):
+    """Coordinator messages over [t0, t1] from the sampler's scrapes; the
+    per-key families only if this coordinator exports them."""
+    dur = (t1 - t0) / NS
+    g = counter_increase(run.coord, M_GRANTS, t0, t1)
+    kg = counter_increase(run.coord, M_KEY_GRANTS, t0, t1)
+    hot = gauge_max(run.coord, M_HOT, t0, t1)
+    ref = counter_increase(run.coord, M_REFUSED, t0, t1)
+    st = [m[M_STRANDED] for t, m in run.coord if M_STRANDED in m and t0 <= t <= t1]
+    fin = prom(os.path.join(run.dir, "final-coord.prom"))
+    viol = max([fin.get(M_VIOL, 0)] + [m.get(M_VIOL, 0) for _, m in run.coord])
+    rss = []
+    p = os.path.join(run.dir, "coord-rss.txt")
+    if os.path.exists(p):
+        for line in open(p):
+            f = line.split()
+            if len(f) == 3:
+                rss.append((f[0], int(f[1]), int(f[2])))
+    scraped = len([1 for t, _ in run.coord if t0 <= t <= t1])
+    print("  coordinator over %.1f s (%d scrapes): grants %s (%s/s)%s" % (
+        dur, scraped, "%.0f" % g if g is not None else "?",
+        "%.1f" % (g / dur) if g is not None and dur > 0 else "?",
+        "; per-key grant entries %.0f (%.1f/s); hot keys max %s; refused %s; stranded rate "
+        "max %s mean %s" % (kg, kg / dur if dur > 0 else 0,
+                            "%.0f" % hot if hot is not None else "?",
+                            "%.0f" % ref if ref is not None else "?",
+                            "%.1f" % max(st) if st else "?",
+                            "%.1f" % (sum(st) / len(st)) if st else "?")
+        if kg is not None else
+        "; per-key families (%s, hot_keys, hot_keys_refused_total, stranded_rate) not "
+        "exported by this coordinator" % M_KEY_GRANTS.split("{")[0]))
+    if rss:
+        print("  coordinator memory: %s" % ", ".join(
+            "%s VmRSS %d kB (peak %d kB)" % x for x in rss))
+    c.check(viol == 0, "coordinator invariant violations: %d" % viol)
+    c.res.update({"grants": g, "grants_per_s": round(g / dur, 2) if g is not None else None,
+                  "key_grants": kg,
+                  "key_grants_per_s": round(kg / dur, 2) if kg is not None else None,
+                  "hot_keys_max": hot, "hot_keys_refused": ref,
+                  "stranded_rate_max": max(st) if st else None,
+                  "coord_rss_kb": {x[0]: x[1] for x in rss},
+                  "coord_hwm_kb": {x[0]: x[2] for x in rss}, "violations": viol})
+    return kg, hot
+
+
+def leased(c, run, a, t0, t1):
+    """Mean live share (rate, burst) per gateway over [t0, t1), from the maps:
+    today each key's share on a gateway."""
+    out = []
+    for g in range(1, a.gateways + 1):
+        ls = [(x[1], x[2]) for x in lease_series(run, g) if t0 <= x[0] < t1 and x[3] > x[0]]
+        out.append((round(sum(r for r, _ in ls) / len(ls), 1) if ls else 0,
+                    round(sum(b for _, b in ls) / len(ls), 1) if ls else 0))
+    print("  leased per gateway after the warm-up (mean live share: rate/s, burst): %s"
+          % " ".join("%d:%g/%g" % (g + 1, r, b) for g, (r, b) in enumerate(out)))
+    c.res["leased"] = out
+
+
+def do_keys_split(a, run):
+    c = Checker("keys-split")
+    common(c, run, a)
+    b = run.send["bounds_ns"]
+    rows, hot = per_key(c, run, a, b[0], b[-1], a.warm)
+    leased(c, run, a, b[0] + int(a.warm * NS), b[-1])
+    kt = run.key_times("kern")
+    res = []
+    for k in a.hot_keys:
+        r = rows.get(k)
+        if r is None or "util" not in r:
+            c.check(False, "key %d was offered >= R" % k)
+            continue
+        conv = recovery(kt.get(k, []), a.rate, b[0], b[-1], target=a.util_min)
+        print("  key %d (offered %.0f/s on gateway %s): utilization %.1f%% of R after the "
+              "warm-up; a 500 ms window first reached %.0f%% of R %s"
+              % (k, r["offered_pps"], "/".join(map(str, r["gws"])), 100 * r["util"],
+                 100 * a.util_min, "%.2f s after the start" % conv if conv is not None
+                 else "never"))
+        res.append({"key": k, "util": round(r["util"], 4), "converged_s": conv})
+        c.check(r["util"] >= a.util_min, "key %d utilization %.1f%% >= %.0f%% of R"
+                % (k, 100 * r["util"], 100 * a.util_min))
+    c.res["split"] = res
+    coord_figures(c, run, b[0], b[-1])
+    return c.done()
+
+
+def do_zipf(a, run):
+    c = Checker(a.scenario)
+    common(c, run, a)
+    b = run.send["bounds_ns"]
+    local = a.scenario == "zipf-local"
+    rows, hot = per_key(c, run, a, b[0], b[-1], a.warm, check_ov=not local)
+    _, mask, _ = run.offered()
+    gws = [bin(m).count("1") for m in mask if m]
+    print("  gateways per key: %s" % ", ".join(
+        "%d on %d" % (gws.count(m), m) for m in sorted(set(gws))))
+    if local:
+        # Standalone per-key buckets, (R, B) on every gateway: a key spread over
+        # several gateways gets up to m*(R, B). The harness must see it.
+        over = [r for r in rows.values() if r["excess"] > a.burst]
+        c.check(bool(over), "standalone per-key buckets overshoot the contract for %d keys "
+                "(by more than B: the measurement detects it)" % len(over))
+        c.res["keys_over_burst"] = len(over)
+        return c.done()
+    leased(c, run, a, b[0] + int(a.warm * NS), b[-1])
+    if a.scenario == "zipf":
+        med = statistics.median(r["util"] for r in hot) if hot else 0.0
+        c.check(bool(hot) and med >= a.util_median,
+                "median utilization of the %d keys offered >= R: %.1f%% >= %.0f%%"
+                % (len(hot), 100 * med, 100 * a.util_median))
+    else:
+        kills = run.marks("kill")
+        print("  coordinator killed %d times, at %s s" % (
+            len(kills), ", ".join("+%.2f" % ((e[1] - b[0]) / NS) for e in kills)))
+        c.res["kills"] = len(kills)
+    coord_figures(c, run, b[0], b[-1])
+    return c.done()
+
+
+def do_cold(a, run):
+    """Phase 0 warms the demand up (the shares move while the gateways' first
+    reports arrive), phase 1 is measured."""
+    c = Checker("cold")
+    common(c, run, a)
+    b = run.send["bounds_ns"]
+    rows, hot = per_key(c, run, a, b[0], b[-1], a.warm)
+    nk = run.keys_sent()
+    ka = len([r for r in rows.values() if r["admitted"]])
+    rate, _, _ = run.offered()
+    per = []
+    for q in range(len(b) - 1):
+        sent = sum(g["phases"][q]["sent"] for g in run.send["gateways"])
+        # Admitted packets by the send stamp they carry: exact per phase.
+        adm = sum(1 for r in run.recv.values() for k, t in zip(r.get("key", ()), r["send"])
+                  if k >= 0 and b[q] <= t < b[q + 1])
+        den = {}
+        for g in range(1, a.gateways + 1):
+            d0 = [v[g][7] for t, v in run.samples if g in v and t <= b[q]]
+            d1 = [v[g][7] for t, v in run.samples if g in v and t >= b[q + 1]]
+            if d0 and d1 and d1[0] > d0[-1]:
+                den[g] = d1[0] - d0[-1]
+        per.append({"phase": q, "sent": sent, "admitted": adm, "denied_by_gw": den})
+        print("  %s (%.1f s): sent %d, admitted %d (%.2f%%); denied per gateway (the agents' "
+              "counters) %s" % ("warm-up" if q == 0 and len(b) > 2 else "measured",
+                                (b[q + 1] - b[q]) / NS, sent, adm,
+                                100.0 * adm / sent if sent else 0, den or "none"))
+    print("  %d keys offered, %d distinct keys sent a packet, %d admitted one"
+          % (sum(1 for x in rate if x > 0), nk, ka))
+    m = per[-1]
+    c.res.update({"keys_sent": nk, "keys_admitted": ka, "sent": m["sent"],
+                  "admitted": m["admitted"], "phases": per})
+    c.check(m["sent"] and m["admitted"] >= a.admit_min * m["sent"],
+            "cold keys (within their default share) admitted after the warm-up: %.2f%% >= "
+            "%.0f%% of what was sent" % (100.0 * m["admitted"] / m["sent"] if m["sent"] else 0,
+                                         100 * a.admit_min))
+    coord_figures(c, run, b[0], b[-1])
+    m0, m1 = b[-2], b[-1]
+    kg = counter_increase(run.coord, M_KEY_GRANTS, m0, m1)
+    hk = gauge_max(run.coord, M_HOT, m0, m1)
+    g = counter_increase(run.coord, M_GRANTS, m0, m1)
+    dur = (m1 - m0) / NS
+    print("  measured phase: grants %s/s; per-key grant entries %s; hot keys max %s" % (
+        "%.1f" % (g / dur) if g is not None else "?", "%.0f" % kg if kg is not None else "-",
+        "%.0f" % hk if hk is not None else "-"))
+    c.res["measured_grants_per_s"] = round(g / dur, 2) if g is not None else None
+    if kg is None:
+        print("  [skip] no per-key grant for a key within its default share: %s is not "
+              "exported by this coordinator" % M_KEY_GRANTS.split("{")[0])
+        c.res["key_grant_check"] = "absent"
+    else:
+        c.check(kg == 0, "no per-key grant sent for keys within their default share "
+                "(%s rose by %.0f in the measured phase)" % (M_KEY_GRANTS.split("{")[0], kg))
+        c.check(not hk, "no key reported hot in the measured phase (hot_keys max %s)" % hk)
+        c.res["key_grant_check"] = "checked"
+    c.res["measured_key_grants"] = kg
+    c.res["measured_hot_keys_max"] = hk
+    return c.done()
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("scenario")
@@ -555,13 +841,22 @@ def main():
     ap.add_argument("--fb-burst", type=int, default=10)
     ap.add_argument("--gw", type=int, default=1)
     ap.add_argument("--new-rate", type=int, default=600)
+    ap.add_argument("--hot-keys", type=lambda x: [int(k) for k in x.split(",")], default=[0, 1],
+                    help="keys-split: the keys each hot on one gateway")
+    ap.add_argument("--util-min", type=float, default=0.9,
+                    help="keys-split: utilization each hot key must reach")
+    ap.add_argument("--util-median", type=float, default=0.9,
+                    help="zipf: median utilization of the keys offered >= R")
+    ap.add_argument("--admit-min", type=float, default=0.99,
+                    help="cold: share of the packets sent that must be admitted")
     a = ap.parse_args()
     if a.scenario == "reported":
         return do_reported(a, argparse.Namespace(dir=a.run))
     run = Run(a.run)
     fn = {"steady": do_steady, "shift": do_shift, "partition": do_partition,
           "reported": do_reported, "restart": do_restart, "stale": do_stale,
-          "policy": do_policy}.get(a.scenario)
+          "policy": do_policy, "keys-split": do_keys_split, "zipf": do_zipf,
+          "zipf-restart": do_zipf, "zipf-local": do_zipf, "cold": do_cold}.get(a.scenario)
     if not fn:
         ap.error("unknown scenario '%s'" % a.scenario)
     if a.scenario != "reported":

@@ -9,7 +9,10 @@ three CLOCK_MONOTONIC instants (ns):
   kern  the kernel's receive stamp (SO_TIMESTAMPNS, taken microseconds after
         the XDP verdict), converted from CLOCK_REALTIME with the offset
         between the two clocks measured here at start and at end;
-  send  the sender's stamp carried in the payload (gsend.py).
+  send  the sender's stamp carried in the payload (gsend.py);
+and, when the sender runs with many keys (gsend.py --kphase), the key index
+the payload carries (-1 for the one-address mode), so each admitted packet is
+attributed to its key.
 app - kern is the receive-side jitter; kern - send the path through veth and
 XDP. Stops on SIGTERM/SIGINT or --max-time, drains the socket, writes JSON.
 
@@ -31,6 +34,9 @@ SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 SO_RCVBUFFORCE = 33
 HDR = struct.Struct("!4sHIq")
 MAGIC = b"LLG1"
+HDR2 = struct.Struct("!4sHIqI")  # gsend.py --kphase: the key index follows
+MAGIC2 = b"LLG2"
+NO_KEY = 0xFFFFFFFF
 DRAIN_MAX = 1000000
 
 stop = False
@@ -78,23 +84,34 @@ def main():
         with open(a.ready, "w") as f:
             f.write("ready\n")
 
-    app, kern, send, seqs = [], [], [], []
+    app, kern, send, seqs, keys = [], [], [], [], []
     bad = 0
+    # Many keys: each key must arrive from one source (address, port), and each
+    # source carry one key, or the XDP program did not see the keys we think.
+    src_of, key_of, conflicts = {}, {}, 0
     anc = socket.CMSG_SPACE(16)
 
-    def take(data, ancdata):
-        nonlocal bad
+    def take(data, ancdata, src):
+        nonlocal bad, conflicts
         t = time.monotonic_ns()
         k = 0
         for level, typ, cd in ancdata:
             if level == socket.SOL_SOCKET and typ == SCM_TIMESTAMPNS and len(cd) >= 16:
                 sec, nsec = struct.unpack("qq", cd[:16])
                 k = sec * 1000000000 + nsec
-        if len(data) < HDR.size or data[:4] != MAGIC:
+        if len(data) >= HDR2.size and data[:4] == MAGIC2:
+            _, gw, sq, ts, key = HDR2.unpack_from(data)
+        elif len(data) >= HDR.size and data[:4] == MAGIC:
+            _, gw, sq, ts = HDR.unpack_from(data)
+            key = NO_KEY
+        else:
             bad += 1
             return
-        _, gw, sq, ts = HDR.unpack_from(data)
         app.append(t)
+        keys.append(-1 if key == NO_KEY else key)
+        if key != NO_KEY:
+            if src_of.setdefault(key, src) != src or key_of.setdefault(src, key) != key:
+                conflicts += 1
         kern.append(k)
         send.append(ts)
         seqs.append(sq)
@@ -102,17 +119,17 @@ def main():
     deadline = time.monotonic() + a.max_time
     while not stop and time.monotonic() < deadline:
         try:
-            data, ancdata, _, _ = s.recvmsg(2048, anc)
+            data, ancdata, _, src = s.recvmsg(2048, anc)
         except (socket.timeout, InterruptedError):
             continue
-        take(data, ancdata)
+        take(data, ancdata, src)
     s.setblocking(False)
     for _ in range(DRAIN_MAX):
         try:
-            data, ancdata, _, _ = s.recvmsg(2048, anc)
+            data, ancdata, _, src = s.recvmsg(2048, anc)
         except (BlockingIOError, InterruptedError):
             break
-        take(data, ancdata)
+        take(data, ancdata, src)
     s.close()
     off1, err1 = clock_offset()
     # Kernel stamps are CLOCK_REALTIME; both clocks are slewed alike, so the
@@ -120,7 +137,8 @@ def main():
     kmono = [k - off0 if k else 0 for k in kern]
     doc = {"gw": a.gw, "count": len(app), "bad": bad, "offset_ns": off0,
            "offset_drift_ns": off1 - off0, "offset_err_ns": max(err0, err1),
-           "app": app, "kern": kmono, "send": send, "seq": seqs}
+           "app": app, "kern": kmono, "send": send, "seq": seqs, "key": keys,
+           "keys_seen": len(src_of), "sources_seen": len(key_of), "key_src_conflicts": conflicts}
     with open(a.out + ".tmp", "w") as f:
         json.dump(doc, f)
     os.replace(a.out + ".tmp", a.out)

@@ -91,6 +91,44 @@ def rows(results):
                         " %s s, last_drain_seconds %s"
                         % (f(r["drain_agents_s"], "%.3f"), f(r["drain_coord_s"], "%.3f"),
                            f(r["last_drain_seconds"], "%.3f")), verdict))
+        elif t in ("keys-split", "zipf", "zipf-restart", "zipf-local", "cold"):
+            ow = r["overshoot_worst"]
+            contract = ("per key R %d/s B %d: worst key's window %+.0f packets (%+.1f%% of R, "
+                        "key %d, %s); %d keys above the slack"
+                        % (r["rate"], r["burst"], ow["excess"], ow["pct_R"], ow["key"],
+                           ow["window"], r["keys_over_slack"]))
+            if t == "zipf-local":
+                out.append(("c standalone per-key buckets", contract,
+                            "%d keys, %d keys over B; %d offered >= R: median utilization %s"
+                            % (r["keys"], r["keys_over_burst"], r["hot_keys"],
+                               pct(r["util_median"])), verdict))
+                continue
+            coord = "coordinator %s grants/s%s" % (
+                f(r["grants_per_s"], "%.1f"),
+                ", %s per-key entries/s, hot keys max %s" % (
+                    f(r["key_grants_per_s"], "%.1f"), f(r["hot_keys_max"], "%.0f"))
+                if r.get("key_grants") is not None else "")
+            rss = r.get("coord_rss_kb") or {}
+            if rss:
+                coord += ", RSS %s kB (start/end)" % "/".join(
+                    "%d" % rss[k] if k in rss else "?" for k in ("start", "end"))
+            if t == "keys-split":
+                figs = "hot keys' utilization %s; %s" % (
+                    ", ".join("key %d %s" % (x["key"], pct(x["util"])) for x in r["split"]),
+                    coord)
+                name = "keys split (2 hot keys)"
+            elif t == "cold":
+                figs = ("%d keys offered, %d sent a packet, %d admitted one; after the warm-up "
+                        "admitted %s of sent; per-key grant check: %s; %s" % (
+                            r["keys"], r["keys_sent"], r["keys_admitted"],
+                            pct(r["admitted"] / r["sent"] if r["sent"] else None),
+                            r["key_grant_check"], coord))
+                name = "g cold keys"
+            else:
+                figs = "%d keys, %d offered >= R: median utilization %s, worst %s; %s" % (
+                    r["keys"], r["hot_keys"], pct(r["util_median"]), pct(r["util_worst"]), coord)
+                name = "c zipf" if t == "zipf" else "f zipf, %d coordinator kills" % r["kills"]
+            out.append((name, contract, figs, verdict))
     return out
 
 

@@ -11,6 +11,11 @@
 #   control     bridge kbr$$ in llk$$ with 198.19.0.1/24; one veth per gateway,
 #               kk<i>x$$ (bridge port) <-> kg<i>x$$ (gateway, 198.19.0.<10+i>/24)
 #   bpffs       one private mount under the temp dir; pin dirs <tag>-gw-<i> on it
+#   keys        198.18.128.0/17 is local in llc$$ (a `local` route on lo), so the
+#               sender can use any address of it as a source: key k of a
+#               many-key run is 198.18.128.1 + k (gsend.py --kphase); each gateway
+#               routes the block back via 198.18.<i>.1, so reverse-path filtering
+#               (strict or loose) accepts it whatever the host's rp_filter is
 # Cutting gateway i's control link = setting its bridge port kk<i>x$$ down: the
 # gateway's own stack sees nothing (no error, no route change), its packets to the
 # coordinator are dropped at the switch, as in a real partition.
@@ -27,6 +32,11 @@ GL_PORT=7000 # UDP port the global limit's rule matches
 GL_COORD_ADDR=198.19.0.1
 GL_COORD_PORT=7450
 GL_LIMIT=global-udp
+# Source addresses of a many-key run (key k = GL_KEY_BASE + k): a block that
+# meets neither the data subnets 198.18.<i>.0/24 nor the control 198.19.0.0/24.
+GL_KEY_NET=198.18.128.0/17
+GL_KEY_BASE=198.18.128.1
+GL_KEY_MAX=32766 # addresses of GL_KEY_NET after GL_KEY_BASE, the last one excluded
 
 # gl_init BUILD_DIR N: checks, names, temp dir, cleanup trap.
 gl_init() {
@@ -102,6 +112,12 @@ gl_topo() {
 		ip -n "$GL_NS_K" link set "$(gl_if_kb "$i")" master "$GL_BR" up
 		ip -n "$g" addr add "198.19.0.$((10 + i))/24" dev "$(gl_if_kg "$i")"
 		ip -n "$g" link set "$(gl_if_kg "$i")" up
+	done
+	# The key block: local on the client, routed back on every gateway.
+	ip -n "$GL_NS_C" route add local "$GL_KEY_NET" dev lo || ll_fail "cannot route $GL_KEY_NET to lo"
+	for ((i = 1; i <= GL_N; i++)); do
+		ip -n "$(gl_ns_g "$i")" route add "$GL_KEY_NET" via "198.18.$i.1" dev "$(gl_if_g "$i")" ||
+			ll_fail "cannot route $GL_KEY_NET on gateway $i"
 	done
 	# Static neighbours on the data path: no packet of the test waits on ARP.
 	for ((i = 1; i <= GL_N; i++)); do
@@ -207,7 +223,8 @@ gl_agents_start() {
 				echo "policy: policy-local.yaml"
 			fi
 			echo "metrics: 127.0.0.1:9475"
-			echo "max-keys: 4096"
+			echo "max-keys: ${GL_MAX_KEYS:-4096}"
+			[ -n "${GL_MAX_FLOW_KEYS:-}" ] && echo "max-flow-keys: $GL_MAX_FLOW_KEYS"
 		} >"$cfg"
 		nsenter --net=/run/netns/"$g" "$LL" agent -c "$cfg" -v --detach-on-exit >>"$d/agent-$i.log" 2>&1 &
 		GL_AGENT_PIDS[i]=$!
@@ -301,6 +318,37 @@ gl_send_bg() {
 		--out "$run/send.json" 2>>"$run/send.log" &
 	SEND_PID=$!
 	gl_track "$SEND_PID"
+}
+
+# gl_send_keys_bg RUN NKEYS KPHASE...: many keys (gsend.py --kphase), key k from
+# GL_KEY_BASE + k; with GL_KEY_PORTS=P (a `key: flow` limit) from the address
+# GL_KEY_BASE + k / P and source port 20000 + k % P. KPHASE = SECONDS:GEN[+GEN].
+gl_send_keys_bg() {
+	local run=$1 nkeys=$2 p i args=()
+	shift 2
+	for ((i = 1; i <= GL_N; i++)); do
+		args+=(--target "198.18.$i.1,198.18.$i.2")
+	done
+	for p in "$@"; do
+		args+=(--kphase "$p")
+	done
+	nsenter --net=/run/netns/"$GL_NS_C" python3 "$GL_DIR/gsend.py" --port "$GL_PORT" "${args[@]}" \
+		--keys "$nkeys" --key-base "$GL_KEY_BASE" --key-ports "${GL_KEY_PORTS:-0}" \
+		--seed "${GL_SEED:-1}" --out "$run/send.json" 2>>"$run/send.log" &
+	SEND_PID=$!
+	gl_track "$SEND_PID"
+}
+
+# gl_coord_rss RUN TAG: the coordinator's resident memory now and its peak, kB
+# (/proc/PID/status VmRSS, VmHWM), appended to RUN/coord-rss.txt.
+gl_coord_rss() {
+	local rss hwm
+	[ -n "$COORD_PID" ] && [ -r "/proc/$COORD_PID/status" ] || return 0
+	# COORD_PID is the coordinator itself (nsenter execs it without forking).
+	[ "$(basename "$(readlink "/proc/$COORD_PID/exe")")" = leaseline ] || return 0
+	rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$COORD_PID/status")
+	hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$COORD_PID/status")
+	echo "$2 ${rss:-0} ${hwm:-0}" >>"$1/coord-rss.txt"
 }
 
 # gl_send_wait SECONDS: wait (bounded) for the sender.

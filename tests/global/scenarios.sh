@@ -13,6 +13,17 @@
 #                      it a per-key limit, and the one client address one key
 #   GL_RESULTS         if set, every RESULT line is appended there
 # Offered load is 3R in total unless a scenario says otherwise.
+#
+# The many-key scenarios (keys-split, zipf, zipf-restart, cold) always use
+# key: src-ip (cold: key: flow with GL_COLD_PORTS) and contracts of their own,
+# small enough that a Python sender on 2 CPUs offers several R per hot key:
+#   GL_KS_R GL_KS_B GL_KS_COLD          keys-split: contract (100/s, 20), cold keys (4)
+#   GL_ZIPF_R GL_ZIPF_B GL_ZIPF_KEYS    zipf: contract (20/s, 10), keys (1000),
+#   GL_ZIPF_S GL_ZIPF_PPS GL_ZIPF_SEED  exponent (1.0), total offered (2400/s), pattern seed (1)
+#   GL_COLD_R GL_COLD_B GL_COLD_KEYS    cold: contract (100/s, 20), keys (32766, all of
+#   GL_COLD_PPS GL_COLD_PORTS           198.18.128.0/17), total offered (2400/s), source
+#                                       ports per address (0: src-ip; P: key flow, P x keys)
+#   GL_KEYS_WARM                        warm-up before utilization is measured (3 refresh)
 
 GL_R=${GL_R:-1000}
 GL_B=${GL_B:-200}
@@ -23,6 +34,19 @@ GL_FB_B=${GL_FB_B:-10}
 GL_SCALE=${GL_SCALE:-1}
 GL_SEED=${GL_SEED:-$$}
 RANDOM=$GL_SEED
+GL_KS_R=${GL_KS_R:-100}
+GL_KS_B=${GL_KS_B:-20}
+GL_KS_COLD=${GL_KS_COLD:-4}
+GL_ZIPF_R=${GL_ZIPF_R:-20}
+GL_ZIPF_B=${GL_ZIPF_B:-10}
+GL_ZIPF_KEYS=${GL_ZIPF_KEYS:-1000}
+GL_ZIPF_S=${GL_ZIPF_S:-1.0}
+GL_ZIPF_PPS=${GL_ZIPF_PPS:-2400}
+GL_ZIPF_SEED=${GL_ZIPF_SEED:-1}
+GL_COLD_R=${GL_COLD_R:-100}
+GL_COLD_B=${GL_COLD_B:-20}
+GL_COLD_PPS=${GL_COLD_PPS:-2400}
+GL_COLD_PORTS=${GL_COLD_PORTS:-0}
 
 # gl_dur SECONDS: a traffic duration scaled by GL_SCALE (one decimal).
 gl_dur() { awk -v s="$1" -v k="$GL_SCALE" 'BEGIN {printf "%.1f", s * k}'; }
@@ -175,18 +199,10 @@ gl_wait_reported() {
 	return 0 # gcheck reports the mismatch with figures
 }
 
-# ---- 5: coordinator kill -9 and restart at random moments ----
-gl_scn_restart() {
-	local kills=${1:-2} k pre post down
-	pre=$(gl_dur 1.5)
-	post=$(gl_dur 1.5)
-	gl_run restart
-	echo "-- coordinator kill -9 and restart, $kills times at random moments (seed $GL_SEED), uniform 3R"
-	gl_lease_up fail-closed
-	gl_recv_start "$RUN" 600
-	# Runs until stopped below (bounded by gsend's own limit).
-	gl_send_bg "$RUN" "300:$(gl_rates "$GL_N" $((3 * GL_R / GL_N)))"
-	ll_sleep "$pre"
+# gl_kills KILLS: kill -9 the coordinator KILLS times at random moments (seeded),
+# each time down 0.1-1.2 s, restarted, until every agent holds a new-epoch lease.
+gl_kills() {
+	local kills=$1 k down
 	for ((k = 1; k <= kills; k++)); do
 		ll_sleep "$(gl_rand_s 0 1)"
 		gl_mark "$RUN" kill "$k"
@@ -200,6 +216,21 @@ gl_scn_restart() {
 		gl_mark "$RUN" live "$k"
 		ll_sleep "$(gl_rand_s 0.5 1.5)"
 	done
+}
+
+# ---- 5: coordinator kill -9 and restart at random moments ----
+gl_scn_restart() {
+	local kills=${1:-2} pre post
+	pre=$(gl_dur 1.5)
+	post=$(gl_dur 1.5)
+	gl_run restart
+	echo "-- coordinator kill -9 and restart, $kills times at random moments (seed $GL_SEED), uniform 3R"
+	gl_lease_up fail-closed
+	gl_recv_start "$RUN" 600
+	# Runs until stopped below (bounded by gsend's own limit).
+	gl_send_bg "$RUN" "300:$(gl_rates "$GL_N" $((3 * GL_R / GL_N)))"
+	ll_sleep "$pre"
+	gl_kills "$kills"
 	ll_sleep "$post"
 	gl_mark "$RUN" "done"
 	gl_send_stop
@@ -256,4 +287,127 @@ gl_scn_policy() {
 	gl_down
 	gl_common_args
 	gl_check policy "$RUN" "${GL_ARGS[@]}" --new-rate "$r2"
+}
+
+# ---- many keys: a per-key global limit (key: src-ip), one contract per key ----
+# Key k sends from 198.18.128.1 + k (lib.sh). Each scenario has its own contract
+# (GL_KS_*, GL_ZIPF_*, GL_COLD_*, see the top) and the per-key checks of gcheck.py.
+
+gl_keys_warm() { echo "${GL_KEYS_WARM:-$(gl_mul 3 "$GL_REFRESH")}"; }
+
+# gl_keys_end: traffic over: receivers, coordinator memory, daemons.
+gl_keys_end() {
+	gl_recv_stop
+	gl_coord_rss "$RUN" end
+	gl_down
+}
+
+# ---- keys-split: two keys, each hot on one gateway only, at once ----
+# Key 0 offered 3R on gateway 1 only, key 1 3R on gateway 2 only, GL_KS_COLD cold
+# keys at 0.2R each spread over all gateways. Each hot key should get ~R: its
+# contract is wanted on one gateway only. Without per-key grants a key gets its
+# gateway's share of the limit (R/2 at best, less with the cold keys' demand).
+gl_scn_keys_split() {
+	local GL_KEY=src-ip GL_R=$GL_KS_R GL_B=$GL_KS_B cold=$GL_KS_COLD t gen warm
+	t=$(gl_dur 6)
+	warm=$(gl_keys_warm)
+	gen="hot:0@1=$((3 * GL_R))+hot:1@2=$((3 * GL_R))"
+	[ "$cold" -gt 0 ] && gen+="+uniform:2-$((1 + cold))@all=$((GL_R / 5))"
+	gl_run keys-split
+	echo "-- keys split: key 0 at 3R on gateway 1 only, key 1 at 3R on gateway 2 only," \
+		"$cold cold keys at 0.2R over all gateways, $t s (per key R $GL_R/s, B $GL_B)"
+	gl_lease_up fail-closed
+	gl_coord_rss "$RUN" start
+	gl_recv_start "$RUN" 300
+	gl_send_keys_bg "$RUN" $((2 + cold)) "$t:$gen"
+	gl_send_wait "$(awk -v a="$t" 'BEGIN {printf "%d", a + 30}')"
+	gl_keys_end
+	gl_common_args
+	gl_check keys-split "$RUN" "${GL_ARGS[@]}" --warm "$warm" --hot-keys 0,1
+}
+
+# ---- c (zipf) and f (zipf-restart): Zipf demand over many keys ----
+# GL_ZIPF_KEYS keys, key i offered GL_ZIPF_PPS * (i+1)^-s / H in total, spread
+# over 1, 2, 4 or 8 gateways in a fixed random pattern (GL_ZIPF_SEED). KILLS > 0:
+# the coordinator is killed -9 KILLS times during the run (gl_kills). KILLS
+# "local": standalone agents, each with a per-key (R, B) of its own (zipf-local,
+# which must overshoot: it shows the per-key measurement sees an overshoot).
+gl_scn_zipf() {
+	local kills=${1:-0} GL_KEY=src-ip GL_R=$GL_ZIPF_R GL_B=$GL_ZIPF_B nk=$GL_ZIPF_KEYS
+	local t gen warm name=zipf
+	[ "$nk" -ge 1 ] && [ "$nk" -le "$GL_KEY_MAX" ] || ll_fail "GL_ZIPF_KEYS: 1..$GL_KEY_MAX"
+	t=$(gl_dur 6)
+	warm=$(gl_keys_warm)
+	gen="zipf:0-$((nk - 1)),s=$GL_ZIPF_S,pps=$GL_ZIPF_PPS,seed=$GL_ZIPF_SEED"
+	if [ "$kills" = local ]; then
+		name=zipf-local
+		kills=0
+	elif [ "$kills" -gt 0 ]; then
+		name=zipf-restart
+	fi
+	gl_run "$name"
+	echo "-- $name: $nk keys, Zipf s $GL_ZIPF_S, $GL_ZIPF_PPS/s in total, each key on 1/2/4/8" \
+		"gateways (pattern seed $GL_ZIPF_SEED), per key R $GL_R/s, B $GL_B$(
+			[ "$kills" -gt 0 ] && echo "; coordinator kill -9 x$kills (seed $GL_SEED)"
+			[ "$name" = zipf-local ] && echo "; standalone agents, (R, B) per key on each")"
+	if [ "$name" = zipf-local ]; then
+		gl_local_up
+	else
+		gl_lease_up fail-closed
+	fi
+	gl_coord_rss "$RUN" start
+	gl_recv_start "$RUN" 600
+	if [ "$kills" -eq 0 ]; then
+		gl_send_keys_bg "$RUN" "$nk" "$t:$gen"
+		gl_send_wait "$(awk -v a="$t" 'BEGIN {printf "%d", a + 30}')"
+	else
+		# Runs until stopped (bounded by gsend's own limit).
+		gl_send_keys_bg "$RUN" "$nk" "300:$gen"
+		ll_sleep "$(gl_dur 1.5)"
+		gl_kills "$kills"
+		ll_sleep "$(gl_dur 1.5)"
+		gl_mark "$RUN" "done"
+		gl_send_stop
+	fi
+	gl_keys_end
+	gl_common_args
+	gl_check "$name" "$RUN" "${GL_ARGS[@]}" --warm "$warm"
+}
+
+# ---- g (cold): many cold keys at a low rate each ----
+# GL_COLD_KEYS keys cycled through by every gateway's stream (GL_COLD_PPS in
+# total): each key far below its default share, so no key may be reported hot
+# and no per-key grant sent. With GL_COLD_PORTS=P the limit is key: flow and key
+# k is (198.18.128.1 + k/P, source port 20000 + k%P): up to 32766 * P keys.
+gl_scn_cold() {
+	local GL_KEY=src-ip GL_R=$GL_COLD_R GL_B=$GL_COLD_B GL_KEY_PORTS=$GL_COLD_PORTS
+	local GL_MAX_KEYS=${GL_MAX_KEYS:-4096} GL_MAX_FLOW_KEYS=${GL_MAX_FLOW_KEYS:-}
+	local nk=${GL_COLD_KEYS:-$GL_KEY_MAX} t per kind warm
+	t=$(gl_dur 8)
+	per=$(awk -v a="$GL_COLD_PPS" -v n="$GL_N" 'BEGIN {printf "%.3f", a / n}')
+	if [ "$GL_KEY_PORTS" -gt 0 ]; then
+		GL_KEY=flow
+		[ "$nk" -le $((GL_KEY_MAX * GL_KEY_PORTS)) ] || ll_fail "GL_COLD_KEYS: at most $((GL_KEY_MAX * GL_KEY_PORTS))"
+		# Every key a bucket of its own: no key may share the overflow bucket.
+		GL_MAX_FLOW_KEYS=$((nk + 1024))
+		kind="key flow, $((  (nk + GL_KEY_PORTS - 1) / GL_KEY_PORTS)) addresses x $GL_KEY_PORTS source ports"
+	else
+		[ "$nk" -le "$GL_KEY_MAX" ] || ll_fail "GL_COLD_KEYS: at most $GL_KEY_MAX with key src-ip"
+		GL_MAX_KEYS=$((nk + 1024))
+		kind="key src-ip"
+	fi
+	# The shares move while the gateways' first reports of demand arrive: measure
+	# after 2 ttl of the same traffic (the cycle goes on through new keys).
+	warm=$(gl_mul 2 "$GL_TTL")
+	gl_run cold
+	echo "-- cold keys: $nk keys ($kind), $GL_COLD_PPS/s in total cycling through them on" \
+		"every gateway, $warm s warm-up then $t s measured (per key R $GL_R/s, B $GL_B)"
+	gl_lease_up fail-closed
+	gl_coord_rss "$RUN" start
+	gl_recv_start "$RUN" 600
+	gl_send_keys_bg "$RUN" "$nk" "$warm:cycle:0-$((nk - 1))@all=$per" "$t:cycle:0-$((nk - 1))@all=$per"
+	gl_send_wait "$(awk -v a="$t" -v w="$warm" 'BEGIN {printf "%d", a + w + 30}')"
+	gl_keys_end
+	gl_common_args
+	gl_check cold "$RUN" "${GL_ARGS[@]}" --warm "$warm"
 }
