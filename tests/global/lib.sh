@@ -308,8 +308,14 @@ gl_recv_stop() {
 gl_send_bg() {
 	local run=$1 p i args=()
 	shift
+	# A per-key limit must see one client as one key on every gateway: send
+	# from one address of the key block, not from each path's own address.
 	for ((i = 1; i <= GL_N; i++)); do
-		args+=(--target "198.18.$i.1,198.18.$i.2")
+		if [ "${GL_KEY:-none}" = none ]; then
+			args+=(--target "198.18.$i.1,198.18.$i.2")
+		else
+			args+=(--target "$GL_KEY_BASE,198.18.$i.2")
+		fi
 	done
 	for p in "$@"; do
 		args+=(--phase "$p")

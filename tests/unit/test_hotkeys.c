@@ -258,7 +258,8 @@ static void test_relisting(void **state)
 
 /*
  * Two holders with 500 each of R = B = 1000. A lists K at 1000: K's ledger is
- * a copy of the limit's (500 + 500), so A's first grant cannot raise K; B's
+ * a copy of the limit's (500 + 500), so A's first grant cannot raise K (it
+ * names K all the same, at the share: every grant names every hot key); B's
  * grant cuts K to 0; once B acknowledged it, A gets all of K. A new holder's
  * first grant cuts K. When A stops listing K its target is 0; after the
  * cooling time every grant gives K the share, and once the grants above the
@@ -297,9 +298,12 @@ static void test_compose(void **state)
 		assert_int_equal(t.k[idx].led.h[h].next_seq, lim.h[h].next_seq);
 	}
 	assert_int_equal(ledger_sum_rate_fast(&t.k[idx].led, now), 1000);
-	/* A's grant: K wants 1000, but B still holds 500 of it. */
+	/* A's grant: K wants 1000, but B still holds 500 of it. A hot key is
+	 * named even at the share, so A knows it is hot.
+	 */
 	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
-	assert_int_equal(n, 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(keys[0].rate, 500);
 	/* B's grant cuts K to 0; A still cannot have it until B applied that. */
 	gb = grant(&t, &lim, 1, 500, 500, now, keys, &n);
 	assert_int_equal(n, 1);
@@ -307,7 +311,8 @@ static void test_compose(void **state)
 	assert_int_equal(keys[0].rate, 0);
 	assert_int_equal(keys[0].burst, 0);
 	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
-	assert_int_equal(n, 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(keys[0].rate, 500);
 	ack(&t, &lim, 1, gb.seq, now);
 	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
 	assert_int_equal(n, 1);
@@ -316,7 +321,8 @@ static void test_compose(void **state)
 	ack(&t, &lim, 0, ga.seq, now);
 	/* A new holder's first grant: a cut for every hot key it does not want. */
 	gc = grant(&t, &lim, 2, 0, 0, now, keys, &n);
-	assert_int_equal(n, 0); /* its share is 0, so is its grant for K */
+	assert_int_equal(n, 1); /* its share is 0, so is its grant for K */
+	assert_int_equal(keys[0].rate, 0);
 	ack(&t, &lim, 1, grant(&t, &lim, 1, 200, 200, now, keys, &n).seq, now);
 	assert_int_equal(n, 1); /* K stays cut */
 	gc = grant(&t, &lim, 2, 300, 300, now, keys, &n);

@@ -20,6 +20,9 @@
 
 _Static_assert(LL_IS_POW2(HOT_CAPACITY), "slots are masked with HOT_CAPACITY - 1");
 
+/* A spending key asks for 1/32 more than it spent. */
+#define HOT_HEADROOM_DIV 32
+
 /* Probe at most this far: the table is kept at most half full. */
 #define HOT_MAX_LOAD (HOT_CAPACITY / 2)
 
@@ -158,6 +161,17 @@ static void note_grants(struct hot *h, struct dp *dp, uint32_t id, const struct 
 	free(held);
 }
 
+/* A granted key's demand from what it spent: a little headroom so that it
+ * can grow (a key that outgrows it is denied and asks for the contract),
+ * not so much that its unused part strands capacity another gateway is
+ * denied for: with a quarter, seven gateways at 0.1 R each held 0.875 R
+ * and left the eighth, denied, 0.125 R (82% utilization).
+ */
+static uint64_t hot_with_headroom(uint64_t rate)
+{
+	return rate + rate / HOT_HEADROOM_DIV + 1;
+}
+
 /* Demand of key e for this report, or 0 to leave it out. */
 static uint64_t key_demand(struct dp *dp, const struct ll_limit_cfg *c, struct hot_key *e,
 			   uint64_t grant_plus1, uint64_t window_ns, uint64_t now)
@@ -168,9 +182,8 @@ static uint64_t key_demand(struct dp *dp, const struct ll_limit_cfg *c, struct h
 	if (e->denied_ns && now - e->denied_ns <= window_ns)
 		demand = c->rate;
 	else if (grant_plus1 && have && e->spent_ns && spent >= e->spent && now > e->spent_ns)
-		demand = (uint64_t)((unsigned __int128)(spent - e->spent) * NSEC_PER_SEC /
-				    (now - e->spent_ns) * 5 / 4) +
-			 1;
+		demand = hot_with_headroom((uint64_t)((unsigned __int128)(spent - e->spent) *
+						       NSEC_PER_SEC / (now - e->spent_ns)));
 	else if (grant_plus1 && have && !e->spent_ns)
 		demand = grant_plus1 - 1; /* first look: keep what it holds */
 	if (have) {

@@ -8,7 +8,7 @@
  *   - denied within the window: the contract's rate ("as much as it can
  *     get"; the coordinator's max-min makes that fair);
  *   - holding a grant and spending: what its bucket's spent counter shows
- *     over the last interval, plus a quarter;
+ *     over the last interval, plus 1/32;
  *   - holding a grant, spending nothing: not listed (it wants none).
  * Bounded: HOT_CAPACITY keys tracked, WIRE_MAX_HOT reported; what does not
  * fit is counted and stays at the default share.

@@ -358,7 +358,10 @@ int hotkeys_report_key(struct hotkeys *t, const struct ledger *lim, size_t hi,
 		r->listed++;
 		key_demand(t, k, hi, demand);
 	}
-	if (demand > 0) {
+	/* Hot while someone wants more than its default share: a key everybody
+	 * spends within the share cools (and is dropped) although listed.
+	 */
+	if (demand > share) {
 		k->listed_ns = now;
 		if (k->cooling) {
 			k->cooling = false;
@@ -506,7 +509,14 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
 			err = -EAGAIN;
 			continue;
 		}
-		if (a.rate != g->rate || a.burst != g->burst)
+		/* A hot key is named in every grant, even at the share: a holder
+		 * knows it is hot and lists what it spends on it. Leaving it out
+		 * would read as "wants none" and cut the holder to 0 (seven
+		 * gateways spending 0.1 R each within their share flapped
+		 * between cut and denied, and the key's utilization fell to
+		 * 85%). A cooling key is named only where it differs.
+		 */
+		if (!k->cooling || a.rate != g->rate || a.burst != g->burst)
 			keys[(*n_keys)++] = (struct wire_key_grant){
 			    .key = k->key, .rate = a.rate, .burst = a.burst};
 	}
