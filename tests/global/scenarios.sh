@@ -18,7 +18,7 @@
 # key: src-ip (cold: key: flow with GL_COLD_PORTS) and contracts of their own,
 # small enough that a Python sender on 2 CPUs offers several R per hot key:
 #   GL_KS_R GL_KS_B GL_KS_COLD          keys-split: contract (100/s, 20), cold keys (4)
-#   GL_ZIPF_R GL_ZIPF_B GL_ZIPF_KEYS    zipf: contract (20/s, 10), keys (1000),
+#   GL_ZIPF_R GL_ZIPF_B GL_ZIPF_KEYS    zipf: contract (20/s, 40), keys (1000),
 #   GL_ZIPF_S GL_ZIPF_PPS GL_ZIPF_SEED  exponent (1.0), total offered (2400/s), pattern seed (1)
 #   GL_COLD_R GL_COLD_B GL_COLD_KEYS    cold: contract (100/s, 20), keys (32766, all of
 #   GL_COLD_PPS GL_COLD_PORTS           198.18.128.0/17), total offered (2400/s), source
@@ -38,7 +38,10 @@ GL_KS_R=${GL_KS_R:-100}
 GL_KS_B=${GL_KS_B:-20}
 GL_KS_COLD=${GL_KS_COLD:-4}
 GL_ZIPF_R=${GL_ZIPF_R:-20}
-GL_ZIPF_B=${GL_ZIPF_B:-10}
+# B 40: each of 8 gateways' default share holds 5 tokens of burst. With B 10
+# it held 1 (0 while shares move at start), and cold keys lost half their
+# packets to burst granularity, per-key grants or not.
+GL_ZIPF_B=${GL_ZIPF_B:-40}
 GL_ZIPF_KEYS=${GL_ZIPF_KEYS:-1000}
 GL_ZIPF_S=${GL_ZIPF_S:-1.0}
 GL_ZIPF_PPS=${GL_ZIPF_PPS:-2400}

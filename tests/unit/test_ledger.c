@@ -806,15 +806,17 @@ static void test_ledger_targets(void **state)
 	assert_int_equal(rate[0], 10);
 	assert_int_equal(rate[3], 30);
 	assert_int_equal(rate[5], 60);
-	assert_int_equal(burst[0], 100);
-	assert_int_equal(burst[3], 300);
-	assert_int_equal(burst[5], 600);
+	/* Burst: 1000 / (2 * 3) = 166 each, the 502 left by rate share. */
+	assert_int_equal(burst[0], 166 + 50);  /* 502 * 10 / 100 */
+	assert_int_equal(burst[3], 166 + 150); /* 502 * 30 / 100 = 150.6 */
+	assert_int_equal(burst[5], 166 + 301); /* 502 * 60 / 100 = 301.2 */
+	assert_true(burst[0] + burst[3] + burst[5] <= 1000);
 	for (size_t i = 0; i < LEDGER_MAX_HOLDERS; i++)
 		if (i != 0 && i != 3 && i != 5) {
 			assert_int_equal(rate[i], 0);
 			assert_int_equal(burst[i], 0);
 		}
-	/* Bursts are floored: 1000 * 33 / 100 = 330, 1000 * 34 / 100 = 340, sum <= B. */
+	/* Bursts are floored: 166 each, then 501 by rate share, sum <= B. */
 	l.h[0].demand = 500;
 	l.h[5].weight = 1;
 	l.burst = 999;
@@ -822,14 +824,16 @@ static void test_ledger_targets(void **state)
 	assert_int_equal(rate[0], 34);
 	assert_int_equal(rate[3], 33);
 	assert_int_equal(rate[5], 33);
-	assert_int_equal(burst[0], 339); /* 999 * 34 / 100 = 339.66 */
-	assert_int_equal(burst[3], 329);
+	assert_int_equal(burst[0], 166 + 170); /* 501 * 34 / 100 = 170.34 */
+	assert_int_equal(burst[3], 166 + 165); /* 501 * 33 / 100 = 165.33 */
+	assert_true(burst[0] + burst[3] + burst[5] <= 999);
 	/* Huge burst and rate: no overflow in B * r. */
 	l.rate = 100000000000ULL;
 	l.burst = UINT64_MAX;
 	ledger_targets(&l, rate, burst);
 	assert_true((u128)burst[0] + burst[3] + burst[5] <= UINT64_MAX);
-	assert_true(burst[0] == (uint64_t)((u128)UINT64_MAX * rate[0] / l.rate));
+	assert_true(burst[0] == UINT64_MAX / 6 + (uint64_t)((u128)(UINT64_MAX - UINT64_MAX / 6 * 3) *
+							     rate[0] / l.rate));
 	/* R = 0: nothing for anyone. */
 	l.rate = 0;
 	ledger_targets(&l, rate, burst);

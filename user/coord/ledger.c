@@ -480,10 +480,18 @@ int ledger_targets(const struct ledger *l, uint64_t *rate, uint64_t *burst)
 	}
 	if (!err)
 		alloc_maxmin(l->rate, n, demand, weight, share);
+	/* Burst: half of B evenly among the holders asking, the rest in
+	 * proportion to the rate share (floored). A holder with a small rate
+	 * share still holds some burst: with burst in proportion alone, a
+	 * gateway at 2.5/s of R 100, B 20 held floor(0.5) = 0 tokens and
+	 * refused every packet of every key. sum <= n * base + rest = B.
+	 */
+	uint64_t base = n ? l->burst / (2 * n) : 0, rest = l->burst - base * n;
+
 	for (size_t k = 0; k < n; k++) {
 		rate[idx[k]] = share[k];
-		/* floor(B * r / R): sum(r) <= R, so the bursts add up to <= B. */
-		burst[idx[k]] = l->rate ? (uint64_t)((u128)l->burst * share[k] / l->rate) : 0;
+		burst[idx[k]] =
+		    l->rate ? base + (uint64_t)((u128)rest * share[k] / l->rate) : 0;
 	}
 	free(demand);
 	free(share);

@@ -142,9 +142,11 @@ bool ledger_issue_seq(struct ledger *l, size_t i, uint64_t seq, uint64_t target_
 bool ledger_holder_within(const struct ledger *l, size_t i, const struct ledger *ref, uint64_t now);
 
 /* Targets for every active holder from its demand and weight: rate by
- * alloc_maxmin, burst proportional to the rate share (floor), both summing
- * to at most the ledger's capacity. rate[] and burst[] hold l->cap entries;
- * inactive holders get 0. 0 or -ENOMEM.
+ * alloc_maxmin; burst half evenly among the n active holders (B / 2n each,
+ * floored) and the rest in proportion to the rate share (floored), so a
+ * small rate share still comes with some burst. Both sum to at most the
+ * ledger's capacity. rate[] and burst[] hold l->cap entries; inactive
+ * holders get 0 (and R = 0 gives everyone 0). 0 or -ENOMEM.
  */
 int ledger_targets(const struct ledger *l, uint64_t *rate, uint64_t *burst);
 
