@@ -450,6 +450,10 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 	int err = conn_read(&l->c), r = 0;
 
 	while (l->c.fd >= 0 && (r = conn_next(&l->c, l->msg)) > 0) {
+		/* A frame, not a TCP connect, is a link that works: one whose TLS
+		 * handshake fails keeps backing off.
+		 */
+		l->backoff_ns = LINK_BACKOFF_MIN_NS;
 		if (l->msg->type == WIRE_GRANT)
 			l->last_grant_ns = now;
 		if (l->msg->type == WIRE_POLICY)
@@ -505,7 +509,6 @@ static void connected(struct link *l, struct dp *dp, uint64_t now)
 	}
 	l->up = true;
 	l->last_grant_ns = 0;
-	l->backoff_ns = LINK_BACKOFF_MIN_NS;
 	pr_info("connected to coordinator %s%s\n", l->addr, l->tls.ctx ? " (TLS)" : "");
 	/* Over TLS the HELLO waits in the output until the handshake is done. */
 	send_hello(l, dp, now);

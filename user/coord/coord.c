@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -35,6 +36,7 @@
 #include "signals.h"
 #include "state.h"
 #include "store.h"
+#include "tls.h"
 #include "wire.h"
 
 #define COORD_TICK_MS	   20
@@ -353,11 +355,35 @@ static int holder_find(struct coord *co, const char *name)
 	return free_slot;
 }
 
+/* The address a connection came from, for log lines. */
+static const char *peer_str(const struct cconn *cc, char *buf, size_t len)
+{
+	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	if (!memcmp(cc->peer, v4mapped, sizeof(v4mapped)))
+		inet_ntop(AF_INET, cc->peer + 12, buf, (socklen_t)len);
+	else
+		inet_ntop(AF_INET6, cc->peer, buf, (socklen_t)len);
+	return buf;
+}
+
 static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 {
-	int hi = holder_find(co, m->holder);
+	char addr[INET6_ADDRSTRLEN];
 	struct cholder *h;
+	int hi;
 
+	/* A holder is who its certificate says: checked before the name can
+	 * take a slot, replace a connection or move the epoch.
+	 */
+	if (!conn_peer_named(&co->conns[ci]->c, m->holder)) {
+		co->tls_refused++;
+		pr_warn("holder '%s' from %s refused: its certificate does not name it\n",
+			m->holder, peer_str(co->conns[ci], addr, sizeof(addr)));
+		conn_drop(co, ci, "certificate does not name the holder");
+		return;
+	}
+	hi = holder_find(co, m->holder);
 	if (hi < 0) {
 		co->refused++;
 		pr_warn("holder '%s' refused: already serving %u gateways (coord.yaml gateways:)\n",
@@ -648,8 +674,17 @@ static void conn_input(struct coord *co, int ci)
 		}
 		on_frame(co, ci, co->msg);
 	}
-	if (err && co->conns[ci])
+	if (err && co->conns[ci]) {
+		char addr[INET6_ADDRSTRLEN];
+
+		if (err == -EPROTO && co->conns[ci]->c.ssl && co->conns[ci]->holder < 0) {
+			co->tls_failures++;
+			pr_info("TLS handshake from %s failed (no certificate, or one our CA did not "
+				"sign)\n",
+				peer_str(co->conns[ci], addr, sizeof(addr)));
+		}
 		conn_drop(co, ci, err == -ECONNRESET ? "closed by peer" : strerror(-err));
+	}
 }
 
 /* epoll data: 0 the listener, 1 + index for a connection. */
@@ -664,7 +699,7 @@ static void conn_watch(struct coord *co, int ci)
 
 	if (!cc)
 		return;
-	if (cc->c.out_len)
+	if (conn_wants_write(&cc->c))
 		ev.events |= EPOLLOUT;
 	if (ev.events != cc->events && !epoll_ctl(co->ep, EPOLL_CTL_MOD, cc->c.fd, &ev))
 		cc->events = ev.events;
@@ -722,6 +757,10 @@ static void accept_all(struct coord *co)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 		conn_init(&co->conns[ci]->c, fd);
 		co->conns[ci]->holder = -1;
+		if (co->tls.ctx && conn_tls_start(&co->conns[ci]->c, &co->tls, NULL)) {
+			conn_drop(co, (int)ci, "cannot start TLS");
+			continue;
+		}
 		co->conns[ci]->accepted_ns = clock_now_ns();
 		memcpy(co->conns[ci]->peer, peer, 16);
 		co->conns[ci]->events = EPOLLIN;
@@ -797,6 +836,15 @@ static void tick(struct coord *co)
 
 static void reload(struct coord *co)
 {
+	/* New certificates for new connections; the ones up keep theirs. */
+	if (co->tls.ctx) {
+		char err[CFG_ERR_LEN];
+
+		if (tls_ctx_load(&co->tls, &co->cfg.tls, true, err, sizeof(err)))
+			pr_warn("%s; the certificate in use stays\n", err);
+		else
+			pr_info("tls: certificate '%s' reloaded\n", co->cfg.tls.cert);
+	}
 	pr_info("reloading policy '%s'\n", co->cfg.policy_path);
 	if (policy_load(co, false)) {
 		pr_warn("reload refused; policy version %llu stays\n",
@@ -865,6 +913,14 @@ static int coord_start(struct coord *co)
 		co->h[i].conn = -1;
 	if (policy_load(co, true))
 		return 2;
+	if (co->cfg.tls.set) {
+		char msg[CFG_ERR_LEN];
+
+		if (tls_ctx_load(&co->tls, &co->cfg.tls, true, msg, sizeof(msg))) {
+			pr_warn("%s\n", msg);
+			return 2;
+		}
+	}
 	err = coord_store_open(&co->store, co->cfg.state_dir);
 	if (err) {
 		pr_warn("cannot use state-dir '%s': %s\n", co->cfg.state_dir, strerror(-err));
@@ -894,7 +950,8 @@ static int coord_start(struct coord *co)
 	}
 	if (co->cfg.user[0] && run_as(co, co->cfg.user))
 		return 1;
-	pr_info("coordinator listening on %s\n", co->cfg.listen);
+	pr_info("coordinator listening on %s%s\n", co->cfg.listen,
+		co->tls.ctx ? " (mutual TLS)" : co->cfg.insecure ? " (insecure: no TLS)" : "");
 	return 0;
 }
 
@@ -941,6 +998,7 @@ int coord_run(const char *config_path)
 	coord_store_close(&co->store);
 	free(co->pol);
 	free(co->yaml);
+	tls_ctx_free(&co->tls);
 	free(co->msg);
 	free(co->out);
 	free(co);

@@ -51,6 +51,8 @@ V(hello_timeouts, co->hello_timeouts)
 V(crowded, co->crowded_refused)
 V(store_failures, co->store_failures)
 V(reclaimed, co->holders_reclaimed)
+V(tls_failures, co->tls_failures)
+V(tls_refused, co->tls_refused)
 
 /* One sample per global limit. */
 static const struct coord_family per_limit[] = {
@@ -117,6 +119,10 @@ static const struct coord_family scalars[] = {
      "Usage records that could not be written (no grant answered them).", store_failures},
     {"leaseline_coord_holders_reclaimed_total", "counter",
      "Holder slots given to a new holder after their holder left with no live grant.", reclaimed},
+    {"leaseline_coord_tls_failures_total", "counter",
+     "TLS handshakes that failed: no certificate, or one the CA did not sign.", tls_failures},
+    {"leaseline_coord_tls_refused_total", "counter",
+     "HELLOs refused: the certificate does not name the holder.", tls_refused},
 };
 
 int coord_metrics_write(FILE *f, void *arg)

@@ -19,6 +19,7 @@
 #include "ledger.h"
 #include "ll_types.h"
 #include "store.h"
+#include "tls.h"
 #include "wire.h"
 
 struct climit {
@@ -77,6 +78,9 @@ struct coord {
 	struct wire_msg *out;	    /* the frame being sent: never the one being read */
 	uint64_t grants, stale_reports, protocol_errors, violations, refused;
 	uint64_t hello_timeouts, crowded_refused, store_failures, holders_reclaimed;
+	struct tls_ctx tls;	/* mutual TLS with every agent; ctx NULL: plain TCP */
+	uint64_t tls_failures;	/* handshakes that failed (no or an untrusted certificate) */
+	uint64_t tls_refused;	/* holders whose certificate does not name them */
 };
 
 #endif /* LEASELINE_COORD_STATE_H */
