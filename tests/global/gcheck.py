@@ -277,12 +277,14 @@ def do_partition(a, run):
         expiry = death(run, g, t_cut, t_res)
         tg = gw_times(run, g)
         # Relive: the last sample after the restore without a live lease and the
-        # first one with it bracket the moment the new lease was applied.
+        # first one with it bracket the moment the new lease was applied. Live
+        # is an expiry ahead, whatever the share: a per-key limit's returning
+        # gateway may hold a share of 0 and per-key grants for its hot keys.
         relive, t_dead_last, t_live_first = None, t_res, None
         for x in lease_series(run, g):
             if x[0] <= t_res:
                 continue
-            if x[3] > x[0] and x[1] > 0:
+            if x[3] > x[0]:
                 t_live_first = x[0]
                 relive = (x[0] - t_res) / NS
                 break
