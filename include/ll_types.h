@@ -170,6 +170,15 @@ struct ll_state {
 	__u64 refused_version; /* the last refused policy's version (0: unknown) */
 	__u64 refused_ns;      /* CLOCK_MONOTONIC of that refusal; 0 = none */
 	char refused_why[LL_REASON_LEN];
+	/* The coordinator link's counters since this agent started (the agent
+	 * writes them after every report; `status` and metrics read them).
+	 */
+	__u64 grants_applied;
+	__u64 grants_stale;	/* refused by fencing, for another holder, or unknown limit */
+	__u64 grants_clamped;	/* asked more than the contract or the ttl cap: clamped */
+	__u64 grants_bad_keys;	/* refused: a per-key grant named a malformed key */
+	__u64 hot_keys_listed;	/* in the last report */
+	__u64 hot_keys_dropped; /* not tracked or not reported for want of room, ever */
 };
 
 /* Bucket key of src-ip, dst-ip and dst-port limits, in ll_buckets. Every

@@ -458,6 +458,15 @@ static void test_hot_keys_reported(void **state)
 	assert_int_equal(hx_run(f->fx, &p, 50), XDP_DROP); /* 5 of 50 pass, then denials */
 	h = await_hot(f, 7, true);
 	assert_int_equal(h->demand, 1000); /* denied: as much as it can get */
+	{
+		struct ll_state st = {};
+
+		/* status and metrics see what the link did, from the pins. */
+		assert_int_equal(dp_state_read(f->fx->dp.state_fd, &st), 0);
+		assert_int_equal(st.hot_keys_listed, 1);
+		assert_true(st.grants_applied >= 1);
+		assert_int_equal(st.grants_applied, f->link.grants_applied);
+	}
 	assert_string_equal(f->last->e[h->entry].limit, "g");
 	assert_null(reported_hot(f, 8)); /* a key never denied is not hot */
 

@@ -488,6 +488,23 @@ int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t n
 	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
 }
 
+int dp_link_stats_write(struct dp *dp, const struct ll_state *from)
+{
+	struct ll_state st;
+	__u32 k = 0;
+	int err = dp_state_read(dp->state_fd, &st);
+
+	if (err)
+		return err;
+	st.grants_applied = from->grants_applied;
+	st.grants_stale = from->grants_stale;
+	st.grants_clamped = from->grants_clamped;
+	st.grants_bad_keys = from->grants_bad_keys;
+	st.hot_keys_listed = from->hot_keys_listed;
+	st.hot_keys_dropped = from->hot_keys_dropped;
+	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
+}
+
 int dp_pinned_get(const char *dir, const char *name)
 {
 	char path[4096 + 32];

@@ -73,6 +73,9 @@ int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
  */
 int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t now);
 
+/* Record the coordinator link's counters in ll_state (for status and metrics). */
+int dp_link_stats_write(struct dp *dp, const struct ll_state *from);
+
 /* The map pinned as dir/name (an fd), or a negative errno, said in a log
  * line that names the path. For the commands that read the pins.
  */

@@ -196,6 +196,12 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 	hot_report(&l->hot, dp, pol, entry_of, r,
 		   (l->last_sample_ns ? now - l->last_sample_ns : 0) + l->refresh_ns, now);
 	l->last_sample_ns = now;
+	dp_link_stats_write(dp, &(struct ll_state){.grants_applied = l->grants_applied,
+						   .grants_stale = l->grants_stale,
+						   .grants_clamped = l->grants_clamped,
+						   .grants_bad_keys = l->grants_bad_keys,
+						   .hot_keys_listed = l->hot.reported,
+						   .hot_keys_dropped = l->hot.dropped});
 	r->seq = ++l->report_seq;
 	/* The clock was read before the send: a grant answering this report
 	 * starts its lease no later than the coordinator issues it.

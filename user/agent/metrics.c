@@ -4,6 +4,7 @@
  * one, so a scrape cannot change what the datapath enforces.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include <bpf/bpf.h>
@@ -52,6 +53,41 @@ static void write_leases(FILE *f, struct dp *dp, const struct ll_policy *pol)
 				      : l.expiry_ns > now ? ns_to_s(l.expiry_ns - now)
 							  : 0.0);
 		}
+	}
+}
+
+/* The coordinator link's counters (ll_state; zero for a standalone agent). */
+static void write_link(FILE *f, const struct ll_state *st)
+{
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} fam[] = {
+	    {"leaseline_grants_applied_total", "counter", "Grants from the coordinator applied.",
+	     offsetof(struct ll_state, grants_applied)},
+	    {"leaseline_grants_stale_total", "counter",
+	     "Grants not applied: refused by fencing, for another holder or incarnation, or for "
+	     "a limit or policy version this agent does not run.",
+	     offsetof(struct ll_state, grants_stale)},
+	    {"leaseline_grants_clamped_total", "counter",
+	     "Grants that asked more than the contract or the ttl cap, applied clamped.",
+	     offsetof(struct ll_state, grants_clamped)},
+	    {"leaseline_grants_bad_keys_total", "counter",
+	     "Grants refused because a per-key grant named a malformed or repeated key.",
+	     offsetof(struct ll_state, grants_bad_keys)},
+	    {"leaseline_hot_keys", "gauge",
+	     "Hot keys (per-key limits) listed in the last report to the coordinator.",
+	     offsetof(struct ll_state, hot_keys_listed)},
+	    {"leaseline_hot_keys_dropped_total", "counter",
+	     "Hot keys not tracked or not reported for want of room (they stay at the default "
+	     "share).",
+	     offsetof(struct ll_state, hot_keys_dropped)},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(fam); i++) {
+		prom_family(f, fam[i].name, fam[i].type, fam[i].help);
+		fprintf(f, "%s %llu\n", fam[i].name,
+			(unsigned long long)*(const uint64_t *)((const char *)st + fam[i].off));
 	}
 }
 
@@ -120,6 +156,7 @@ int metrics_write(FILE *f, void *arg)
 		"# TYPE leaseline_policy_refused_version gauge\n"
 		"leaseline_policy_refused_version %llu\n",
 		(unsigned long long)st.refused_version);
+	write_link(f, &st);
 out:
 	free(pol);
 	return err;

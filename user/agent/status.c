@@ -209,6 +209,21 @@ static void print_refusal(struct out *o, const struct ll_state *st)
 	out_obj_end(o);
 }
 
+/* The coordinator link's counters, when the agent has taken grants. */
+static void print_link(struct out *o, const struct ll_state *st)
+{
+	if (!st->grants_applied && !st->grants_stale && !st->hot_keys_dropped)
+		return;
+	out_obj_begin(o, "coordinator");
+	out_u64(o, "grants_applied", st->grants_applied);
+	out_u64(o, "grants_stale", st->grants_stale);
+	out_u64(o, "grants_clamped", st->grants_clamped);
+	out_u64(o, "grants_bad_keys", st->grants_bad_keys);
+	out_u64(o, "hot_keys", st->hot_keys_listed);
+	out_u64(o, "hot_keys_dropped", st->hot_keys_dropped);
+	out_obj_end(o);
+}
+
 int status_print(const char *pin_dir, bool json)
 {
 	struct pinned p = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
@@ -239,6 +254,7 @@ int status_print(const char *pin_dir, bool json)
 		out_f64(&o, "policy_age_seconds", ns_to_s(clock_now_ns() - st.applied_ns));
 	out_str(&o, "default", pol->default_action == LL_ACT_DROP ? "drop" : "pass");
 	print_refusal(&o, &st);
+	print_link(&o, &st);
 	print_ifaces(&o, &st);
 	out_arr_begin(&o, "limits");
 	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)
