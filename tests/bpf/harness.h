@@ -168,8 +168,11 @@ static inline int hx_teardown(void **state)
 		fx_;                                                                               \
 	})
 
-/* Parse a YAML policy (reference §4) and make it live. Returns 0 or a negative errno. */
-static inline int hx_apply(struct fx *fx, const char *yaml)
+/* Parse a YAML policy (reference §4) and make it live; coordinated: global
+ * limits allowed (as the coordinator's policy), else as a standalone
+ * agent's file. Returns 0 or a negative errno.
+ */
+static inline int hx_apply_as(struct fx *fx, const char *yaml, bool coordinated)
 {
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
 	struct cfg_err e = {0};
@@ -178,7 +181,7 @@ static inline int hx_apply(struct fx *fx, const char *yaml)
 
 	if (!cp)
 		return -ENOMEM;
-	rc = cfg_policy_parse("test-policy.yaml", yaml, strlen(yaml), true, cp, &e);
+	rc = cfg_policy_parse("test-policy.yaml", yaml, strlen(yaml), !coordinated, cp, &e);
 	if (rc) {
 		print_error("%s\n", e.msg);
 		free(cp);
@@ -191,19 +194,44 @@ static inline int hx_apply(struct fx *fx, const char *yaml)
 	return rc;
 }
 
+static inline int hx_apply(struct fx *fx, const char *yaml)
+{
+	return hx_apply_as(fx, yaml, false);
+}
+
+static inline int hx_vapplyf(struct fx *fx, bool coordinated, const char *fmt, va_list ap)
+{
+	char yaml[HX_YAML_LEN];
+	int n = vsnprintf(yaml, sizeof(yaml), fmt, ap);
+
+	if (n < 0 || (size_t)n >= sizeof(yaml))
+		return -E2BIG;
+	return hx_apply_as(fx, yaml, coordinated);
+}
+
 static inline int __attribute__((format(printf, 2, 3)))
 hx_applyf(struct fx *fx, const char *fmt, ...)
 {
-	char yaml[HX_YAML_LEN];
 	va_list ap;
-	int n;
+	int rc;
 
 	va_start(ap, fmt);
-	n = vsnprintf(yaml, sizeof(yaml), fmt, ap);
+	rc = hx_vapplyf(fx, false, fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(yaml))
-		return -E2BIG;
-	return hx_apply(fx, yaml);
+	return rc;
+}
+
+/* The same with global limits allowed (a coordinator's policy). */
+static inline int __attribute__((format(printf, 2, 3)))
+hx_applyf_global(struct fx *fx, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = hx_vapplyf(fx, true, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 /* Run frame p `repeat` times; returns the verdict of the last run or a

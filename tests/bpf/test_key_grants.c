@@ -29,34 +29,11 @@
 #define SRC_E	   "198.18.0.14"
 #define DST	   "198.18.1.1"
 
-/* A policy from printf-style text; scope global is allowed (not standalone). */
-static int __attribute__((format(printf, 2, 3))) apply(struct fx *fx, const char *fmt, ...)
-{
-	struct cfg_policy *cp = calloc(1, sizeof(*cp));
-	char yaml[HX_YAML_LEN], err[256] = "";
-	struct cfg_err e = {0};
-	va_list ap;
-	int rc;
-
-	assert_non_null(cp);
-	va_start(ap, fmt);
-	vsnprintf(yaml, sizeof(yaml), fmt, ap);
-	va_end(ap);
-	rc = cfg_policy_parse("key-grants.yaml", yaml, strlen(yaml), false, cp, &e);
-	if (rc)
-		print_error("%s\n", e.msg);
-	else
-		rc = policy_apply(&fx->dp, cp, err, sizeof(err));
-	if (rc)
-		print_error("apply: %s\n", err);
-	free(cp);
-	return rc;
-}
 
 /* One per-key global limit g (contract 1000/s, burst 1000 per key). */
 static int apply_g(struct fx *fx, const char *key, const char *extra)
 {
-	return apply(fx,
+	return hx_applyf_global(fx,
 		     "version: 1\nlimits:\n"
 		     "  - {name: g, key: %s, scope: global, rate: 1000, burst: 1000%s}\n"
 		     "rules:\n  - {name: all, limits: [g]}\n",
@@ -372,7 +349,7 @@ static void test_grant_expires_with_lease(void **state)
 	assert_int_equal(st.denied_pkts, 5);
 
 	/* The same with on-loss fallback (rate 1, burst 3). */
-	assert_int_equal(apply(fx,
+	assert_int_equal(hx_applyf_global(fx,
 			       "version: 2\nlimits:\n"
 			       "  - {name: g, key: src-ip, scope: global, rate: 1000, burst: 1000, "
 			       "on-loss: fallback, fallback: {rate: 1, burst: 3}}\n"
@@ -639,7 +616,7 @@ static void test_hot_local_none(void **state)
 	struct hot_log *log = calloc(1, sizeof(*log));
 
 	assert_non_null(log);
-	assert_int_equal(apply(fx, "version: 1\nlimits:\n"
+	assert_int_equal(hx_applyf_global(fx, "version: 1\nlimits:\n"
 				   "  - {name: l, key: src-ip, rate: 1, burst: 2}\n"
 				   "rules:\n  - {name: all, limits: [l]}\n"),
 			 0);
@@ -648,7 +625,7 @@ static void test_hot_local_none(void **state)
 	hot_drain(fx, log);
 	assert_int_equal(log->n, 0);
 
-	assert_int_equal(apply(fx,
+	assert_int_equal(hx_applyf_global(fx,
 			       "version: 2\nlimits:\n"
 			       "  - {name: g, key: src-ip, scope: global, rate: 1000, burst: 1000, "
 			       "on-loss: fallback, fallback: {rate: 1, burst: 2}}\n"
@@ -675,7 +652,7 @@ static void test_mixed_rule_refunds_grant(void **state)
 
 	assert_non_null(log);
 	assert_int_equal(
-	    apply(fx, "version: 1\nlimits:\n"
+	    hx_applyf_global(fx, "version: 1\nlimits:\n"
 		      "  - {name: pk, key: src-ip, scope: global, rate: 1000, burst: 100}\n"
 		      "  - {name: agg, key: none, scope: global, rate: 1000, burst: 100}\n"
 		      "  - {name: loc, key: src-ip, rate: 1, burst: 3}\n"
@@ -807,7 +784,7 @@ static void test_spent(void **state)
 	struct ll_bucket b;
 	struct pkt p;
 
-	assert_int_equal(apply(fx,
+	assert_int_equal(hx_applyf_global(fx,
 			       "version: 1\nlimits:\n"
 			       "  - {name: gb, key: src-ip, scope: global, unit: bytes, "
 			       "rate: 100000, burst: 100000}\n"

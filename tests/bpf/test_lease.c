@@ -32,30 +32,9 @@
 	"rules:\n"                                                                                 \
 	"  - {name: all, limits: [g]}\n"
 
-/* fmt: a policy with one %s, filled with on_loss. */
-static int apply_fmt(struct fx *fx, const char *fmt, const char *on_loss)
-{
-	struct cfg_policy *cp = calloc(1, sizeof(*cp));
-	char yaml[1024], err[256] = "";
-	struct cfg_err e = {0};
-	int rc;
-
-	assert_non_null(cp);
-	snprintf(yaml, sizeof(yaml), fmt, on_loss);
-	rc = cfg_policy_parse("lease-policy.yaml", yaml, strlen(yaml), false, cp, &e);
-	if (rc)
-		print_error("%s\n", e.msg);
-	else
-		rc = policy_apply(&fx->dp, cp, err, sizeof(err));
-	if (rc)
-		print_error("apply: %s\n", err);
-	free(cp);
-	return rc;
-}
-
 static int apply_global(struct fx *fx, const char *on_loss)
 {
-	return apply_fmt(fx, GLOBAL_POLICY, on_loss);
+	return hx_applyf_global(fx, GLOBAL_POLICY, on_loss);
 }
 
 static int grant(struct fx *fx, uint64_t epoch, uint64_t seq, uint64_t rate, uint64_t burst,
@@ -239,10 +218,7 @@ static void test_reused_id_starts_fresh_fence(void **state)
 
 	g.expiry_ns = FAR_FUTURE;
 	for (int v = 1; v <= 3; v++) {
-		char yaml[256];
-
-		snprintf(yaml, sizeof(yaml), fmt, v, names[v - 1], names[v - 1]);
-		assert_int_equal(apply_fmt(fx, yaml, ""), 0);
+		assert_int_equal(hx_applyf_global(fx, fmt, v, names[v - 1], names[v - 1]), 0);
 		if (v == 1) {
 			id_g = hx_limit_id(fx, "g");
 			assert_int_equal(
@@ -280,7 +256,7 @@ static void test_per_key_share_per_key(void **state)
 	uint64_t t0 = clock_now_ns();
 	struct ll_limit_stats st;
 
-	assert_int_equal(apply_fmt(fx, PER_KEY_POLICY, "on-loss: fail-closed"), 0);
+	assert_int_equal(hx_applyf_global(fx, PER_KEY_POLICY, "on-loss: fail-closed"), 0);
 	assert_int_equal(send_from(fx, "198.18.0.10", 4), 0); /* never granted */
 	assert_int_equal(grant(fx, 1, 1, 1, 5, FAR_FUTURE), 0);
 	assert_in_range(send_from(fx, "198.18.0.10", 8), 5, 5 + hx_slack(1, t0));
@@ -299,7 +275,7 @@ static void test_per_key_expiry(void **state)
 	struct fx *fx = FX(state);
 	struct ll_limit_stats st;
 
-	assert_int_equal(apply_fmt(fx, PER_KEY_POLICY, "on-loss: fail-closed"), 0);
+	assert_int_equal(hx_applyf_global(fx, PER_KEY_POLICY, "on-loss: fail-closed"), 0);
 	assert_int_equal(grant(fx, 1, 1, 1, 50, FAR_FUTURE), 0);
 	assert_int_equal(send_from(fx, "198.18.0.10", 3), 3);
 	assert_int_equal(grant(fx, 1, 2, 1, 50, clock_now_ns() - 1), 0);
@@ -317,12 +293,12 @@ static void test_per_key_fail_open_and_fallback(void **state)
 	uint64_t t0;
 	struct ll_limit_stats st;
 
-	assert_int_equal(apply_fmt(fx, PER_KEY_POLICY, "on-loss: fail-open"), 0);
+	assert_int_equal(hx_applyf_global(fx, PER_KEY_POLICY, "on-loss: fail-open"), 0);
 	assert_int_equal(send_from(fx, "198.18.0.10", 4), 4);
 	st = hx_stats_of(fx, "g");
 	assert_int_equal(st.bypass_pkts, 4); /* every one counted */
 
-	assert_int_equal(apply_fmt(fx,
+	assert_int_equal(hx_applyf_global(fx,
 				   "version: 2\nlimits:\n  - {name: g, key: src-ip, scope: global, "
 				   "rate: 1000, burst: 1000, %s}\nrules:\n  - {name: all, limits: "
 				   "[g]}\n",
@@ -350,7 +326,7 @@ static void test_per_key_raise_never_deposits(void **state)
 	struct fx *fx = FX(state);
 	uint64_t t0 = clock_now_ns();
 
-	assert_int_equal(apply_fmt(fx, PER_KEY_POLICY, "on-loss: fail-closed"), 0);
+	assert_int_equal(hx_applyf_global(fx, PER_KEY_POLICY, "on-loss: fail-closed"), 0);
 	assert_int_equal(grant(fx, 1, 1, 1, 5, FAR_FUTURE), 0);
 	assert_in_range(send_from(fx, "198.18.0.10", 6), 5, 5 + hx_slack(1, t0));
 	assert_int_equal(grant(fx, 1, 2, 1, 40, FAR_FUTURE), 0);
@@ -376,13 +352,12 @@ static void test_per_key_mixed_rule_all_or_nothing(void **state)
 	struct lease_grant g = {.epoch = 1, .seq = 1, .rate = 0, .burst = 10};
 
 	assert_int_equal(
-	    apply_fmt(fx,
-		      "version: 1\nlimits:\n"
-		      "  - {name: pk, key: src-ip, scope: global, rate: 1000, burst: 100}\n"
-		      "  - {name: agg, key: none, scope: global, rate: 1000, burst: 100}\n"
-		      "  - {name: loc, key: src-ip, rate: 1, burst: 100}\n"
-		      "rules:\n  - {name: all, limits: [pk, agg, loc]}\n%s",
-		      ""),
+	    hx_applyf_global(fx,
+			     "version: 1\nlimits:\n"
+			     "  - {name: pk, key: src-ip, scope: global, rate: 1000, burst: 100}\n"
+			     "  - {name: agg, key: none, scope: global, rate: 1000, burst: 100}\n"
+			     "  - {name: loc, key: src-ip, rate: 1, burst: 100}\n"
+			     "rules:\n  - {name: all, limits: [pk, agg, loc]}\n"),
 	    0);
 	pk = (uint32_t)hx_limit(fx, "pk", &cpk);
 	agg = (uint32_t)hx_limit_id(fx, "agg");
