@@ -420,6 +420,75 @@ static void test_silent_connections_reclaimed(void **state)
 	conn_close(&c);
 }
 
+/* A blocking TCP connection to the coordinator from loopback address src. */
+static int raw_connect_from(struct fx *fx, const char *src)
+{
+	struct sockaddr_in from = {.sin_family = AF_INET};
+	struct sockaddr_storage sa;
+	char addr[32];
+	socklen_t len;
+	int fd;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", fx->port);
+	assert_int_equal(net_addr(addr, &sa, &len), 0);
+	assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, len), 0);
+	return fd;
+}
+
+/* The coordinator's connection table: its gateways and 64 more. */
+#define TABLE (GATEWAYS + 64)
+
+/* Every slot taken by connections from many addresses, each address within
+ * its 4 pending: a gateway is served all the same (before, it was closed on
+ * accept until a slot freed). The oldest silent connection gives way; one
+ * that has sent something keeps its slot for 0.5 s, and a newcomer then
+ * finds no room, until that has passed.
+ */
+static void test_full_table_makes_room(void **state)
+{
+	struct fx *fx = *state;
+	int fd[TABLE], late;
+	struct conn gw;
+	char src[32];
+
+	for (int i = 0; i < TABLE; i++) {
+		snprintf(src, sizeof(src), "127.0.1.%d", 1 + i / 4);
+		fd[i] = raw_connect_from(fx, src); /* and say nothing */
+	}
+	assert_false(closed_within(fd[TABLE - 1], 200)); /* all accepted and held */
+	dial(fx, &gw);
+	hello(fx, &gw, "gw-1");
+	assert_true(closed_within(fd[0], WAIT_MS)); /* the oldest silent one made room */
+	for (int i = 1; i < TABLE; i++)
+		assert_false(closed_within(fd[i], 0));
+	for (int i = 0; i < TABLE; i++)
+		close(fd[i]);
+	conn_close(&gw);
+	poll(NULL, 0, 200); /* the coordinator sees the closes */
+
+	/* Connections that have sent something (a frame's first byte) but no HELLO. */
+	for (int i = 0; i < TABLE; i++) {
+		snprintf(src, sizeof(src), "127.0.2.%d", 1 + i / 4);
+		fd[i] = raw_connect_from(fx, src);
+		assert_int_equal(send(fd[i], "L", 1, 0), 1);
+	}
+	assert_false(closed_within(fd[TABLE - 1], 200));
+	late = raw_connect_from(fx, "127.0.3.1");
+	assert_true(closed_within(late, 300)); /* refused: nobody gives way yet */
+	close(late);
+	poll(NULL, 0, 500); /* the grace has passed for the first ones */
+	dial(fx, &gw);
+	hello(fx, &gw, "gw-2");
+	assert_true(closed_within(fd[0], WAIT_MS));
+	for (int i = 0; i < TABLE; i++)
+		close(fd[i]);
+	conn_close(&gw);
+}
+
 /* Holder slots: with GATEWAYS of them taken by holders that said HELLO and
  * left with no grant, a new gateway is served, not refused ("already
  * serving N gateways" until a restart, before).
@@ -798,6 +867,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_full_table_makes_room, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runs_unprivileged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_holder_slots_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_grants, setup_perkey, teardown),

@@ -49,6 +49,8 @@ V(protocol_errors, co->protocol_errors)
 V(violations, co->violations)
 V(hello_timeouts, co->hello_timeouts)
 V(crowded, co->crowded_refused)
+V(evicted, co->pending_evicted)
+V(full, co->full_refused)
 V(store_failures, co->store_failures)
 V(reclaimed, co->holders_reclaimed)
 V(tls_failures, co->tls_failures)
@@ -115,6 +117,14 @@ static const struct coord_family scalars[] = {
      "Connections dropped without a HELLO in time.", hello_timeouts},
     {"leaseline_coord_crowded_refused_total", "counter",
      "Connections refused: too many without a HELLO from one address.", crowded},
+    {"leaseline_coord_pending_evicted_total", "counter",
+     "Connections without a HELLO closed to make room for a new one, the connection table "
+     "being full: silent ones first, then ones past 0.5 s.",
+     evicted},
+    {"leaseline_coord_full_refused_total", "counter",
+     "Connections refused on accept: the connection table full, and none without a HELLO "
+     "could give way.",
+     full},
     {"leaseline_coord_store_failures_total", "counter",
      "Usage records that could not be written (no grant answered them).", store_failures},
     {"leaseline_coord_holders_reclaimed_total", "counter",

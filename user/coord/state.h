@@ -56,6 +56,7 @@ struct cconn {
 	uint32_t events;      /* what epoll watches for it */
 	uint64_t accepted_ns; /* a HELLO is due within COORD_HELLO_DEADLINE_NS */
 	uint8_t peer[16];     /* the peer's address (IPv4 as v4-mapped IPv6) */
+	bool spoke;	      /* it has sent something (a silent one gives way first) */
 };
 
 struct coord {
@@ -78,9 +79,11 @@ struct coord {
 	struct wire_msg *out;	    /* the frame being sent: never the one being read */
 	uint64_t grants, stale_reports, protocol_errors, violations, refused;
 	uint64_t hello_timeouts, crowded_refused, store_failures, holders_reclaimed;
-	struct tls_ctx tls;	/* mutual TLS with every agent; ctx NULL: plain TCP */
-	uint64_t tls_failures;	/* handshakes that failed (no or an untrusted certificate) */
-	uint64_t tls_refused;	/* holders whose certificate does not name them */
+	uint64_t pending_evicted; /* closed without a HELLO to make room in a full table */
+	uint64_t full_refused;	  /* refused on accept: a full table, and none could give way */
+	struct tls_ctx tls;	  /* mutual TLS with every agent; ctx NULL: plain TCP */
+	uint64_t tls_failures;	  /* handshakes that failed (no or an untrusted certificate) */
+	uint64_t tls_refused;	  /* holders whose certificate does not name them */
 };
 
 #endif /* LEASELINE_COORD_STATE_H */
