@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -45,7 +46,11 @@ struct fx {
 			     t_start + the quiet time */
 	char dir[64];
 	struct wire_msg *m;
+	bool small_disk; /* state/ is a 256 KiB tmpfs (setup_small_disk, as root) */
 };
+
+/* The next setup puts the state directory on a small tmpfs. */
+static bool want_small_disk;
 
 /* A port the kernel considers free: bind port 0, read it back, close. */
 static int free_port(void)
@@ -125,6 +130,13 @@ static int setup_policy(void **state, const char *policy)
 	if (!fx->m || !mkdtemp(fx->dir))
 		return -1;
 	write_file(fx->dir, "policy.yaml", policy);
+	if (want_small_disk) {
+		char st[96];
+
+		snprintf(st, sizeof(st), "%s/state", fx->dir);
+		fx->small_disk = !mkdir(st, 0700) &&
+				 !mount("tmpfs", st, "tmpfs", 0, "size=256k,mode=0777");
+	}
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
 		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n%s",
@@ -173,6 +185,10 @@ static int teardown(void **state)
 	if (fx->pid > 0) {
 		kill(fx->pid, SIGTERM);
 		waitpid(fx->pid, &st, 0);
+	}
+	if (fx->small_disk) {
+		snprintf(cmd, sizeof(cmd), "%s/state", fx->dir);
+		umount2(cmd, MNT_DETACH);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
 	if (system(cmd))
@@ -246,8 +262,9 @@ static void hello(struct fx *fx, struct conn *c, const char *holder)
 	assert_int_equal(fx->m->policy.version, 1);
 }
 
-static void report(struct fx *fx, struct conn *c, const char *holder, uint64_t seq, uint64_t epoch,
-		   const uint64_t *applied)
+/* A report with every limit's fallback total at `fallback`. */
+static void report_fb(struct fx *fx, struct conn *c, const char *holder, uint64_t seq,
+		      uint64_t epoch, const uint64_t *applied, uint64_t fallback)
 {
 	WIRE_MSG_CLEAR(fx->m, report.n);
 	fx->m->type = WIRE_REPORT;
@@ -263,8 +280,15 @@ static void report(struct fx *fx, struct conn *c, const char *holder, uint64_t s
 		e->applied_epoch = epoch;
 		e->applied_seq = applied ? applied[l] : 0;
 		e->demand = 10000;
+		e->fallback = fallback;
 	}
 	assert_int_equal(conn_send(c, fx->m), 0);
+}
+
+static void report(struct fx *fx, struct conn *c, const char *holder, uint64_t seq, uint64_t epoch,
+		   const uint64_t *applied)
+{
+	report_fb(fx, c, holder, seq, epoch, applied, 0);
 }
 
 /* Collect the grants answering report seq; returns how many came. */
@@ -859,6 +883,67 @@ static void test_per_key_grants_reload(void **state)
 	conn_close(&B->c);
 }
 
+static int setup_small_disk(void **state)
+{
+	int rc;
+
+	want_small_disk = true;
+	rc = setup(state);
+	want_small_disk = false;
+	return rc;
+}
+
+/* Fill the state tmpfs: 0 once it is full. */
+static int fill_disk(struct fx *fx)
+{
+	static const char chunk[4096];
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/state/fill", fx->dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	for (int i = 0; i < 1024; i++) /* 4 MiB at most: the tmpfs holds 256 KiB */
+		if (write(fd, chunk, sizeof(chunk)) < 0)
+			break;
+	close(fd);
+	return errno == ENOSPC ? 0 : -EIO;
+}
+
+/* A full disk at runtime: a report whose fallback totals cannot be recorded
+ * gets no grant (a failed write means no grant), counted and logged; once
+ * there is room again the same totals are recorded and granted.
+ */
+static void test_disk_full_no_grant(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t rate[N_LIMITS] = {0}, gseq[N_LIMITS] = {0}, epoch = 0, seq;
+	char path[128];
+	struct conn c;
+
+	if (!fx->small_disk)
+		skip(); /* mounting a tmpfs needs root */
+	uint64_t quiet_end = fx->t_start + lease_deadline(0, TTL_MS * NSEC_PER_MSEC);
+
+	dial(fx, &c);
+	hello(fx, &c, "gw-1");
+	while (clock_now_ns() < quiet_end + 50 * NSEC_PER_MSEC)
+		usleep(10 * 1000); /* grants flow once the quiet period is over */
+	seq = report_until(fx, &c, "gw-1", 1, &epoch, rate, gseq, RATE);
+	assert_int_equal(fill_disk(fx), 0);
+	usleep(150 * 1000); /* past the usage records' 100 ms spacing */
+	report_fb(fx, &c, "gw-1", seq, epoch, gseq, 100);
+	assert_int_equal(grants(fx, &c, seq, rate, gseq, &epoch), 0);
+	assert_true(log_has(fx, "cannot record usage of 'gw-1'"));
+	snprintf(path, sizeof(path), "%s/state/fill", fx->dir);
+	assert_int_equal(unlink(path), 0);
+	usleep(150 * 1000);
+	report_fb(fx, &c, "gw-1", ++seq, epoch, gseq, 100);
+	assert_int_equal(grants(fx, &c, seq, rate, gseq, &epoch), N_LIMITS);
+	conn_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -872,6 +957,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_holder_slots_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_grants, setup_perkey, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_grants_reload, setup_perkey, teardown),
+	    cmocka_unit_test_setup_teardown(test_disk_full_no_grant, setup_small_disk, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
