@@ -230,7 +230,8 @@ int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol)
 }
 
 /* Fresh state for limits that did not exist before: a full pool, zero
- * counters, and the shared overflow bucket keys use when ll_buckets is full.
+ * counters, and the shared overflow bucket keys use when neither ll_buckets
+ * nor ll_prefix_buckets has room (counted in ll_fill, as a bucket).
  */
 static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 			    const struct ll_policy *prev, uint64_t now, void *zero_stats)
