@@ -779,19 +779,43 @@ static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 
 	return key_charge_local(map, k, key_size, id, cfg, m, cost_s, refund);
 }
 
+/* 1 when the deny hint of m's key's fallback bucket alone shows the limit
+ * will deny m, the key having no bucket and its map (of key_size keys)
+ * being under pressure. A fallback bucket never carries a grant: for a
+ * global limit its generation is the lease's while it certainly lives.
+ */
+static __always_inline int fallback_hinted(__u32 key_size, __u32 id, const struct ll_limit_cfg *cfg,
+					   struct pkt_meta *m)
+{
+	struct ll_bucket *fb;
+	struct ll_key pk;
+	__u32 gen = cfg->gen;
+
+	if (!fill_pressed(fill_of(key_size)))
+		return 0;
+	prefix_key_build(&pk, cfg, m);
+	fb = bpf_map_lookup_elem(&ll_prefix_buckets, &pk);
+	if (!fb)
+		return 0;
+	if (cfg->scope == LL_SCOPE_GLOBAL)
+		gen = lease_live_gen(bpf_map_lookup_elem(&ll_leases, &id), m);
+	return gen && bucket_hinted(fb, gen, cfg->unit, m);
+}
+
 /* 1 when the deny hint of m's bucket alone, read against the coarse clock,
  * shows the limit will deny m (no lock, no debit, no bucket created). For a
  * global limit only while its lease is certainly live and the bucket has
- * copied the lease's per-key grants; otherwise the charge decides.
+ * copied the lease's per-key grants; otherwise the charge decides. A key
+ * without a bucket under pressure: its fallback bucket's hint.
  */
-static __always_inline int key_hinted(void *map, void *k, __u32 id, const struct ll_limit_cfg *cfg,
-				      struct pkt_meta *m)
+static __always_inline int key_hinted(void *map, void *k, __u32 key_size, __u32 id,
+				      const struct ll_limit_cfg *cfg, struct pkt_meta *m)
 {
 	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
 	__u32 gen = cfg->gen;
 
 	if (!b)
-		return 0;
+		return fallback_hinted(key_size, id, cfg, m);
 	if (cfg->scope == LL_SCOPE_GLOBAL) {
 		struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
 

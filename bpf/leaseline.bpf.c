@@ -97,12 +97,12 @@ static __always_inline int limit_hinted(__u32 id, const struct ll_limit_cfg *cfg
 		struct ll_flow_key fk;
 
 		flow_key_build(&fk, cfg, m);
-		return key_hinted(&ll_flow_buckets, &fk, id, cfg, m);
+		return key_hinted(&ll_flow_buckets, &fk, sizeof(fk), id, cfg, m);
 	}
 	struct ll_key k;
 
 	key_build(&k, cfg, m);
-	return key_hinted(&ll_buckets, &k, id, cfg, m);
+	return key_hinted(&ll_buckets, &k, sizeof(k), id, cfg, m);
 }
 
 /* Debit (or with refund, give back) one limit for packet m. Returns an

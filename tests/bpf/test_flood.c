@@ -267,6 +267,49 @@ static void test_refund_to_fallback(void **state)
 	assert_int_equal(hx_stats_of(fx, "agg").denied_pkts, 1);
 }
 
+/* A rule of several limits reads each one's hint before it debits any
+ * (rule_charge): for a key without a bucket under pressure, its fallback
+ * bucket's. Rule [a (dst-ip), l (src-ip, burst 1)]: once l's /24 bucket
+ * has refused a packet, a new key of that /24 is dropped before a is
+ * charged: a's fallback bucket for the packet's destination is never made.
+ */
+static void test_precheck_reads_fallback_hint(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_cfg ca, cl;
+	struct ll_bucket b;
+	struct ll_key k;
+	struct pkt p;
+
+	assert_int_equal(hx_apply(fx, "version: 1\nlimits:\n"
+				      "  - {name: a, key: dst-ip, rate: 1000, burst: 1000}\n"
+				      "  - {name: l, key: src-ip, rate: 1, burst: 1}\n"
+				      "rules:\n  - {name: all, limits: [a, l]}\n"),
+			 0);
+	hx_limit(fx, "a", &ca);
+	hx_limit(fx, "l", &cl);
+	hx_pressure(fx, LL_FILL_KEYS, 1);
+	hx_udp4(&p, "198.18.9.1", "198.19.1.1", 1000, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS); /* l's /24: its one token */
+	hx_udp4(&p, "198.18.9.3", "198.19.1.1", 1000, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* refused under the lock: hint */
+	hx_udp4(&p, "198.18.9.2", "198.19.2.1", 1000, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* refused by the hint */
+	k = hx_key_addr(ca.uid, 4, "198.19.2.0", 24);
+	assert_int_equal(hx_prefix_bucket(fx, &k, &b), -ENOENT);
+	/* a: the first packet paid by its fallback bucket, the refused one's
+	 * debit of the key's new bucket given back.
+	 */
+	k = hx_key_addr(ca.uid, 4, "198.19.1.0", 24);
+	assert_int_equal(hx_prefix_bucket(fx, &k, &b), 0);
+	assert_int_equal(b.spent, 1);
+	k = hx_key_addr(ca.uid, 4, "198.19.1.1", 32);
+	assert_int_equal(hx_bucket(fx, &k, &b), 0);
+	assert_int_equal(b.spent, 0);
+	assert_int_equal(hx_stats_of(fx, "l").denied_pkts, 2);
+	assert_int_equal(hx_stats_of(fx, "l").prefix_pkts, 2); /* the hint charged nothing */
+}
+
 /* The key each mode falls back on: the address the limit keys on cut to
  * /24 (/48), or to the limit's own shorter prefix; flow keys by their
  * source; dst-port keys by protocol and 256-port block.
@@ -391,6 +434,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_flood_v6, flood_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_graduate_no_fresh_burst, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_refund_to_fallback, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_precheck_reads_fallback_hint, hx_setup,
+					    hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_prefix_keys, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_reaper_corrects_count, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_global_fallback_spends_share, hx_setup,
