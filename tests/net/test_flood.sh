@@ -7,7 +7,9 @@
 # our XDP generator (bench/bpf/trafgen.bpf.c via bench_live, as
 # scripts/bench-live.sh drives it) floods at its full speed from 65,536
 # spoofed sources scattered over 198.19.0.0/16 (every address of the /15
-# outside the clients' /24s that the generator can vary); once the table is
+# outside the clients' /24s that the generator can vary; the issue's 1M
+# sources do not fit in the /15's 131,072 addresses, and more UDP source
+# ports would be no more keys to a src-ip limit); once the table is
 # under pressure NNEW new clients, each in a /24 of its own
 # (198.18.101-200.10), start sending at their limit. The flood comes in on
 # lib.sh's veth, the clients on a second one: on a shared veth the flood
@@ -22,7 +24,7 @@
 # the figure is the limiter's, not the receiving socket's. Prints the flood's
 # packets, DUT packets/s and DUT CPU ns per packet (bench_live's figures).
 # Namespaces, veths and addresses as tests/net/lib.sh sets them (reference §8);
-# every wait bounded; about 35 s.
+# every wait bounded; about 25 s.
 set -u
 source "$(dirname "$0")/lib.sh"
 ll_init "${1:-}"
