@@ -114,8 +114,9 @@ struct opts {
 	uint32_t window; /* frames in flight at most (trafgen's tg_window); 0: none */
 	uint32_t batch;	 /* frames per test_run batch, 1..256 */
 	int gen_cpu, dut_cpu, prog_stats, flow;
-	int global;   /* the client limit is a per-key global one, spending a leased share */
-	uint8_t unit; /* of the client limit: enum ll_unit */
+	int global;	  /* the client limit is a per-key global one, spending a leased share */
+	uint8_t unit;	  /* of the client limit: enum ll_unit */
+	uint32_t src_mul; /* trafgen's tg_src_mul: 1 keeps the sweep's order */
 };
 
 struct dut {
@@ -783,7 +784,7 @@ static void usage(FILE *f)
 	    "--keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
 	    "         [--unit packets|bytes] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
-	    "         [--prog-stats] [--global]\n"
+	    "         [--prog-stats] [--global] [--src-mul ODD]\n"
 	    "         [--dump-buckets FILE] [--label TEXT]\n"
 	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
 }
@@ -814,6 +815,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"window", 1, 0, 'u'},
 	    {"batch", 1, 0, 'v'},
 	    {"global", 0, 0, 'w'},
+	    {"src-mul", 1, 0, 'x'},
 	    {0, 0, 0, 0},
 	};
 	struct in_addr a;
@@ -831,7 +833,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			   .prog = DUT_DROP,
 			   .label = "-",
 			   .window = DEF_WINDOW,
-			   .batch = DEF_BATCH};
+			   .batch = DEF_BATCH,
+			   .src_mul = 1};
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -912,13 +915,17 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'w':
 			o->global = 1;
 			break;
+		case 'x':
+			o->src_mul = strtoul(optarg, NULL, 0);
+			break;
 		default:
 			return -EINVAL;
 		}
 	}
 	if (!o->gen_ns || !o->gen_if || !o->dut_ns || !o->dut_if || !o->dst || !o->keys ||
 	    o->keys > (MAX_SRC << 6) || o->duration_s <= 0 || o->duration_s > 60 ||
-	    o->warmup_s < 0 || (o->prog == DUT_KEEP && !o->pin_dir) || !o->batch || o->batch > 256)
+	    o->warmup_s < 0 || (o->prog == DUT_KEEP && !o->pin_dir) || !o->batch || o->batch > 256 ||
+	    !(o->src_mul & 1))
 		return -EINVAL;
 	o->flow = o->keys > MAX_SRC;
 	return 0;
@@ -1012,6 +1019,7 @@ int main(int argc, char **argv)
 	n_src = o.keys < MAX_SRC ? o.keys : MAX_SRC;
 	g.skel->data->tg_n_keys = o.keys;
 	g.skel->data->tg_n_src = n_src;
+	g.skel->data->tg_src_mul = o.src_mul;
 	g.skel->data->tg_sport_base = SPORT_BASE;
 	g.skel->bss->tg_src_base = SRC_BASE;
 	g.skel->bss->tg_csum_base = csum_base;

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Per-key limits (src-ip, dst-ip, dst-port, flow): one spin-locked bucket per
- * key, in ll_buckets or, for flow keys, ll_flow_buckets; a key the full map
- * cannot take shares its limit's overflow bucket. Each bucket carries a deny
+ * key, in ll_buckets or, for flow keys, ll_flow_buckets. While that map is
+ * under pressure (ll_fill), or has no room, a key without a bucket is charged
+ * to its prefix's fallback bucket (ll_prefix_buckets; its limit's overflow
+ * bucket when that map has no room either) and gets a bucket of its own only
+ * once that admitted it, with what the fallback bucket had left, never a
+ * fresh burst (key_fallback, key_graduate). Each bucket carries a deny
  * hint so that a key that cannot pay yet is refused without the lock. A
  * local limit's buckets are charged with the policy's (rate, burst); a
  * global one's with this gateway's leased share of every key's contract
@@ -12,8 +16,11 @@
  * Invariants: a bucket admits at most burst + rate * t tokens of the view it
  * is charged with; moving a bucket to another view (a reload, a changed
  * share, a grant installed, changed or removed) never deposits tokens; a
- * refund undoes a debit (tokens and spent) exactly; the deny hint never
- * refuses a packet the bucket could pay.
+ * refund undoes a debit (tokens and spent) exactly, in the bucket that took
+ * it; the deny hint never refuses a packet the bucket could pay. Under
+ * pressure no key gets more than burst + rate * t of its own plus what its
+ * prefix's fallback bucket admits for the whole prefix (burst + rate * t):
+ * tokens a graduating key takes along leave the fallback bucket.
  */
 #ifndef LEASELINE_BUCKET_H
 #define LEASELINE_BUCKET_H
@@ -74,46 +81,76 @@ static __always_inline void flow_key_build(struct ll_flow_key *k, const struct l
 	__builtin_memcpy(k->addr2, m->dst, 16);
 }
 
-/* Count a bucket created or a key sent to the overflow bucket: rare events,
- * so the per-CPU counters are looked up only then.
+/* Key events of a limit, counted in ll_limit_stats. */
+enum key_event {
+	KEV_NEW,	/* a bucket created full */
+	KEV_OVERFLOW,	/* a packet charged to the overflow bucket */
+	KEV_PREFIX,	/* a packet charged to its prefix's fallback bucket */
+	KEV_PREFIX_NEW, /* a fallback bucket created */
+	KEV_GRADUATED,	/* a key given its own bucket after a fallback admission */
+};
+
+/* Count a key event: all happen on a bucket miss only, so the per-CPU
+ * counters are looked up only then.
  */
-static __always_inline void count_key_event(__u32 id, int overflow)
+static __always_inline void count_key_event(__u32 id, int ev)
 {
 	struct ll_limit_stats *st = bpf_map_lookup_elem(&ll_limit_stats, &id);
 
 	if (!st)
 		return;
-	if (overflow)
-		st->overflow_pkts++;
-	else
+	switch (ev) {
+	case KEV_NEW:
 		st->new_keys++;
+		break;
+	case KEV_OVERFLOW:
+		st->overflow_pkts++;
+		break;
+	case KEV_PREFIX:
+		st->prefix_pkts++;
+		break;
+	case KEV_PREFIX_NEW:
+		st->prefix_buckets++;
+		break;
+	default:
+		st->graduated++;
+	}
 }
 
-/* 1 when key k (either kind) names its limit's overflow bucket. */
-static __always_inline int key_is_overflow(const void *k)
+/* The ll_fill entry of the bucket map whose keys are key_size bytes. */
+static __always_inline struct ll_fill *fill_of(__u32 key_size)
 {
-	return ((const struct ll_key_head *)k)->family == LL_OVERFLOW_FAMILY;
+	__u32 i = key_size == sizeof(struct ll_flow_key) ? LL_FILL_FLOWS : LL_FILL_KEYS;
+
+	return bpf_map_lookup_elem(&ll_fill, &i);
 }
 
-/* Create the bucket of key k, which the lookup did not find. A new bucket
- * starts full (a key never seen has had all the time in the world to fill),
- * at the burst it will be charged with: for a global limit, this gateway's
- * share, so a key new here (or moved here) gets no fresh full contract, or
- * the key's per-key grant g when it has one (g->gen != 0; then the bucket
- * carries the grant and its generation). kg_seen: the lease's kg_ver the
- * grant was looked up under (see key_charge_lease). When the map is full the
- * key shares its limit's pre-created overflow bucket. count: attribute a
- * creation or overflow to limit id (not on a refund).
+/* 1 when the bucket map counted by f is under pressure (or f is missing). */
+static __always_inline int fill_pressed(const struct ll_fill *f)
+{
+	return !f || (f->mark && *(volatile const __u64 *)&f->live >= f->mark);
+}
+
+/* Create the bucket of key k, which the lookup did not find, in map (counted
+ * by f). A new bucket starts full (a key never seen has had all the time in
+ * the world to fill), at the burst it will be charged with: for a global
+ * limit, this gateway's share, so a key new here (or moved here) gets no
+ * fresh full contract, or the key's per-key grant g when it has one (g->gen
+ * != 0; then the bucket carries the grant and its generation). kg_seen: the
+ * lease's kg_ver the grant was looked up under (see key_charge_lease).
+ * NULL, creating nothing, when the map is under pressure or has no room:
+ * then the key is charged to its fallback bucket (key_fallback).
  */
-static __always_inline struct ll_bucket *bucket_create(void *map, void *k, __u32 key_size,
-						       const struct ll_limit_cfg *cfg,
+static __always_inline struct ll_bucket *bucket_create(void *map, void *k,
 						       const struct share_view *v,
 						       const struct ll_key_grant *g, __u32 kg_seen,
-						       __u64 now, __u32 id, int count)
+						       __u64 now, __u32 id, struct ll_fill *f)
 {
 	struct ll_bucket nb = {};
 	long err;
 
+	if (fill_pressed(f) || !f)
+		return 0;
 	nb.gen = v->gen;
 	nb.tokens = v->cur.burst_s;
 	nb.last_ns = now;
@@ -128,19 +165,135 @@ static __always_inline struct ll_bucket *bucket_create(void *map, void *k, __u32
 	}
 	err = bpf_map_update_elem(map, k, &nb, BPF_NOEXIST);
 	if (err == 0) {
-		if (count)
-			count_key_event(id, 0);
-	} else if (err != -EEXIST) {	      /* EEXIST: another CPU created it: use that one */
-		struct ll_key_head *head = k; /* both key kinds begin alike */
-
-		__builtin_memset(k, 0, key_size);
-		head->limit_uid = cfg->uid;
-		head->family = LL_OVERFLOW_FAMILY;
-		if (count)
-			count_key_event(id, 1);
+		__sync_fetch_and_add(&f->live, 1);
+		count_key_event(id, KEV_NEW);
+	} else if (err != -EEXIST) { /* EEXIST: another CPU created it: use that one */
+		return 0;
 	}
 	return bpf_map_lookup_elem(map, k);
 }
+
+/* The fallback key of packet m under limit cfg, in ll_prefix_buckets: the
+ * address the limit keys on (flow: the source) cut to LL_PREFIX_V4_LEN or
+ * LL_PREFIX_V6_LEN, or to the limit's own prefix where that is shorter; a
+ * dst-port key's protocol and block of 256 ports. Spoofed sources cost
+ * nothing to make up, their prefixes do not multiply as fast: a prefix's
+ * sources share one key's worth while new.
+ */
+static __always_inline void prefix_key_build(struct ll_key *pk, const struct ll_limit_cfg *cfg,
+					     const struct pkt_meta *m)
+{
+	const __u32 *a = cfg->key_mode == LL_KEY_DST_IP ? m->dst : m->src;
+	int own = cfg->key_mode != LL_KEY_FLOW; /* flow keys are not prefix-masked */
+
+	__builtin_memset(pk, 0, sizeof(*pk));
+	pk->limit_uid = cfg->uid;
+	if (cfg->key_mode == LL_KEY_DST_PORT) {
+		pk->proto = m->proto;
+		pk->dport = m->dport & bpf_htons(LL_PREFIX_PORT_MASK);
+		return;
+	}
+	pk->family = m->family;
+	if (m->family == 4) {
+		__u32 mask = bpf_htonl(~0u << (32 - LL_PREFIX_V4_LEN));
+
+		pk->addr[2] = a[2];
+		pk->addr[3] = a[3] & mask & (own ? cfg->mask_v4 : ~0u);
+	} else {
+		_Static_assert(LL_PREFIX_V6_LEN > 32 && LL_PREFIX_V6_LEN <= 64, "two words");
+		__u32 mask = bpf_htonl(~0u << (64 - LL_PREFIX_V6_LEN));
+
+		pk->addr[0] = a[0] & (own ? cfg->mask_v6[0] : ~0u);
+		pk->addr[1] = a[1] & mask & (own ? cfg->mask_v6[1] : ~0u);
+	}
+}
+
+/* The key of limit uid's overflow bucket, as either key kind (44 bytes). */
+static __always_inline void overflow_key(struct ll_flow_key *ok, __u32 uid)
+{
+	__builtin_memset(ok, 0, sizeof(*ok));
+	ok->limit_uid = uid;
+	ok->family = LL_OVERFLOW_FAMILY;
+}
+
+/* The fallback bucket of packet m under limit id: its prefix's (key built
+ * in kb as an ll_key), made full at v's burst if missing (a prefix never
+ * seen has had all the time in the world to fill: the rule of a key's
+ * bucket, so deleting a full one changes nothing); when ll_prefix_buckets
+ * has no room, the limit's pre-created overflow bucket in `map` (key kb;
+ * *over = 1). NULL if none. nb: room for a new bucket's value.
+ */
+static __always_inline struct ll_bucket *
+fallback_bucket(void *map, struct ll_flow_key *kb, struct ll_bucket *nb,
+		const struct ll_limit_cfg *cfg, const struct share_view *v,
+		const struct pkt_meta *m, __u64 now, __u32 id, int *over)
+{
+	struct ll_key *pk = (struct ll_key *)kb;
+	struct ll_bucket *fb;
+	long err;
+
+	prefix_key_build(pk, cfg, m);
+	fb = bpf_map_lookup_elem(&ll_prefix_buckets, pk);
+	if (fb)
+		return fb;
+	__builtin_memset(nb, 0, sizeof(*nb));
+	nb->gen = v->gen;
+	nb->tokens = v->cur.burst_s;
+	nb->last_ns = now;
+	err = bpf_map_update_elem(&ll_prefix_buckets, pk, nb, BPF_NOEXIST);
+	if (err == 0)
+		count_key_event(id, KEV_PREFIX_NEW);
+	if (err == 0 || err == -EEXIST)
+		return bpf_map_lookup_elem(&ll_prefix_buckets, pk);
+	*over = 1;
+	overflow_key(kb, cfg->uid);
+	return bpf_map_lookup_elem(map, kb);
+}
+
+/* Key k (of limit id, in map, counted by f), just admitted by fallback
+ * bucket fb, graduates: it gets a bucket of its own, nb, which bucket_take
+ * filled, under fb's lock, with what fb held after that admission (settled
+ * to the view v it was charged with, so at most v's burst) and the instant
+ * it was counted to, emptying fb. So the key starts with what its prefix
+ * could still have paid it, never a fresh burst, and tokens are moved,
+ * never copied: a prefix and all the keys that left it were handed burst +
+ * rate * t by fb, each key adding only its own refill since it left. No
+ * room, or another CPU created k's bucket meanwhile: fb gets them back.
+ */
+static __always_inline void key_graduate(void *map, void *k, struct ll_bucket *fb,
+					 struct ll_bucket *nb, const struct share_view *v, __u32 id,
+					 struct ll_fill *f)
+{
+	if (!bpf_map_update_elem(map, k, nb, BPF_NOEXIST)) {
+		__sync_fetch_and_add(&f->live, 1);
+		count_key_event(id, KEV_GRADUATED);
+		return;
+	}
+	if (!nb->tokens)
+		return;
+	bpf_spin_lock(&fb->lock);
+	if (fb->gen == nb->gen)
+		fb->tokens = tb_refund(fb->tokens, nb->tokens, v->cur.burst_s);
+	bpf_spin_unlock(&fb->lock);
+}
+
+/* Where a per-key limit's debit went: the verdict of a charge carries it
+ * above LL_VERDICT_MASK (verdict | via << LL_VIA_SHIFT), and the refund of
+ * that debit is passed that verdict as `refund`, so it goes back where it
+ * came from.
+ */
+enum ll_via {
+	LL_VIA_OWN = 0,	     /* the key's own bucket */
+	LL_VIA_PREFIX = 1,   /* its prefix's fallback bucket */
+	LL_VIA_OVERFLOW = 2, /* its limit's overflow bucket */
+};
+#define LL_VERDICT_MASK 0x0f
+#define LL_VIA_SHIFT	4
+
+/* Outcomes of bucket_take (below). */
+#define TAKE_ADMIT	 1
+#define TAKE_HINT_DENY	 0    /* refused by the deny hint, without the lock */
+#define TAKE_LOCKED_DENY (-1) /* refused under the lock */
 
 /* A deny hint is an instant rounded down to LL_HINT_CLASS_MASK + 1 ns with
  * the class in the bits below: the mask must be all low bits.
@@ -186,11 +339,6 @@ static __always_inline void view_from_grant(struct share_view *gv, const struct 
 	gv->prev_gen = 0; /* no bucket is at generation 0 */
 }
 
-/* Outcomes of bucket_take. */
-#define TAKE_ADMIT	 1
-#define TAKE_HINT_DENY	 0    /* refused by the deny hint, without the lock */
-#define TAKE_LOCKED_DENY (-1) /* refused under the lock */
-
 /* Charge (or with refund, give back) cost_s to bucket b, with view v; for a
  * global limit whose lease lives (grants), with b's own per-key grant
  * instead when it carries one. Returns a TAKE_* outcome.
@@ -221,10 +369,15 @@ static __always_inline void view_from_grant(struct share_view *gv, const struct 
  *
  * spent counts the tokens admitted in whole units (1 a packet, or the frame
  * length in bytes mode); a refund takes them back.
+ *
+ * drain (a fallback bucket's admission that graduates its key): the tokens
+ * left after the debit move to drain (with the instant they are counted to
+ * and their generation), b keeps none.
  */
 static __always_inline int bucket_take(struct ll_bucket *b, const struct share_view *v, int grants,
 				       const struct ll_key_grant *ng, __u32 kg, __u8 unit,
-				       __u64 now, __u64 cost_s, __u32 len, int refund)
+				       __u64 now, __u64 cost_s, __u32 len, int refund,
+				       struct ll_bucket *drain)
 {
 	const struct share_view *ev;
 	struct share_view gv;
@@ -277,6 +430,12 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 		ok = tb_take(&tokens, cost_s);
 		if (ok)
 			b->spent += units;
+		if (ok && drain) { /* key_graduate: the rest leaves with the key */
+			drain->tokens = tokens;
+			drain->last_ns = last;
+			drain->gen = ev->gen;
+			tokens = 0;
+		}
 	}
 	if (!ok) {
 		/* class < len only past 64 KiB: then the hint covers that size */
@@ -300,7 +459,7 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 static __always_inline int bucket_charge(struct ll_bucket *b, const struct share_view *v, __u8 unit,
 					 __u64 now, __u64 cost_s, __u32 len, int refund)
 {
-	return bucket_take(b, v, 0, 0, 0, unit, now, cost_s, len, refund) == TAKE_ADMIT;
+	return bucket_take(b, v, 0, 0, 0, unit, now, cost_s, len, refund, 0) == TAKE_ADMIT;
 }
 
 /* 1 when bucket b (charged under generation gen), read unlocked against the
@@ -419,25 +578,100 @@ static __always_inline void hot_event(__u32 id, const void *k, __u32 key_size, _
 	bpf_ringbuf_output(&ll_hot, &ev, sizeof(ev), 0);
 }
 
+/* Charge packet m of key k, which has no bucket, to its fallback bucket
+ * (fallback_bucket) with view v, never a per-key grant: a prefix's bucket is
+ * no key's, and a denial there raises no hot event. An admission graduates
+ * k (key_graduate; kg_seen for its new bucket). Returns 0 when denied, else
+ * the ll_via of the debit (LL_VIA_PREFIX or LL_VIA_OVERFLOW).
+ */
+static __always_inline int key_fallback(void *map, void *k, __u32 id,
+					const struct ll_limit_cfg *cfg, const struct share_view *v,
+					__u32 kg_seen, struct pkt_meta *m, __u64 now, __u64 cost_s,
+					struct ll_fill *f)
+{
+	struct ll_scratch *sc = bpf_map_lookup_elem(&ll_scratch, &(__u32){0});
+	struct ll_bucket *fb, *nb = 0;
+	int over = 0;
+
+	if (!sc)
+		return 0;
+	fb = fallback_bucket(map, &sc->key, (struct ll_bucket *)sc->nb, cfg, v, m, now, id, &over);
+	if (!fb)
+		return 0;
+	count_key_event(id, over ? KEV_OVERFLOW : KEV_PREFIX);
+	/* Graduation is not tried once f counts a full map. */
+	if (f && *(volatile __u64 *)&f->live < f->cap) {
+		nb = (struct ll_bucket *)sc->nb;
+		__builtin_memset(nb, 0, sizeof(*nb));
+		nb->kg_seen = kg_seen;
+	}
+	if (bucket_take(fb, v, 0, 0, 0, cfg->unit, now, cost_s, m->len, 0, nb) != TAKE_ADMIT)
+		return 0;
+	if (nb && f)
+		key_graduate(map, k, fb, nb, v, id, f);
+	return over ? LL_VIA_OVERFLOW : LL_VIA_PREFIX;
+}
+
+/* Give packet m's debit of limit id back to the fallback bucket `via`
+ * (LL_VIA_PREFIX or LL_VIA_OVERFLOW) that took it, with view v.
+ */
+static __always_inline void key_fallback_refund(void *map, int via, const struct ll_limit_cfg *cfg,
+						const struct share_view *v, struct pkt_meta *m,
+						__u64 now, __u64 cost_s)
+{
+	struct ll_scratch *sc = bpf_map_lookup_elem(&ll_scratch, &(__u32){0});
+	struct ll_bucket *fb;
+
+	if (!sc)
+		return;
+	if (via == LL_VIA_OVERFLOW) {
+		overflow_key(&sc->key, cfg->uid);
+		fb = bpf_map_lookup_elem(map, &sc->key);
+	} else {
+		prefix_key_build((struct ll_key *)&sc->key, cfg, m);
+		fb = bpf_map_lookup_elem(&ll_prefix_buckets, &sc->key);
+	}
+	if (fb)
+		bucket_take(fb, v, 0, 0, 0, cfg->unit, now, cost_s, m->len, 1, 0);
+}
+
 /* Charge the bucket of key k in map (ll_buckets or ll_flow_buckets) of a
- * local limit, with the policy's parameters.
+ * local limit, with the policy's parameters; a key without a bucket under
+ * pressure, its fallback bucket. Returns an enum ll_verdict with the
+ * debit's ll_via; a refund, passed that return value, gives it back there.
+ * A refund to a key's own bucket that is gone (reaped, so it was full)
+ * gives nothing.
  */
 static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, __u32 id,
 					    const struct ll_limit_cfg *cfg, struct pkt_meta *m,
 					    __u64 cost_s, int refund)
 {
-	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
+	struct ll_bucket *b;
+	struct ll_fill *f;
 	struct share_view v;
 	__u64 now;
 
+	if (refund >> LL_VIA_SHIFT) {
+		view_from_cfg(cfg, &v);
+		key_fallback_refund(map, refund >> LL_VIA_SHIFT, cfg, &v, m, meta_now(m), cost_s);
+		return LL_ADMIT;
+	}
+	b = bpf_map_lookup_elem(map, k);
 	if (b && !refund && bucket_hinted(b, cfg->gen, cfg->unit, m))
 		return LL_DENY;
 	now = meta_now(m);
 	view_from_cfg(cfg, &v);
-	if (!b)
-		b = bucket_create(map, k, key_size, cfg, &v, 0, 0, now, id, !refund);
-	if (!b)
-		return LL_DENY;
+	if (!b) {
+		if (refund)
+			return LL_ADMIT;
+		f = fill_of(key_size);
+		b = bucket_create(map, k, &v, 0, 0, now, id, f);
+		if (!b) {
+			int via = key_fallback(map, k, id, cfg, &v, 0, m, now, cost_s, f);
+
+			return via ? LL_ADMIT | via << LL_VIA_SHIFT : LL_DENY;
+		}
+	}
 	return bucket_charge(b, &v, cfg->unit, now, cost_s, m->len, refund) ? LL_ADMIT : LL_DENY;
 }
 
@@ -446,14 +680,18 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
  * key's contract; a key denied under the lock is reported (hot_event). Once
  * the lease is dead, on-loss for every key, grant or not (fail-closed
  * denies, fail-open admits as bypass, fallback spends the fallback share
- * per key). Returns an enum ll_verdict.
+ * per key). A key without a bucket under pressure is charged to its
+ * fallback bucket with the same view (the share, or the fallback share),
+ * never a grant. Returns an enum ll_verdict with the debit's ll_via, as
+ * key_charge_local.
  *
  * A bucket copies its key's grant when the lease's kg_ver has moved on from
  * the kg_seen it copied under: looked up here, before the bucket's lock (no
  * helper may run under it), and only when the lease has grants at all; so
- * a key without a grant pays two word compares, never a lookup. Refunds
- * and the fallback look nothing up; a bucket they create has a kg_seen
- * that is not the lease's, so its first live packet looks its key up.
+ * a key without a grant pays two word compares, never a lookup. The
+ * fallback share and keys under pressure look nothing up; a bucket made
+ * then (or by graduating) has a kg_seen that is not the lease's, so its
+ * first live packet looks its key up. Refunds create nothing.
  */
 static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, __u32 id,
 					    const struct ll_limit_cfg *cfg, struct pkt_meta *m,
@@ -461,9 +699,11 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 {
 	struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
 	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
-	struct ll_key_grant ng = {};
+	struct ll_key_grant *ng = 0;
+	struct ll_scratch *sc;
 	struct ll_lease_views *c;
 	struct share_view *v;
+	struct ll_fill *f = 0;
 	int admit, live, copy = 0, r;
 	__u32 gen, kg;
 	__u64 now;
@@ -486,29 +726,50 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 		return LL_DENY;
 	v = live ? &c->live : &c->fb;
 	kg = c->kg_ver;
+	if (refund >> LL_VIA_SHIFT) {
+		key_fallback_refund(map, refund >> LL_VIA_SHIFT, cfg, v, m, now, cost_s);
+		return LL_ADMIT;
+	}
+	if (!b) {
+		if (refund)
+			return LL_ADMIT;
+		f = fill_of(key_size);
+		if (fill_pressed(f))
+			goto fallback;
+	}
 	if (live && !refund && (!b || *(volatile __u32 *)&b->kg_seen != kg)) {
+		/* Rare (a new key, a changed grant set): the grant's copy lives
+		 * off the stack, as the miss path's (ll_scratch).
+		 */
+		sc = bpf_map_lookup_elem(&ll_scratch, &(__u32){0});
+		if (!sc)
+			return LL_DENY;
+		ng = &sc->ng;
+		__builtin_memset(ng, 0, sizeof(*ng));
 		copy = 1;
-		if (c->n_key_grants && key_grant_read(k, key_size, &ng))
+		if (c->n_key_grants && key_grant_read(k, key_size, ng))
 			return LL_DENY; /* a grant caught mid-update: no guess */
 	}
 	if (!b) {
-		/* Not looked up (a refund, the fallback): copy on the next live packet. */
-		b = bucket_create(map, k, key_size, cfg, v, &ng, copy ? kg : kg - 1, now, id,
-				  !refund);
-		if (b && key_is_overflow(k))
-			ng.gen = 0; /* the overflow bucket is no key: it has no grant */
+		/* Not looked up (the fallback share): copy on the next live packet. */
+		b = bucket_create(map, k, v, ng, copy ? kg : kg - 1, now, id, f);
+		if (!b)
+			goto fallback;
 	}
-	if (!b)
-		return LL_DENY;
-	r = bucket_take(b, v, live, copy ? &ng : 0, kg, cfg->unit, now, cost_s, m->len, refund);
+	r = bucket_take(b, v, live, ng, kg, cfg->unit, now, cost_s, m->len, refund, 0);
 	if (r == TAKE_ADMIT)
 		return admit;
-	if (r == TAKE_LOCKED_DENY && live && !key_is_overflow(k))
+	if (r == TAKE_LOCKED_DENY && live)
 		hot_event(id, k, key_size, now);
 	return LL_DENY;
+fallback:
+	r = key_fallback(map, k, id, cfg, v, kg - 1, m, now, cost_s, f);
+	return r ? admit | r << LL_VIA_SHIFT : LL_DENY;
 }
 
-/* Charge (or with refund, give back) the bucket of key k. An enum ll_verdict. */
+/* Charge (or with refund, give back) the bucket of key k. An enum ll_verdict
+ * with the debit's ll_via above LL_VERDICT_MASK (see key_charge_local).
+ */
 static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 id,
 				      const struct ll_limit_cfg *cfg, struct pkt_meta *m,
 				      __u64 cost_s, int refund)
@@ -518,19 +779,43 @@ static __always_inline int key_charge(void *map, void *k, __u32 key_size, __u32 
 	return key_charge_local(map, k, key_size, id, cfg, m, cost_s, refund);
 }
 
+/* 1 when the deny hint of m's key's fallback bucket alone shows the limit
+ * will deny m, the key having no bucket and its map (of key_size keys)
+ * being under pressure. A fallback bucket never carries a grant: for a
+ * global limit its generation is the lease's while it certainly lives.
+ */
+static __always_inline int fallback_hinted(__u32 key_size, __u32 id, const struct ll_limit_cfg *cfg,
+					   struct pkt_meta *m)
+{
+	struct ll_bucket *fb;
+	struct ll_key pk;
+	__u32 gen = cfg->gen;
+
+	if (!fill_pressed(fill_of(key_size)))
+		return 0;
+	prefix_key_build(&pk, cfg, m);
+	fb = bpf_map_lookup_elem(&ll_prefix_buckets, &pk);
+	if (!fb)
+		return 0;
+	if (cfg->scope == LL_SCOPE_GLOBAL)
+		gen = lease_live_gen(bpf_map_lookup_elem(&ll_leases, &id), m);
+	return gen && bucket_hinted(fb, gen, cfg->unit, m);
+}
+
 /* 1 when the deny hint of m's bucket alone, read against the coarse clock,
  * shows the limit will deny m (no lock, no debit, no bucket created). For a
  * global limit only while its lease is certainly live and the bucket has
- * copied the lease's per-key grants; otherwise the charge decides.
+ * copied the lease's per-key grants; otherwise the charge decides. A key
+ * without a bucket under pressure: its fallback bucket's hint.
  */
-static __always_inline int key_hinted(void *map, void *k, __u32 id, const struct ll_limit_cfg *cfg,
-				      struct pkt_meta *m)
+static __always_inline int key_hinted(void *map, void *k, __u32 key_size, __u32 id,
+				      const struct ll_limit_cfg *cfg, struct pkt_meta *m)
 {
 	struct ll_bucket *b = bpf_map_lookup_elem(map, k);
 	__u32 gen = cfg->gen;
 
 	if (!b)
-		return 0;
+		return fallback_hinted(key_size, id, cfg, m);
 	if (cfg->scope == LL_SCOPE_GLOBAL) {
 		struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
 

@@ -97,17 +97,18 @@ static __always_inline int limit_hinted(__u32 id, const struct ll_limit_cfg *cfg
 		struct ll_flow_key fk;
 
 		flow_key_build(&fk, cfg, m);
-		return key_hinted(&ll_flow_buckets, &fk, id, cfg, m);
+		return key_hinted(&ll_flow_buckets, &fk, sizeof(fk), id, cfg, m);
 	}
 	struct ll_key k;
 
 	key_build(&k, cfg, m);
-	return key_hinted(&ll_buckets, &k, id, cfg, m);
+	return key_hinted(&ll_buckets, &k, sizeof(k), id, cfg, m);
 }
 
 /* Debit (or with refund, give back) one limit for packet m. Returns an
- * enum ll_verdict. A packet that can find no state is denied: the limiter
- * never admits because it lost track.
+ * enum ll_verdict, with a per-key limit's ll_via above LL_VERDICT_MASK; a
+ * refund is passed that return value (so it is never 0). A packet that can
+ * find no state is denied: the limiter never admits because it lost track.
  */
 static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg,
 					struct pkt_meta *m, __u64 cost_s, int refund)
@@ -128,7 +129,8 @@ static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg
 
 /* One limit for one packet, verified once as a global function so that four
  * limits per rule do not multiply the verifier's work. Returns an enum
- * ll_verdict (with refund: LL_ADMIT once the debit is given back).
+ * ll_verdict with the debit's ll_via above LL_VERDICT_MASK (refund: what
+ * the charge returned; LL_ADMIT once the debit is given back).
  */
 __noinline int ll_limit_charge(__u32 slot, __u32 id, __u32 refund, struct pkt_meta *m)
 {
@@ -157,7 +159,9 @@ __noinline int ll_limit_hinted(__u32 slot, __u32 id, struct pkt_meta *m)
 static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 				       const struct ll_rule *r, struct pkt_meta *m)
 {
-	/* debited[i]: the enum ll_verdict limit i admitted with, 0 if not debited */
+	/* debited[i]: the enum ll_verdict limit i admitted with (and, above
+	 * LL_VERDICT_MASK, where its debit went), 0 if not debited
+	 */
 	__u8 debited[LL_MAX_RULE_LIMITS] = {}, shadowed[LL_MAX_RULE_LIMITS] = {};
 	__u32 n = r->n_limits;
 	int i, j, denier = -1;
@@ -197,13 +201,14 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 #pragma unroll
 	for (j = 0; j < LL_MAX_RULE_LIMITS; j++) {
 		__u32 id = r->limit[j] & (LL_MAX_LIMITS - 1);
+		__u8 verdict = debited[j] & LL_VERDICT_MASK;
 		struct ll_limit_stats *st;
 
 		if (j >= n)
 			break;
 		if (denier >= 0 && j != denier) {
 			if (debited[j])
-				ll_limit_charge(slot, id, 1, m);
+				ll_limit_charge(slot, id, debited[j], m);
 			continue;
 		}
 		st = limit_stats(id);
@@ -212,13 +217,13 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 		if (denier >= 0) {
 			st->denied_pkts++;
 			st->denied_bytes += m->len;
-		} else if (debited[j] == LL_ADMIT_FALLBACK) {
+		} else if (verdict == LL_ADMIT_FALLBACK) {
 			st->fallback_pkts++;
 			st->fallback_bytes += m->len;
-		} else if (debited[j] == LL_ADMIT_BYPASS) {
+		} else if (verdict == LL_ADMIT_BYPASS) {
 			st->bypass_pkts++;
 			st->bypass_bytes += m->len;
-		} else if (debited[j]) {
+		} else if (verdict) {
 			st->allowed_pkts++;
 			st->allowed_bytes += m->len;
 		} else if (shadowed[j]) {

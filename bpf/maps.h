@@ -53,6 +53,31 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_flow_buckets SEC(".maps");
 
+/* Fallback buckets of key prefixes (bpf/bucket.h, prefix_key_build), keyed
+ * like ll_buckets: a key without a bucket of its own is charged here while
+ * its bucket map is under pressure. Preallocated; sized by the agent.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LL_DEFAULT_MAX_KEYS / LL_PREFIX_DIV);
+	__type(key, struct ll_key);
+	__type(value, struct ll_bucket);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_prefix_buckets SEC(".maps");
+
+/* How full each bucket map is (struct ll_fill, index enum ll_fill_map). The
+ * agent maps it to correct the counts with atomic adds; pinned with the
+ * bucket maps it counts.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LL_FILL_MAPS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ll_fill);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_fill SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, LL_MAX_LIMITS);
@@ -153,5 +178,27 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } ll_hot_gate SEC(".maps");
+
+/* Per CPU: room for what a bucket miss under pressure builds (a fallback
+ * key, a new bucket's value) and for a global limit's per-key grant as a
+ * bucket copies it, off the 512-byte BPF stack, which the packet path's
+ * frames nearly fill; all rare paths. Used within one limit's charge only.
+ */
+struct ll_scratch {
+	struct ll_flow_key key;
+	__u32 pad0;
+	/* A struct ll_bucket, as bytes: a per-CPU map may not hold a spin lock. */
+	__u64 nb[sizeof(struct ll_bucket) / sizeof(__u64)];
+	struct ll_key_grant ng; /* a global limit's key's grant, as copied */
+};
+
+_Static_assert(sizeof(struct ll_bucket) % sizeof(__u64) == 0, "ll_scratch.nb holds a bucket");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ll_scratch);
+} ll_scratch SEC(".maps");
 
 #endif /* LEASELINE_MAPS_H */

@@ -274,12 +274,52 @@ struct ll_hot_event {
 #define LL_HOT_INTERVAL_NS 100000000ull /* 100 ms */
 #define LL_HOT_GATE_SLOTS  1024
 
-/* Where keys go when their bucket map is full: one shared, pre-created
- * bucket per limit (family LL_OVERFLOW_FAMILY, all else zero), in the map of
- * the limit's key mode. Sharing is conservative: no key ever gets a fresh
- * burst because the map was full.
+/* Where keys go when neither their bucket map nor ll_prefix_buckets has room:
+ * one shared, pre-created bucket per limit (family LL_OVERFLOW_FAMILY, all
+ * else zero), in the map of the limit's key mode. Sharing is conservative:
+ * no key ever gets a fresh burst because a map was full.
  */
 #define LL_OVERFLOW_FAMILY 0xff
+
+/* Key-table pressure (bpf/bucket.h, docs/design.md "Key-table pressure").
+ * ll_fill holds, per bucket map, how many buckets it holds (the XDP program
+ * adds each it creates; the agent, the only one that deletes, corrects it
+ * after each reap pass) and from how many on the map is under pressure.
+ * Under pressure a key without a bucket is charged to its prefix's fallback
+ * bucket (ll_prefix_buckets) instead of getting a full bucket of its own.
+ */
+enum ll_fill_map {
+	LL_FILL_KEYS = 0,  /* ll_buckets */
+	LL_FILL_FLOWS = 1, /* ll_flow_buckets */
+	LL_FILL_MAPS,
+};
+
+struct ll_fill {
+	__u64 live; /* buckets in the map (an estimate: exact but for races, see dp.c) */
+	__u64 mark; /* under pressure from this many buckets on; 0: never */
+	__u64 cap;  /* the map's max_entries: no key tries to graduate at or past it */
+	__u64 pad0;
+};
+
+/* The map is under pressure from this fraction of max_entries on (the same
+ * fraction above which the agent reaps idle buckets): numerator / 2^shift.
+ */
+#define LL_PRESSURE_NUM	  1
+#define LL_PRESSURE_SHIFT 1
+
+/* A key's fallback prefix under pressure: the source (dst-ip: destination)
+ * /24 of IPv4, /48 of IPv6, or the limit's own prefix where that is shorter;
+ * flow keys by their source's; dst-port keys by protocol and the block of
+ * 256 ports their port is in.
+ */
+#define LL_PREFIX_V4_LEN    24
+#define LL_PREFIX_V6_LEN    48
+#define LL_PREFIX_PORT_MASK 0xff00
+/* ll_prefix_buckets: max(max-keys, max-flow-keys) / LL_PREFIX_DIV entries,
+ * at least LL_PREFIX_MIN.
+ */
+#define LL_PREFIX_DIV 4
+#define LL_PREFIX_MIN 256
 
 /* Per-key bucket. A bucket of a global limit may carry a per-key grant
  * (an override of this gateway's share for this key, copied from
@@ -395,13 +435,16 @@ struct ll_limit_stats {
 	__u64 denied_bytes;
 	__u64 shadow_denied_pkts;
 	__u64 shadow_denied_bytes;
-	__u64
-	    overflow_pkts; /* keys that found the bucket map full and shared the overflow bucket */
-	__u64 new_keys;	   /* buckets created */
+	__u64 overflow_pkts; /* packets of keys sharing the overflow bucket (no room) */
+	__u64 new_keys;	     /* buckets created full (not under pressure) */
 	__u64 fallback_pkts; /* global: admitted from the fallback share after the lease died */
 	__u64 fallback_bytes;
 	__u64 bypass_pkts; /* global, fail-open: admitted unlimited after the lease died */
 	__u64 bypass_bytes;
+	/* Key-table pressure (appended: readers sum the struct as u64 words) */
+	__u64 prefix_pkts;    /* packets of keys without a bucket charged to their prefix's */
+	__u64 prefix_buckets; /* prefix fallback buckets created */
+	__u64 graduated;      /* keys given a bucket of their own after a fallback admission */
 };
 
 /* Per-CPU counters of one rule (index: rule position; LL_MAX_RULES = default). */

@@ -57,6 +57,12 @@ volatile __u32 tg_n_keys = 1;	     /* distinct keys, >= 1 */
 volatile __u32 tg_n_src = 1;	     /* distinct sources; key k: source k % n_src, port k / n_src */
 volatile __u32 tg_src_base = 0;	     /* first source address, host order */
 volatile __u32 tg_sport_base = 1024; /* first UDP source port, host order */
+/* Key k's source is tg_src_base + (k % n_src) * tg_src_mul % n_src: 1 keeps
+ * the sweep's order; an odd multiplier with a power-of-2 n_src permutes the
+ * sources, scattering consecutive keys over the prefixes (a random-looking
+ * flood, bench_live --src-mul).
+ */
+volatile __u32 tg_src_mul = 1;
 /* One's complement sum of the IPv4 header's 16-bit words other than the source
  * address and the checksum, as they lie in the template (computed by the driver).
  */
@@ -174,7 +180,7 @@ int trafgen(struct xdp_md *ctx)
 	sweep = (__u32)(*pos / n_keys);
 	k = (__u32)(((*pos % n_keys) + (__u64)(sweep * SWEEP_MUL)) % n_keys);
 	(*pos)++;
-	saddr = bpf_htonl(tg_src_base + k % n_src);
+	saddr = bpf_htonl(tg_src_base + (__u32)((__u64)(k % n_src) * tg_src_mul % n_src));
 	ip->saddr = saddr;
 	udp->source = bpf_htons((__u16)(tg_sport_base + k / n_src));
 	ip->check = csum_fold(tg_csum_base + (saddr & 0xffff) + (saddr >> 16));

@@ -448,6 +448,32 @@ static inline int hx_count_buckets(struct fx *fx, uint32_t uid)
 	return hx_count_in(fx->dp.buckets_fd, uid) + hx_count_in(fx->dp.flow_buckets_fd, uid);
 }
 
+/* Put bucket map `which` (enum ll_fill_map) under pressure from `mark`
+ * buckets on (1: at once, the limit's overflow bucket counting; 0: never).
+ */
+static inline void hx_pressure(struct fx *fx, unsigned int which, uint64_t mark)
+{
+	__atomic_store_n(&fx->dp.fill[which].mark, mark, __ATOMIC_RELAXED);
+}
+
+/* What ll_fill says of bucket map `which` now. */
+static inline struct ll_fill hx_fill(struct fx *fx, unsigned int which)
+{
+	struct ll_fill f;
+
+	memcpy(&f, &fx->dp.fill[which], sizeof(f));
+	return f;
+}
+
+/* A fallback bucket in ll_prefix_buckets (key as prefix_key_build makes it). */
+static inline int hx_prefix_bucket(struct fx *fx, const struct ll_key *k, struct ll_bucket *b)
+{
+	memset(b, 0, sizeof(*b));
+	if (bpf_map_lookup_elem_flags(fx->dp.prefix_buckets_fd, k, b, BPF_F_LOCK))
+		return -errno;
+	return 0;
+}
+
 /* Key none: the shared pool and what every CPU's slice holds for generation gen. */
 struct hx_pool {
 	struct ll_pool pool;

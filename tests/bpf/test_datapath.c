@@ -947,8 +947,12 @@ static void test_prefix_rules(void **state)
 	assert_int_equal(hx_rule_stats(fx, LL_MAX_RULES).dropped_pkts, 5);
 }
 
-/* ll_buckets full: new keys share the limit's overflow bucket, so none gets
- * a fresh burst because there was no room for its own.
+/* No room anywhere: under pressure a new key is charged to its prefix's
+ * fallback bucket, and once ll_prefix_buckets is full too, keys of further
+ * prefixes share the limit's overflow bucket, so none gets a fresh burst
+ * because there was no room for its own. Admitted keys graduate while
+ * ll_buckets (ll_flow_buckets) has room: max-keys plus one slot per
+ * possible limit, less the limit's overflow bucket.
  */
 #define OWN_KEYS	  (OVERFLOW_MAX_KEYS + LL_MAX_LIMITS - 1)
 #define OVERFLOW_MAX_KEYS 4
@@ -959,7 +963,8 @@ static int overflow_setup(void **state)
 }
 
 /* flow: the same with flow keys, which live in ll_flow_buckets (not
- * preallocated: the map refuses a key past max_entries all the same).
+ * preallocated: the map refuses a key past max_entries all the same) and
+ * fall back by their source's prefix.
  */
 static void overflow_case(struct fx *fx, int flow)
 {
@@ -970,41 +975,47 @@ static void overflow_case(struct fx *fx, int flow)
 	struct ll_key_head *h = (struct ll_key_head *)&k;
 	struct pkt p;
 	uint64_t t0 = clock_now_ns();
+	int prefixes = (int)bpf_map__max_entries(fx->dp.skel->maps.ll_prefix_buckets);
 	int own = 0, shared = 0;
 
 	assert_int_equal(
 	    apply_one(fx, 1,
 		      flow ? "key: flow, rate: 1, burst: 2" : "key: src-ip, rate: 1, burst: 2"),
 	    0);
+	hx_pressure(fx, flow ? LL_FILL_FLOWS : LL_FILL_KEYS, 1);
 	hx_limit(fx, "l", &cfg);
 	memset(&k, 0, sizeof(k));
 	h->limit_uid = cfg.uid;
 	h->family = LL_OVERFLOW_FAMILY;
 	assert_int_equal(flow ? hx_flow_bucket(fx, &k, &b) : hx_bucket(fx, (void *)&k, &b), 0);
 	assert_int_equal(b.tokens, cfg.burst_s);
+	assert_int_equal(prefixes, LL_PREFIX_MIN);
 
-	/* max-keys plus one slot per possible limit: with one limit's overflow
-	 * bucket in the map, that many keys less one get buckets of their own,
-	 * then six more sources share 2 tokens between them.
+	/* One key in each of as many /24s as ll_prefix_buckets holds: each
+	 * prefix's fresh bucket admits its one packet; then six sources of
+	 * further prefixes share 2 tokens between them.
 	 */
-	for (int i = 1; i <= OWN_KEYS + 6; i++) {
+	for (int i = 0; i < prefixes + 6; i++) {
 		char src[32];
 
-		snprintf(src, sizeof(src), "198.18.%d.%d", flow ? 0 : i / 200,
-			 flow ? 1 : i % 200 + 1);
+		snprintf(src, sizeof(src), "198.%d.%d.1", 18 + i / 256, i % 256);
 		hx_udp4(&p, src, D4, flow ? 1000 + i : 1, 53, 0);
-		if (i <= OWN_KEYS)
-			own += expect_burst(fx, &p, 3, 2, 1, t0);
+		if (i < prefixes)
+			own += hx_send(fx, &p, 1, NULL);
 		else
 			shared += hx_send(fx, &p, 3, NULL);
 	}
-	assert_in_range(own, 2 * OWN_KEYS, 2 * OWN_KEYS + OWN_KEYS * hx_slack(1, t0));
+	assert_int_equal(own, prefixes);
 	assert_in_range(shared, 2, 2 + hx_slack(1, t0));
 	st = hx_stats_of(fx, "l");
-	assert_int_equal(st.new_keys, OWN_KEYS);
+	assert_int_equal(st.new_keys, 0);
+	assert_int_equal(st.prefix_buckets, prefixes);
+	assert_int_equal(st.prefix_pkts, prefixes);
 	assert_int_equal(st.overflow_pkts, 18);
+	assert_int_equal(st.graduated, OWN_KEYS);
 	assert_int_equal(st.allowed_pkts, (uint64_t)(own + shared));
 	assert_int_equal(hx_count_buckets(fx, cfg.uid), OWN_KEYS);
+	assert_int_equal(hx_fill(fx, flow ? LL_FILL_FLOWS : LL_FILL_KEYS).live, OWN_KEYS + 1);
 	assert_int_equal(flow ? hx_flow_bucket(fx, &k, &b) : hx_bucket(fx, (void *)&k, &b), 0);
 	assert_in_range(b.tokens, 0, hx_refill_max(1, t0, b.last_ns));
 }

@@ -726,51 +726,56 @@ static void test_flow_key_grant(void **state)
 	free(log);
 }
 
-/* ll_buckets full: a key with a grant that finds no room shares its
- * limit's overflow bucket, which is no key: it takes no key's grant (the
- * share's burst, not the grant's) and raises no hot event.
+/* Key-table pressure: a new key with a grant is charged to its prefix's
+ * fallback bucket, which is no key: it takes no key's grant (the share's
+ * burst, not the grant's) and a denial there raises no hot event. The key
+ * that graduates takes its grant on its next packet without a deposit.
  */
-#define OVERFLOW_MAX_KEYS 4
-#define OWN_KEYS	  (OVERFLOW_MAX_KEYS + LL_MAX_LIMITS - 1)
-
-static int overflow_setup(void **state)
-{
-	return hx_setup_keys(state, OVERFLOW_MAX_KEYS);
-}
-
-static void test_overflow_takes_no_grant(void **state)
+static void test_fallback_takes_no_grant(void **state)
 {
 	struct fx *fx = FX(state);
 	struct hot_log *log = calloc(1, sizeof(*log));
 	uint64_t t0 = clock_now_ns();
 	struct ll_limit_cfg cfg;
-	struct ll_flow_key kx;
-	struct ll_key ko;
+	struct ll_flow_key kx, ky;
+	struct ll_key kp;
 	struct ll_bucket b;
-	char src[32];
+	uint32_t gen;
 
 	assert_non_null(log);
 	assert_int_equal(apply_g(fx, "src-ip", ", on-loss: fail-closed"), 0);
 	hx_limit(fx, "g", &cfg);
 	assert_int_equal(share(fx, "g", 1, 1, 2, FAR_FUTURE), 0);
 	kx = gkey(cfg.uid, "198.18.9.9");
-	grant_put(fx, &kx, 1, 50, gen_base(fx));
+	ky = gkey(cfg.uid, "198.18.9.10");
+	gen = gen_base(fx);
+	grant_put(fx, &kx, 1, 50, gen);
 	lease_kg(fx, "g", 1);
-	for (int i = 1; i <= OWN_KEYS; i++) {
-		snprintf(src, sizeof(src), "198.18.0.%d", i);
-		assert_int_equal(send_src(fx, src, 0, 1), 1);
-	}
-	assert_int_equal(hx_stats_of(fx, "g").new_keys, OWN_KEYS);
+	hx_pressure(fx, LL_FILL_KEYS, 1);
 	hot_drain(fx, log);
+	/* The prefix's share burst (2): one packet, the other token leaves with
+	 * the key, whose bucket then takes the grant (burst 50) clamped: 2 in all.
+	 */
 	assert_in_range(send_src(fx, "198.18.9.9", 0, 10), 2, 2 + hx_slack(1, t0));
-	assert_int_equal(hx_stats_of(fx, "g").overflow_pkts, 10);
-	memset(&ko, 0, sizeof(ko));
-	ko.limit_uid = cfg.uid;
-	ko.family = LL_OVERFLOW_FAMILY;
-	assert_int_equal(hx_bucket(fx, &ko, &b), 0);
+	assert_int_equal(hx_stats_of(fx, "g").prefix_pkts, 1);
+	assert_int_equal(hx_stats_of(fx, "g").graduated, 1);
+	{
+		struct ll_key k = hx_key_addr(cfg.uid, 4, "198.18.9.9", 32);
+
+		assert_int_equal(hx_bucket(fx, &k, &b), 0);
+		assert_int_equal(b.o_gen, gen);
+		assert_int_equal(b.o_burst_s, 50 * TB_SCALE);
+	}
+	kp = hx_key_addr(cfg.uid, 4, "198.18.9.0", 24);
+	assert_int_equal(hx_prefix_bucket(fx, &kp, &b), 0);
 	assert_int_equal(b.o_gen, 0);
+	assert_in_range(b.tokens, 0, hx_refill_max(1, t0, b.last_ns));
+	/* A neighbour finds the prefix drained: denied there, and not hot. */
 	hot_drain(fx, log);
-	assert_int_equal(log->n, 0);
+	assert_in_range(send_src(fx, "198.18.9.10", 0, 5), 0, hx_slack(1, t0));
+	hot_drain(fx, log);
+	assert_int_equal(hot_count(log, &ky), 0);
+	assert_int_equal(hx_stats_of(fx, "g").prefix_pkts, 6);
 	free(log);
 }
 
@@ -823,8 +828,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_hot_local_none, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_mixed_rule_refunds_grant, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_flow_key_grant, hx_setup, hx_teardown),
-	    cmocka_unit_test_setup_teardown(test_overflow_takes_no_grant, overflow_setup,
-					    hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_fallback_takes_no_grant, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_spent, hx_setup, hx_teardown),
 	};
 

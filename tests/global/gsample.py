@@ -37,8 +37,8 @@ LL_MAX_LIMITS = 64
 # struct ll_lease (include/ll_types.h): checked against the map's value size.
 LEASE = struct.Struct("<IIII B3x I QQQQQ QQQQ QQQQ QQ")
 LEASE_SIZE = 144
-# struct ll_limit_stats: 12 u64 per CPU.
-STATS = struct.Struct("<12Q")
+# struct ll_limit_stats: 15 u64 per CPU (checked against the map's value size).
+STATS = struct.Struct("<15Q")
 
 libc = ctypes.CDLL(None, use_errno=True)
 stop = False
@@ -119,6 +119,10 @@ class Agent:
             raise SystemExit("gsample: ll_leases value is %d bytes, expected %d: "
                              "struct ll_lease changed, update gsample.py" % (vs, LEASE_SIZE))
         self.stats = Map(sp, ((STATS.size + 7) // 8 * 8) * self.ncpu)
+        vs = map_value_size(self.stats.fd)
+        if vs != STATS.size:
+            raise SystemExit("gsample: ll_limit_stats value is %d bytes, expected %d: "
+                             "struct ll_limit_stats changed, update gsample.py" % (vs, STATS.size))
         return True
 
     def scan(self):
@@ -140,7 +144,7 @@ class Agent:
         # lock gen prev_gen fb_gen on_loss pad1 expiry rate burst_s fill chunk
         # prev_rate prev_burst_s prev_fill reload fb_rate fb_burst_s fb_fill fb_chunk epoch seq
         raw = self.stats.lookup(i)
-        tot = [0] * 12
+        tot = [0] * len(STATS.unpack_from(raw, 0))
         step = (STATS.size + 7) // 8 * 8
         for c in range(self.ncpu):
             for j, v in enumerate(STATS.unpack_from(raw, c * step)):

@@ -65,7 +65,8 @@ for ep in agent coord; do
 	fi
 done
 for fam in leaseline_packets_total leaseline_lease_rate leaseline_lease_remaining_seconds \
-	leaseline_policy_version leaseline_attached_interfaces; do
+	leaseline_policy_version leaseline_attached_interfaces leaseline_prefix_packets_total \
+	leaseline_keys_graduated_total leaseline_table_buckets leaseline_table_pressure_buckets; do
 	grep -q "^$fam" "$TMPD/agent.txt" && ok "agent exports $fam" || bad "agent lacks $fam"
 done
 for fam in leaseline_coord_live_rate leaseline_coord_lease_rate leaseline_coord_epoch \

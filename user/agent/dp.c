@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -23,7 +24,7 @@
 
 static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
 {
-	static struct bpf_map *maps[12];
+	static struct bpf_map *maps[14];
 
 	maps[0] = s->maps.ll_policy;
 	maps[1] = s->maps.ll_state;
@@ -37,7 +38,9 @@ static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
 	maps[9] = s->maps.ll_fence;
 	maps[10] = s->maps.ll_flow_buckets;
 	maps[11] = s->maps.ll_key_grants;
-	*n = 12;
+	maps[12] = s->maps.ll_prefix_buckets;
+	maps[13] = s->maps.ll_fill;
+	*n = 14;
 	return maps;
 }
 
@@ -91,9 +94,39 @@ static int rcu_barrier_wait(int rcu_fd)
 	return err;
 }
 
+/* Map ll_fill and set each bucket map's pressure mark and capacity from
+ * its size (re-adopted pins keep their counts).
+ */
+static int fill_init(struct dp *dp)
+{
+	const struct bpf_map *bm[LL_FILL_MAPS] = {dp->skel->maps.ll_buckets,
+						  dp->skel->maps.ll_flow_buckets};
+	void *p = mmap(NULL, LL_FILL_MAPS * sizeof(struct ll_fill), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, bpf_map__fd(dp->skel->maps.ll_fill), 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	dp->fill = p;
+	for (unsigned int i = 0; i < LL_FILL_MAPS; i++) {
+		uint64_t cap = bpf_map__max_entries(bm[i]);
+
+		__atomic_store_n(&dp->fill[i].cap, cap, __ATOMIC_RELAXED);
+		__atomic_store_n(&dp->fill[i].mark, cap * LL_PRESSURE_NUM >> LL_PRESSURE_SHIFT,
+				 __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+void dp_fill_add(struct dp *dp, unsigned int which, int64_t delta)
+{
+	if (dp->fill && which < LL_FILL_MAPS)
+		__atomic_fetch_add(&dp->fill[which].live, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
 int dp_open(struct dp *dp, const struct dp_opts *opts)
 {
 	struct bpf_map *const *maps;
+	uint32_t prefixes;
 	size_t n;
 	int err;
 
@@ -118,6 +151,13 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 		bpf_map__set_max_entries(
 		    dp->skel->maps.ll_flow_buckets,
 		    (opts->flow_keys_set ? opts->max_flow_keys : opts->max_keys) + LL_MAX_LIMITS);
+	/* Fallback buckets: one per prefix new keys come from under pressure. */
+	prefixes = bpf_map__max_entries(dp->skel->maps.ll_buckets);
+	if (bpf_map__max_entries(dp->skel->maps.ll_flow_buckets) > prefixes)
+		prefixes = bpf_map__max_entries(dp->skel->maps.ll_flow_buckets);
+	prefixes /= LL_PREFIX_DIV;
+	bpf_map__set_max_entries(dp->skel->maps.ll_prefix_buckets,
+				 prefixes > LL_PREFIX_MIN ? prefixes : LL_PREFIX_MIN);
 
 	err = leaseline_bpf__load(dp->skel);
 	if (err) {
@@ -140,6 +180,12 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->fence_fd = bpf_map__fd(dp->skel->maps.ll_fence);
 	dp->key_grants_fd = bpf_map__fd(dp->skel->maps.ll_key_grants);
 	dp->hot_fd = bpf_map__fd(dp->skel->maps.ll_hot);
+	dp->prefix_buckets_fd = bpf_map__fd(dp->skel->maps.ll_prefix_buckets);
+	err = fill_init(dp);
+	if (err) {
+		pr_warn("cannot map ll_fill: %s\n", strerror(-err));
+		goto fail;
+	}
 	dp->rcu_fd = rcu_barrier_create();
 	if (dp->rcu_fd < 0) {
 		err = dp->rcu_fd;
@@ -154,6 +200,9 @@ fail:
 
 void dp_close(struct dp *dp)
 {
+	if (dp->fill)
+		munmap(dp->fill, LL_FILL_MAPS * sizeof(struct ll_fill));
+	dp->fill = NULL;
 	if (dp->rcu_fd >= 0)
 		close(dp->rcu_fd);
 	dp->rcu_fd = -1;
@@ -181,7 +230,8 @@ int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol)
 }
 
 /* Fresh state for limits that did not exist before: a full pool, zero
- * counters, and the shared overflow bucket keys use when ll_buckets is full.
+ * counters, and the shared overflow bucket keys use when neither ll_buckets
+ * nor ll_prefix_buckets has room (counted in ll_fill, as a bucket).
  */
 static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 			    const struct ll_policy *prev, uint64_t now, void *zero_stats)
@@ -206,10 +256,12 @@ static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 		/* The id may have served a removed limit: its counters are not ours. */
 		if (bpf_map_update_elem(dp->limit_stats_fd, &id, zero_stats, BPF_ANY))
 			return -errno;
-		if (l->key_mode != LL_KEY_NONE &&
-		    bpf_map_update_elem(flow ? dp->flow_buckets_fd : dp->buckets_fd,
-					flow ? (void *)&fk : (void *)&k, &b, BPF_NOEXIST) &&
-		    errno != EEXIST)
+		if (l->key_mode == LL_KEY_NONE)
+			continue;
+		if (!bpf_map_update_elem(flow ? dp->flow_buckets_fd : dp->buckets_fd,
+					 flow ? (void *)&fk : (void *)&k, &b, BPF_NOEXIST))
+			dp_fill_add(dp, flow ? LL_FILL_FLOWS : LL_FILL_KEYS, 1);
+		else if (errno != EEXIST)
 			return -errno;
 	}
 	return 0;
@@ -259,10 +311,11 @@ int dp_policy_commit(struct dp *dp, const struct ll_policy *pol, const struct ll
 
 /* Reap idle keys only once the map is this full (numerator / 2^shift):
  * below it an idle full bucket costs nothing, and not deleting it avoids
- * the read-then-delete race (docs/design.md, Eviction).
+ * the read-then-delete race (docs/design.md, Eviction). The datapath's
+ * pressure mark (ll_fill) is the same fraction.
  */
-#define REAP_PRESSURE_NUM   1
-#define REAP_PRESSURE_SHIFT 1
+#define REAP_PRESSURE_NUM   LL_PRESSURE_NUM
+#define REAP_PRESSURE_SHIFT LL_PRESSURE_SHIFT
 #define REAP_BATCH	    4096
 /* An idle bucket is deleted only after this long without a packet: deleting
  * a key that comes back soon only buys it a trip through the slow path.
@@ -398,18 +451,32 @@ static int reap_delete(int fd, const struct reap_list *l)
 	return n;
 }
 
-/* Reap one bucket map. Returns how many buckets it deleted, or -errno. */
-static int reap_map(int fd, const struct bpf_map *map, const struct ll_policy *pol,
-		    const struct reap_share *sh, uint64_t now)
+/* Reap one bucket map and, when it has an ll_fill entry (fill <
+ * LL_FILL_MAPS), correct that count. Returns how many buckets it deleted,
+ * or -errno.
+ *
+ * The count: the buckets this pass saw, less those it deleted, plus those
+ * the datapath added since the pass began (what the entry gained since it
+ * was read at the start). Adding that difference atomically loses no
+ * datapath add; a bucket created during the scan that the scan also saw is
+ * counted twice until the next pass: too high, so pressure comes early,
+ * never late.
+ */
+static int reap_map(struct dp *dp, int fd, const struct bpf_map *map, unsigned int fill,
+		    const struct ll_policy *pol, const struct reap_share *sh, uint64_t now)
 {
 	size_t ks = bpf_map__key_size(map), total = 0;
 	struct reap_list idle = {.key_size = ks}, gone = {.key_size = ks};
+	uint64_t before = fill < LL_FILL_MAPS && dp->fill
+			      ? __atomic_load_n(&dp->fill[fill].live, __ATOMIC_RELAXED)
+			      : 0;
 	int err = reap_scan(fd, ks, pol, sh, now, &idle, &gone, &total);
 
 	if (!err) {
 		err = reap_delete(fd, &gone);
 		if (total << REAP_PRESSURE_SHIFT > bpf_map__max_entries(map) * REAP_PRESSURE_NUM)
 			err += reap_delete(fd, &idle);
+		dp_fill_add(dp, fill, (int64_t)(total - (size_t)err) - (int64_t)before);
 	}
 	free(idle.keys);
 	free(gone.keys);
@@ -452,11 +519,18 @@ int dp_buckets_reap(struct dp *dp, uint64_t now)
 	err = dp_policy_read(dp->policy_fd, dp->state_fd, pol);
 	if (!err) {
 		reap_shares(dp, pol, now, sh);
-		err = reap_map(dp->buckets_fd, dp->skel->maps.ll_buckets, pol, sh, now);
+		err = reap_map(dp, dp->buckets_fd, dp->skel->maps.ll_buckets, LL_FILL_KEYS, pol, sh,
+			       now);
 	}
 	if (err >= 0) {
 		n = err;
-		err = reap_map(dp->flow_buckets_fd, dp->skel->maps.ll_flow_buckets, pol, sh, now);
+		err = reap_map(dp, dp->flow_buckets_fd, dp->skel->maps.ll_flow_buckets,
+			       LL_FILL_FLOWS, pol, sh, now);
+	}
+	if (err >= 0) {
+		n += err;
+		err = reap_map(dp, dp->prefix_buckets_fd, dp->skel->maps.ll_prefix_buckets,
+			       LL_FILL_MAPS, pol, sh, now);
 	}
 	if (err >= 0) {
 		n += err;

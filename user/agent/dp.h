@@ -28,9 +28,11 @@ struct dp {
 	int flow_buckets_fd; /* ll_flow_buckets: flow keys (struct ll_flow_key) */
 	int limit_stats_fd, rule_stats_fd, parse_stats_fd;
 	int leases_fd, fence_fd;
-	int key_grants_fd; /* ll_key_grants: per-key grants of global limits */
-	int hot_fd;	   /* ll_hot: ring buffer of keys denied under a live lease */
-	int rcu_fd; /* map-in-map whose update waits for an RCU grace period */
+	int key_grants_fd;     /* ll_key_grants: per-key grants of global limits */
+	int hot_fd;	       /* ll_hot: ring buffer of keys denied under a live lease */
+	int rcu_fd;	       /* map-in-map whose update waits for an RCU grace period */
+	int prefix_buckets_fd; /* ll_prefix_buckets: fallback buckets of key prefixes */
+	struct ll_fill *fill;  /* ll_fill, mapped: LL_FILL_MAPS entries */
 	unsigned int ncpus;
 	uint32_t flow_capacity; /* ll_flow_buckets entries, overflow buckets included */
 };
@@ -59,10 +61,11 @@ int dp_policy_commit(struct dp *dp, const struct ll_policy *pol, const struct ll
 int dp_state_read(int state_fd, struct ll_state *st);
 int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol);
 
-/* In both bucket maps: delete buckets of limits no longer in the policy
- * and, once the map is more than half full, buckets idle long enough to be
- * full again (deleting those changes nothing: a new bucket starts full);
- * buckets holding a per-key grant stay. In ll_key_grants: delete the grants
+/* In both bucket maps and ll_prefix_buckets: delete buckets of limits no
+ * longer in the policy and, once the map is more than half full, buckets
+ * idle long enough to be full again (deleting those changes nothing: a new
+ * bucket starts full); buckets holding a per-key grant stay. Then correct
+ * each bucket map's count in ll_fill. In ll_key_grants: delete the grants
  * of limits that are no longer global per-key limits.
  * Returns the number deleted or a negative errno.
  */
@@ -71,6 +74,11 @@ int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
 /* Record in ll_state that a policy (version, 0 if unknown) was refused and
  * why, for `status` and metrics. The running policy is untouched.
  */
+/* Add delta to the count of buckets of bucket map `which` (enum
+ * ll_fill_map) in ll_fill, atomically against the datapath's own adds.
+ */
+void dp_fill_add(struct dp *dp, unsigned int which, int64_t delta);
+
 int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t now);
 
 /* Record the coordinator link's counters in ll_state (for status and metrics). */

@@ -91,6 +91,70 @@ static void write_link(FILE *f, const struct ll_state *st)
 	}
 }
 
+/* What happened to keys without a bucket of their own, per limit (the
+ * per-CPU counters of key events, bpf/bucket.h), then how full each bucket
+ * map is against its pressure mark (ll_fill).
+ */
+static void write_keys(FILE *f, struct dp *dp, const struct ll_policy *pol)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+	    {"leaseline_keys_created_total", "Keys given a full bucket of their own (the key "
+					     "table not under pressure)."},
+	    {"leaseline_prefix_packets_total",
+	     "Packets of keys without a bucket charged to their prefix's fallback bucket (the "
+	     "key table under pressure)."},
+	    {"leaseline_prefix_buckets_total", "Prefix fallback buckets created."},
+	    {"leaseline_keys_graduated_total",
+	     "Keys given a bucket of their own after their prefix's fallback bucket admitted "
+	     "them (with what it had left, never a fresh burst)."},
+	    {"leaseline_overflow_packets_total",
+	     "Packets charged to the limit's overflow bucket (no room in the key table nor "
+	     "for a prefix fallback bucket)."},
+	};
+	static const struct {
+		const char *name, *help;
+	} tab[] = {
+	    {"leaseline_table_buckets", "Buckets in a key table, as the datapath counts them "
+					"(corrected by each reap pass)."},
+	    {"leaseline_table_pressure_buckets",
+	     "Buckets from which on a key table is under pressure: new keys go through their "
+	     "prefix's fallback bucket."},
+	    {"leaseline_table_capacity_buckets", "Entries of a key table."},
+	};
+	static const char *const maps[LL_FILL_MAPS] = {"ll_buckets", "ll_flow_buckets"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(fam); i++) {
+		prom_family(f, fam[i].name, "counter", fam[i].help);
+		for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
+			struct ll_limit_stats s;
+
+			if (!pol->limits[id].in_use || pol->limits[id].key_mode == LL_KEY_NONE ||
+			    stats_limit(dp->limit_stats_fd, id, &s))
+				continue;
+			fprintf(f, "%s{limit=\"%s\"}", fam[i].name, pol->limits[id].name);
+			prom_value(f, (double)(i == 0	? s.new_keys
+					       : i == 1 ? s.prefix_pkts
+					       : i == 2 ? s.prefix_buckets
+					       : i == 3 ? s.graduated
+							: s.overflow_pkts));
+		}
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(tab); i++) {
+		prom_family(f, tab[i].name, "gauge", tab[i].help);
+		for (unsigned int m = 0; dp->fill && m < LL_FILL_MAPS; m++) {
+			const struct ll_fill *fl = &dp->fill[m];
+
+			fprintf(f, "%s{map=\"%s\"}", tab[i].name, maps[m]);
+			prom_value(f, (double)__atomic_load_n(i == 0   ? &fl->live
+							      : i == 1 ? &fl->mark
+								       : &fl->cap,
+							      __ATOMIC_RELAXED));
+		}
+	}
+}
+
 int metrics_write(FILE *f, void *arg)
 {
 	struct dp *dp = arg;
@@ -129,6 +193,7 @@ int metrics_write(FILE *f, void *arg)
 		}
 	}
 	write_leases(f, dp, pol);
+	write_keys(f, dp, pol);
 	fprintf(f, "# HELP leaseline_parse_total Frames by parse outcome.\n"
 		   "# TYPE leaseline_parse_total counter\n");
 	stats_parse(dp->parse_stats_fd, parse);

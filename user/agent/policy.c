@@ -258,13 +258,14 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 		if (e)
 			pr_warn("cannot reset the fence of reused limit ids: %s\n", strerror(-e));
 	}
-	/* Enforced all the same (every key shares the overflow bucket), but
-	 * surely not what was meant.
+	/* Enforced all the same (a few dozen flows get a bucket in the
+	 * overflow buckets' slots, the rest share their source prefixes'
+	 * fallback buckets), but surely not what was meant.
 	 */
 	for (uint32_t i = 0; i < cp->n_limits; i++)
 		if (cp->limits[i].key_mode == LL_KEY_FLOW && dp->flow_capacity <= LL_MAX_LIMITS)
-			pr_warn("limit '%s' is key: flow but max-flow-keys is 0: all its flows "
-				"share one bucket\n",
+			pr_warn("limit '%s' is key: flow but max-flow-keys is 0: its flows "
+				"share their source prefixes' buckets\n",
 				cp->limits[i].name);
 	goto out;
 fail:

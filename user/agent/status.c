@@ -158,6 +158,9 @@ static void print_limit(struct out *o, const struct pinned *p, uint32_t id,
 	out_u64(o, "shadow_denied", s.shadow_denied_bytes);
 	out_obj_end(o);
 	out_u64(o, "new_keys", s.new_keys);
+	out_u64(o, "prefix_packets", s.prefix_pkts);
+	out_u64(o, "prefix_buckets", s.prefix_buckets);
+	out_u64(o, "graduated", s.graduated);
 	out_u64(o, "overflow", s.overflow_pkts);
 	if (l->scope == LL_SCOPE_GLOBAL)
 		print_lease(o, p, id, &s);
@@ -179,6 +182,36 @@ static void print_rules(struct out *o, const struct pinned *p, const struct ll_p
 		out_obj_end(o);
 	}
 	out_arr_end(o);
+}
+
+/* How full each key table is against its pressure mark (ll_fill), when the
+ * pins have it (an agent older than the pressure mark pinned none).
+ */
+static void print_tables(struct out *o, const char *pin_dir)
+{
+	static const char *const maps[LL_FILL_MAPS] = {"ll_buckets", "ll_flow_buckets"};
+	char path[4096 + 32];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/ll_fill", pin_dir);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	out_obj_begin(o, "tables");
+	for (uint32_t m = 0; m < LL_FILL_MAPS; m++) {
+		struct ll_fill fl;
+
+		if (bpf_map_lookup_elem(fd, &m, &fl))
+			continue;
+		out_obj_begin(o, maps[m]);
+		out_u64(o, "buckets", fl.live);
+		out_u64(o, "pressure_at", fl.mark);
+		out_u64(o, "capacity", fl.cap);
+		out_bool(o, "under_pressure", fl.mark && fl.live >= fl.mark);
+		out_obj_end(o);
+	}
+	out_obj_end(o);
+	close(fd);
 }
 
 static void print_parse(struct out *o, const struct pinned *p)
@@ -262,6 +295,7 @@ int status_print(const char *pin_dir, bool json)
 			print_limit(&o, &p, id, &pol->limits[id], keys[id]);
 	out_arr_end(&o);
 	print_rules(&o, &p, pol);
+	print_tables(&o, pin_dir);
 	print_parse(&o, &p);
 	out_obj_end(&o);
 	out_finish(&o);
