@@ -88,6 +88,9 @@ run_script_suite() {
 		timeout 300 bash "$t" "$BUILD" >"$log" 2>&1
 		rc=$?
 		sed 's/^/   /' "$log" | tail -25
+		# A failed check may be far above the tail: name it.
+		[ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] &&
+			grep -E '\[FAIL\]|^ *FAIL' "$log" | head -10 | sed 's/^/   failed: /'
 		case $rc in
 		0) passed=$((passed + 1)) ;;
 		77) skipped=$((skipped + 1)) ;;
