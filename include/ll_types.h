@@ -191,7 +191,10 @@ struct ll_key {
 	__u8 proto;	 /* dst-port */
 	__u8 family;	 /* 4 or 6; 0 for dst-port; LL_OVERFLOW_FAMILY */
 	__u16 dport;	 /* dst-port, network order */
-	__u32 addr[4];	 /* src or dst address (prefix-masked; IPv4 as ::ffff:a.b.c.d) */
+	union {
+		__u32 addr[4]; /* src or dst address (prefix-masked; IPv4 as ::ffff:a.b.c.d) */
+		__u8 addr8[16]; /* the same bytes: what bpftool prints readably */
+	};
 };
 
 /* Bucket key of flow limits, in ll_flow_buckets: 44 bytes. The first 8 bytes
@@ -205,8 +208,14 @@ struct ll_flow_key {
 	__u16 dport;
 	__u16 sport;
 	__u16 pad0;
-	__u32 addr[4];	/* source */
-	__u32 addr2[4]; /* destination */
+	union {
+		__u32 addr[4]; /* source */
+		__u8 addr8[16];
+	};
+	union {
+		__u32 addr2[4]; /* destination */
+		__u8 addr2_8[16];
+	};
 };
 
 /* The first 8 bytes of both key kinds: what the reaper and status read. */
