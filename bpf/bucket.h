@@ -12,8 +12,9 @@
  * Invariants: a bucket admits at most burst + rate * t tokens of the view it
  * is charged with; moving a bucket to another view (a reload, a changed
  * share, a grant installed, changed or removed) never deposits tokens; a
- * refund undoes a debit (tokens and spent) exactly; the deny hint never
- * refuses a packet the bucket could pay.
+ * refund undoes a debit (tokens and spent) exactly and leaves denied alone;
+ * the deny hint never refuses a packet the bucket could pay. A bucket also
+ * counts what it denied under its lock (denied: a sample of its denials).
  */
 #ifndef LEASELINE_BUCKET_H
 #define LEASELINE_BUCKET_H
@@ -220,7 +221,11 @@ static __always_inline void view_from_grant(struct share_view *gv, const struct 
  * unlocked reader that sees the new generation sees the new hint.
  *
  * spent counts the tokens admitted in whole units (1 a packet, or the frame
- * length in bytes mode); a refund takes them back.
+ * length in bytes mode); a refund takes them back. denied counts, in the
+ * same units, the packets refused here, under the lock: a sample, since the
+ * hint refuses most of a flood without the lock, and counting those would
+ * write the bucket's line on the path the hint keeps read-only (priced in
+ * docs/benchmarks.md). A refund never denies, so never moves it.
  */
 static __always_inline int bucket_take(struct ll_bucket *b, const struct share_view *v, int grants,
 				       const struct ll_key_grant *ng, __u32 kg, __u8 unit,
@@ -277,6 +282,8 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 		ok = tb_take(&tokens, cost_s);
 		if (ok)
 			b->spent += units;
+		else
+			b->denied += units;
 	}
 	if (!ok) {
 		/* class < len only past 64 KiB: then the hint covers that size */
