@@ -107,13 +107,14 @@ static void test_denied_bytes(void **state)
 	struct pkt big, small;
 
 	/* 1 byte/s: no refill a test can see changes a 42-byte decision. */
-	assert_int_equal(hx_applyf(fx, "version: 1\n"
-				       "limits:\n"
-				       "  - {name: l, key: src-ip, unit: bytes, rate: 1, burst: 150}\n"
-				       "rules:\n"
-				       "  - {name: all, limits: [l]}\n"),
+	assert_int_equal(hx_applyf(fx,
+				   "version: 1\n"
+				   "limits:\n"
+				   "  - {name: l, key: src-ip, unit: bytes, rate: 1, burst: 150}\n"
+				   "rules:\n"
+				   "  - {name: all, limits: [l]}\n"),
 			 0);
-	hx_udp4(&big, S4, D4, 1000, 53, 58); /* 100 bytes */
+	hx_udp4(&big, S4, D4, 1000, 53, 58);  /* 100 bytes */
 	hx_udp4(&small, S4, D4, 1000, 53, 0); /* 42 bytes */
 	assert_int_equal(big.len, 100);
 	assert_int_equal(small.len, 42);
@@ -205,12 +206,13 @@ static void test_denied_shadow(void **state)
 	struct ll_bucket bs, be;
 	struct pkt p;
 
-	assert_int_equal(hx_apply(fx, "version: 1\n"
-				      "limits:\n"
-				      "  - {name: s, key: src-ip, rate: 1, burst: 2, mode: shadow}\n"
-				      "  - {name: e, key: src-ip, rate: 1, burst: 100}\n"
-				      "rules:\n"
-				      "  - {name: r, limits: [s, e]}\n"),
+	assert_int_equal(hx_apply(fx,
+				  "version: 1\n"
+				  "limits:\n"
+				  "  - {name: s, key: src-ip, rate: 1, burst: 2, mode: shadow}\n"
+				  "  - {name: e, key: src-ip, rate: 1, burst: 100}\n"
+				  "rules:\n"
+				  "  - {name: r, limits: [s, e]}\n"),
 			 0);
 	hx_udp4(&p, S4, D4, 1000, 53, 0);
 	assert_int_equal(hx_send(fx, &p, 6, NULL), 6);

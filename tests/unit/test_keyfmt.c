@@ -253,11 +253,12 @@ static void test_retry_bounds(void **state)
 			r = keyfmt_retry(h, true, now);
 			if (r.state != KEYFMT_RETRY_WAIT || r.wait_ns < real ||
 			    r.wait_ns > real + step)
-				fail_msg("rate %llu tokens %llu: wait %llu ns (state %d), real %llu "
-					 "ns",
-					 (unsigned long long)rates[i], (unsigned long long)tokens,
-					 (unsigned long long)r.wait_ns, r.state,
-					 (unsigned long long)real);
+				fail_msg(
+				    "rate %llu tokens %llu: wait %llu ns (state %d), real %llu "
+				    "ns",
+				    (unsigned long long)rates[i], (unsigned long long)tokens,
+				    (unsigned long long)r.wait_ns, r.state,
+				    (unsigned long long)real);
 		}
 	}
 }

@@ -33,8 +33,8 @@
 /* How ll_bucket.denied counts (docs/maps.md): said in every frame. */
 #define TOP_DENIED_HOW "sampled"
 #define TOP_DENIED_NOTE                                                                            \
-	"per-key denied counts only denials decided under the bucket's lock (at most one per "   \
-	"deny-hint period and CPU; a key flooding past its hint is refused without the lock "    \
+	"per-key denied counts only denials decided under the bucket's lock (at most one per "     \
+	"deny-hint period and CPU; a key flooding past its hint is refused without the lock "      \
 	"and counted once per period); the limit's totals count every packet"
 
 /* One bucket as read, keyed by its limit's uid and its key. */
@@ -196,8 +196,8 @@ static int snap_read(struct top_snap *s, const struct top_pins *p)
 			continue;
 		stats_limit(p->limit_stats, id, &s->ls[id]);
 		if (s->pol->limits[id].scope == LL_SCOPE_GLOBAL)
-			s->have_lease[id] = !bpf_map_lookup_elem_flags(p->leases, &id,
-								       &s->lease[id], BPF_F_LOCK);
+			s->have_lease[id] =
+			    !bpf_map_lookup_elem_flags(p->leases, &id, &s->lease[id], BPF_F_LOCK);
 	}
 	err = snap_read_map(s, p->buckets, sizeof(struct ll_key));
 	if (!err)
@@ -319,10 +319,11 @@ static void entry_why(const struct top_snap *s, const struct top_entry *e, char 
 				 shadow, (unsigned long long)e->b.o_rate, unit_rate(c->unit),
 				 (unsigned long long)(e->b.o_burst_s / TB_SCALE), c->name);
 		else
-			snprintf(buf, len,
-				 "%sover this gateway's share %llu %s, burst %llu (global limit '%s')",
-				 shadow, (unsigned long long)l->rate, unit_rate(c->unit),
-				 (unsigned long long)(l->burst_s / TB_SCALE), c->name);
+			snprintf(
+			    buf, len,
+			    "%sover this gateway's share %llu %s, burst %llu (global limit '%s')",
+			    shadow, (unsigned long long)l->rate, unit_rate(c->unit),
+			    (unsigned long long)(l->burst_s / TB_SCALE), c->name);
 		return;
 	}
 	switch (l->on_loss) {
@@ -334,7 +335,8 @@ static void entry_why(const struct top_snap *s, const struct top_entry *e, char 
 			 (unsigned long long)(l->fb_burst_s / TB_SCALE), c->name);
 		return;
 	case LL_ON_LOSS_FAIL_OPEN:
-		snprintf(buf, len, "lease expired: fail-open admits every packet (global limit '%s')",
+		snprintf(buf, len,
+			 "lease expired: fail-open admits every packet (global limit '%s')",
 			 c->name);
 		return;
 	default:
@@ -488,8 +490,8 @@ static void limit_totals(const struct ll_limit_stats *st, uint8_t unit, uint64_t
 {
 	bool bytes = unit == LL_UNIT_BYTES;
 
-	*allowed = bytes ? st->allowed_bytes + st->fallback_bytes : st->allowed_pkts +
-									st->fallback_pkts;
+	*allowed =
+	    bytes ? st->allowed_bytes + st->fallback_bytes : st->allowed_pkts + st->fallback_pkts;
 	*denied = bytes ? st->denied_bytes + st->shadow_denied_bytes
 			: st->denied_pkts + st->shadow_denied_pkts;
 }
@@ -598,11 +600,11 @@ static void text_limit(FILE *f, const struct top_snap *s, const struct top_snap 
 	if (c->key_mode == LL_KEY_SRC_IP || c->key_mode == LL_KEY_DST_IP)
 		snprintf(prefix, sizeof(prefix), " /%u /%u", c->prefix_v4, c->prefix_v6);
 	limit_totals(&s->ls[id], c->unit, &al, &de);
-	fprintf(f, "limit %s: %s%s, %llu %s, burst %llu, %s, %s; %zu keys; allowed %llu, denied %llu",
-		c->name, cfg_key_mode_name(c->key_mode), prefix, (unsigned long long)c->rate,
-		unit_rate(c->unit), (unsigned long long)(c->burst_s / TB_SCALE),
-		cfg_mode_name(c->mode), scope_name(c->scope), r->keys, (unsigned long long)al,
-		(unsigned long long)de);
+	fprintf(
+	    f, "limit %s: %s%s, %llu %s, burst %llu, %s, %s; %zu keys; allowed %llu, denied %llu",
+	    c->name, cfg_key_mode_name(c->key_mode), prefix, (unsigned long long)c->rate,
+	    unit_rate(c->unit), (unsigned long long)(c->burst_s / TB_SCALE), cfg_mode_name(c->mode),
+	    scope_name(c->scope), r->keys, (unsigned long long)al, (unsigned long long)de);
 	if (secs > 0 && prev) {
 		limit_totals(&prev->ls[id], c->unit, &pal, &pde);
 		fprintf(f, " (%.1f/s, %.1f/s)", (double)delta(al, pal) / secs,
@@ -678,8 +680,8 @@ static int frame_print(const struct top_opts *o, const struct top_snap *s,
 	} else {
 		if (tty)
 			fputs("\033[H\033[2J", stdout); /* home, clear: redraw in place */
-		printf("leaseline top: policy version %llu, pin-dir %s", (unsigned long long)s->st.version,
-		       o->pin_dir);
+		printf("leaseline top: policy version %llu, pin-dir %s",
+		       (unsigned long long)s->st.version, o->pin_dir);
 		if (secs > 0)
 			printf("; rates over the last %.2f s", secs);
 		else if (o->interval_ns)

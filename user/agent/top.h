@@ -13,7 +13,7 @@
 /* Bounds of the refreshing view (-w): it never spins, and never sleeps so
  * long that a ^C seems ignored (the sleep ends early on SIGINT anyway).
  */
-#define TOP_MIN_INTERVAL_NS 100000000ull	  /* 0.1 s */
+#define TOP_MIN_INTERVAL_NS 100000000ull	      /* 0.1 s */
 #define TOP_MAX_INTERVAL_NS (3600ull * 1000000000ull) /* 1 h */
 #define TOP_DEFAULT_ROWS    10
 #define TOP_MAX_ROWS	    100000
