@@ -306,10 +306,9 @@ static void entry_why(const struct top_snap *s, const struct top_entry *e, char 
 			 (unsigned long long)(c->burst_s / TB_SCALE), c->name);
 		return;
 	}
-	if (!s->have_lease[e->id] || l->expiry_ns == 0) {
-		snprintf(buf, len, "%sno lease granted yet: global limit '%s' denies until one is",
-			 shadow, c->name);
-		*retry_text = "when a lease is granted";
+	if (!s->have_lease[e->id]) {
+		snprintf(buf, len, "%sglobal limit '%s' (its lease could not be read)", shadow,
+			 c->name);
 		return;
 	}
 	if (s->now < l->expiry_ns) {
@@ -326,24 +325,25 @@ static void entry_why(const struct top_snap *s, const struct top_entry *e, char 
 			    (unsigned long long)(l->burst_s / TB_SCALE), c->name);
 		return;
 	}
+	/* Dead (expiry 0: never granted): on-loss decides, as lease_state does. */
+	const char *dead = l->expiry_ns ? "lease expired" : "no lease granted yet";
+
 	switch (l->on_loss) {
 	case LL_ON_LOSS_FALLBACK:
 		snprintf(buf, len,
-			 "%slease expired: over the fallback share %llu %s, burst %llu (global "
-			 "limit '%s')",
-			 shadow, (unsigned long long)l->fb_rate, unit_rate(c->unit),
+			 "%s%s: over the fallback share %llu %s, burst %llu (global limit '%s')",
+			 shadow, dead, (unsigned long long)l->fb_rate, unit_rate(c->unit),
 			 (unsigned long long)(l->fb_burst_s / TB_SCALE), c->name);
 		return;
 	case LL_ON_LOSS_FAIL_OPEN:
-		snprintf(buf, len,
-			 "lease expired: fail-open admits every packet (global limit '%s')",
+		snprintf(buf, len, "%s: fail-open admits every packet (global limit '%s')", dead,
 			 c->name);
 		return;
 	default:
-		snprintf(buf, len,
-			 "%slease expired: fail-closed denies every packet (global limit '%s')",
-			 shadow, c->name);
-		*retry_text = "when the lease is renewed";
+		snprintf(buf, len, "%s%s: fail-closed denies every packet (global limit '%s')",
+			 shadow, dead, c->name);
+		*retry_text =
+		    l->expiry_ns ? "when the lease is renewed" : "when a lease is granted";
 	}
 }
 
