@@ -17,10 +17,12 @@
  * is charged with; moving a bucket to another view (a reload, a changed
  * share, a grant installed, changed or removed) never deposits tokens; a
  * refund undoes a debit (tokens and spent) exactly, in the bucket that took
- * it; the deny hint never refuses a packet the bucket could pay. Under
- * pressure no key gets more than burst + rate * t of its own plus what its
- * prefix's fallback bucket admits for the whole prefix (burst + rate * t):
- * tokens a graduating key takes along leave the fallback bucket.
+ * it, and leaves denied alone; the deny hint never refuses a packet the
+ * bucket could pay. A bucket also counts what it denied under its lock
+ * (denied: a sample of its denials). Under pressure no key gets more than
+ * burst + rate * t of its own plus what its prefix's fallback bucket admits
+ * for the whole prefix (burst + rate * t): tokens a graduating key takes
+ * along leave the fallback bucket.
  */
 #ifndef LEASELINE_BUCKET_H
 #define LEASELINE_BUCKET_H
@@ -368,7 +370,11 @@ static __always_inline void view_from_grant(struct share_view *gv, const struct 
  * unlocked reader that sees the new generation sees the new hint.
  *
  * spent counts the tokens admitted in whole units (1 a packet, or the frame
- * length in bytes mode); a refund takes them back.
+ * length in bytes mode); a refund takes them back. denied counts, in the
+ * same units, the packets refused here, under the lock: a sample, since the
+ * hint refuses most of a flood without the lock, and counting those would
+ * write the bucket's line on the path the hint keeps read-only (priced in
+ * docs/benchmarks.md). A refund never denies, so never moves it.
  *
  * drain (a fallback bucket's admission that graduates its key): the tokens
  * left after the debit move to drain (with the instant they are counted to
@@ -436,6 +442,8 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 			drain->gen = ev->gen;
 			tokens = 0;
 		}
+		if (!ok)
+			b->denied += units;
 	}
 	if (!ok) {
 		/* class < len only past 64 KiB: then the hint covers that size */

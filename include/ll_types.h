@@ -2,7 +2,8 @@
 /*
  * Structures shared by the XDP program and userspace: the compiled policy,
  * bucket keys and values, counters. Fixed-width types, explicit padding.
- * Invariants: a bucket value fits in one cache line; limit ids are stable
+ * Invariants: what a packet reads of a bucket value (gen, tokens, last_ns,
+ * deny_hint) is its first 32 bytes; limit ids are stable
  * across policy reloads for a limit of the same name, so buckets survive.
  */
 #ifndef LEASELINE_LL_TYPES_H
@@ -191,7 +192,10 @@ struct ll_key {
 	__u8 proto;	 /* dst-port */
 	__u8 family;	 /* 4 or 6; 0 for dst-port; LL_OVERFLOW_FAMILY */
 	__u16 dport;	 /* dst-port, network order */
-	__u32 addr[4];	 /* src or dst address (prefix-masked; IPv4 as ::ffff:a.b.c.d) */
+	union {
+		__u32 addr[4]; /* src or dst address (prefix-masked; IPv4 as ::ffff:a.b.c.d) */
+		__u8 addr8[16]; /* the same bytes: what bpftool prints readably */
+	};
 };
 
 /* Bucket key of flow limits, in ll_flow_buckets: 44 bytes. The first 8 bytes
@@ -205,8 +209,14 @@ struct ll_flow_key {
 	__u16 dport;
 	__u16 sport;
 	__u16 pad0;
-	__u32 addr[4];	/* source */
-	__u32 addr2[4]; /* destination */
+	union {
+		__u32 addr[4]; /* source */
+		__u8 addr8[16];
+	};
+	union {
+		__u32 addr2[4]; /* destination */
+		__u8 addr2_8[16];
+	};
 };
 
 /* The first 8 bytes of both key kinds: what the reaper and status read. */
@@ -339,7 +349,9 @@ struct ll_bucket {
 	__u64 o_fill_ns;
 	__u32 o_gen;	     /* generation of the per-key grant; 0 = none (the share applies) */
 	__u32 kg_seen;	     /* ll_lease.kg_ver the o_* fields were copied under (see bucket.h) */
+	__u64 denied;	     /* units denied under the lock (sampled: see bucket.h) */
 };
+_Static_assert(sizeof(struct ll_bucket) == 80, "ll_bucket layout (docs/maps.md)");
 /* ll_bucket.deny_hint, one word so that an unlocked read is consistent: no
  * packet whose class is at least the hint's can pay before the hint's
  * instant. The instant (CLOCK_MONOTONIC ns) is rounded down to 2^16 ns, the

@@ -20,6 +20,8 @@
 #include "dp.h"
 #include "log.h"
 #include "status.h"
+#include "top.h"
+#include "units.h"
 
 #define LEASELINE_VERSION "0.1.0"
 
@@ -208,6 +210,73 @@ static int cmd_status(int argc, char **argv)
 	return status_print(pin_dir, json) ? EXIT_RUNTIME : 0;
 }
 
+/* -w: seconds ("2", "0.5") or a duration ("500ms"), within the bounds of top.h. */
+static int parse_interval(const char *s, uint64_t *ns)
+{
+	char *end;
+	double secs;
+
+	if (!units_parse_duration(s, ns))
+		goto check;
+	errno = 0;
+	secs = strtod(s, &end);
+	if (errno || end == s || *end || !(secs >= 0) || secs > 1e6)
+		return -EINVAL;
+	*ns = (uint64_t)(secs * 1e9 + 0.5);
+check:
+	return *ns >= TOP_MIN_INTERVAL_NS && *ns <= TOP_MAX_INTERVAL_NS ? 0 : -ERANGE;
+}
+
+static int cmd_top(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	    {"pin-dir", required_argument, NULL, 'p'}, {"limit", required_argument, NULL, 'l'},
+	    {"rows", required_argument, NULL, 'n'},    {"json", no_argument, NULL, 'j'},
+	    {"watch", required_argument, NULL, 'w'},   {"count", required_argument, NULL, 'C'},
+	    {"verbose", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	struct top_opts o = {.pin_dir = CFG_DEFAULT_PIN_DIR, .rows = TOP_DEFAULT_ROWS};
+	uint64_t v;
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "p:l:n:jw:vh", lo, NULL)) != -1) {
+		if (opt == 'p') {
+			o.pin_dir = optarg;
+		} else if (opt == 'l') {
+			o.limit = optarg;
+		} else if (opt == 'n') {
+			if (units_parse_uint(optarg, &v) || v < 1 || v > TOP_MAX_ROWS)
+				return usage_error("top", "-n '%s': expected rows, 1 to 100000",
+						   optarg);
+			o.rows = (uint32_t)v;
+		} else if (opt == 'j') {
+			o.json = true;
+		} else if (opt == 'w') {
+			if (parse_interval(optarg, &o.interval_ns))
+				return usage_error("top",
+						   "-w '%s': expected seconds from 0.1 to 3600 "
+						   "(2, 0.5, 500ms)",
+						   optarg);
+		} else if (opt == 'C') {
+			if (units_parse_uint(optarg, &v) || v < 1 || v > UINT32_MAX)
+				return usage_error("top", "--count '%s': expected a count from 1",
+						   optarg);
+			o.count = (uint32_t)v;
+		} else if ((rc = common_opt("top", opt)) >= 0) {
+			return rc;
+		}
+	}
+	if (optind < argc)
+		return usage_error("top", "unexpected argument '%s'", argv[optind]);
+	if (o.count && !o.interval_ns)
+		return usage_error("top", "%s", "--count needs -w SECONDS");
+	rc = top_run(&o);
+	if (rc == TOP_NO_SUCH_LIMIT)
+		return EXIT_USAGE; /* said on stderr, with the limits there are */
+	return rc ? EXIT_RUNTIME : 0;
+}
+
 static int cmd_reset_fence(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -311,6 +380,16 @@ static const struct cmd cmds[] = {
      "Attached interfaces, policy version, limits, counters, from the pinned maps.\n"
      "-j prints one JSON document.",
      cmd_status},
+    {"top",
+     "leaseline top [--pin-dir DIR] [-n ROWS] [--limit NAME] [-j] [-w SECONDS [--count N]]",
+     "Per limit, the keys denied the most and the keys allowed the most (packets, or\n"
+     "bytes for a bytes limit), from the pinned maps: addresses (with /prefix when the\n"
+     "limit aggregates), ports (udp/53), flows (tcp 198.18.0.1:1234 -> 198.18.0.2:80).\n"
+     "A denied key shows why it is refused and when a retry can pass ('retry in 18.3 ms').\n"
+     "-n rows per list (default 10); --limit one limit only; -j one JSON document.\n"
+     "-w SECONDS refreshes every SECONDS (0.1 to 3600), redrawing on a terminal, with\n"
+     "rates over each interval, until ^C or --count frames (-j: one document a line).",
+     cmd_top},
     {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
      cmd_detach},
     {"reset-fence", "leaseline reset-fence [--pin-dir DIR]",
