@@ -153,15 +153,22 @@ sent = {**json.load(open(tmpd + "/sent-est.json"))["sources"],
 run = dict(kv.split("=", 1) for kv in open(tmpd + "/flood.out").read().split("\n")[0].split()[1:])
 bad = []
 
-def ip4(words):  # the v4 word of an ll_key address (network order, read as host u32)
-    return socket.inet_ntoa(struct.pack("<I", words[3] & 0xffffffff))
+def ip4(k):  # the v4 address of an ll_key as bpftool prints it
+    # addr (u32 words, network order read as host) or addr8 (bytes), at the
+    # top level or inside the anonymous union's object, as bpftool has it.
+    for d in [k] + [v for v in k.values() if isinstance(v, dict)]:
+        if "addr8" in d:
+            return socket.inet_ntoa(bytes(d["addr8"][12:16]))
+        if "addr" in d:
+            return socket.inet_ntoa(struct.pack("<I", d["addr"][3] & 0xffffffff))
+    raise KeyError("no address in %r" % (k,))
 
 def buckets(name):
     out = {}
     for e in json.load(open("%s/%s.json" % (tmpd, name))):
         k, v = e.get("formatted", e)["key"], e.get("formatted", e)["value"]
         if k["family"] == 4:
-            out[ip4(k["addr"])] = v
+            out[ip4(k)] = v
     return out
 
 own, pfx = buckets("ll_buckets"), buckets("ll_prefix_buckets")
