@@ -449,11 +449,17 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 		/* class < len only past 64 KiB: then the hint covers that size */
 		__u64 need = tb_cost(unit, class), rate = ev->cur.rate;
 
+		/* At rate 0 (a key cut to 0 here) nothing will pay until the
+		 * grant changes; the hint still lapses after LL_HOT_INTERVAL_NS so
+		 * that a locked denial, and a hot event, come again: with a hint
+		 * for ever, a key cut to 0 that kept coming was reported once,
+		 * then never, and stayed cut (the shift test: 0% after a move).
+		 */
 		if (need > tokens)
-			hint =
-			    (rate ? (now + (need - tokens + rate - 1) / rate) & ~LL_HINT_CLASS_MASK
-				  : ~LL_HINT_CLASS_MASK) |
-			    class;
+			hint = ((rate ? now + (need - tokens + rate - 1) / rate
+				      : now + LL_HOT_INTERVAL_NS) &
+				~LL_HINT_CLASS_MASK) |
+			       class;
 	}
 	b->deny_hint = hint;
 	b->tokens = tokens;
