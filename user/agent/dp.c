@@ -316,7 +316,6 @@ int dp_policy_commit(struct dp *dp, const struct ll_policy *pol, const struct ll
  */
 #define REAP_PRESSURE_NUM   LL_PRESSURE_NUM
 #define REAP_PRESSURE_SHIFT LL_PRESSURE_SHIFT
-#define REAP_BATCH	    4096
 /* An idle bucket is deleted only after this long without a packet: deleting
  * a key that comes back soon only buys it a trip through the slow path.
  */
@@ -396,15 +395,13 @@ static int reap_list_add(struct reap_list *l, const void *k)
 	return 0;
 }
 
-/* One pass over one bucket map with batched lookups: classify every bucket,
- * count them all.
- */
-static int reap_scan(int fd, size_t key_size, const struct ll_policy *pol,
-		     const struct reap_share *sh, uint64_t now, struct reap_list *idle,
-		     struct reap_list *gone, size_t *total)
+#define BUCKETS_BATCH 4096
+
+int dp_buckets_walk(int fd, size_t key_size,
+		    int (*fn)(void *ctx, const void *key, const struct ll_bucket *b), void *ctx)
 {
-	unsigned char *keys = calloc(REAP_BATCH, key_size);
-	struct ll_bucket *vals = calloc(REAP_BATCH, sizeof(*vals));
+	unsigned char *keys = calloc(BUCKETS_BATCH, key_size);
+	struct ll_bucket *vals = calloc(BUCKETS_BATCH, sizeof(*vals));
 	struct ll_flow_key batch_out; /* the larger key */
 	void *in = NULL;
 	int err = 0;
@@ -415,23 +412,15 @@ static int reap_scan(int fd, size_t key_size, const struct ll_policy *pol,
 		goto out;
 	}
 	for (;;) {
-		__u32 cnt = REAP_BATCH;
+		__u32 cnt = BUCKETS_BATCH;
 		int r = bpf_map_lookup_batch(fd, in, &batch_out, keys, vals, &cnt, &bo);
 
 		if (r && errno != ENOENT) {
 			err = -errno;
 			break;
 		}
-		for (__u32 i = 0; i < cnt && !err; i++) {
-			const void *k = keys + i * key_size;
-			enum reap_class c = bucket_class(pol, sh, k, &vals[i], now);
-
-			if (c == REAP_IDLE)
-				err = reap_list_add(idle, k);
-			else if (c == REAP_GONE)
-				err = reap_list_add(gone, k);
-		}
-		*total += cnt;
+		for (__u32 i = 0; i < cnt && !err; i++)
+			err = fn(ctx, keys + i * key_size, &vals[i]);
 		if (r || err)
 			break; /* ENOENT: that was the last batch */
 		in = &batch_out;
@@ -440,6 +429,28 @@ out:
 	free(keys);
 	free(vals);
 	return err;
+}
+
+struct reap_scan {
+	const struct ll_policy *pol;
+	const struct reap_share *sh;
+	uint64_t now;
+	struct reap_list *idle, *gone;
+	size_t total;
+};
+
+/* Classify one bucket, count it. */
+static int reap_one(void *ctx, const void *k, const struct ll_bucket *b)
+{
+	struct reap_scan *rs = ctx;
+	enum reap_class c = bucket_class(rs->pol, rs->sh, k, b, rs->now);
+
+	rs->total++;
+	if (c == REAP_IDLE)
+		return reap_list_add(rs->idle, k);
+	if (c == REAP_GONE)
+		return reap_list_add(rs->gone, k);
+	return 0;
 }
 
 static int reap_delete(int fd, const struct reap_list *l)
@@ -465,18 +476,19 @@ static int reap_delete(int fd, const struct reap_list *l)
 static int reap_map(struct dp *dp, int fd, const struct bpf_map *map, unsigned int fill,
 		    const struct ll_policy *pol, const struct reap_share *sh, uint64_t now)
 {
-	size_t ks = bpf_map__key_size(map), total = 0;
+	size_t ks = bpf_map__key_size(map);
 	struct reap_list idle = {.key_size = ks}, gone = {.key_size = ks};
 	uint64_t before = fill < LL_FILL_MAPS && dp->fill
 			      ? __atomic_load_n(&dp->fill[fill].live, __ATOMIC_RELAXED)
 			      : 0;
-	int err = reap_scan(fd, ks, pol, sh, now, &idle, &gone, &total);
+	struct reap_scan rs = {pol, sh, now, &idle, &gone, 0};
+	int err = dp_buckets_walk(fd, ks, reap_one, &rs);
 
 	if (!err) {
 		err = reap_delete(fd, &gone);
-		if (total << REAP_PRESSURE_SHIFT > bpf_map__max_entries(map) * REAP_PRESSURE_NUM)
+		if (rs.total << REAP_PRESSURE_SHIFT > bpf_map__max_entries(map) * REAP_PRESSURE_NUM)
 			err += reap_delete(fd, &idle);
-		dp_fill_add(dp, fill, (int64_t)(total - (size_t)err) - (int64_t)before);
+		dp_fill_add(dp, fill, (int64_t)(rs.total - (size_t)err) - (int64_t)before);
 	}
 	free(idle.keys);
 	free(gone.keys);
@@ -577,6 +589,16 @@ int dp_link_stats_write(struct dp *dp, const struct ll_state *from)
 	st.hot_keys_listed = from->hot_keys_listed;
 	st.hot_keys_dropped = from->hot_keys_dropped;
 	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
+}
+
+int dp_pinned_open(const char *dir, const struct dp_pin *pins, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		*pins[i].fd = dp_pinned_get(dir, pins[i].name);
+		if (*pins[i].fd < 0)
+			return *pins[i].fd;
+	}
+	return 0;
 }
 
 int dp_pinned_get(const char *dir, const char *name)

@@ -84,6 +84,23 @@ int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t n
 /* Record the coordinator link's counters in ll_state (for status and metrics). */
 int dp_link_stats_write(struct dp *dp, const struct ll_state *from);
 
+/* Call fn(ctx, key, bucket) for every bucket of bucket map fd (keys of
+ * key_size bytes), read under the buckets' locks in batches; stops at fn's
+ * first nonzero return and returns it, or a negative errno.
+ */
+struct ll_bucket;
+int dp_buckets_walk(int fd, size_t key_size,
+		    int (*fn)(void *ctx, const void *key, const struct ll_bucket *b), void *ctx);
+
+/* The maps pinned under dir, each name into its fd; stops at the first
+ * missing one (said in a log line) and returns its negative errno.
+ */
+struct dp_pin {
+	const char *name;
+	int *fd;
+};
+int dp_pinned_open(const char *dir, const struct dp_pin *pins, size_t n);
+
 /* The map pinned as dir/name (an fd), or a negative errno, said in a log
  * line that names the path. For the commands that read the pins.
  */

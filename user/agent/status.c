@@ -30,10 +30,7 @@ struct pinned {
 
 static int pinned_open(const char *dir, struct pinned *p)
 {
-	struct {
-		const char *name;
-		int *fd;
-	} maps[] = {
+	const struct dp_pin pins[] = {
 	    {"ll_state", &p->state},
 	    {"ll_policy", &p->policy},
 	    {"ll_buckets", &p->buckets},
@@ -44,12 +41,8 @@ static int pinned_open(const char *dir, struct pinned *p)
 	    {"ll_leases", &p->leases},
 	    {"ll_fence", &p->fence},
 	};
-	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
-		*maps[i].fd = dp_pinned_get(dir, maps[i].name);
-		if (*maps[i].fd < 0)
-			return *maps[i].fd;
-	}
-	return 0;
+
+	return dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
 }
 
 /* Add the keys of one bucket map (ll_buckets or ll_flow_buckets, whose keys

@@ -28,7 +28,6 @@
 #include "top.h"
 
 /* Buckets read per batch syscall. */
-#define TOP_BATCH 4096
 
 /* How ll_bucket.denied counts (docs/maps.md): said in every frame. */
 #define TOP_DENIED_HOW "sampled"
@@ -55,6 +54,7 @@ struct top_snap {
 	struct top_entry *e;
 	size_t n, cap;
 	uint64_t now; /* CLOCK_MONOTONIC when the buckets had been read */
+	size_t key_size; /* of the map being read */
 };
 
 struct top_pins {
@@ -63,10 +63,7 @@ struct top_pins {
 
 static int pins_open(const char *dir, struct top_pins *p)
 {
-	struct {
-		const char *name;
-		int *fd;
-	} maps[] = {
+	const struct dp_pin pins[] = {
 	    {"ll_state", &p->state},
 	    {"ll_policy", &p->policy},
 	    {"ll_buckets", &p->buckets},
@@ -75,12 +72,7 @@ static int pins_open(const char *dir, struct top_pins *p)
 	    {"ll_leases", &p->leases},
 	};
 
-	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
-		*maps[i].fd = dp_pinned_get(dir, maps[i].name);
-		if (*maps[i].fd < 0)
-			return *maps[i].fd;
-	}
-	return 0;
+	return dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
 }
 
 static void pins_close(struct top_pins *p)
@@ -134,49 +126,26 @@ static int snap_add(struct top_snap *s, const struct top_entry *e)
 	return 0;
 }
 
-/* Every bucket of one map whose limit is in the policy, read under the
- * buckets' locks in batches.
- */
+/* One bucket of a limit in the policy into the snapshot. */
+static int snap_one(void *ctx, const void *k, const struct ll_bucket *b)
+{
+	struct top_snap *s = ctx;
+	struct top_entry e = {.b = *b};
+	int id;
+
+	key_split(k, s->key_size, &e.uid, &e.key);
+	id = limit_of_uid(s->pol, e.uid);
+	if (id < 0)
+		return 0; /* a limit no longer in the policy: the reaper's */
+	e.id = (uint32_t)id;
+	return snap_add(s, &e);
+}
+
+/* Every bucket of one map whose limit is in the policy. */
 static int snap_read_map(struct top_snap *s, int fd, size_t key_size)
 {
-	unsigned char *keys = calloc(TOP_BATCH, key_size);
-	struct ll_bucket *vals = calloc(TOP_BATCH, sizeof(*vals));
-	struct ll_flow_key batch_out; /* the larger key */
-	void *in = NULL;
-	int err = 0;
-
-	LIBBPF_OPTS(bpf_map_batch_opts, bo, .elem_flags = BPF_F_LOCK);
-	if (!keys || !vals) {
-		err = -ENOMEM;
-		goto out;
-	}
-	for (;;) {
-		__u32 cnt = TOP_BATCH;
-		int r = bpf_map_lookup_batch(fd, in, &batch_out, keys, vals, &cnt, &bo);
-
-		if (r && errno != ENOENT) {
-			err = -errno;
-			break;
-		}
-		for (__u32 i = 0; i < cnt && !err; i++) {
-			struct top_entry e = {.b = vals[i]};
-			int id;
-
-			key_split(keys + i * key_size, key_size, &e.uid, &e.key);
-			id = limit_of_uid(s->pol, e.uid);
-			if (id < 0)
-				continue; /* a limit no longer in the policy: the reaper's */
-			e.id = (uint32_t)id;
-			err = snap_add(s, &e);
-		}
-		if (r || err)
-			break; /* ENOENT: that was the last batch */
-		in = &batch_out;
-	}
-out:
-	free(keys);
-	free(vals);
-	return err;
+	s->key_size = key_size;
+	return dp_buckets_walk(fd, key_size, snap_one, s);
 }
 
 static int snap_read(struct top_snap *s, const struct top_pins *p)
