@@ -255,12 +255,12 @@ _Static_assert(sizeof(struct ll_flow_key) == 4 + sizeof(struct ll_key_id),
 
 /* Per-key grants of global limits (ll_key_grants, keyed by ll_flow_key:
  * limit uid + ll_key_id): this gateway's share of one key's contract where
- * the coordinator set it apart from the limit's share. The whole set of a
- * limit is replaced by each grant the agent applies; it counts only while
- * the limit's lease lives.
+ * the coordinator set it apart from the limit's share. A grant changes a
+ * limit's set (or replaces it whole, on a new connection); an entry counts
+ * only while the limit's lease lives.
  */
 #define LL_MAX_KEY_GRANTS	65536 /* entries of ll_key_grants, all limits */
-#define LL_MAX_LIMIT_KEY_GRANTS 1024  /* per limit, as one grant frame carries them */
+#define LL_MAX_LIMIT_KEY_GRANTS 16384 /* per limit (ll_lease.n_key_grants is a u16) */
 
 struct ll_key_grant {
 	__u64 rate;    /* tokens/s */

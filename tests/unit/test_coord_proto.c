@@ -592,6 +592,9 @@ struct pk_agent {
 	size_t ng;
 	struct pk_grant last;
 	uint64_t share, policy;
+	/* The entry for K it holds (grants carry changes on top of a whole set). */
+	bool full_seen, has;
+	uint64_t krate, kburst, told;
 };
 
 static struct ll_key_id pk_key(void)
@@ -619,10 +622,13 @@ static void pk_report(struct fx *fx, struct pk_agent *a, bool hot)
 	r->e[0].applied_epoch = a->epoch;
 	r->e[0].applied_seq = a->applied;
 	r->e[0].demand = PK_RATE;
-	if (hot) {
-		/* Denied on K: "as much as it can get". */
+	if (hot || a->told) {
+		/* Denied on K: "as much as it can get"; or told it wants none now
+		 * (a demand stands until it is told again).
+		 */
 		r->n_hot = 1;
-		r->hot[0] = (struct wire_hot){.entry = 0, .key = k, .demand = PK_RATE};
+		r->hot[0] = (struct wire_hot){.entry = 0, .key = k, .demand = hot ? PK_RATE : 0};
+		a->told = r->hot[0].demand;
 	}
 	a->acked = a->applied;
 	a->sent_ns[a->seq % PK_SENT] = clock_now_ns();
@@ -675,14 +681,23 @@ static void pk_take(struct fx *fx, struct pk_agent *ag, size_t n, size_t i)
 	assert_true(g->n_keys <= 1);
 	pg.seq = g->seq;
 	pg.expiry = a->sent_ns[g->report_seq % PK_SENT] + TTL_MS * NSEC_PER_MSEC;
-	pg.rate = g->rate;
-	pg.burst = g->burst;
+	/* A whole set, or changes on top of one it applied and acknowledged. */
+	if (g->keys_full) {
+		a->full_seen = true;
+		a->has = false;
+	} else {
+		assert_true(a->full_seen);
+		assert_true(g->keys_base <= a->acked);
+	}
 	if (g->n_keys) {
 		assert_memory_equal(&g->keys[0].key, &k, sizeof(k));
-		pg.entry = true;
-		pg.rate = g->keys[0].rate;
-		pg.burst = g->keys[0].burst;
+		a->has = g->keys[0].op == WIRE_KEY_SET;
+		a->krate = g->keys[0].rate;
+		a->kburst = g->keys[0].burst;
 	}
+	pg.entry = a->has;
+	pg.rate = a->has ? a->krate : g->rate;
+	pg.burst = a->has ? a->kburst : g->burst;
 	a->share = g->rate;
 	a->epoch = g->epoch;
 	a->applied = g->seq;

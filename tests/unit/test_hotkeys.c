@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * Host tests of user/coord/hotkeys.c: the hot-key table (hash lookups,
- * bounds, relisting), composition of grants with per-key grants (a new key's
- * ledger is the limit's, cuts before raises, a new holder's first grant cuts
- * every key it does not want, cooling and dropping), reloads, and a long
- * randomised run that models every holder's side (the grants it applied and
- * what that lets it spend on each key) and checks after every event that,
- * for every key, the sum over holders of the most any live grant lets them
- * spend stays within capacity, and that the coordinator's ledgers account
- * for at least that.
+ * bounds, standing demands), composition of grants that carry changes only
+ * (a new key's ledger is the limit's, cuts before raises, unacknowledged
+ * changes named again, whole sets on a new connection or a dead lease,
+ * cooling and dropping), reloads, and a long randomised run that models
+ * every holder's side (the per-key entries it holds after applying grants
+ * as they arrive, late, twice or never) and checks after every event that
+ * it holds exactly what the coordinator composed, that for every key the
+ * sum over holders of the most they may spend stays within capacity, and
+ * that the coordinator's ledgers account for at least that.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,14 +48,18 @@ static bool chance(uint64_t *s, unsigned pct)
 	return rnd(s) % 100 < pct;
 }
 
-/* A grant to holder h toward (tr, tb), which must be issued and sendable. */
+static struct wire_key_grant keys[WIRE_MAX_KEY_GRANTS];
+static struct hotkeys_out out = {.keys = keys};
+
+/* A grant to holder h toward (tr, tb), which must be issued and sendable;
+ * out holds what it names.
+ */
 static struct ledger_grant grant(struct hotkeys *t, struct ledger *lim, size_t h, uint64_t tr,
-				 uint64_t tb, uint64_t now, struct wire_key_grant *keys,
-				 uint32_t *n)
+				 uint64_t tb, uint64_t now)
 {
 	struct ledger_grant g;
 
-	assert_int_equal(hotkeys_grant(t, lim, h, tr, tb, now, LIVE, &g, keys, n), 1);
+	assert_int_equal(hotkeys_grant(t, lim, h, tr, tb, now, LIVE, &g, &out), 1);
 	assert_int_equal(ledger_check(lim, now), 0);
 	assert_int_equal(hotkeys_check(t, now), 0);
 	return g;
@@ -66,24 +71,17 @@ static void ack(struct hotkeys *t, struct ledger *lim, size_t h, uint64_t seq, u
 	hotkeys_ack(t, h, seq, now);
 }
 
-/* One report of holder h listing n keys (demands d). */
+/* One report of holder h listing key with demand d. */
 static int report(struct hotkeys *t, const struct ledger *lim, size_t h,
-		  const struct ll_key_id *keys, const uint64_t *d, size_t n, uint64_t share,
-		  uint64_t now)
+		  const struct ll_key_id *key, uint64_t d, uint64_t share, uint64_t now)
 {
-	int made = 0;
-
-	hotkeys_report_begin(t, h);
-	for (size_t i = 0; i < n; i++)
-		made += hotkeys_report_key(t, lim, h, &keys[i], d[i], share, now) == 1;
-	hotkeys_report_end(t, h);
-	return made;
+	return hotkeys_report_key(t, lim, h, key, d, share, now);
 }
 
-static const struct wire_key_grant *entry_of(const struct wire_key_grant *keys, uint32_t n,
-					     const struct ll_key_id *key)
+/* The entry the last grant names for key, or NULL. */
+static const struct wire_key_grant *named(const struct ll_key_id *key)
 {
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < out.n; i++)
 		if (!memcmp(&keys[i].key, key, sizeof(*key)))
 			return &keys[i];
 	return NULL;
@@ -91,10 +89,21 @@ static const struct wire_key_grant *entry_of(const struct wire_key_grant *keys, 
 
 /* ---- the table ---------------------------------------------------------- */
 
+/* Drop key idx: nobody above its share for the cooling time, no entry held
+ * (no grant was ever composed in these table tests).
+ */
+static void drop(struct hotkeys *t, const struct ledger *lim, const struct ll_key_id *k,
+		 uint64_t *now)
+{
+	report(t, lim, 0, k, 0, 99, *now);
+	*now += HOTKEYS_COOL_NS + 1;
+	hotkeys_tick(t, lim, *now, true);
+}
+
 /* Up to max keys by the 40 bytes (keys that differ in one byte are two
  * keys); the next is refused and counted; keys at or below the share need no
  * per-key grant; lookups stay right through many drops (backward-shift
- * deletion) and additions.
+ * deletion, slots reused) and additions.
  */
 static void test_table(void **state)
 {
@@ -102,27 +111,26 @@ static void test_table(void **state)
 	struct hotkeys t;
 	struct ledger lim;
 	uint64_t seed = 7, now = 10 * NSEC_PER_SEC;
+	const uint32_t max = 1024;
 	uint32_t n = 0;
 
 	(void)state;
 	ledger_init(&lim, 1000, 1000);
 	assert_int_equal(hotkeys_init(&t, "l", NHOLD, HOTKEYS_MAX + 5, SEED), 0);
-	assert_int_equal(t.max, HOTKEYS_MAX); /* never more than a grant carries */
+	assert_int_equal(t.max, HOTKEYS_MAX); /* never more than an agent holds */
 	hotkeys_free(&t);
-	assert_int_equal(hotkeys_init(&t, "l", NHOLD, HOTKEYS_MAX, SEED), 0);
-	for (uint32_t i = 0; i < HOTKEYS_MAX; i++) {
+	assert_int_equal(hotkeys_init(&t, "l", NHOLD, max, SEED), 0);
+	for (uint32_t i = 0; i < max; i++) {
 		struct ll_key_id k = key_v4(i);
 
-		hotkeys_report_begin(&t, 0);
-		assert_int_equal(hotkeys_report_key(&t, &lim, 0, &k, 100, 99, now), 1);
-		assert_int_equal(hotkeys_report_key(&t, &lim, 0, &k, 100, 99, now), 0); /* twice */
-		hotkeys_report_end(&t, 0);
+		assert_int_equal(report(&t, &lim, 0, &k, 100, 99, now), 1);
+		assert_int_equal(report(&t, &lim, 0, &k, 100, 99, now), 0); /* twice */
 	}
-	assert_int_equal(t.n, HOTKEYS_MAX);
+	assert_int_equal(t.n, max);
 	{
-		struct ll_key_id k = key_v4(HOTKEYS_MAX), k0 = key_v4(0);
+		struct ll_key_id k = key_v4(max), k0 = key_v4(0);
 
-		assert_int_equal(hotkeys_report_key(&t, &lim, 1, &k, 100, 99, now), -ENOSPC);
+		assert_int_equal(report(&t, &lim, 1, &k, 100, 99, now), -ENOSPC);
 		assert_int_equal(t.refused, 1);
 		assert_int_equal(hotkeys_find(&t, &k), -1);
 		/* One byte of padding makes another key. */
@@ -131,40 +139,39 @@ static void test_table(void **state)
 		k0.pad0 = 0;
 		assert_true(hotkeys_find(&t, &k0) >= 0);
 	}
-	for (uint32_t i = 0; i < HOTKEYS_MAX; i++) {
+	for (uint32_t i = 0; i < max; i++) {
 		struct ll_key_id k = key_v4(i);
 		int idx = hotkeys_find(&t, &k);
 
 		assert_true(idx >= 0);
 		assert_memory_equal(&t.k[idx].key, &k, sizeof(k));
 	}
-	/* Random drops (a key unlisted for the cooling time, with no live grant)
-	 * and additions; the table agrees with a plain array at every step.
-	 */
-	for (uint32_t i = 0; i < HOTKEYS_MAX; i++)
+	/* Random drops and additions; the table agrees with a plain array. */
+	for (uint32_t i = 0; i < max; i++)
 		in[i] = true;
-	n = HOTKEYS_MAX;
-	for (int step = 0; step < 20000; step++) {
+	n = max;
+	for (int step = 0; step < 6000; step++) {
 		uint32_t ip = (uint32_t)(rnd(&seed) % 4096);
 		struct ll_key_id k = key_v4(ip);
 		int idx = hotkeys_find(&t, &k);
 
 		assert_int_equal(idx >= 0, in[ip]);
 		if (in[ip] && chance(&seed, 50)) {
-			t.k[idx].listed_ns = 0; /* long unlisted */
-			hotkeys_tick(&t, &lim, now);
+			drop(&t, &lim, &k, &now);
+			assert_int_equal(hotkeys_find(&t, &k), -1);
 			in[ip] = false;
 			n--;
 		} else if (!in[ip]) {
-			int r = hotkeys_report_key(&t, &lim, 0, &k, 100, 99, now);
+			int r = report(&t, &lim, 0, &k, 100, 99, now);
 
-			assert_int_equal(r, n < HOTKEYS_MAX ? 1 : -ENOSPC);
+			assert_int_equal(r, n < max ? 1 : -ENOSPC);
 			if (r == 1) {
 				in[ip] = true;
 				n++;
 			}
 		}
 		assert_int_equal(t.n, n);
+		assert_true(t.top <= max);
 		if (step % 1000 == 0)
 			for (uint32_t j = 0; j < 4096; j++) {
 				struct ll_key_id kj = key_v4(j);
@@ -176,80 +183,60 @@ static void test_table(void **state)
 	{
 		struct ll_key_id k = key_v4(9999);
 
-		assert_int_equal(hotkeys_report_key(&t, &lim, 0, &k, 99, 99, now), 0);
+		assert_int_equal(report(&t, &lim, 0, &k, 99, 99, now), 0);
 		assert_int_equal(hotkeys_find(&t, &k), -1);
 	}
-	assert_true(t.made >= HOTKEYS_MAX);
-	assert_true(t.dropped > 1000);
+	assert_true(t.made >= max);
+	assert_true(t.dropped > 500);
 	hotkeys_free(&t);
 	hotkeys_free(&t); /* twice is fine */
 	ledger_free(&lim);
 }
 
-/* A report lists all the holder's hot keys: one it listed before and no
- * longer lists gets demand 0 (it wants none of it); a key listed twice in one
- * report keeps the larger demand; a holder that stops asking lists nothing.
+/* A demand stands until its holder lists the key again (0: it wants none)
+ * or goes quiet; a key cools once nobody is above its share for the
+ * cooling time, and heats up when someone is again.
  */
-static void test_relisting(void **state)
+static void test_standing_demand(void **state)
 {
-	struct ll_key_id k[3] = {key_v4(1), key_v4(2), key_v4(3)};
-	uint64_t d[3] = {500, 600, 700};
+	struct ll_key_id k[2] = {key_v4(1), key_v4(2)};
+	uint64_t now = NSEC_PER_SEC;
 	struct hotkeys t;
 	struct ledger lim;
-	int i0, i1, i2;
+	int i0, i1;
 
 	(void)state;
 	ledger_init(&lim, 1000, 1000);
 	hotkeys_init(&t, "l", NHOLD, 16, SEED);
-	assert_int_equal(report(&t, &lim, 0, k, d, 3, 0, 1), 3);
+	assert_int_equal(report(&t, &lim, 0, &k[0], 500, 100, now), 1);
+	assert_int_equal(report(&t, &lim, 0, &k[1], 600, 100, now), 1);
 	i0 = hotkeys_find(&t, &k[0]);
 	i1 = hotkeys_find(&t, &k[1]);
-	i2 = hotkeys_find(&t, &k[2]);
+	report(&t, &lim, 1, &k[1], 50, 100, now); /* within its share */
+	assert_int_equal(t.k[i1].led.h[1].demand, 50);
+	assert_int_equal(t.k[i1].n_above, 1);
+	/* Reports that do not list a key leave its demand as it stands. */
+	report(&t, &lim, 0, &k[0], 500, 100, now);
 	assert_int_equal(t.k[i1].led.h[0].demand, 600);
-	assert_true(t.k[i1].led.h[0].active);
-	/* Holder 1 lists k1 only. */
-	assert_int_equal(report(&t, &lim, 1, &k[1], &d[0], 1, 0, 2), 0);
-	assert_int_equal(t.k[i1].led.h[1].demand, 500);
-	/* Holder 0 now lists k0 and k2. */
-	{
-		struct ll_key_id two[2] = {k[0], k[2]};
-		uint64_t dd[2] = {50, 70};
-
-		report(&t, &lim, 0, two, dd, 2, 0, 3);
-	}
-	assert_int_equal(t.k[i0].led.h[0].demand, 50);
+	/* Listed at 0: wanted no more. */
+	report(&t, &lim, 0, &k[1], 0, 100, now + 1);
 	assert_int_equal(t.k[i1].led.h[0].demand, 0);
 	assert_false(t.k[i1].led.h[0].active);
-	assert_int_equal(t.k[i2].led.h[0].demand, 70);
-	assert_int_equal(t.k[i1].led.h[1].demand, 500); /* holder 1 unchanged */
-	/* Twice in one report: the larger. */
-	{
-		struct ll_key_id two[2] = {k[0], k[0]};
-		uint64_t dd[2] = {80, 40};
-
-		report(&t, &lim, 0, two, dd, 2, 0, 4);
-	}
-	assert_int_equal(t.k[i0].led.h[0].demand, 80);
-	assert_int_equal(t.k[i2].led.h[0].demand, 0);
-	/* An empty report: nothing wanted. */
-	report(&t, &lim, 0, NULL, NULL, 0, 0, 5);
+	assert_int_equal(t.k[i1].n_above, 0);
+	assert_int_equal(t.k[i1].calm_ns, now + 1);
+	/* The cooling time later k1 cools; k0 (holder 0 above its share) not. */
+	hotkeys_tick(&t, &lim, now + 1 + HOTKEYS_COOL_NS + 1, true);
+	assert_false(t.k[i0].cooling);
+	/* Never granted: nobody holds it, it is dropped at once. */
+	assert_int_equal(hotkeys_find(&t, &k[1]), -1);
+	/* Quiet: holder 0's demands are gone. */
+	hotkeys_holder_quiet(&t, 0, now + 2);
 	assert_int_equal(t.k[i0].led.h[0].demand, 0);
-	/* Listed with demand 0: not wanted, and it does not keep the key warm. */
-	t.k[i1].listed_ns = 6;
-	{
-		uint64_t zero = 0;
-
-		report(&t, &lim, 0, &k[1], &zero, 1, 0, 9);
-	}
-	assert_int_equal(t.k[i1].listed_ns, 6);
-	assert_false(t.k[i1].led.h[0].active);
-	/* Quiet: holder 1's listing is gone, and its next report starts afresh. */
-	hotkeys_holder_quiet(&t, 1);
-	assert_int_equal(t.k[i1].led.h[1].demand, 0);
-	assert_int_equal(report(&t, &lim, 1, &k[1], &d[0], 1, 0, 10), 0);
-	assert_int_equal(t.k[i1].led.h[1].demand, 500);
-	report(&t, &lim, 1, NULL, NULL, 0, 0, 11);
-	assert_int_equal(t.k[i1].led.h[1].demand, 0);
+	assert_int_equal(t.k[i0].n_above, 0);
+	/* A cooling key listed above the share again heats up. */
+	t.k[i0].cooling = true;
+	report(&t, &lim, 1, &k[0], 700, 100, now + 3);
+	assert_false(t.k[i0].cooling);
 	hotkeys_free(&t);
 	ledger_free(&lim);
 }
@@ -257,238 +244,211 @@ static void test_relisting(void **state)
 /* ---- composition -------------------------------------------------------- */
 
 /*
- * Two holders with 500 each of R = B = 1000. A lists K at 1000: K's ledger is
- * a copy of the limit's (500 + 500), so A's first grant cannot raise K (it
- * names K all the same, at the share: every grant names every hot key); B's
- * grant cuts K to 0; once B acknowledged it, A gets all of K. A new holder's
- * first grant cuts K. When A stops listing K its target is 0; after the
- * cooling time every grant gives K the share, and once the grants above the
- * share are acknowledged away K leaves the table and grants carry no entry.
+ * Two holders with 500 each of R = B = 1000. The first grant to each is a
+ * whole set; later ones carry changes on top of what the holder
+ * acknowledged. A lists K at 1000: K's ledger is a copy of the limit's
+ * (500 + 500), so A's first grant cannot raise K past 500; B's grant cuts
+ * K to 0; once B acknowledged it, A gets all of K. A change not yet
+ * acknowledged is named again; an unchanged key is not named at all. When
+ * nobody wants K it cools: each entry goes back to the share once the share
+ * fits, and once every holder acknowledged that, K leaves the table.
  */
 static void test_compose(void **state)
 {
-	static struct wire_key_grant keys[HOTKEYS_MAX];
-	struct ll_key_id K = key_v4(0x0a000001), other = key_v4(0x0a000002);
-	uint64_t now = NSEC_PER_SEC, d = 1000;
+	struct ll_key_id K = key_v4(0x0a000001);
+	uint64_t now = NSEC_PER_SEC;
 	const struct wire_key_grant *e;
-	struct ledger_grant ga, gb, gc, g;
+	struct ledger_grant ga, gb, g;
 	struct hotkeys t;
 	struct ledger lim;
-	uint32_t n;
 	int idx;
 
 	(void)state;
 	ledger_init(&lim, 1000, 1000);
 	hotkeys_init(&t, "l", NHOLD, 16, SEED);
-	/* No hot key: grants carry no entry. */
-	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
-	assert_int_equal(n, 0);
-	gb = grant(&t, &lim, 1, 500, 500, now, keys, &n);
+	lim.h[0].active = lim.h[1].active = true;
+	lim.h[0].demand = lim.h[1].demand = 500;
+	/* No hot key: the first grants are whole (empty) sets. */
+	ga = grant(&t, &lim, 0, 500, 500, now);
+	assert_true(out.full);
+	assert_int_equal(out.n, 0);
+	ga = grant(&t, &lim, 0, 500, 500, now);
+	assert_true(out.full); /* until one is acknowledged */
+	gb = grant(&t, &lim, 1, 500, 500, now);
 	ack(&t, &lim, 0, ga.seq, now);
 	ack(&t, &lim, 1, gb.seq, now);
-	/* A lists K, demand above its share: K is hot, its ledger the limit's. */
-	assert_int_equal(report(&t, &lim, 0, &K, &d, 1, 500, now), 1);
+	ga = grant(&t, &lim, 0, 500, 500, now);
+	assert_false(out.full);
+	assert_int_equal(out.base, lim.h[0].acked_seq);
+	ack(&t, &lim, 0, ga.seq, now);
+	/* A lists K above its share: K is hot, its ledger the limit's. */
+	assert_int_equal(report(&t, &lim, 0, &K, 1000, 500, now), 1);
 	idx = hotkeys_find(&t, &K);
 	assert_true(idx >= 0);
 	for (size_t h = 0; h < NHOLD; h++) {
 		assert_int_equal(ledger_committed_rate(&t.k[idx].led, h, now),
 				 ledger_committed_rate(&lim, h, now));
-		assert_int_equal(ledger_committed_burst(&t.k[idx].led, h, now),
-				 ledger_committed_burst(&lim, h, now));
 		assert_int_equal(t.k[idx].led.h[h].next_seq, lim.h[h].next_seq);
 	}
-	assert_int_equal(ledger_sum_rate_fast(&t.k[idx].led, now), 1000);
-	/* A's grant: K wants 1000, but B still holds 500 of it. A hot key is
-	 * named even at the share, so A knows it is hot.
-	 */
-	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
-	assert_int_equal(n, 1);
+	/* A's grant: K wants 1000, but B still holds 500 of it. */
+	ga = grant(&t, &lim, 0, 500, 500, now);
+	assert_int_equal(out.n, 1);
+	assert_int_equal(keys[0].op, WIRE_KEY_SET);
 	assert_int_equal(keys[0].rate, 500);
-	/* B's grant cuts K to 0; A still cannot have it until B applied that. */
-	gb = grant(&t, &lim, 1, 500, 500, now, keys, &n);
-	assert_int_equal(n, 1);
+	/* B's grant cuts K to 0. */
+	gb = grant(&t, &lim, 1, 500, 500, now);
+	assert_int_equal(out.n, 1);
 	assert_memory_equal(&keys[0].key, &K, sizeof(K));
 	assert_int_equal(keys[0].rate, 0);
 	assert_int_equal(keys[0].burst, 0);
-	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
-	assert_int_equal(n, 1);
+	/* A's next, before B applied the cut: still 500, named again (A has
+	 * not acknowledged the grant that named it).
+	 */
+	ga = grant(&t, &lim, 0, 500, 500, now);
+	assert_int_equal(out.n, 1);
 	assert_int_equal(keys[0].rate, 500);
 	ack(&t, &lim, 1, gb.seq, now);
-	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
-	assert_int_equal(n, 1);
+	ga = grant(&t, &lim, 0, 500, 500, now);
+	assert_int_equal(out.n, 1);
 	assert_int_equal(keys[0].rate, 1000);
 	assert_int_equal(keys[0].burst, 1000);
 	ack(&t, &lim, 0, ga.seq, now);
-	/* A new holder's first grant: a cut for every hot key it does not want. */
-	gc = grant(&t, &lim, 2, 0, 0, now, keys, &n);
-	assert_int_equal(n, 1); /* its share is 0, so is its grant for K */
-	assert_int_equal(keys[0].rate, 0);
-	ack(&t, &lim, 1, grant(&t, &lim, 1, 200, 200, now, keys, &n).seq, now);
-	assert_int_equal(n, 1); /* K stays cut */
-	gc = grant(&t, &lim, 2, 300, 300, now, keys, &n);
-	assert_int_equal(gc.rate, 300);
-	assert_int_equal(n, 1);
-	assert_int_equal(keys[0].rate, 0);
-	/* B now lists K too, at 400: max-min gives B 400, A 600 (B's raise
-	 * waits for A's cut to be applied).
+	/* Nothing changed and all acknowledged: nothing named. */
+	g = grant(&t, &lim, 0, 500, 500, now);
+	assert_int_equal(out.n, 0);
+	ack(&t, &lim, 0, g.seq, now);
+	g = grant(&t, &lim, 1, 500, 500, now);
+	assert_int_equal(out.n, 0);
+	ack(&t, &lim, 1, g.seq, now);
+	/* B lists K at 400: max-min gives A 600, B 400; B's raise waits for
+	 * A's cut to be applied.
 	 */
-	{
-		uint64_t d400 = 400;
-
-		report(&t, &lim, 1, &K, &d400, 1, 200, now);
-	}
-	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
-	e = entry_of(keys, n, &K);
-	assert_non_null(e);
-	assert_int_equal(e->rate, 600);
-	gb = grant(&t, &lim, 1, 200, 200, now, keys, &n);
-	assert_int_equal(entry_of(keys, n, &K)->rate, 0); /* no room yet */
+	report(&t, &lim, 1, &K, 400, 500, now);
+	ga = grant(&t, &lim, 0, 500, 500, now);
+	assert_int_equal(named(&K)->rate, 600);
+	gb = grant(&t, &lim, 1, 500, 500, now);
+	e = named(&K);
+	assert_true(!e || e->rate == 0); /* no room yet */
 	ack(&t, &lim, 0, ga.seq, now);
-	gb = grant(&t, &lim, 1, 200, 200, now, keys, &n);
-	assert_int_equal(entry_of(keys, n, &K)->rate, 400);
+	gb = grant(&t, &lim, 1, 500, 500, now);
+	assert_int_equal(named(&K)->rate, 400);
 	ack(&t, &lim, 1, gb.seq, now);
 	assert_int_equal(ledger_sum_rate(&t.k[idx].led, now), 1000);
-	/* Both stop listing K: nobody wants it, every target is 0 ... */
-	report(&t, &lim, 0, NULL, NULL, 0, 500, now);
-	report(&t, &lim, 1, &other, &d, 0, 200, now);
-	assert_int_equal(hotkeys_find(&t, &other), -1); /* at or below the share */
-	for (size_t h = 0; h < 3; h++) {
-		g = grant(&t, &lim, h, h == 0 ? 500 : h == 1 ? 200 : 300, 300, now, keys, &n);
-		assert_int_equal(entry_of(keys, n, &K)->rate, 0);
-		ack(&t, &lim, h, g.seq, now);
-	}
-	/* ... and after the cooling time, a key whose live grants are all at
-	 * or below the share leaves the table at once.
+	/* A new connection: the whole set again, K in it. */
+	hotkeys_holder_connect(&t, 1);
+	gb = grant(&t, &lim, 1, 500, 500, now);
+	assert_true(out.full);
+	assert_int_equal(named(&K)->rate, 400);
+	ack(&t, &lim, 1, gb.seq, now);
+	/* Nobody wants K: it cools the cooling time later (short here, so
+	 * that the leases live on).
 	 */
-	hotkeys_tick(&t, &lim, now + HOTKEYS_COOL_NS);
-	assert_false(t.k[idx].cooling);
-	assert_int_equal(t.n, 1);
-	now += HOTKEYS_COOL_NS + 1;
-	hotkeys_tick(&t, &lim, now);
+	t.cool_ns = 10;
+	report(&t, &lim, 0, &K, 0, 500, now);
+	report(&t, &lim, 1, &K, 0, 500, now);
+	now += 11;
+	hotkeys_tick(&t, &lim, now, true);
+	assert_true(t.k[idx].cooling);
+	/* B back to the share (500): no room while A's 600 lives; A's share
+	 * (500) is a decrease: removed.
+	 */
+	gb = grant(&t, &lim, 1, 500, 500, now);
+	assert_null(named(&K));
+	ga = grant(&t, &lim, 0, 500, 500, now);
+	assert_int_equal(named(&K)->op, WIRE_KEY_REMOVE);
+	hotkeys_tick(&t, &lim, now, true);
+	assert_int_equal(t.n, 1); /* A has not applied it */
+	ack(&t, &lim, 0, ga.seq, now);
+	ack(&t, &lim, 1, gb.seq, now);
+	gb = grant(&t, &lim, 1, 500, 500, now);
+	assert_int_equal(named(&K)->op, WIRE_KEY_REMOVE);
+	hotkeys_tick(&t, &lim, now, true);
+	assert_int_equal(t.n, 1); /* B has not applied it */
+	ack(&t, &lim, 1, gb.seq, now);
+	hotkeys_tick(&t, &lim, now, true);
 	assert_int_equal(t.n, 0);
 	assert_int_equal(t.dropped, 1);
-	gc = grant(&t, &lim, 2, 300, 300, now, keys, &n);
-	assert_int_equal(n, 0);
-	/* K hot again; A holds all of it on a long lease (10 s). */
-	assert_int_equal(report(&t, &lim, 0, &K, &d, 1, 500, now), 1);
-	idx = hotkeys_find(&t, &K);
-	for (size_t h = 1; h < 3; h++) {
-		g = grant(&t, &lim, h, h == 1 ? 200 : 300, 300, now, keys, &n);
-		assert_int_equal(entry_of(keys, n, &K)->rate, 0);
-		ack(&t, &lim, h, g.seq, now);
-	}
-	assert_int_equal(
-	    hotkeys_grant(&t, &lim, 0, 500, 500, now, 10 * NSEC_PER_SEC, &ga, keys, &n), 1);
-	assert_int_equal(entry_of(keys, n, &K)->rate, 1000);
-	ack(&t, &lim, 0, ga.seq, now);
-	/* A stops listing it; the cooling time later, A's 1000 is still live:
-	 * K cools but stays.
-	 */
-	report(&t, &lim, 0, NULL, NULL, 0, 500, now);
-	now += HOTKEYS_COOL_NS + 1;
-	hotkeys_tick(&t, &lim, now);
-	assert_true(t.k[idx].cooling);
-	assert_int_equal(t.n, 1);
-	/* Cooling: B's grant gives K its share, but K has no room for it yet
-	 * (A's 1000 lives): a cut, covered by the share.
-	 */
-	gb = grant(&t, &lim, 1, 200, 200, now, keys, &n);
-	e = entry_of(keys, n, &K);
-	assert_non_null(e);
-	assert_int_equal(e->rate, 0);
-	/* A's grant gives K the share (a decrease): no entry. Applied, ... */
-	ga = grant(&t, &lim, 0, 500, 500, now, keys, &n);
-	assert_null(entry_of(keys, n, &K));
-	hotkeys_tick(&t, &lim, now);
-	assert_int_equal(t.n, 1);
-	ack(&t, &lim, 0, ga.seq, now);
-	/* ... B's next grant has room for the share: no entry either, and
-	 * nothing above the share lives: K leaves the table.
-	 */
-	gb = grant(&t, &lim, 1, 200, 200, now, keys, &n);
-	assert_null(entry_of(keys, n, &K));
-	hotkeys_tick(&t, &lim, now);
-	assert_int_equal(t.n, 0);
-	assert_int_equal(t.dropped, 2);
-	/* A cooling key listed again heats up. */
-	assert_int_equal(report(&t, &lim, 0, &K, &d, 1, 500, now), 1);
-	idx = hotkeys_find(&t, &K);
-	t.k[idx].cooling = true;
-	report(&t, &lim, 0, &K, &d, 1, 500, now + 1);
-	assert_false(t.k[idx].cooling);
+	g = grant(&t, &lim, 1, 500, 500, now);
+	assert_int_equal(out.n, 0);
 	hotkeys_free(&t);
 	ledger_free(&lim);
 }
 
-/* A grant a key ledger cannot record is not sent (-EAGAIN), and stays
- * counted in the ledgers that did record it; 0 when the limit's own ring is
- * full (nothing issued).
+/* A grant is not sent (-EAGAIN) when a key it must record cannot be (it
+ * stays counted in the ledgers that did record it); 0 when the limit's own
+ * ring is full (nothing issued).
  */
 static void test_grant_not_sendable(void **state)
 {
-	static struct wire_key_grant keys[HOTKEYS_MAX];
 	struct ll_key_id K = key_v4(1);
 	struct ledger_grant g, a;
-	uint64_t d = 900, now = 1;
+	uint64_t now = 1;
 	struct hotkeys t;
 	struct ledger lim;
-	uint32_t n;
 	int idx;
 
 	(void)state;
 	ledger_init(&lim, 1000, 1000);
 	hotkeys_init(&t, "l", NHOLD, 16, SEED);
-	report(&t, &lim, 0, &K, &d, 1, 0, now);
+	report(&t, &lim, 0, &K, 900, 0, now);
 	idx = hotkeys_find(&t, &K);
 	/* The key ledger has seen a higher seq: the limit's next is refused. */
 	assert_true(ledger_issue_seq(&t.k[idx].led, 0, 5, 0, 0, now, LIVE, &a));
-	assert_int_equal(hotkeys_grant(&t, &lim, 0, 100, 100, now, LIVE, &g, keys, &n), -EAGAIN);
+	assert_int_equal(hotkeys_grant(&t, &lim, 0, 100, 100, now, LIVE, &g, &out), -EAGAIN);
 	assert_int_equal(g.seq, 1);
 	assert_int_equal(ledger_committed_rate(&lim, 0, now), 100); /* counted */
 	assert_int_equal(hotkeys_check(&t, now), 0);
 	/* The limit's ring full: nothing issued at all. */
-	for (int k = 0; k < LEDGER_MAX_PENDING - 1; k++)
+	for (int k = 0; k < LEDGER_MAX_PENDING; k++)
 		assert_true(ledger_issue(&lim, 1, 1, 1, now, LIVE, &g));
-	assert_true(ledger_issue(&lim, 1, 1, 1, now, LIVE, &g));
-	assert_int_equal(hotkeys_grant(&t, &lim, 1, 1, 1, now, LIVE, &g, keys, &n), 0);
+	assert_int_equal(hotkeys_grant(&t, &lim, 1, 1, 1, now, LIVE, &g, &out), 0);
 	/* A holder past the table's room cannot be composed for. */
-	assert_int_equal(hotkeys_grant(&t, &lim, NHOLD, 1, 1, now, LIVE, &g, keys, &n), -EAGAIN);
+	assert_int_equal(hotkeys_grant(&t, &lim, NHOLD, 1, 1, now, LIVE, &g, &out), -EAGAIN);
 	hotkeys_free(&t);
 	ledger_free(&lim);
 }
 
-/* A reclaimed holder slot is emptied in every key ledger too, only once it
- * is idle there; the numbering goes on above every slot's.
+/* A holder whose every grant of the limit is dead holds nothing that can
+ * be spent: its key records go (ticks), and its next grant is a whole set.
+ * A reclaimed slot is emptied everywhere; the numbering goes on above every
+ * slot's.
  */
-static void test_holder_reset(void **state)
+static void test_dead_and_reset(void **state)
 {
-	static struct wire_key_grant keys[HOTKEYS_MAX];
 	struct ll_key_id K = key_v4(1);
-	uint64_t d = 900, now = 1;
+	uint64_t now = 1;
 	struct ledger_grant g;
 	struct hotkeys t;
 	struct ledger lim;
-	uint32_t n;
 	int idx;
 
 	(void)state;
 	ledger_init(&lim, 1000, 1000);
 	hotkeys_init(&t, "l", NHOLD, 16, SEED);
-	grant(&t, &lim, 1, 100, 100, now, keys, &n);
-	report(&t, &lim, 0, &K, &d, 1, 0, now);
+	ack(&t, &lim, 1, grant(&t, &lim, 1, 100, 100, now).seq, now);
+	report(&t, &lim, 0, &K, 900, 0, now);
 	idx = hotkeys_find(&t, &K);
-	g = grant(&t, &lim, 1, 100, 100, now, keys, &n);
-	assert_int_equal(n, 1); /* holder 1 does not list K: cut */
-	assert_false(hotkeys_holder_idle(&t, 1, now + LIVE));
-	assert_true(hotkeys_holder_idle(&t, 1, now + LIVE + 1));
+	g = grant(&t, &lim, 1, 100, 100, now);
+	assert_false(out.full);
+	assert_int_equal(out.n, 1); /* holder 1 does not want K: a cut, an entry */
+	ack(&t, &lim, 1, g.seq, now);
+	assert_false(hotkeys_holder_idle(&t, 1, now + LIVE + 1)); /* the entry lives on */
 	now += LIVE + 1;
+	assert_true(ledger_holder_idle(&lim, 1, now));
+	hotkeys_tick(&t, &lim, now, true);
+	assert_true(hotkeys_holder_idle(&t, 1, now));
+	assert_int_equal(ledger_committed_rate(&t.k[idx].led, 1, now), 0);
+	g = grant(&t, &lim, 1, 100, 100, now);
+	assert_true(out.full);
+	assert_int_equal(out.n, 1);
+	now += LIVE + 1;
+	hotkeys_tick(&t, &lim, now, true);
 	ledger_holder_reset(&lim, 1);
-	hotkeys_holder_reset(&t, 1);
+	hotkeys_holder_reset(&t, 1, now);
 	assert_int_equal(t.k[idx].led.h[1].n, 0);
-	assert_int_equal(t.rep[1].cur, 0);
-	g = grant(&t, &lim, 1, 100, 100, now, keys, &n);
-	assert_true(g.seq > 2);
-	assert_int_equal(n, 1);
+	g = grant(&t, &lim, 1, 100, 100, now);
+	assert_true(g.seq > 3);
+	assert_true(out.full);
 	hotkeys_free(&t);
 	ledger_free(&lim);
 }
@@ -500,21 +460,19 @@ static void test_holder_reset(void **state)
  */
 static void test_copy_and_capacity(void **state)
 {
-	static struct wire_key_grant keys[HOTKEYS_MAX];
 	struct ll_key_id K = key_v4(1);
-	uint64_t d = 1000, now = 1;
+	uint64_t now = 1;
 	struct ledger_grant g;
 	struct hotkeys t, c;
 	struct ledger lim, lim2;
-	uint32_t n;
 	int idx;
 
 	(void)state;
 	ledger_init(&lim, 1000, 1000);
 	hotkeys_init(&t, "l", NHOLD, 16, SEED);
-	report(&t, &lim, 0, &K, &d, 1, 0, now);
-	g = grant(&t, &lim, 0, 0, 0, now, keys, &n);
-	assert_int_equal(keys[0].rate, 1000);
+	report(&t, &lim, 0, &K, 1000, 0, now);
+	g = grant(&t, &lim, 0, 0, 0, now);
+	assert_int_equal(named(&K)->rate, 1000);
 	ack(&t, &lim, 0, g.seq, now);
 	t.refused = 3;
 	t.key_grants = 5;
@@ -533,8 +491,8 @@ static void test_copy_and_capacity(void **state)
 	hotkeys_set_capacity(&c, 600, 600, now);
 	assert_true(c.k[idx].draining);
 	assert_int_equal(hotkeys_check(&c, now), 0);
-	g = grant(&c, &lim2, 0, 0, 0, now, keys, &n);
-	assert_int_equal(keys[0].rate, 600); /* a decrease to the new capacity */
+	g = grant(&c, &lim2, 0, 0, 0, now);
+	assert_int_equal(named(&K)->rate, 600); /* a decrease to the new capacity */
 	assert_int_equal(hotkeys_check(&c, now), 0);
 	ack(&c, &lim2, 0, g.seq, now);
 	assert_int_equal(hotkeys_check(&c, now), 0);
@@ -549,23 +507,21 @@ static void test_copy_and_capacity(void **state)
 /* Stranded: committed per-key rate above what its holder says it uses. */
 static void test_stranded(void **state)
 {
-	static struct wire_key_grant keys[HOTKEYS_MAX];
 	struct ll_key_id K = key_v4(1);
-	uint64_t d = 1000, d2 = 300, now = 1;
+	uint64_t now = 1;
 	struct ledger_grant g;
 	struct hotkeys t;
 	struct ledger lim;
-	uint32_t n;
 
 	(void)state;
 	ledger_init(&lim, 1000, 1000);
 	hotkeys_init(&t, "l", NHOLD, 16, SEED);
 	assert_int_equal(hotkeys_stranded(&t, now), 0);
-	report(&t, &lim, 0, &K, &d, 1, 0, now);
-	g = grant(&t, &lim, 0, 0, 0, now, keys, &n);
+	report(&t, &lim, 0, &K, 1000, 0, now);
+	g = grant(&t, &lim, 0, 0, 0, now);
 	ack(&t, &lim, 0, g.seq, now);
 	assert_int_equal(hotkeys_stranded(&t, now), 0);
-	report(&t, &lim, 0, &K, &d2, 1, 0, now);
+	report(&t, &lim, 0, &K, 300, 0, now);
 	assert_int_equal(hotkeys_stranded(&t, now), 700);
 	hotkeys_free(&t);
 	ledger_free(&lim);
@@ -600,13 +556,26 @@ static void test_key_str(void **state)
 #define P_SENT	  32 /* grants remembered per holder (live ones: at most 8) */
 #define P_QUEUE	  64
 #define P_HIST	  8
+#define P_STATES  128 /* resolved sets remembered per holder, by seq */
 
-/* A grant as its holder received it: the share and the per-key entries. */
+/* A per-key set: for each key, an entry (has) or the share. */
+struct pset {
+	bool has[P_KEYS];
+	uint64_t krate[P_KEYS], kburst[P_KEYS];
+};
+
+/* A grant: the share, the wire's changes (or whole set), and the set the
+ * holder holds once it applied it (resolved by the model from the set of
+ * the grant it builds on).
+ */
 struct psent {
-	uint64_t seq, deadline, rate, burst;
+	uint64_t seq, deadline, rate, burst, base;
+	bool full;
 	uint32_t n;
 	int key[P_KEYS];
+	uint8_t op[P_KEYS];
 	uint64_t krate[P_KEYS], kburst[P_KEYS];
+	struct pset set;
 };
 
 struct pholder {
@@ -616,8 +585,15 @@ struct pholder {
 	struct psent sent[P_SENT];
 	size_t nsent;
 	uint64_t acked;
-	/* The gateway's side: the grant it applied and until when it spends it. */
+	struct pset states[P_STATES]; /* resolved set of each grant sent, by seq */
+	uint64_t state_seq[P_STATES];
+	uint64_t told[P_KEYS]; /* the demand the coordinator has of it */
+	/* The gateway's side: the grant it applied, the entries it holds, until
+	 * when it spends, whether this connection gave it a whole set.
+	 */
 	struct psent applied;
+	struct pset hold;
+	bool full_seen;
 	uint64_t until;
 	uint64_t hist[P_HIST]; /* seqs it applied: a late report acks an older one */
 };
@@ -639,15 +615,28 @@ struct psim {
 	size_t nq;
 	/* Evidence the run exercised what it is meant to. */
 	uint64_t above, cuts, not_sent, reloads, drains_done, resets, full_key, sent;
+	uint64_t removes, deltas, fulls, refused_delta;
 	uint64_t events;
 };
 
+/* What grant g lets its holder spend on key u: its resolved set's entry,
+ * or g's share.
+ */
 static uint64_t value(const struct psent *g, int u, bool burst)
 {
-	for (uint32_t i = 0; i < g->n; i++)
-		if (g->key[i] == u)
-			return burst ? g->kburst[i] : g->krate[i];
+	if (g->set.has[u])
+		return burst ? g->set.kburst[u] : g->set.krate[u];
 	return burst ? g->burst : g->rate;
+}
+
+/* What the gateway spends on key u now: the entry it holds, or the share of
+ * the grant it applied.
+ */
+static uint64_t spends(const struct pholder *h, int u, bool burst)
+{
+	if (h->hold.has[u])
+		return burst ? h->hold.kburst[u] : h->hold.krate[u];
+	return burst ? h->applied.burst : h->applied.rate;
 }
 
 /* Drop what the holder can no longer spend: acked past, or dead. */
@@ -703,8 +692,7 @@ static void p_check(struct psim *s)
 				    (unsigned long long)ledger_committed_burst(acct, h, s->now));
 			/* The gateway spends no more than a live grant lets it. */
 			if (ph->applied.seq && s->now <= ph->until && u >= 0 &&
-			    (value(&ph->applied, u, false) > mr ||
-			     value(&ph->applied, u, true) > mb))
+			    (spends(ph, u, false) > mr || spends(ph, u, true) > mb))
 				fail_msg(
 				    "event %llu: holder %zu spends on key %d past its live grants",
 				    (unsigned long long)s->events, h, u);
@@ -739,8 +727,9 @@ static void p_check(struct psim *s)
 		}
 	}
 	assert_true(s->t.n <= P_MAX);
-	for (uint32_t i = 0; i < s->t.n; i++)
-		assert_int_equal(hotkeys_find(&s->t, &s->t.k[i].key), (int)i);
+	for (uint32_t i = 0; i < s->t.top; i++)
+		if (s->t.k[i].live)
+			assert_int_equal(hotkeys_find(&s->t, &s->t.k[i].key), (int)i);
 }
 
 /* The coordinator answers holder h (a report, or anything that makes it
@@ -748,42 +737,119 @@ static void p_check(struct psim *s)
  */
 static void p_grant(struct psim *s, size_t h, uint64_t tr, uint64_t tb)
 {
-	static struct wire_key_grant keys[HOTKEYS_MAX];
+	static struct wire_key_grant wk[WIRE_MAX_KEY_GRANTS];
+	struct hotkeys_out o = {.keys = wk};
 	struct pholder *ph = &s->h[h];
 	struct ledger_grant g;
 	struct psent ps = {0};
-	uint32_t n;
 	int r = hotkeys_grant(&s->t, &s->lim, h, tr, tb, s->now,
-			      rnd_in(&s->seed, s->live_lo, s->live_hi), &g, keys, &n);
+			      rnd_in(&s->seed, s->live_lo, s->live_hi), &g, &o);
 
 	if (r == -EAGAIN)
 		s->not_sent++;
 	if (r != 1)
 		return;
-	ps = (struct psent){
-	    .seq = g.seq, .deadline = g.deadline_ns, .rate = g.rate, .burst = g.burst};
-	for (uint32_t i = 0; i < n; i++) {
+	ps = (struct psent){.seq = g.seq,
+			    .deadline = g.deadline_ns,
+			    .rate = g.rate,
+			    .burst = g.burst,
+			    .base = o.base,
+			    .full = o.full};
+	/* The set it resolves to: the base grant's set (as the model recorded
+	 * it when it composed that one), changed by this one.
+	 */
+	if (!o.full) {
+		size_t b = o.base % P_STATES;
+
+		if (o.base) {
+			assert_int_equal(ph->state_seq[b], o.base);
+			ps.set = ph->states[b];
+		} else {
+			/* Built on no acknowledged grant: nothing was held either way. */
+			memset(&ps.set, 0, sizeof(ps.set));
+		}
+		s->deltas++;
+	} else {
+		s->fulls++;
+	}
+	for (uint32_t i = 0; i < o.n; i++) {
 		int u = -1;
 
 		for (int k = 0; k < P_KEYS; k++)
-			if (!memcmp(&keys[i].key, &s->key[k], sizeof(s->key[k])))
+			if (!memcmp(&wk[i].key, &s->key[k], sizeof(s->key[k])))
 				u = k;
 		assert_true(u >= 0);
+		for (uint32_t j = 0; j < ps.n; j++)
+			assert_true(ps.key[j] != u); /* named once */
 		ps.key[ps.n] = u;
-		ps.krate[ps.n] = keys[i].rate;
-		ps.kburst[ps.n] = keys[i].burst;
+		ps.op[ps.n] = wk[i].op;
+		ps.krate[ps.n] = wk[i].rate;
+		ps.kburst[ps.n] = wk[i].burst;
 		ps.n++;
-		if (keys[i].rate > g.rate)
+		if (wk[i].op == WIRE_KEY_REMOVE) {
+			assert_false(o.full);
+			ps.set.has[u] = false;
+			s->removes++;
+			continue;
+		}
+		ps.set.has[u] = true;
+		ps.set.krate[u] = wk[i].rate;
+		ps.set.kburst[u] = wk[i].burst;
+		if (wk[i].rate > g.rate)
 			s->above++;
 		else
 			s->cuts++;
 	}
+	ph->states[g.seq % P_STATES] = ps.set;
+	ph->state_seq[g.seq % P_STATES] = g.seq;
 	p_prune(s, ph);
 	assert_true(ph->nsent < P_SENT);
 	ph->sent[ph->nsent++] = ps;
 	if (s->nq < P_QUEUE)
 		s->q[s->nq++] = (struct pmsg){h, ps};
 	s->sent++;
+}
+
+/* The gateway applies grant m if it is newer than the one it applied and,
+ * not being a whole set, builds on what it applied since its connection's
+ * whole set (link.c). Then it holds exactly the set the coordinator
+ * composed.
+ */
+static void p_apply(struct psim *s, struct pholder *to, const struct psent *m)
+{
+	if (m->seq <= to->applied.seq)
+		return;
+	if (!m->full && (!to->full_seen || to->applied.seq < m->base)) {
+		s->refused_delta++;
+		return;
+	}
+	if (m->full) {
+		memset(&to->hold, 0, sizeof(to->hold));
+		to->full_seen = true;
+	}
+	for (uint32_t i = 0; i < m->n; i++) {
+		int u = m->key[i];
+
+		to->hold.has[u] = m->op[i] != WIRE_KEY_REMOVE;
+		to->hold.krate[u] = m->krate[i];
+		to->hold.kburst[u] = m->kburst[i];
+	}
+	for (int u = 0; u < P_KEYS; u++) {
+		if (to->hold.has[u] != m->set.has[u])
+			fail_msg("event %llu: seq %llu (full %d base %llu, applied before %llu) key "
+				 "%d: holds %d, composed %d",
+				 (unsigned long long)s->events, (unsigned long long)m->seq, m->full,
+				 (unsigned long long)m->base, (unsigned long long)to->applied.seq,
+				 u, to->hold.has[u], m->set.has[u]);
+		if (to->hold.has[u]) {
+			assert_int_equal(to->hold.krate[u], m->set.krate[u]);
+			assert_int_equal(to->hold.kburst[u], m->set.kburst[u]);
+		}
+	}
+	to->applied = *m;
+	to->until = m->deadline - rnd_in(&s->seed, 0, s->live_lo / 10);
+	memmove(to->hist + 1, to->hist, (P_HIST - 1) * sizeof(to->hist[0]));
+	to->hist[0] = m->seq;
 }
 
 static void p_report(struct psim *s, size_t h)
@@ -802,18 +868,20 @@ static void p_report(struct psim *s, size_t h)
 	share = ledger_committed_rate(&s->lim, h, s->now);
 	if (rate[h] < share)
 		share = rate[h];
-	hotkeys_report_begin(&s->t, h);
+	/* Demands that moved since told, now and then one told again or late. */
 	for (int u = 0; u < P_KEYS; u++)
-		if (ph->want[u] && !chance(&s->seed, 5))
+		if ((ph->want[u] != ph->told[u] && !chance(&s->seed, 5)) ||
+		    (ph->want[u] && chance(&s->seed, 5))) {
 			hotkeys_report_key(&s->t, &s->lim, h, &s->key[u], ph->want[u], share,
 					   s->now);
+			ph->told[u] = ph->want[u];
+		}
 	if (chance(&s->seed, 3)) {
 		int u = (int)(rnd(&s->seed) % P_KEYS);
 
-		hotkeys_report_key(&s->t, &s->lim, h, &s->key[u], rnd(&s->seed) % 50, share,
-				   s->now);
+		ph->told[u] = rnd(&s->seed) % 50;
+		hotkeys_report_key(&s->t, &s->lim, h, &s->key[u], ph->told[u], share, s->now);
 	}
-	hotkeys_report_end(&s->t, h);
 	if (chance(&s->seed, 5))
 		p_grant(s, h, rnd_in(&s->seed, 0, s->cap_rate), rnd_in(&s->seed, 0, s->cap_burst));
 	else
@@ -854,6 +922,14 @@ static void p_reload(struct psim *s)
 	s->reloads++;
 }
 
+static void p_tick(struct psim *s, bool force)
+{
+	uint64_t bad = hotkeys_tick(&s->t, &s->lim, s->now, force);
+
+	if (!s->drain)
+		assert_int_equal(bad, 0);
+}
+
 static void p_event(struct psim *s)
 {
 	uint64_t r = rnd(&s->seed) % 1000;
@@ -873,13 +949,8 @@ static void p_event(struct psim *s)
 			s->q[k] = s->q[--s->nq];
 		if (chance(&s->seed, 5))
 			return;
-		/* Applied only if newer; its lease ends before the coordinator's deadline. */
-		if (m.g.seq > to->applied.seq) {
-			to->applied = m.g;
-			to->until = m.g.deadline - rnd_in(&s->seed, 0, s->live_lo / 10);
-			memmove(to->hist + 1, to->hist, (P_HIST - 1) * sizeof(to->hist[0]));
-			to->hist[0] = m.g.seq;
-		}
+		/* Its lease ends before the coordinator's deadline. */
+		p_apply(s, to, &m.g);
 	} else if (r < 520) {
 		/* Demand moves: a key wanted at R (denied), at some rate, or not at all. */
 		int u = (int)(rnd(&s->seed) % P_KEYS);
@@ -888,27 +959,32 @@ static void p_event(struct psim *s)
 		ph->want[u] = c < 70 ? 0 : c < 85 ? s->cap_rate : rnd_in(&s->seed, 1, s->cap_rate);
 	} else if (r < 880) {
 		s->now += rnd_in(&s->seed, 0, 40 * NSEC_PER_MSEC);
-		hotkeys_tick(&s->t, &s->lim, s->now);
+		p_tick(s, chance(&s->seed, 50));
 	} else if (r < 920) {
 		s->now += rnd_in(&s->seed, 0, 600 * NSEC_PER_MSEC);
-		hotkeys_tick(&s->t, &s->lim, s->now);
+		p_tick(s, true);
 	} else if (r < 930) {
 		s->now += HOTKEYS_COOL_NS + rnd_in(&s->seed, 0, NSEC_PER_SEC);
-		hotkeys_tick(&s->t, &s->lim, s->now);
+		p_tick(s, true);
 	} else if (r < 950) {
 		/* Disconnects, or comes back. */
 		ph->connected = !ph->connected;
 		s->lim.h[h].active = ph->connected;
 		if (!ph->connected) {
 			s->lim.h[h].demand = 0;
-			hotkeys_holder_quiet(&s->t, h);
+			hotkeys_holder_quiet(&s->t, h, s->now);
+			memset(ph->told, 0, sizeof(ph->told));
+		} else {
+			/* A new connection: the gateway needs a whole set again. */
+			hotkeys_holder_connect(&s->t, h);
+			ph->full_seen = false;
 		}
 	} else if (r < 970) {
 		/* A gone holder's slot is reclaimed once it is idle everywhere. */
 		if (!ph->connected && ledger_holder_idle(&s->lim, h, s->now) &&
 		    hotkeys_holder_idle(&s->t, h, s->now)) {
 			ledger_holder_reset(&s->lim, h);
-			hotkeys_holder_reset(&s->t, h);
+			hotkeys_holder_reset(&s->t, h, s->now);
 			s->resets++;
 		}
 	} else if (r < 975) {
@@ -949,13 +1025,16 @@ static void p_run(uint64_t seed, uint64_t live_lo, uint64_t live_hi, uint64_t ev
 		print_message(
 		    "seed %llu: %llu grants sent, %llu entries above the share, %llu cuts, "
 		    "%llu not sent; keys made %llu dropped %llu refused %llu; %llu reloads, "
-		    "%llu drains done, %llu resets, %llu near-full\n",
+		    "%llu drains done, %llu resets, %llu near-full; %llu whole sets, %llu "
+		    "changes, %llu removes, %llu changes refused\n",
 		    (unsigned long long)seed, (unsigned long long)s->sent,
 		    (unsigned long long)s->above, (unsigned long long)s->cuts,
 		    (unsigned long long)s->not_sent, (unsigned long long)s->t.made,
 		    (unsigned long long)s->t.dropped, (unsigned long long)s->t.refused,
 		    (unsigned long long)s->reloads, (unsigned long long)s->drains_done,
-		    (unsigned long long)s->resets, (unsigned long long)s->full_key);
+		    (unsigned long long)s->resets, (unsigned long long)s->full_key,
+		    (unsigned long long)s->fulls, (unsigned long long)s->deltas,
+		    (unsigned long long)s->removes, (unsigned long long)s->refused_delta);
 	assert_true(s->sent > events / 10);
 	assert_true(s->above > 100);
 	assert_true(s->cuts > 1000);
@@ -966,6 +1045,9 @@ static void p_run(uint64_t seed, uint64_t live_lo, uint64_t live_hi, uint64_t ev
 	assert_true(s->drains_done > 5);
 	assert_true(s->resets > 5);
 	assert_true(s->full_key > 10);
+	assert_true(s->fulls > 100);
+	assert_true(s->deltas > 1000);
+	assert_true(s->removes > 10);
 	ledger_free(&s->lim);
 	hotkeys_free(&s->t);
 }
@@ -984,9 +1066,9 @@ static void test_random(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_table),	 cmocka_unit_test(test_relisting),
+	    cmocka_unit_test(test_table),	 cmocka_unit_test(test_standing_demand),
 	    cmocka_unit_test(test_compose),	 cmocka_unit_test(test_grant_not_sendable),
-	    cmocka_unit_test(test_holder_reset), cmocka_unit_test(test_copy_and_capacity),
+	    cmocka_unit_test(test_dead_and_reset), cmocka_unit_test(test_copy_and_capacity),
 	    cmocka_unit_test(test_stranded),	 cmocka_unit_test(test_key_str),
 	    cmocka_unit_test(test_random),
 	};

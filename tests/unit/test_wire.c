@@ -40,9 +40,9 @@
 
 /* Sizes of the sample frames, computed from docs/protocol.md rather than from the encoder. */
 #define HELLO_FRAME  (P + 1 + 4 + 3 * 8)
-#define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 9 * 8 + 2)
+#define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 9 * 8 + 1 + 8 + 2)
 #define KEY_LEN	     sizeof(struct ll_key_id)
-#define KEY_GRANT    (KEY_LEN + 2 * 8)
+#define KEY_GRANT    (KEY_LEN + 1 + 2 * 8)
 #define HOT_ENTRY    (1 + KEY_LEN + 8)
 #define ENTRY_FIXED  (7 * 8)
 #define REPORT_FRAME (REPORT_E0 + 1 + 10 + ENTRY_FIXED + 1 + 9 + ENTRY_FIXED + 2)
@@ -117,6 +117,8 @@ static void sample_grant(struct wire_msg *m)
 	g->burst = 500;
 	g->ttl_ns = 2000000000ull;
 	g->refresh_ns = 500000000ull;
+	g->keys_full = 1;
+	g->keys_base = 40;
 }
 
 static void sample_grant_max(struct wire_msg *m)
@@ -142,6 +144,7 @@ static void sample_grant_keys(struct wire_msg *m)
 	m->grant.n_keys = WIRE_MAX_KEY_GRANTS;
 	for (uint32_t i = 0; i < WIRE_MAX_KEY_GRANTS; i++) {
 		set_key(&m->grant.keys[i].key, i);
+		m->grant.keys[i].op = (uint8_t)(i % 2);
 		m->grant.keys[i].rate = i;
 		m->grant.keys[i].burst = UINT64_MAX - i;
 	}
@@ -335,7 +338,7 @@ static void test_round_trip(void **state)
 static void test_hello_bytes(void **state)
 {
 	static const uint8_t expect[] = {
-	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1d, /* header */
+	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x04, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1d, /* header */
 	    0x04, 'g',	'w',  '-',  '1',					    /* holder */
 	    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* incarnation */
 	    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, /* max_epoch_seen */
@@ -564,6 +567,8 @@ static int craft_grant(uint8_t *buf, size_t limit_len, size_t extra)
 	pb_name(&p, 4, 'g');
 	for (i = 0; i < 9; i++)
 		pb_put(&p, i, 8);
+	pb_put(&p, 0, 1); /* keys_full */
+	pb_put(&p, 0, 8); /* keys_base */
 	pb_put(&p, 0, 2); /* no per-key grants */
 	for (size_t j = 0; j < extra; j++) /* bytes past the last field */
 		pb_put(&p, 0, 1);

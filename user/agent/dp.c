@@ -720,6 +720,28 @@ int dp_key_grants_read(struct dp *dp, uint32_t uid, struct lease_key **out, size
 	return err;
 }
 
+int dp_key_grants_get(struct dp *dp, uint32_t uid, const struct lease_key *keys, size_t n,
+		      struct lease_key *out, size_t *n_out)
+{
+	*n_out = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct ll_flow_key fk = key_grant_key(uid, &keys[i].key);
+		struct lease_key *o = &out[*n_out];
+
+		memset(o, 0, sizeof(*o));
+		if (bpf_map_lookup_elem(dp->key_grants_fd, &fk, &o->v)) {
+			if (errno == ENOENT)
+				continue;
+			return -errno;
+		}
+		o->key = keys[i].key;
+		o->rate = o->v.rate;
+		o->burst = o->v.burst_s / TB_SCALE;
+		(*n_out)++;
+	}
+	return 0;
+}
+
 /* Write a limit's per-key set as planned: deletions, then new or changed
  * entries. Either order is safe: until the lease moves kg_ver on, buckets
  * keep what they copied, and a new bucket reads an old or a new value,

@@ -128,5 +128,10 @@ int dp_lease_write(struct dp *dp, uint32_t id, uint32_t next_gen, bool reset_poo
 		   const struct lease_key_plan *kp, uint64_t now);
 /* The per-key grants held for limit uid (malloc'd into *out, *n of them). */
 int dp_key_grants_read(struct dp *dp, uint32_t uid, struct lease_key **out, size_t *n);
+/* The entries held for limit uid of the n keys named (out: room for n;
+ * *n_out of them are held). 0 or a negative errno.
+ */
+int dp_key_grants_get(struct dp *dp, uint32_t uid, const struct lease_key *keys, size_t n,
+		      struct lease_key *out, size_t *n_out);
 
 #endif /* LEASELINE_DP_H */

@@ -22,6 +22,8 @@ _Static_assert(LL_IS_POW2(HOT_CAPACITY), "slots are masked with HOT_CAPACITY - 1
 
 /* A spending key asks for 1/32 more than it spent. */
 #define HOT_HEADROOM_DIV 32
+/* A demand is told again once it moved by more than 1/8 of what was told. */
+#define HOT_MOVE_DIV 8
 
 /* Probe at most this far: the table is kept at most half full. */
 #define HOT_MAX_LOAD (HOT_CAPACITY / 2)
@@ -103,6 +105,24 @@ void hot_close(struct hot *h)
 	ring_buffer__free(h->rb);
 	free(h->t);
 	memset(h, 0, sizeof(*h));
+}
+
+void hot_reconnect(struct hot *h)
+{
+	for (size_t i = 0; h->t && i < HOT_CAPACITY; i++)
+		h->t[i].told = 0;
+}
+
+/* Whether demand d must be told, the coordinator having told. */
+static bool hot_moved(uint64_t d, uint64_t told, uint64_t contract)
+{
+	uint64_t tol = told / HOT_MOVE_DIV;
+
+	if (!d || !told)
+		return d != told;
+	if ((d == contract) != (told == contract))
+		return true;
+	return d > told + tol || d + tol < told;
 }
 
 void hot_poll(struct hot *h)
@@ -217,17 +237,22 @@ void hot_report(struct hot *h, struct dp *dp, const struct ll_policy *pol, const
 		if (!e->used || !limit_hot_capable(c) || c->uid != e->uid || entry_of[e->id] < 0)
 			continue; /* the limit is gone or changed: forget the key */
 		demand = key_demand(dp, c, e, grant_rate[i], window_ns, now);
-		if (demand && r->n_hot < WIRE_MAX_HOT) {
-			struct wire_hot *w = &r->hot[r->n_hot++];
+		if (hot_moved(demand, e->told, c->rate)) {
+			if (r->n_hot < WIRE_MAX_HOT) {
+				struct wire_hot *w = &r->hot[r->n_hot++];
 
-			w->entry = (uint8_t)entry_of[e->id];
-			w->key = e->key;
-			w->demand = demand;
-		} else if (demand) {
-			h->dropped++;
+				w->entry = (uint8_t)entry_of[e->id];
+				w->key = e->key;
+				w->demand = demand;
+				e->told = demand;
+			} else {
+				h->dropped++; /* told in a later report */
+			}
 		}
-		/* Tracked while it holds a grant or was denied lately. */
-		if (grant_rate[i] || (e->denied_ns && now - e->denied_ns <= window_ns))
+		/* Tracked while it holds a grant, was denied lately, or the
+		 * coordinator still has a demand for it.
+		 */
+		if (grant_rate[i] || (e->denied_ns && now - e->denied_ns <= window_ns) || e->told)
 			keep[kept++] = *e;
 	}
 	h->reported = r->n_hot;

@@ -33,6 +33,7 @@ struct hot_key {
 	struct ll_key_id key;
 	uint64_t denied_ns;	  /* last denial the datapath reported; 0 none */
 	uint64_t spent, spent_ns; /* the bucket's spent counter, and when it was read */
+	uint64_t told;		  /* the demand the coordinator has (0: none) */
 };
 
 struct hot {
@@ -49,6 +50,8 @@ int hot_open(struct hot *h, int ring_fd);
 void hot_close(struct hot *h);
 /* Take in every event waiting in the ring. */
 void hot_poll(struct hot *h);
+/* A new connection: the coordinator knows no demand of this gateway. */
+void hot_reconnect(struct hot *h);
 
 /* Fill r->hot (r->n_hot) for the global per-key limits of pol, whose
  * entries in r are entry_of[id] (-1: not in this report). window_ns: a

@@ -233,6 +233,8 @@ int lease_keys_clamp(const struct ll_limit_cfg *cfg, struct lease_key *want, siz
 	for (size_t i = 0; i < n; i++) {
 		if (lease_key_check(cfg, &want[i].key))
 			return -EINVAL;
+		if (want[i].remove)
+			continue;
 		if (want[i].rate > max_rate || want[i].burst > max_burst)
 			clamped++;
 		want[i].rate = want[i].rate < max_rate ? want[i].rate : max_rate;
@@ -279,4 +281,14 @@ void lease_keys_plan(struct lease_key *old, size_t n_old, struct lease_key *want
 		plan->put[plan->n_put++] = *w;
 	}
 	plan->changed = plan->n_put || plan->n_del;
+}
+
+size_t lease_keys_sets(struct lease_key *ch, size_t n)
+{
+	size_t m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!ch[i].remove)
+			ch[m++] = ch[i];
+	return m;
 }

@@ -95,6 +95,7 @@ void lease_from_policy(const struct ll_lease *old, bool same_limit, const struct
 struct lease_key {
 	struct ll_key_id key;
 	uint64_t rate, burst;
+	bool remove; /* a change: the key goes back to the limit's share */
 	struct ll_key_grant v;
 };
 
@@ -133,5 +134,13 @@ int lease_keys_clamp(const struct ll_limit_cfg *cfg, struct lease_key *want, siz
  */
 void lease_keys_plan(struct lease_key *old, size_t n_old, struct lease_key *want, size_t n_want,
 		     uint32_t *next_gen, struct lease_key_plan *plan);
+
+/* Move the changes of a grant that is not a whole set to the front of ch
+ * (n entries, sorted by lease_keys_clamp): the entries that set a key stay,
+ * those that remove one are dropped, so that lease_keys_plan(held entries
+ * of the named keys, the result) plans exactly the change. Returns how
+ * many set a key.
+ */
+size_t lease_keys_sets(struct lease_key *ch, size_t n);
 
 #endif /* LEASELINE_LEASE_H */

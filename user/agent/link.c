@@ -298,11 +298,12 @@ static uint64_t sent_time(const struct link *l, uint64_t report_seq)
 
 int link_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now)
 {
-	return link_lease_apply_keys(dp, id, 0, g, NULL, 0, now);
+	return link_lease_apply_keys(dp, id, 0, g, NULL, 0, false, 0, now);
 }
 
 int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct lease_grant *g,
-			  struct lease_key *keys, size_t n_keys, uint64_t now)
+			  struct lease_key *keys, size_t n_keys, bool full, uint64_t base,
+			  uint64_t now)
 {
 	struct lease_key *held = NULL;
 	struct lease_key_plan kp = {0};
@@ -310,24 +311,55 @@ int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct
 	struct ll_lease old;
 	struct ll_fence f;
 	struct ll_state st;
-	size_t n_held = 0;
+	size_t n_held = 0, n_set = n_keys;
 	int err = dp_fence_read(dp, &f);
 
 	if (!err)
 		err = dp_state_read(dp->state_fd, &st);
 	if (!err)
 		err = dp_lease_read(dp, id, &old);
+	/* Changes build on the grant the coordinator saw acknowledged. */
+	if (!err && keys && !full &&
+	    (f.applied_epoch[id] != g->epoch || f.applied_seq[id] < base))
+		err = -ESTALE;
 	if (!err)
 		err = lease_grant_decide(&old, &f, st.next_uid, id, g, now, dp->ncpus, &u);
 	if (!err && keys) {
-		err = dp_key_grants_read(dp, uid, &held, &n_held);
-		kp.put = calloc(n_keys + 1, sizeof(*kp.put));
+		if (full) {
+			err = dp_key_grants_read(dp, uid, &held, &n_held);
+		} else {
+			held = calloc(n_keys + 1, sizeof(*held));
+			err = held ? dp_key_grants_get(dp, uid, keys, n_keys, held, &n_held)
+				   : -ENOMEM;
+			n_set = lease_keys_sets(keys, n_keys);
+		}
+		kp.put = calloc(n_set + 1, sizeof(*kp.put));
 		kp.del = calloc(n_held + 1, sizeof(*kp.del));
 		if (!err && (!kp.put || !kp.del))
 			err = -ENOMEM;
+	}
+	if (!err && keys) {
+		/* The set after this grant: the named keys become exactly the
+		 * entries set (a whole set: every key).
+		 */
+		size_t count = full ? n_set : old.n_key_grants + n_set - n_held;
+
+		/* The lease's count is off (never while this agent wrote it):
+		 * count what is held, since 0 would make buckets skip the set.
+		 */
+		if (!full && old.n_key_grants + n_set < n_held) {
+			struct lease_key *all = NULL;
+			size_t n_all = 0;
+
+			err = dp_key_grants_read(dp, uid, &all, &n_all);
+			free(all);
+			count = n_all + n_set;
+		}
+		if (!err && count > LL_MAX_LIMIT_KEY_GRANTS)
+			err = -E2BIG;
 		if (!err) {
-			lease_keys_plan(held, n_held, keys, n_keys, &u.next_gen, &kp);
-			u.lease.n_key_grants = (uint16_t)n_keys;
+			lease_keys_plan(held, n_held, keys, n_set, &u.next_gen, &kp);
+			u.lease.n_key_grants = (uint16_t)count;
 			if (kp.changed)
 				u.lease.kg_ver = old.kg_ver + 1;
 		}
@@ -388,10 +420,16 @@ static int grant_keys(struct link *l, const struct wire_grant *g, const struct l
 	if (!k)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < g->n_keys; i++)
-		k[i] = (struct lease_key){
-		    .key = g->keys[i].key, .rate = g->keys[i].rate, .burst = g->keys[i].burst};
-	n = g->n_keys && cfg->key_mode == LL_KEY_NONE ? -EINVAL
-						       : lease_keys_clamp(cfg, k, g->n_keys);
+		k[i] = (struct lease_key){.key = g->keys[i].key,
+					  .rate = g->keys[i].rate,
+					  .burst = g->keys[i].burst,
+					  .remove = g->keys[i].op == WIRE_KEY_REMOVE};
+	/* A whole set names no key to remove. */
+	n = (g->n_keys && cfg->key_mode == LL_KEY_NONE) ? -EINVAL
+							 : lease_keys_clamp(cfg, k, g->n_keys);
+	for (uint32_t i = 0; n >= 0 && g->keys_full && i < g->n_keys; i++)
+		if (k[i].remove)
+			n = -EINVAL;
 	if (n < 0) {
 		l->grants_bad_keys++;
 		pr_warn("grant for '%s' names a malformed or repeated key: refused\n", g->limit);
@@ -432,9 +470,20 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 	}
 	lg.expiry_ns = lease_expiry(t_send, ttl);
 	err = grant_keys(l, g, &cfg, &keys);
+	/* Changes only on top of a whole set this connection applied. */
+	if (!err && cfg.key_mode != LL_KEY_NONE && !g->keys_full &&
+	    l->kg_full_uid[id] != cfg.uid) {
+		pr_debug("grant for '%s' changes a per-key set not received whole: refused\n",
+			 g->limit);
+		err = -ESTALE;
+	}
 	if (!err)
-		err = link_lease_apply_keys(dp, (uint32_t)id, cfg.uid, &lg, keys, g->n_keys, now);
+		err = link_lease_apply_keys(dp, (uint32_t)id, cfg.uid, &lg,
+					    cfg.key_mode == LL_KEY_NONE ? NULL : keys, g->n_keys,
+					    g->keys_full, g->keys_base, now);
 	free(keys);
+	if (!err && g->keys_full)
+		l->kg_full_uid[id] = cfg.uid;
 	if (!err) {
 		l->grants_applied++;
 		if (g->refresh_ns && g->refresh_ns < g->ttl_ns)
@@ -515,6 +564,8 @@ static void connected(struct link *l, struct dp *dp, uint64_t now)
 	}
 	l->up = true;
 	l->last_grant_ns = 0;
+	memset(l->kg_full_uid, 0, sizeof(l->kg_full_uid));
+	hot_reconnect(&l->hot);
 	pr_info("connected to coordinator %s%s\n", l->addr, l->tls.ctx ? " (TLS)" : "");
 	/* Over TLS the HELLO waits in the output until the handshake is done. */
 	send_hello(l, dp, now);

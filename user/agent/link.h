@@ -41,6 +41,10 @@ struct link {
 	struct wire_msg *out; /* the frame being sent: never the one being read */
 	uint64_t grants_applied, grants_stale, grants_clamped, policies_applied, policies_refused;
 	uint64_t grants_bad_keys; /* refused: a per-key grant named a malformed key */
+	/* Per limit id: the uid whose whole per-key set this connection has
+	 * applied (0: none yet), so changes build on a set known to both sides.
+	 */
+	uint32_t kg_full_uid[LL_MAX_LIMITS];
 };
 
 /* 0, or -EINVAL with the reason logged (a certificate that does not load). */
@@ -63,12 +67,18 @@ struct lease_key;
  * -ESTALE if fencing refuses it, or a map error.
  */
 int link_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now);
-/* The same, with the limit's (uid's) whole per-key set, which replaces the
- * one held (link_lease_apply leaves the held set as it is). keys are
- * checked and clamped already (lease_keys_clamp); they are sorted here.
+/* The same, with per-key grants of the limit (uid): full, keys is the whole
+ * set, which replaces the one held; else keys are changes (set or remove)
+ * to the held set, applied only if the grant builds on the one applied
+ * (base: the fence's applied seq for the limit is at least base, in the
+ * grant's epoch; else -ESTALE). keys NULL: the held set stays as it is
+ * (link_lease_apply). keys are checked and clamped already
+ * (lease_keys_clamp). -E2BIG if the set would outgrow
+ * LL_MAX_LIMIT_KEY_GRANTS.
  */
 int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct lease_grant *g,
-			  struct lease_key *keys, size_t n_keys, uint64_t now);
+			  struct lease_key *keys, size_t n_keys, bool full, uint64_t base,
+			  uint64_t now);
 /* Note a coordinator epoch in the fence (lease_fence_see_epoch, then dp);
  * -ESTALE if it is older than one already seen.
  */

@@ -278,7 +278,7 @@ static void holder_asking(struct coord *co, int hi, bool asking)
 		co->lim[l].led.h[hi].active = asking;
 		if (!asking) {
 			co->lim[l].led.h[hi].demand = 0;
-			hotkeys_holder_quiet(&co->lim[l].hot, (size_t)hi);
+			hotkeys_holder_quiet(&co->lim[l].hot, (size_t)hi, clock_now_ns());
 		}
 		co->lim[l].dirty = true;
 	}
@@ -344,7 +344,7 @@ static bool holder_reclaim(struct coord *co, int hi, uint64_t now)
 	pr_info("holder '%s' gone with no live grant: its slot is reused\n", h->name);
 	for (uint32_t l = 0; l < co->n_limits; l++) {
 		ledger_holder_reset(&co->lim[l].led, (size_t)hi);
-		hotkeys_holder_reset(&co->lim[l].hot, (size_t)hi);
+		hotkeys_holder_reset(&co->lim[l].hot, (size_t)hi, now);
 		co->lim[l].dirty = true;
 	}
 	memset(h, 0, sizeof(*h));
@@ -445,6 +445,9 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		h->report_seq = 0;
 	h->incarnation = m->incarnation;
 	h->conn = ci;
+	/* What it holds of per-key grants is not known on a new connection. */
+	for (uint32_t l = 0; l < co->n_limits; l++)
+		hotkeys_holder_connect(&co->lim[l].hot, (size_t)hi);
 	co->conns[ci]->holder = hi;
 	/* Its share comes with the next recomputation (<= COORD_RECOMPUTE_NS):
 	 * recomputing here would make a storm of hellos quadratic.
@@ -512,34 +515,37 @@ static void check_invariant(struct coord *co, struct climit *c, uint64_t now)
 	}
 }
 
-/* One grant for holder hi: the limit's share and, under its seq, the whole
- * set of the holder's per-key grants of the limit's hot keys.
+/* One grant for holder hi: the limit's share and, under its seq, the
+ * changes to the holder's per-key grants of the limit's hot keys (or the
+ * whole set).
  */
 static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t report_seq,
 		      uint64_t now)
 {
 	uint64_t live = lease_deadline(now, co->cfg.ttl_ns) - now;
 	struct wire_msg *m = co->out;
+	struct hotkeys_out ko = {.keys = m->grant.keys};
 	struct ledger_grant g;
 	int r;
 
 	/* Cleared up to the key list only: hotkeys_grant fills what it sends. */
 	WIRE_MSG_CLEAR(m, grant.n_keys);
 	r = hotkeys_grant(&c->hot, &c->led, (size_t)hi, c->t_rate[hi], c->t_burst[hi], now, live,
-			  &g, m->grant.keys, &m->grant.n_keys);
+			  &g, &ko);
 	if (r == 0)
 		return;
 	check_invariant(co, c, now);
-	/* Each hot key's ledger, as the limit's (logged there). */
-	co->violations += hotkeys_check(&c->hot, now);
 	if (r < 0) {
-		/* Counted in the ledgers until its deadline; a grant without its
-		 * whole set must not go out.
+		/* Counted in the ledgers until its deadline; a grant that cannot
+		 * name what the holder must hold must not go out.
 		 */
 		pr_debug("limit '%s': grant %llu for '%s' not sent: a hot key's ledger is full\n",
 			 c->name, (unsigned long long)g.seq, co->h[hi].name);
 		return;
 	}
+	m->grant.n_keys = ko.n;
+	m->grant.keys_full = ko.full;
+	m->grant.keys_base = ko.base;
 	m->type = WIRE_GRANT;
 	snprintf(m->grant.limit, sizeof(m->grant.limit), "%s", c->name);
 	snprintf(m->grant.holder, sizeof(m->grant.holder), "%s", co->h[hi].name);
@@ -558,30 +564,23 @@ static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64
 	}
 }
 
-/* The report's hot keys, per limit: a report lists all the holder's hot
- * keys of every limit it names, so a key it does not list it wants none of.
- * A key wanting more than the holder's share (what it holds and will keep
- * of the limit) becomes hot.
+/* The report's hot keys: each one listed has the demand given (0: none)
+ * until the holder lists it again or goes quiet. A key wanting more than
+ * the holder's share (what it holds and will keep of the limit) becomes hot.
  */
-static void hot_report(struct coord *co, int hi, const struct wire_report *r,
-		       struct climit *const *cl, uint64_t now)
+static void hot_report(int hi, const struct wire_report *r, struct climit *const *cl,
+		       uint64_t now)
 {
-	bool begun[LL_MAX_LIMITS] = {false};
 	uint64_t share[WIRE_MAX_ENTRIES];
 
 	for (uint32_t i = 0; i < r->n; i++) {
 		struct climit *c = cl[i];
-		uint32_t l;
 
 		if (!c || !c->hot.on)
 			continue;
-		l = (uint32_t)(c - co->lim);
 		share[i] = ledger_committed_rate(&c->led, (size_t)hi, now);
 		if (c->t_rate[hi] < share[i])
 			share[i] = c->t_rate[hi];
-		if (!begun[l])
-			hotkeys_report_begin(&c->hot, (size_t)hi);
-		begun[l] = true;
 	}
 	for (uint32_t k = 0; k < r->n_hot; k++) {
 		const struct wire_hot *w = &r->hot[k];
@@ -591,9 +590,6 @@ static void hot_report(struct coord *co, int hi, const struct wire_report *r,
 			hotkeys_report_key(&c->hot, &c->led, (size_t)hi, &w->key, w->demand,
 					   share[w->entry], now);
 	}
-	for (uint32_t l = 0; l < co->n_limits; l++)
-		if (begun[l])
-			hotkeys_report_end(&co->lim[l].hot, (size_t)hi);
 }
 
 static void on_report(struct coord *co, int ci, const struct wire_report *r)
@@ -649,7 +645,7 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 		if (c->dirty && now >= c->next_recompute_ns)
 			targets_recompute(c, now);
 	}
-	hot_report(co, hi, r, cl, now);
+	hot_report(hi, r, cl, now);
 	for (uint32_t i = 0; i < r->n; i++) {
 		struct climit *c = cl[i];
 
@@ -909,9 +905,9 @@ static void tick(struct coord *co)
 
 		if (c->dirty && now >= c->next_recompute_ns)
 			targets_recompute(c, now);
-		hotkeys_tick(&c->hot, &c->led, now);
+		/* Every key visited now and then; violations seen while granting. */
+		co->violations += hotkeys_tick(&c->hot, &c->led, now, false);
 		check_invariant(co, c, now);
-		co->violations += hotkeys_check(&c->hot, now);
 	}
 }
 

@@ -6,19 +6,21 @@
  *  - A key becomes hot with a copy of the limit's ledger: until then every
  *    grant gave the key exactly the share, under the same seq, deadline and
  *    acks, so the copy accounts for what every holder may spend on it.
- *  - From then on every grant of the limit is recorded in every hot key's
- *    ledger under the same seq and deadline (hotkeys_grant), with the value
- *    the grant gives the key (its entry, or the share where it has none),
- *    and every ack goes to every ledger (hotkeys_ack). A key's ledger
- *    issues decreases as they come and increases out of its own headroom,
- *    so its invariant holds as the limit's does.
- *  - A key leaves the table only once every live grant of every holder in
- *    its ledger is covered, seq by seq, by a grant of the limit's ledger at
- *    least as large that lives as long: from then on the limit's ledger
- *    accounts for all a holder may still spend on the key, and later grants
- *    give it the share. A cooling key's target is the share of the grant
- *    being composed, so its new grants are covered as they are issued and
- *    the old ones die within a lease.
+ *  - From then on, for each holder h, every grant either names the key
+ *    (its entry, recorded until a later record is acknowledged or h's lease
+ *    is dead everywhere) or leaves h holding what it held: an entry already
+ *    recorded, or none, in which case the grant records its share for the
+ *    key under its seq and deadline. Increases come out of the key's own
+ *    headroom (ledger_issue_seq), decreases as they come.
+ *  - A grant names every key named in a grant h has not acknowledged, with
+ *    the latest entry: whichever of those h applied, after this one it
+ *    holds what the coordinator records. A whole set replaces everything
+ *    (a new connection, or a lease that died), and until one is
+ *    acknowledged every grant is a whole set.
+ *  - A key leaves the table only when no holder holds an entry, none has a
+ *    name unacknowledged, and every live record is covered seq by seq by a
+ *    grant of the limit's ledger at least as large that lives as long: from
+ *    then on the limit's ledger accounts for all a holder may spend on it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,9 +33,62 @@
 
 #define HOTKEYS_LOG_WINDOW_NS 1000000000ull
 #define HOTKEYS_LOG_LINES     5 /* per window and limit; the rest are counted */
+#define HOTKEYS_FOREVER	      UINT64_MAX /* an entry's record: until superseded or the lease dies */
 
-_Static_assert(HOTKEYS_MAX <= WIRE_MAX_KEY_GRANTS, "a grant frame carries every hot key");
-_Static_assert(HOTKEYS_MAX < UINT16_MAX, "slots hold an index in 16 bits");
+_Static_assert(HOTKEYS_MAX < UINT32_MAX, "slots hold an index in 32 bits");
+_Static_assert(HOTKEYS_MAX <= UINT16_MAX, "an agent counts a limit's entries in a u16");
+
+/* ---- lists --------------------------------------------------------------- */
+
+static int list_push(struct hotkeys_list *l, uint32_t idx)
+{
+	if (l->n == l->cap) {
+		uint32_t cap = l->cap ? 2 * l->cap : 16;
+		uint32_t *p = realloc(l->i, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		l->i = p;
+		l->cap = cap;
+	}
+	l->i[l->n++] = idx;
+	return 0;
+}
+
+static void list_free(struct hotkeys_list *l)
+{
+	free(l->i);
+	memset(l, 0, sizeof(*l));
+}
+
+static int list_copy(struct hotkeys_list *d, const struct hotkeys_list *s)
+{
+	memset(d, 0, sizeof(*d));
+	if (!s->n)
+		return 0;
+	d->i = malloc(s->n * sizeof(*d->i));
+	if (!d->i)
+		return -ENOMEM;
+	memcpy(d->i, s->i, s->n * sizeof(*d->i));
+	d->n = d->cap = s->n;
+	return 0;
+}
+
+/* Set flag f of (key idx, holder hi), putting idx on list l if it was clear.
+ * Out of memory, the flag stays clear (the caller's conservative path).
+ */
+static bool flag_set(struct hotkeys *t, struct hotkeys_list *l, uint32_t idx, size_t hi,
+		     uint8_t f)
+{
+	struct hotkey_holder *kh = &t->k[idx].h[hi];
+
+	if (kh->flags & f)
+		return true;
+	if (list_push(l, idx))
+		return false;
+	kh->flags |= f;
+	return true;
+}
 
 /* ---- the hash table ---------------------------------------------------- */
 
@@ -75,7 +130,7 @@ int hotkeys_find(const struct hotkeys *t, const struct ll_key_id *key)
 		const struct hotkey *k = &t->k[t->slot[s] - 1];
 
 		if (k->hash == h && !memcmp(&k->key, key, sizeof(*key)))
-			return t->slot[s] - 1;
+			return (int)(t->slot[s] - 1);
 	}
 	return -1;
 }
@@ -114,8 +169,8 @@ int hotkeys_init(struct hotkeys *t, const char *name, size_t holders, uint32_t m
 	while (slots < 2 * max)
 		slots *= 2;
 	t->slot = calloc(slots, sizeof(*t->slot));
-	t->rep = calloc(holders ? holders : 1, sizeof(*t->rep));
-	if (!t->slot || !t->rep) {
+	t->hl = calloc(holders ? holders : 1, sizeof(*t->hl));
+	if (!t->slot || !t->hl) {
 		hotkeys_free(t);
 		return -ENOMEM;
 	}
@@ -126,6 +181,9 @@ int hotkeys_init(struct hotkeys *t, const char *name, size_t holders, uint32_t m
 	t->cool_ns = HOTKEYS_COOL_NS;
 	t->mask = slots - 1;
 	t->seed = seed;
+	/* Whatever a holder holds from before is unknown: a whole set first. */
+	for (size_t h = 0; h < holders; h++)
+		t->hl[h].full = true;
 	return 0;
 }
 
@@ -136,47 +194,78 @@ static void key_free(struct hotkey *k)
 	k->h = NULL;
 }
 
+static void hl_free(struct hotkeys_hl *hl)
+{
+	list_free(&hl->todo);
+	list_free(&hl->pend);
+}
+
 void hotkeys_free(struct hotkeys *t)
 {
-	for (uint32_t i = 0; i < t->n; i++)
-		key_free(&t->k[i]);
+	for (uint32_t i = 0; i < t->top; i++)
+		if (t->k[i].live)
+			key_free(&t->k[i]);
+	for (size_t h = 0; t->hl && h < t->holders; h++)
+		hl_free(&t->hl[h]);
 	free(t->k);
 	free(t->slot);
-	free(t->rep);
+	free(t->hl);
+	list_free(&t->free_slots);
+	list_free(&t->cool);
+	list_free(&t->dirty_keys);
 	memset(t, 0, sizeof(*t));
 }
 
 int hotkeys_copy(struct hotkeys *dst, const struct hotkeys *src)
 {
+	size_t nh = src->holders ? src->holders : 1;
+
 	*dst = *src;
 	dst->k = NULL;
 	dst->slot = NULL;
-	dst->rep = NULL;
-	dst->n = dst->alloc = 0;
+	dst->hl = NULL;
+	dst->top = dst->alloc = 0;
+	memset(&dst->free_slots, 0, sizeof(dst->free_slots));
+	memset(&dst->cool, 0, sizeof(dst->cool));
+	memset(&dst->dirty_keys, 0, sizeof(dst->dirty_keys));
 	if (!src->on)
 		return 0;
 	dst->slot = malloc((src->mask + 1) * sizeof(*dst->slot));
-	dst->rep = malloc((src->holders ? src->holders : 1) * sizeof(*dst->rep));
-	dst->k = src->n ? calloc(src->n, sizeof(*dst->k)) : NULL;
-	if (!dst->slot || !dst->rep || (src->n && !dst->k))
+	dst->hl = calloc(nh, sizeof(*dst->hl));
+	dst->k = src->top ? calloc(src->top, sizeof(*dst->k)) : NULL;
+	if (!dst->slot || !dst->hl || (src->top && !dst->k))
 		goto fail;
 	memcpy(dst->slot, src->slot, (src->mask + 1) * sizeof(*dst->slot));
-	memcpy(dst->rep, src->rep, (src->holders ? src->holders : 1) * sizeof(*dst->rep));
-	dst->alloc = src->n;
-	for (uint32_t i = 0; i < src->n; i++) {
+	dst->alloc = src->top;
+	if (list_copy(&dst->free_slots, &src->free_slots) || list_copy(&dst->cool, &src->cool) ||
+	    list_copy(&dst->dirty_keys, &src->dirty_keys))
+		goto fail;
+	for (size_t h = 0; h < src->holders; h++) {
+		dst->hl[h] = src->hl[h];
+		if (list_copy(&dst->hl[h].todo, &src->hl[h].todo) ||
+		    list_copy(&dst->hl[h].pend, &src->hl[h].pend)) {
+			memset(&dst->hl[h].todo, 0, sizeof(dst->hl[h].todo));
+			memset(&dst->hl[h].pend, 0, sizeof(dst->hl[h].pend));
+			goto fail;
+		}
+	}
+	for (uint32_t i = 0; i < src->top; i++) {
 		struct hotkey *d = &dst->k[i];
 		const struct hotkey *s = &src->k[i];
 
+		dst->top = i + 1;
+		if (!s->live)
+			continue;
 		*d = *s;
-		d->h = malloc(src->holders * sizeof(*d->h));
+		d->h = malloc(nh * sizeof(*d->h));
 		if (!d->h || ledger_copy(&d->led, &s->led)) {
 			free(d->h);
 			d->h = NULL;
 			d->led.h = NULL;
+			d->live = false;
 			goto fail;
 		}
-		memcpy(d->h, s->h, src->holders * sizeof(*d->h));
-		dst->n = i + 1;
+		memcpy(d->h, s->h, nh * sizeof(*d->h));
 	}
 	return 0;
 fail:
@@ -184,17 +273,26 @@ fail:
 	return -ENOMEM;
 }
 
+static void key_dirty(struct hotkeys *t, uint32_t idx)
+{
+	struct hotkey *k = &t->k[idx];
+
+	if (!k->dirty && !list_push(&t->dirty_keys, idx))
+		k->dirty = true;
+}
+
 void hotkeys_set_capacity(struct hotkeys *t, uint64_t rate, uint64_t burst, uint64_t now)
 {
-	for (uint32_t i = 0; i < t->n; i++) {
+	for (uint32_t i = 0; i < t->top; i++) {
 		struct hotkey *k = &t->k[i];
 
+		if (!k->live)
+			continue;
 		k->led.rate = rate;
 		k->led.burst = burst;
 		k->draining = ledger_over(&k->led, now);
-		k->dirty = true;
+		key_dirty(t, i);
 	}
-	t->dirty = true;
 }
 
 /* At most HOTKEYS_LOG_LINES lines per second and limit; true to log one. */
@@ -216,50 +314,53 @@ static bool log_ok(struct hotkeys *t, uint64_t now)
 	return false;
 }
 
-/* Key idx leaves the table; the last key takes its place in k[]. */
+/* Key idx leaves the table; its slot goes to the free list. */
 static void key_drop(struct hotkeys *t, uint32_t idx, uint64_t now)
 {
-	uint32_t last = t->n - 1;
+	struct hotkey *k = &t->k[idx];
 	char ks[128];
 
 	if (log_ok(t, now)) {
-		hotkeys_key_str(&t->k[idx].key, ks, sizeof(ks));
+		hotkeys_key_str(&k->key, ks, sizeof(ks));
 		pr_info("limit '%s': key %s no longer hot after %.1f s (%u hot keys left)\n",
-			t->name, ks, (double)(now - t->k[idx].since_ns) / 1e9, t->n - 1);
+			t->name, ks, (double)(now - k->since_ns) / 1e9, t->n - 1);
 	}
 	slot_clear(t, slot_of(t, idx));
-	key_free(&t->k[idx]);
-	if (idx != last) {
-		uint32_t s = slot_of(t, last);
-
-		t->k[idx] = t->k[last];
-		t->slot[s] = (uint16_t)(idx + 1);
-	}
-	memset(&t->k[last], 0, sizeof(t->k[last]));
+	key_free(k);
+	memset(k, 0, sizeof(*k));
+	if (list_push(&t->free_slots, idx) && idx + 1 == t->top)
+		t->top--; /* no room on the free list: only the last slot is given back */
 	t->n--;
 	t->dropped++;
 }
 
-/* A new hot key: its ledger is the limit's, every holder's listing empty. */
+/* A new hot key: its ledger is the limit's, every holder holding no entry
+ * for it (each on its todo list, to be named).
+ */
 static int key_add(struct hotkeys *t, const struct ledger *lim, const struct ll_key_id *key,
 		   uint64_t now)
 {
 	struct hotkey *k;
-	uint32_t s;
+	uint32_t s, idx;
 
-	if (t->n == t->alloc) {
-		uint32_t alloc = t->alloc ? t->alloc * 2 : 8;
-		struct hotkey *p;
+	if (t->free_slots.n) {
+		idx = t->free_slots.i[--t->free_slots.n];
+	} else {
+		if (t->top == t->alloc) {
+			uint32_t alloc = t->alloc ? t->alloc * 2 : 8;
+			struct hotkey *p;
 
-		if (alloc > t->max)
-			alloc = t->max;
-		p = realloc(t->k, alloc * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		t->k = p;
-		t->alloc = alloc;
+			if (alloc > t->max)
+				alloc = t->max;
+			p = realloc(t->k, alloc * sizeof(*p));
+			if (!p)
+				return -ENOMEM;
+			t->k = p;
+			t->alloc = alloc;
+		}
+		idx = t->top;
 	}
-	k = &t->k[t->n];
+	k = &t->k[idx];
 	memset(k, 0, sizeof(*k));
 	k->key = *key;
 	k->hash = key_hash(t->seed, key);
@@ -267,63 +368,77 @@ static int key_add(struct hotkeys *t, const struct ledger *lim, const struct ll_
 	if (!k->h || ledger_copy_n(&k->led, lim, t->holders)) {
 		free(k->h);
 		k->h = NULL;
+		if (idx != t->top)
+			t->free_slots.i[t->free_slots.n++] = idx;
 		return -ENOMEM;
 	}
+	if (idx == t->top)
+		t->top++;
+	k->live = true;
 	for (size_t i = 0; i < k->led.cap; i++) {
 		k->led.h[i].active = false;
 		k->led.h[i].demand = 0;
 	}
-	k->since_ns = k->listed_ns = now;
-	k->dirty = true;
+	for (size_t h = 0; h < t->holders; h++) {
+		flag_set(t, &t->hl[h].todo, idx, h, HK_TODO);
+		/* The copied records are acknowledged through this list. */
+		flag_set(t, &t->hl[h].pend, idx, h, HK_PEND);
+	}
+	k->since_ns = k->calm_ns = now;
+	key_dirty(t, idx);
 	/* Created during a drain of the limit: it drains with it. */
 	k->draining = ledger_over(&k->led, now);
 	for (s = (uint32_t)k->hash & t->mask; t->slot[s]; s = (s + 1) & t->mask)
 		;
-	t->slot[s] = (uint16_t)(t->n + 1);
+	t->slot[s] = idx + 1;
 	t->n++;
 	t->made++;
-	t->dirty = true;
-	return (int)(t->n - 1);
+	return (int)idx;
 }
 
 /* ---- reports ------------------------------------------------------------ */
 
-void hotkeys_report_begin(struct hotkeys *t, size_t hi)
+/* Holder hi's demand for key idx becomes d; above: d is above its share. */
+static void key_demand(struct hotkeys *t, uint32_t idx, size_t hi, uint64_t d, bool above,
+		       uint64_t now)
 {
-	struct hotkeys_rep *r;
-
-	if (!t->on || hi >= t->holders)
-		return;
-	r = &t->rep[hi];
-	r->cur++;
-	r->prev = r->listed;
-	r->listed = 0;
-	r->relisted = 0;
-}
-
-/* Holder hi's demand for key k becomes d. */
-static void key_demand(struct hotkeys *t, struct hotkey *k, size_t hi, uint64_t d)
-{
+	struct hotkey *k = &t->k[idx];
 	struct ledger_holder *lh = &k->led.h[hi];
+	struct hotkey_holder *kh = &k->h[hi];
 
 	if (lh->demand != d || lh->active != (d > 0)) {
 		lh->demand = d;
 		lh->active = d > 0;
-		k->dirty = true;
-		t->dirty = true;
+		key_dirty(t, idx);
 	}
+	if (above && !(kh->flags & HK_ABOVE)) {
+		kh->flags |= HK_ABOVE;
+		k->n_above++;
+	} else if (!above && (kh->flags & HK_ABOVE)) {
+		kh->flags &= (uint8_t)~HK_ABOVE;
+		if (!--k->n_above)
+			k->calm_ns = now;
+	}
+}
+
+/* A cooling key is wanted again: every holder's entry goes back to target. */
+static void key_reheat(struct hotkeys *t, uint32_t idx)
+{
+	struct hotkey *k = &t->k[idx];
+
+	k->cooling = false;
+	for (size_t h = 0; h < t->holders; h++)
+		flag_set(t, &t->hl[h].todo, idx, h, HK_TODO);
+	key_dirty(t, idx);
 }
 
 int hotkeys_report_key(struct hotkeys *t, const struct ledger *lim, size_t hi,
 		       const struct ll_key_id *key, uint64_t demand, uint64_t share, uint64_t now)
 {
-	struct hotkeys_rep *r;
-	struct hotkey *k;
 	int idx, made = 0;
 
 	if (!t->on || hi >= t->holders)
 		return 0;
-	r = &t->rep[hi];
 	idx = hotkeys_find(t, key);
 	if (idx < 0) {
 		char ks[128];
@@ -346,88 +461,148 @@ int hotkeys_report_key(struct hotkeys *t, const struct ledger *lim, size_t hi,
 				t->n);
 		}
 	}
-	k = &t->k[idx];
-	if (k->h[hi].stamp == r->cur) {
-		/* Listed twice in one report: the larger demand holds. */
-		if (demand > k->led.h[hi].demand)
-			key_demand(t, k, hi, demand);
-	} else {
-		if (k->h[hi].stamp && k->h[hi].stamp == r->cur - 1)
-			r->relisted++;
-		k->h[hi].stamp = r->cur;
-		r->listed++;
-		key_demand(t, k, hi, demand);
-	}
+	key_demand(t, (uint32_t)idx, hi, demand, demand > share, now);
 	/* Hot while someone wants more than its default share: a key everybody
-	 * spends within the share cools (and is dropped) although listed.
+	 * spends within the share cools (and is dropped) although wanted.
 	 */
-	if (demand > share) {
-		k->listed_ns = now;
-		if (k->cooling) {
-			k->cooling = false;
-			k->dirty = true;
-			t->dirty = true;
-		}
-	}
+	if (demand > share && t->k[idx].cooling)
+		key_reheat(t, (uint32_t)idx);
 	return made;
 }
 
-void hotkeys_report_end(struct hotkeys *t, size_t hi)
+/* ---- acks, holders ------------------------------------------------------ */
+
+/* The newest record of holder hi in key ledger l at or below seq (0: none). */
+static uint64_t record_at(const struct ledger *l, size_t hi, uint64_t seq)
 {
-	struct hotkeys_rep *r;
+	const struct ledger_holder *h = &l->h[hi];
+	uint64_t best = 0;
 
-	if (!t->on || hi >= t->holders)
-		return;
-	r = &t->rep[hi];
-	if (r->relisted >= r->prev)
-		return; /* every key of the last report is listed again */
-	/* Some key is not: this holder wants none of it now. */
-	for (uint32_t i = 0; i < t->n; i++) {
-		struct hotkey *k = &t->k[i];
+	for (uint32_t j = 0; j < h->n && j < LEDGER_MAX_PENDING; j++)
+		if (h->g[j].seq <= seq && h->g[j].seq > best)
+			best = h->g[j].seq;
+	return best;
+}
 
-		if (k->h[hi].stamp && k->h[hi].stamp == r->cur - 1)
-			key_demand(t, k, hi, 0);
-	}
+/* Whether holder hi has a record above seq in key ledger l. */
+static bool record_above(const struct ledger *l, size_t hi, uint64_t seq)
+{
+	const struct ledger_holder *h = &l->h[hi];
+
+	for (uint32_t j = 0; j < h->n && j < LEDGER_MAX_PENDING; j++)
+		if (h->g[j].seq > seq)
+			return true;
+	return false;
+}
+
+/* Acknowledge seq in key idx's ledger for hi: the newest record at or
+ * below it is what hi holds, the older ones die. true while hi still has
+ * records (or a name) not acknowledged.
+ */
+static bool key_ack(struct hotkeys *t, uint32_t idx, size_t hi, uint64_t seq, uint64_t now)
+{
+	struct hotkey *k = &t->k[idx];
+	uint64_t at = record_at(&k->led, hi, seq);
+
+	if (at)
+		ledger_ack(&k->led, hi, at, now);
+	return record_above(&k->led, hi, seq) || k->h[hi].s_seq > seq;
 }
 
 void hotkeys_ack(struct hotkeys *t, size_t hi, uint64_t seq, uint64_t now)
 {
-	for (uint32_t i = 0; i < t->n; i++)
-		ledger_ack(&t->k[i].led, hi, seq, now);
+	struct hotkeys_hl *hl;
+	uint32_t kept = 0;
+
+	if (!t->on || hi >= t->holders)
+		return;
+	hl = &t->hl[hi];
+	if (hl->full_seq && seq >= hl->full_seq) {
+		hl->full = false; /* a whole set arrived: changes from here on */
+		hl->full_seq = 0;
+	}
+	/* The flag is cleared as each entry is seen, so an index listed twice
+	 * is kept once; the kept ones get it back.
+	 */
+	for (uint32_t j = 0; j < hl->pend.n; j++) {
+		uint32_t idx = hl->pend.i[j];
+		struct hotkey *k = &t->k[idx];
+
+		if (idx >= t->top || !k->live || !(k->h[hi].flags & HK_PEND))
+			continue;
+		k->h[hi].flags &= (uint8_t)~HK_PEND;
+		if (key_ack(t, idx, hi, seq, now))
+			hl->pend.i[kept++] = idx;
+	}
+	hl->pend.n = kept;
+	for (uint32_t j = 0; j < kept; j++)
+		t->k[hl->pend.i[j]].h[hi].flags |= HK_PEND;
 }
 
-void hotkeys_holder_quiet(struct hotkeys *t, size_t hi)
+void hotkeys_holder_quiet(struct hotkeys *t, size_t hi, uint64_t now)
 {
 	if (!t->on || hi >= t->holders)
 		return;
-	for (uint32_t i = 0; i < t->n; i++)
-		key_demand(t, &t->k[i], hi, 0);
-	/* Every stamp is now older than the report before the next one. */
-	t->rep[hi].cur++;
-	t->rep[hi].listed = 0;
+	for (uint32_t i = 0; i < t->top; i++)
+		if (t->k[i].live)
+			key_demand(t, i, hi, 0, false, now);
+}
+
+void hotkeys_holder_connect(struct hotkeys *t, size_t hi)
+{
+	if (!t->on || hi >= t->holders)
+		return;
+	t->hl[hi].full = true;
+	t->hl[hi].full_seq = 0;
 }
 
 bool hotkeys_holder_idle(const struct hotkeys *t, size_t hi, uint64_t now)
 {
-	for (uint32_t i = 0; i < t->n; i++)
-		if (!ledger_holder_idle(&t->k[i].led, hi, now))
+	for (uint32_t i = 0; i < t->top; i++)
+		if (t->k[i].live && !ledger_holder_idle(&t->k[i].led, hi, now))
 			return false;
 	return true;
 }
 
-void hotkeys_holder_reset(struct hotkeys *t, size_t hi)
+/* Holder hi holds nothing the coordinator must count (its lease is dead
+ * everywhere, or its slot is reclaimed): forget its entries and records;
+ * its next grants carry the whole set.
+ */
+static void holder_clear(struct hotkeys *t, size_t hi, bool reset, uint64_t now)
+{
+	struct hotkeys_hl *hl = &t->hl[hi];
+
+	for (uint32_t i = 0; i < t->top; i++) {
+		struct hotkey *k = &t->k[i];
+		uint8_t keep;
+
+		if (!k->live)
+			continue;
+		if (reset)
+			ledger_holder_reset(&k->led, hi);
+		else
+			ledger_holder_clear(&k->led, hi);
+		keep = reset ? 0 : k->h[hi].flags & HK_ABOVE;
+		if (!keep && (k->h[hi].flags & HK_ABOVE) && !--k->n_above)
+			k->calm_ns = now;
+		memset(&k->h[hi], 0, sizeof(k->h[hi]));
+		k->h[hi].flags = keep;
+		key_dirty(t, i);
+	}
+	hl_free(hl);
+	memset(hl, 0, sizeof(*hl));
+	hl->full = true;
+	/* Every key it holds no entry for is on its todo list. */
+	for (uint32_t i = 0; i < t->top; i++)
+		if (t->k[i].live)
+			flag_set(t, &hl->todo, i, hi, HK_TODO);
+}
+
+void hotkeys_holder_reset(struct hotkeys *t, size_t hi, uint64_t now)
 {
 	if (!t->on || hi >= t->holders)
 		return;
-	for (uint32_t i = 0; i < t->n; i++) {
-		struct hotkey *k = &t->k[i];
-
-		ledger_holder_reset(&k->led, hi);
-		memset(&k->h[hi], 0, sizeof(k->h[hi]));
-		k->dirty = true;
-	}
-	memset(&t->rep[hi], 0, sizeof(t->rep[hi]));
-	t->dirty = true;
+	holder_clear(t, hi, true, now);
 }
 
 /* ---- targets and grants ------------------------------------------------- */
@@ -436,15 +611,19 @@ void hotkeys_targets(struct hotkeys *t, const struct ledger *lim)
 {
 	uint64_t *rate = NULL, *burst = NULL;
 	size_t cap = 0;
-	bool left = false;
+	uint32_t kept = 0;
 
-	if (!t->dirty)
-		return;
-	for (uint32_t i = 0; i < t->n; i++) {
-		struct hotkey *k = &t->k[i];
+	for (uint32_t j = 0; j < t->dirty_keys.n; j++) {
+		uint32_t idx = t->dirty_keys.i[j];
+		struct hotkey *k = &t->k[idx];
+		bool fail = false;
 
-		if (!k->dirty || k->cooling)
+		if (idx >= t->top || !k->live || !k->dirty)
 			continue;
+		if (k->cooling) {
+			t->dirty_keys.i[kept++] = idx; /* recomputed when it heats up */
+			continue;
+		}
 		if (k->led.cap > cap) {
 			uint64_t *r = realloc(rate, k->led.cap * sizeof(*r));
 			uint64_t *b = r ? realloc(burst, k->led.cap * sizeof(*b)) : NULL;
@@ -453,74 +632,248 @@ void hotkeys_targets(struct hotkeys *t, const struct ledger *lim)
 				rate = r;
 			if (b)
 				burst = b;
-			if (!r || !b) {
-				left = true;
-				break;
-			}
-			cap = k->led.cap;
+			fail = !r || !b;
+			if (!fail)
+				cap = k->led.cap;
 		}
-		for (size_t h = 0; h < k->led.cap; h++)
+		for (size_t h = 0; !fail && h < k->led.cap; h++)
 			k->led.h[h].weight = h < lim->cap ? lim->h[h].weight : 0;
-		if (ledger_targets(&k->led, rate, burst)) {
-			left = true; /* out of memory: the old targets stay */
+		if (fail || ledger_targets(&k->led, rate, burst)) {
+			t->dirty_keys.i[kept++] = idx; /* out of memory: the old targets stay */
 			continue;
 		}
 		for (size_t h = 0; h < t->holders && h < k->led.cap; h++) {
-			k->h[h].t_rate = rate[h];
-			k->h[h].t_burst = burst[h];
+			struct hotkey_holder *kh = &k->h[h];
+
+			if (kh->t_rate == rate[h] && kh->t_burst == burst[h])
+				continue;
+			kh->t_rate = rate[h];
+			kh->t_burst = burst[h];
+			flag_set(t, &t->hl[h].todo, idx, h, HK_TODO);
 		}
 		k->dirty = false;
 	}
+	t->dirty_keys.n = kept;
 	free(rate);
 	free(burst);
-	t->dirty = left;
-	/* Cooling keys stay dirty: their targets are recomputed when they heat up. */
-	for (uint32_t i = 0; i < t->n && !t->dirty; i++)
-		t->dirty = t->k[i].dirty && !t->k[i].cooling;
+}
+
+/* Composing one grant for one holder. */
+struct compose {
+	struct hotkeys *t;
+	size_t hi;
+	const struct ledger_grant *g;
+	uint64_t now, live_ns;
+	struct hotkeys_out *out;
+	bool failed; /* a key that had to be named or recorded could not be */
+};
+
+static bool room(const struct compose *c)
+{
+	return c->out->n < WIRE_MAX_KEY_GRANTS;
+}
+
+static void name(struct compose *c, uint32_t idx, uint8_t op, uint64_t rate, uint64_t burst)
+{
+	struct hotkey *k = &c->t->k[idx];
+
+	c->out->keys[c->out->n++] =
+	    (struct wire_key_grant){.key = k->key, .op = op, .rate = rate, .burst = burst};
+	k->h[c->hi].s_seq = c->g->seq;
+	if (!flag_set(c->t, &c->t->hl[c->hi].pend, idx, c->hi, HK_PEND))
+		c->failed = true; /* its ack could not be followed */
+}
+
+/* Record v in key idx's ledger for this grant (an entry: until superseded;
+ * the share: until the grant's deadline). false if the ring is full.
+ */
+static bool record(struct compose *c, uint32_t idx, uint64_t rate, uint64_t burst, bool entry,
+		   struct ledger_grant *a)
+{
+	struct hotkey *k = &c->t->k[idx];
+
+	if (!ledger_issue_seq(&k->led, c->hi, c->g->seq, rate, burst, c->now,
+			      entry ? HOTKEYS_FOREVER : c->live_ns, a))
+		return false;
+	flag_set(c->t, &c->t->hl[c->hi].pend, idx, c->hi, HK_PEND);
+	if (ledger_over(&k->led, c->now) && !k->draining)
+		c->t->bad++;
+	return true;
+}
+
+/* Key idx for this grant. Returns true when the key stays on the holder's
+ * todo list (its entry is not where it should be yet).
+ */
+static bool compose_one(struct compose *c, uint32_t idx, struct hotkey *k,
+			struct hotkey_holder *kh, const struct ledger_grant *g, bool named);
+
+static bool compose_key(struct compose *c, uint32_t idx)
+{
+	struct hotkey *k = &c->t->k[idx];
+	struct hotkey_holder *kh = &k->h[c->hi];
+	const struct ledger_grant *g = c->g;
+	bool named = kh->flags & HK_NAMED;
+
+	if (kh->mark == c->t->hl[c->hi].pass)
+		return kh->flags & HK_STAY; /* visited by this grant already */
+	kh->mark = c->t->hl[c->hi].pass;
+	kh->flags &= (uint8_t)~HK_STAY;
+	if (compose_one(c, idx, k, kh, g, named)) {
+		kh->flags |= HK_STAY;
+		return true;
+	}
+	return false;
+}
+
+static bool compose_one(struct compose *c, uint32_t idx, struct hotkey *k,
+			struct hotkey_holder *kh, const struct ledger_grant *g, bool named)
+{
+	struct ledger_grant a;
+	uint64_t r, b;
+
+	if (k->cooling) {
+		/* Back to the share: where the share fits the key's headroom. */
+		ledger_peek(&k->led, c->hi, g->rate, g->burst, c->now, &r, &b);
+		if (r == g->rate && b == g->burst && (!named || room(c))) {
+			if (!record(c, idx, g->rate, g->burst, false, &a)) {
+				c->failed |= !named; /* the share would go unrecorded */
+				return true;
+			}
+			if (named) {
+				name(c, idx, WIRE_KEY_REMOVE, 0, 0);
+				kh->flags &= (uint8_t)~HK_NAMED;
+			}
+			return false;
+		}
+		if (named)
+			return true; /* its entry stands (recorded) until the share fits */
+		/* No entry, and the share does not fit: cut it with an entry. */
+		if (!room(c) || !record(c, idx, r, b, true, &a)) {
+			c->failed = true;
+			return true;
+		}
+		name(c, idx, WIRE_KEY_SET, a.rate, a.burst);
+		kh->flags |= HK_NAMED;
+		kh->s_rate = a.rate;
+		kh->s_burst = a.burst;
+		return true;
+	}
+	if (named && kh->s_rate == kh->t_rate && kh->s_burst == kh->t_burst)
+		return false;
+	if (room(c) && record(c, idx, kh->t_rate, kh->t_burst, true, &a)) {
+		name(c, idx, WIRE_KEY_SET, a.rate, a.burst);
+		kh->flags |= HK_NAMED;
+		kh->s_rate = a.rate;
+		kh->s_burst = a.burst;
+		return a.rate != kh->t_rate || a.burst != kh->t_burst;
+	}
+	if (named)
+		return true; /* the entry it holds stands, recorded */
+	/* No entry and no room (or no record): it spends this grant's share. */
+	ledger_peek(&k->led, c->hi, g->rate, g->burst, c->now, &r, &b);
+	if (r != g->rate || b != g->burst || !record(c, idx, g->rate, g->burst, false, &a))
+		c->failed = true;
+	return true;
 }
 
 int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_rate,
 		  uint64_t t_burst, uint64_t now, uint64_t live_ns, struct ledger_grant *g,
-		  struct wire_key_grant *keys, uint32_t *n_keys)
+		  struct hotkeys_out *out)
 {
-	int err = 0;
+	struct compose c = {t, hi, g, now, live_ns, out, false};
+	struct hotkeys_hl *hl;
+	uint32_t kept = 0;
 
-	*n_keys = 0;
+	out->n = 0;
+	out->full = false;
+	out->base = 0;
 	if (!ledger_issue(lim, hi, t_rate, t_burst, now, live_ns, g))
 		return 0;
-	if (!t->on || !t->n)
+	if (!t->on)
 		return 1;
+	if (hi >= t->holders)
+		return -EAGAIN;
+	hl = &t->hl[hi];
 	hotkeys_targets(t, lim);
-	for (uint32_t i = 0; i < t->n; i++) {
-		struct hotkey *k = &t->k[i];
-		struct ledger_grant a;
-		uint64_t kr, kb;
+	hl->pass++; /* this grant's visits */
+	if (hl->full) {
+		/* The whole set: the holder drops every entry it holds and takes
+		 * those named; every key is visited.
+		 */
+		out->full = true;
+		hl->full_seq = g->seq; /* changes only once the last whole set is applied */
+		for (uint32_t i = 0; i < t->top; i++) {
+			if (!t->k[i].live)
+				continue;
+			t->k[i].h[hi].flags &= (uint8_t)~HK_NAMED;
+			if (!t->k[i].cooling)
+				flag_set(t, &hl->todo, i, hi, HK_TODO);
+		}
+	} else {
+		/* Changes on top of what it acknowledged: first every key named
+		 * since then, changed again or as it stands.
+		 */
+		out->base = lim->h[hi].acked_seq;
+		for (uint32_t j = 0; j < hl->pend.n && !c.failed; j++) {
+			uint32_t idx = hl->pend.i[j];
+			struct hotkey_holder *kh;
 
-		if (hi >= t->holders) {
-			err = -EAGAIN;
-			break;
+			if (idx >= t->top || !t->k[idx].live)
+				continue;
+			kh = &t->k[idx].h[hi];
+			if (!(kh->flags & HK_PEND) || kh->s_seq <= out->base ||
+			    kh->s_seq == g->seq)
+				continue;
+			if ((kh->flags & HK_TODO) || t->k[idx].cooling)
+				compose_key(&c, idx);
+			kh->mark = hl->pass;
+			if (kh->s_seq == g->seq)
+				continue; /* named with its new entry */
+			if (!room(&c)) {
+				c.failed = true;
+				break;
+			}
+			if (kh->flags & HK_NAMED)
+				name(&c, idx, WIRE_KEY_SET, kh->s_rate, kh->s_burst);
+			else
+				name(&c, idx, WIRE_KEY_REMOVE, 0, 0);
 		}
-		/* Cooling: the share this very grant carries, so the key's new
-		 * grants are covered by the limit's as they are issued.
-		 */
-		kr = k->cooling ? g->rate : k->h[hi].t_rate;
-		kb = k->cooling ? g->burst : k->h[hi].t_burst;
-		if (!ledger_issue_seq(&k->led, hi, g->seq, kr, kb, now, live_ns, &a)) {
-			err = -EAGAIN;
-			continue;
-		}
-		/* A hot key is named in every grant, even at the share: a holder
-		 * knows it is hot and lists what it spends on it. Leaving it out
-		 * would read as "wants none" and cut the holder to 0 (seven
-		 * gateways spending 0.1 R each within their share flapped
-		 * between cut and denied, and the key's utilization fell to
-		 * 85%). A cooling key is named only where it differs.
-		 */
-		if (!k->cooling || a.rate != g->rate || a.burst != g->burst)
-			keys[(*n_keys)++] = (struct wire_key_grant){
-			    .key = k->key, .rate = a.rate, .burst = a.burst};
 	}
-	return err ? err : 1;
+	/* Keys whose entry changes, or that it holds none for. The flag is
+	 * cleared as each is seen (an index listed twice is kept once); the
+	 * ones that stay get it back.
+	 */
+	for (uint32_t j = 0; j < hl->todo.n; j++) {
+		uint32_t idx = hl->todo.i[j];
+		struct hotkey *k = &t->k[idx];
+		struct hotkey_holder *kh;
+		bool stay;
+
+		if (idx >= t->top || !k->live)
+			continue;
+		kh = &k->h[hi];
+		if (!(kh->flags & HK_TODO))
+			continue;
+		kh->flags &= (uint8_t)~HK_TODO;
+		if (k->cooling)
+			continue; /* the cooling list visits it; it is put back when it heats up */
+		stay = compose_key(&c, idx);
+		if (stay)
+			hl->todo.i[kept++] = idx;
+	}
+	hl->todo.n = kept;
+	for (uint32_t j = 0; j < kept; j++)
+		t->k[hl->todo.i[j]].h[hi].flags |= HK_TODO;
+	/* Cooling keys, every grant: each goes back to the share. */
+	for (uint32_t j = 0; j < t->cool.n; j++) {
+		uint32_t idx = t->cool.i[j];
+
+		if (idx < t->top && t->k[idx].live && t->k[idx].cooling)
+			compose_key(&c, idx);
+	}
+	if (out->full)
+		t->full_sets++;
+	return c.failed ? -EAGAIN : 1;
 }
 
 /* ---- cooling, the invariant, metrics ----------------------------------- */
@@ -533,30 +886,76 @@ static bool key_covered(const struct hotkey *k, const struct ledger *lim, uint64
 	return true;
 }
 
-void hotkeys_tick(struct hotkeys *t, const struct ledger *lim, uint64_t now)
+static bool key_held(const struct hotkeys *t, const struct hotkey *k,
+		     const struct ledger *lim)
 {
-	/* Downwards: a drop moves the last key into the hole. */
-	for (uint32_t i = t->n; i-- > 0;) {
+	for (size_t h = 0; h < t->holders; h++) {
+		const struct hotkey_holder *kh = &k->h[h];
+
+		if ((kh->flags & HK_NAMED) || (h < lim->cap && kh->s_seq > lim->h[h].acked_seq))
+			return true;
+	}
+	return false;
+}
+
+uint64_t hotkeys_tick(struct hotkeys *t, const struct ledger *lim, uint64_t now, bool force)
+{
+	uint64_t bad = t->bad;
+	uint32_t kept = 0;
+
+	t->bad = 0;
+	if (!t->on || (!force && now < t->next_scan_ns))
+		return bad;
+	t->next_scan_ns = now + HOTKEYS_SCAN_NS;
+	/* A holder whose every grant of the limit is dead spends nothing: its
+	 * records go, and it gets a whole set next.
+	 */
+	for (size_t h = 0; h < t->holders; h++) {
+		bool idle = ledger_holder_idle(lim, h, now);
+
+		if (idle && !t->hl[h].dead) {
+			holder_clear(t, h, false, now);
+			t->hl[h].dead = true;
+		} else if (!idle) {
+			t->hl[h].dead = false;
+		}
+	}
+	for (uint32_t i = 0; i < t->top; i++) {
 		struct hotkey *k = &t->k[i];
 
-		if (!k->cooling && now - k->listed_ns > t->cool_ns) {
-			k->cooling = true;
-			pr_debug("limit '%s': a hot key is cooling (nobody listed it for %.1f s)\n",
-				 t->name, (double)(now - k->listed_ns) / 1e9);
-		}
-		if (k->cooling && key_covered(k, lim, now))
-			key_drop(t, i, now);
+		if (!k->live || k->cooling || k->n_above || now - k->calm_ns <= t->cool_ns)
+			continue;
+		if (list_push(&t->cool, i))
+			break;
+		k->cooling = true;
+		pr_debug("limit '%s': a hot key is cooling (nobody above its share for %.1f s)\n",
+			 t->name, (double)(now - k->calm_ns) / 1e9);
 	}
+	for (uint32_t j = 0; j < t->cool.n; j++) {
+		uint32_t idx = t->cool.i[j];
+		struct hotkey *k = &t->k[idx];
+
+		if (idx >= t->top || !k->live || !k->cooling)
+			continue;
+		if (!key_held(t, k, lim) && key_covered(k, lim, now))
+			key_drop(t, idx, now);
+		else
+			t->cool.i[kept++] = idx;
+	}
+	t->cool.n = kept;
+	return bad + hotkeys_check(t, now);
 }
 
 uint64_t hotkeys_check(struct hotkeys *t, uint64_t now)
 {
 	uint64_t bad = 0;
 
-	for (uint32_t i = 0; i < t->n; i++) {
+	for (uint32_t i = 0; i < t->top; i++) {
 		struct hotkey *k = &t->k[i];
 		char ks[128];
 
+		if (!k->live)
+			continue;
 		if (!ledger_over(&k->led, now)) {
 			k->draining = false;
 			continue;
@@ -578,9 +977,11 @@ uint64_t hotkeys_stranded(const struct hotkeys *t, uint64_t now)
 {
 	uint64_t sum = 0;
 
-	for (uint32_t i = 0; i < t->n; i++) {
+	for (uint32_t i = 0; i < t->top; i++) {
 		const struct hotkey *k = &t->k[i];
 
+		if (!k->live)
+			continue;
 		for (size_t h = 0; h < k->led.cap; h++) {
 			uint64_t c = ledger_committed_rate(&k->led, h, now);
 

@@ -2,24 +2,40 @@
 /*
  * Per-key grants of one global per-key limit (docs/design.md, "Per-key
  * grants for hot keys"): the coordinator's table of the limit's hot keys,
- * each with a ledger of its own (ledger.h) that shares the limit ledger's
- * grant numbers and acks. Holder h's grant seq g records for key k the
- * per-key grant if g carries one for k, else g's share, so each key's
- * ledger keeps
+ * each with a ledger of its own (ledger.h) numbered by the limit ledger's
+ * grant seqs and acknowledged by its acks, so that each key's ledger keeps
  *
- *   sum over holders of (max over h's live grants of what it may spend on k)
+ *   sum over holders of (max over h's live records of what it may spend on k)
  *       <= the limit's capacity (contract less reserve)
  *
  * exactly as the limit's ledger does for keys that are not hot.
  *
+ * Grants carry changes only. A holder holds, for each hot key, either an
+ * entry of its own (named: the value sent last) or nothing (it spends the
+ * share of whatever grant it applied last). What it may spend is recorded:
+ *  - an entry sent under seq g: a record (g, value) that lives until a later
+ *    record of the key is acknowledged, or until the holder's lease of the
+ *    limit is dead everywhere (then hotkeys_tick clears the holder and its
+ *    next grant is a whole set);
+ *  - a key it holds no entry for: a record (g, g's share, g's deadline) in
+ *    every grant g, as the limit's ledger has.
+ * A grant that is not the whole set names every key whose entry changed in
+ * a grant the holder has not acknowledged, so whatever it applied of those,
+ * the grant leaves it holding exactly the set it names on top of the one it
+ * acknowledged (keys_base).
+ *
  * A key enters the table when a holder reports it wanting more than its
- * share; its ledger starts as a copy of the limit's (until then every grant
- * gave the key exactly the share, seq by seq). Targets per key are weighted
- * max-min over the holders that list it (a holder that does not list a key
- * wants none of it). A key nobody listed for HOTKEYS_COOL_NS is cooling:
- * each grant gives it the share it carries; once every live grant of every
- * holder is covered seq by seq by the limit's ledger, the key leaves the
- * table and the limit's ledger alone accounts for it again.
+ * share; its ledger starts as a copy of the limit's. A holder's demand for
+ * a key stands until the holder reports it again or goes quiet. A key with
+ * nobody above its share for cool_ns cools: each holder's entry goes back
+ * to the share; once no holder holds an entry or has one unacknowledged
+ * and every live record is covered seq by seq by the limit's ledger, the
+ * key leaves the table.
+ *
+ * Costs: a grant costs O(keys whose entry for that holder changes, plus
+ * keys it holds no entry for, plus cooling keys); an ack O(keys with records
+ * it has not acknowledged); a report O(keys it lists). Keys are visited all
+ * together only every HOTKEYS_SCAN_NS (cooling, dropping, dead leases).
  *
  * Pure bookkeeping: no I/O, times are passed in (log lines aside).
  */
@@ -34,37 +50,60 @@
 #include "ll_types.h"
 #include "wire.h"
 
-#define HOTKEYS_MAX	LL_MAX_LIMIT_KEY_GRANTS /* per limit: one grant frame carries them all */
-#define HOTKEYS_COOL_NS 3000000000ull		/* unlisted this long: the key cools */
+#define HOTKEYS_MAX	LL_MAX_LIMIT_KEY_GRANTS /* per limit: entries an agent holds */
+#define HOTKEYS_COOL_NS 3000000000ull		/* nobody above its share this long: the key cools */
+#define HOTKEYS_SCAN_NS 250000000ull		/* every key visited this often (hotkeys_tick) */
 
-/* One holder's view of one hot key. Its demand for the key and whether it
- * lists it (demand > 0) are the key ledger's h[i].demand and h[i].active.
+/* One holder's view of one hot key. Its standing demand for the key and
+ * whether it wants any (demand > 0) are the key ledger's h[i].demand and
+ * h[i].active.
  */
+enum {
+	HK_NAMED = 1, /* after the last grant sent, the holder holds an entry */
+	HK_TODO = 2,  /* in the holder's todo list: its entry is to change */
+	HK_PEND = 4,  /* in the holder's pend list: records it has not acknowledged */
+	HK_ABOVE = 8, /* its demand was above its share when it listed the key */
+	HK_STAY = 16, /* the grant that visited it last left it on the todo list */
+};
+
 struct hotkey_holder {
-	uint64_t stamp;		  /* the holder's report that last listed the key; 0 never */
 	uint64_t t_rate, t_burst; /* max-min target, while the key is not cooling */
+	uint64_t s_rate, s_burst; /* the entry sent last (HK_NAMED) */
+	uint64_t s_seq;		  /* the grant that named the key last (set or remove); 0 none */
+	uint32_t mark;		  /* pass of the holder's grant that visited the key last */
+	uint8_t flags;		  /* HK_* */
 };
 
 struct hotkey {
 	struct ll_key_id key;
 	uint64_t hash;
-	struct ledger led;	 /* same seqs, deadlines and acks as the limit's */
+	struct ledger led;	 /* same seqs and acks as the limit's */
 	struct hotkey_holder *h; /* holders entries */
 	uint64_t since_ns;	 /* hot since */
-	uint64_t listed_ns;	 /* last listed with demand > 0 by any holder */
+	uint64_t calm_ns;	 /* nobody above its share since (n_above == 0) */
+	uint32_t n_above;	 /* holders with HK_ABOVE */
+	bool live;		 /* the slot holds a key (k[] keeps its indices) */
 	bool cooling;
 	bool dirty;    /* demand changed since the targets were computed */
 	bool draining; /* over a capacity lowered by a reload: decreases only */
 };
 
-/* Where a holder is in its reports: stamps tell which keys its last report
- * listed, so a report costs O(keys it lists) unless it dropped some.
+/* A list of key indices (a hint: the flags say whether an entry still
+ * stands; an index may appear twice after its key was dropped and the slot
+ * reused).
  */
-struct hotkeys_rep {
-	uint64_t cur;	   /* stamp of the holder's report being read (or last read) */
-	uint32_t listed;   /* keys the report listed */
-	uint32_t prev;	   /* keys the report before listed */
-	uint32_t relisted; /* of those, listed again */
+struct hotkeys_list {
+	uint32_t *i;
+	uint32_t n, cap;
+};
+
+struct hotkeys_hl {
+	struct hotkeys_list todo; /* keys with HK_TODO for this holder */
+	struct hotkeys_list pend; /* keys with HK_PEND for this holder */
+	uint64_t full_seq;	  /* its last whole set; until acknowledged every grant is one */
+	bool full;		  /* the next grant is a whole set */
+	bool dead;		  /* its lease was dead everywhere: records cleared */
+	uint32_t pass;
 };
 
 struct hotkeys {
@@ -73,20 +112,36 @@ struct hotkeys {
 	size_t holders;
 	uint32_t max;		 /* at most this many hot keys (HOTKEYS_MAX in the coordinator) */
 	uint64_t cool_ns;	 /* HOTKEYS_COOL_NS in the coordinator */
-	uint32_t n, alloc;	 /* keys in k[], room in k[] */
-	struct hotkey *k;	 /* dense: k[0..n) */
-	uint16_t *slot;		 /* hash table: index in k[] + 1, 0 empty; linear probing */
+	uint32_t n;		 /* live keys */
+	uint32_t top, alloc;	 /* slots of k[] in use (live or free), room in k[] */
+	struct hotkey *k;	 /* k[0..top): live or free */
+	struct hotkeys_list free_slots;
+	uint32_t *slot;		 /* hash table: index in k[] + 1, 0 empty; linear probing */
 	uint32_t mask;		 /* slots - 1 */
 	uint64_t seed;		 /* of the hash: keys come from the network */
-	struct hotkeys_rep *rep; /* holders entries */
-	bool dirty;		 /* some key's targets are stale */
+	struct hotkeys_hl *hl;	 /* holders entries */
+	struct hotkeys_list cool; /* cooling keys */
+	struct hotkeys_list dirty_keys; /* keys whose targets are stale */
+	uint64_t next_scan_ns;
+	uint64_t bad;		 /* violations seen while granting, not yet returned */
 	/* Counters (metrics), carried across policy reloads. */
 	uint64_t refused;    /* keys that wanted in when the table was full */
 	uint64_t key_grants; /* per-key entries sent in grants (counted by the sender) */
+	uint64_t full_sets;  /* grants that carried a whole set */
 	uint64_t made, dropped;
 	/* Log lines about keys becoming hot or dropped: a few per second. */
 	uint64_t log_window_ns;
 	uint32_t log_lines, log_quiet;
+};
+
+/* What hotkeys_grant puts in the grant: the wire's keys[], keys_full and
+ * keys_base.
+ */
+struct hotkeys_out {
+	struct wire_key_grant *keys; /* room for WIRE_MAX_KEY_GRANTS */
+	uint32_t n;
+	bool full;
+	uint64_t base;
 };
 
 /* An empty table for a limit with a key: room for `holders` holders, at most
@@ -104,51 +159,59 @@ int hotkeys_copy(struct hotkeys *dst, const struct hotkeys *src);
  */
 void hotkeys_set_capacity(struct hotkeys *t, uint64_t rate, uint64_t burst, uint64_t now);
 
-/* Index in t->k of key, or -1. */
+/* Index in t->k of key (a live slot), or -1. */
 int hotkeys_find(const struct hotkeys *t, const struct ll_key_id *key);
 
-/* A report of holder hi: begin, one call per hot key of this limit it lists,
- * end. A key listed with demand above share (what the holder has of the
- * limit) and not yet hot becomes hot, its ledger a copy of lim's. Returns 1
- * when the key became hot, 0 otherwise, -ENOSPC when it could not (the
- * table is full: counted in refused), -ENOMEM. A hot key the report does not
- * list gets demand 0 from that holder at _end.
+/* Holder hi lists key with demand (0: it wants none now); its demand
+ * stands until it lists the key again. share: what the holder has of the
+ * limit. A key listed with demand above share and not yet hot becomes hot,
+ * its ledger a copy of lim's. Returns 1 when the key became hot, 0
+ * otherwise, -ENOSPC when it could not (the table is full: counted in
+ * refused), -ENOMEM.
  */
-void hotkeys_report_begin(struct hotkeys *t, size_t hi);
 int hotkeys_report_key(struct hotkeys *t, const struct ledger *lim, size_t hi,
 		       const struct ll_key_id *key, uint64_t demand, uint64_t share, uint64_t now);
-void hotkeys_report_end(struct hotkeys *t, size_t hi);
 
 /* Holder hi acknowledged grant seq of the limit: so it did for every key. */
 void hotkeys_ack(struct hotkeys *t, size_t hi, uint64_t seq, uint64_t now);
-/* Holder hi stopped asking (disconnected or silent): it lists nothing now. */
-void hotkeys_holder_quiet(struct hotkeys *t, size_t hi);
+/* Holder hi stopped asking (disconnected or silent): it wants none of any key. */
+void hotkeys_holder_quiet(struct hotkeys *t, size_t hi, uint64_t now);
+/* Holder hi has a new connection: what it holds is not known, so its next
+ * grants carry the whole set until one is acknowledged.
+ */
+void hotkeys_holder_connect(struct hotkeys *t, size_t hi);
 /* No grant of holder hi can be spent for any hot key at now. */
 bool hotkeys_holder_idle(const struct hotkeys *t, size_t hi, uint64_t now);
 /* Holder hi's slot is reclaimed (call only when idle): empty it everywhere. */
-void hotkeys_holder_reset(struct hotkeys *t, size_t hi);
+void hotkeys_holder_reset(struct hotkeys *t, size_t hi, uint64_t now);
 
 /* Max-min targets of every key whose demand changed (weights from lim). */
 void hotkeys_targets(struct hotkeys *t, const struct ledger *lim);
 
 /*
  * One grant for holder hi: the limit's share from lim toward (t_rate,
- * t_burst), then, under its seq, one grant in every hot key's ledger toward
- * the key's target (its share while cooling). keys[] (room for HOTKEYS_MAX)
- * receives every key whose grant differs from the share: the whole set.
- * Returns 1 and fills *g, keys, *n_keys: send it. 0: nothing issued (the
- * holder's ring in lim is full). -EAGAIN: issued, but a key ledger could not
- * record it: do not send (the ledgers count it until its deadline, which is
- * conservative).
+ * t_burst), then, under its seq, a record in the ledger of every hot key
+ * whose entry for hi changes or that hi holds no entry for. out receives
+ * the keys to name (changed entries, and every key named in a grant hi has
+ * not acknowledged; or the whole set) and keys_full/keys_base.
+ * Returns 1: send it. 0: nothing issued (the holder's ring in lim is full).
+ * -EAGAIN: issued, but a key's record could not be made or named: do not
+ * send (the ledgers count what was recorded until its deadline, which is
+ * conservative, and the next grant names what this one would have).
  */
 int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_rate,
 		  uint64_t t_burst, uint64_t now, uint64_t live_ns, struct ledger_grant *g,
-		  struct wire_key_grant *keys, uint32_t *n_keys);
+		  struct hotkeys_out *out);
 
-/* Periodic: keys unlisted for cool_ns start cooling; cooling keys whose
- * every live grant the limit's ledger covers leave the table.
+/* Periodic, a full visit at most every HOTKEYS_SCAN_NS (force: now): keys
+ * with nobody above its share for cool_ns start cooling; cooling keys no
+ * holder holds and whose every live record the limit's ledger covers leave
+ * the table; a holder whose every grant of lim is dead is cleared from
+ * every key (and gets a whole set next). Returns the violations found
+ * since the last call (hotkeys_check on a full visit, plus those seen while
+ * granting).
  */
-void hotkeys_tick(struct hotkeys *t, const struct ledger *lim, uint64_t now);
+uint64_t hotkeys_tick(struct hotkeys *t, const struct ledger *lim, uint64_t now, bool force);
 
 /* The invariant for every key: how many are over capacity outside a drain
  * (each logged as INVARIANT VIOLATED). Ends the drain of keys back within.

@@ -414,6 +414,30 @@ static bool issue(struct ledger *l, size_t i, uint64_t seq, uint64_t target_rate
 	return true;
 }
 
+void ledger_peek(struct ledger *l, size_t i, uint64_t target_rate, uint64_t target_burst,
+		 uint64_t now, uint64_t *rate, uint64_t *burst)
+{
+	*rate = *burst = 0;
+	if (i >= l->cap)
+		return;
+	ledger_fresh(l, now);
+	*rate = issue_share(target_rate, l->h[i].c_rate, l->sum_rate, l->rate);
+	*burst = issue_share(target_burst, l->h[i].c_burst, l->sum_burst, l->burst);
+}
+
+void ledger_holder_clear(struct ledger *l, size_t i)
+{
+	struct ledger_holder *h;
+
+	if (i >= l->cap)
+		return;
+	h = &l->h[i];
+	l->sum_rate -= h->c_rate;
+	l->sum_burst -= h->c_burst;
+	h->n = 0;
+	h->c_rate = h->c_burst = 0;
+}
+
 bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t target_burst,
 		  uint64_t now, uint64_t live_ns, struct ledger_grant *out)
 {

@@ -125,6 +125,18 @@ void ledger_ack(struct ledger *l, size_t i, uint64_t seq, uint64_t now);
 bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t target_burst,
 		  uint64_t now, uint64_t live_ns, struct ledger_grant *out);
 
+/* What ledger_issue would give holder i toward (target_rate, target_burst)
+ * now, without issuing anything.
+ */
+void ledger_peek(struct ledger *l, size_t i, uint64_t target_rate, uint64_t target_burst,
+		 uint64_t now, uint64_t *rate, uint64_t *burst);
+
+/* Forget every grant of holder i, keeping its numbering (next seq, acked):
+ * for a per-key ledger whose holder can no longer spend any of them (its
+ * limit's lease is dead everywhere), so its next grants go on numbering.
+ */
+void ledger_holder_clear(struct ledger *l, size_t i);
+
 /* ledger_issue with the seq given, not the holder's next one: a per-key
  * ledger records the grant its limit's ledger just issued under the limit's
  * number, so one ack acknowledges both. seq must be above every seq issued

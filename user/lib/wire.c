@@ -26,12 +26,12 @@
 #define WIRE_ENTRY_MAX	(WIRE_LIMIT_MAX + 7 * 8)
 #define WIRE_KEY_LEN	sizeof(struct ll_key_id)
 #define WIRE_HOT_MAX	(1 + WIRE_KEY_LEN + 8)
-#define WIRE_KEY_GRANT_MAX (WIRE_KEY_LEN + 2 * 8)
+#define WIRE_KEY_GRANT_MAX (WIRE_KEY_LEN + 1 + 2 * 8)
 #define WIRE_REPORT_MAX                                                                            \
 	(WIRE_HOLDER_MAX + 3 * 8 + WIRE_COUNT_LEN_BYTES + WIRE_MAX_ENTRIES * WIRE_ENTRY_MAX +      \
 	 WIRE_COUNT_LEN_BYTES + WIRE_MAX_HOT * WIRE_HOT_MAX)
 #define WIRE_GRANT_MAX                                                                             \
-	(WIRE_LIMIT_MAX + WIRE_HOLDER_MAX + 9 * 8 + WIRE_COUNT_LEN_BYTES +                        \
+	(WIRE_LIMIT_MAX + WIRE_HOLDER_MAX + 10 * 8 + 1 + WIRE_COUNT_LEN_BYTES +                        \
 	 WIRE_MAX_KEY_GRANTS * WIRE_KEY_GRANT_MAX)
 #define WIRE_POLICY_MAX (2 * 8 + WIRE_BLOB_LEN_BYTES + WIRE_MAX_POLICY)
 
@@ -100,6 +100,7 @@ static const struct wire_field policy_fields[] = {
 
 static const struct wire_field key_grant_fields[] = {
 	F_BYTES(KG, key),
+	F_U8(KG, op, WIRE_KEY_REMOVE),
 	F_U64(KG, rate),
 	F_U64(KG, burst),
 	F_END,
@@ -117,6 +118,8 @@ static const struct wire_field grant_fields[] = {
 	F_U64(MSG, grant.burst),
 	F_U64(MSG, grant.ttl_ns),
 	F_U64(MSG, grant.refresh_ns),
+	F_U8(MSG, grant.keys_full, 1),
+	F_U64(MSG, grant.keys_base),
 	F_ARRAY(MSG, grant.keys, grant.n_keys, WIRE_MAX_KEY_GRANTS, key_grant_fields),
 	F_END,
 };

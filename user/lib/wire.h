@@ -20,14 +20,15 @@
 #include "ll_types.h"
 
 #define WIRE_MAGIC	 0x4c4c5731u /* "LLW1" */
-#define WIRE_VERSION	 3 /* 2: grants no longer carry the failure policy; 3: per-key grants */
+#define WIRE_VERSION	 4 /* 2: grants no longer carry the failure policy; 3: per-key grants;
+			    * 4: per-key grants carry changes only */
 #define WIRE_HDR_LEN	 12
 #define WIRE_MAX_PAYLOAD (64 * 1024) /* a policy document must fit */
 #define WIRE_MAX_POLICY	 (WIRE_MAX_PAYLOAD - 64)
 #define WIRE_HOLDER_LEN	 64 /* holder ids (node names), NUL included */
 #define WIRE_MAX_ENTRIES LL_MAX_LIMITS
 /* Per-key grants in one grant (one limit), hot keys in one report (all limits). */
-#define WIRE_MAX_KEY_GRANTS LL_MAX_LIMIT_KEY_GRANTS
+#define WIRE_MAX_KEY_GRANTS 1024 /* per grant frame: a set larger than that goes in steps */
 #define WIRE_MAX_HOT	    1024
 
 enum wire_type {
@@ -56,11 +57,18 @@ struct wire_policy {
  * applies: one truth, not two.
  */
 /* A per-key grant: this holder's share of one key's contract where it
- * differs from the limit's share (rate, burst). The key's bytes are the
- * agent's to check (family, padding, fields its key mode does not use).
+ * differs from the limit's share (rate, burst), or (op WIRE_KEY_REMOVE) the
+ * key goes back to the limit's share. The key's bytes are the agent's to
+ * check (family, padding, fields its key mode does not use).
  */
+enum wire_key_op {
+	WIRE_KEY_SET = 0,
+	WIRE_KEY_REMOVE = 1,
+};
+
 struct wire_key_grant {
 	struct ll_key_id key;
+	uint8_t op;	/* enum wire_key_op */
 	uint64_t rate;	/* tokens/s */
 	uint64_t burst; /* tokens */
 };
@@ -77,7 +85,14 @@ struct wire_grant {
 	uint64_t burst;	     /* tokens share */
 	uint64_t ttl_ns;     /* duration, never a wall-clock time */
 	uint64_t refresh_ns; /* hint: report again within this */
-	uint32_t n_keys;     /* the whole set of per-key grants of this limit for this holder */
+	/* Per-key grants (docs/protocol.md): keys_full 1, keys[] is the whole
+	 * set (every key not named goes back to the share); keys_full 0, keys[]
+	 * changes the set the holder held after grant keys_base, which it
+	 * acknowledged, and names every key changed since then.
+	 */
+	uint8_t keys_full;
+	uint64_t keys_base;
+	uint32_t n_keys;
 	struct wire_key_grant keys[WIRE_MAX_KEY_GRANTS];
 };
 
