@@ -9,10 +9,13 @@
  * a recomputation of the shares takes. Figures, not asserts.
  *
  * Hot-keys mode (LL_BENCH_HOT=N): src-ip limits with N hot keys each, every
- * key hot on one of the agents (which lists it at demand R, as a denied key
- * is listed), so every grant carries per-key grants (the agent's raise, the
- * others' cuts). An agent lists at most WIRE_MAX_HOT keys per report; one
- * with more lists them in turns. LL_BENCH_AGENTS (default 8) and
+ * key hot on one of the agents (which tells it at demand R, as a denied key
+ * is told), so every holder holds per-key grants (the agent's raise, the
+ * others' cuts). A demand stands until told again: an agent tells each of
+ * its keys once (at most WIRE_MAX_HOT a report, in turns), and the warm-up
+ * lasts until all are told; after that each report tells LL_BENCH_CHURN
+ * (default 16) keys of a neighbour a demand that moves (R/4, then 0, ...),
+ * whose new targets change two holders' entries for each. LL_BENCH_AGENTS (default 8) and
  * LL_BENCH_LIMITS (default 10, at most 64) set the rest; LL_BENCH_PORT
  * moves the ports (default 17450 and 17451).
  */
@@ -38,7 +41,7 @@
 #include "wire.h"
 
 #define N_LIMITS 10 /* the default */
-/* Hot mode: the coordinator keeps at most 1024 hot keys a limit; more are refused. */
+/* Hot mode: the coordinator keeps at most LL_MAX_LIMIT_KEY_GRANTS hot keys a limit; more are refused. */
 #define HOTKEYS_BENCH_MAX (2 * LL_MAX_LIMIT_KEY_GRANTS)
 #define PORT_BASE	  17450
 #define COORD_CPU	  1
@@ -55,12 +58,15 @@ struct agent {
 	bool have_policy;
 	uint64_t epoch, applied_seq[LL_MAX_LIMITS];
 	uint32_t hot_next; /* hot mode: where its next report's list starts */
+	uint32_t hot_told; /* keys told once */
+	uint64_t hot_round;
 };
 
 struct run {
 	size_t n;
 	int limits, port;
 	uint32_t hot; /* hot keys per limit (0: key: none limits) */
+	uint32_t churn; /* hot mode: keys told a moved demand per report, once all are told */
 	struct agent *a;
 	int ep;
 	pid_t pid;
@@ -219,17 +225,32 @@ static void list_hot(struct run *r, size_t i, struct wire_report *rep)
 	uint32_t mine = r->hot > i ? (uint32_t)((r->hot - 1 - i) / r->n + 1) : 0;
 	uint32_t total = mine * (uint32_t)r->limits;
 
+	bool warm = a->hot_told >= total;
+	uint32_t want = warm ? r->churn : WIRE_MAX_HOT;
+
 	rep->n_hot = 0;
-	for (uint32_t k = 0; k < total && rep->n_hot < WIRE_MAX_HOT; k++) {
+	if (warm && a->hot_next == 0)
+		a->hot_round++;
+	for (uint32_t k = 0; k < total && rep->n_hot < want; k++) {
 		uint32_t c = (a->hot_next + k) % total;
 		struct wire_hot *h = &rep->hot[rep->n_hot++];
 
 		h->entry = (uint8_t)(c / mine);
 		h->key = hot_key((uint32_t)i + (c % mine) * (uint32_t)r->n);
-		h->demand = 1000000000ull; /* denied: as much as it can get */
+		/* Denied: as much as it can get. */
+		h->demand = 1000000000ull;
+		if (warm) {
+			/* Demand that moves: a quarter of a neighbour's key, then
+			 * none, so two holders' entries for it change each time.
+			 */
+			h->key = hot_key((uint32_t)((i + 1) % r->n) + (c % mine) * (uint32_t)r->n);
+			h->demand = a->hot_round & 1 ? 250000000ull : 0;
+		}
 	}
 	if (total)
 		a->hot_next = (a->hot_next + rep->n_hot) % total;
+	if (!warm)
+		a->hot_told += rep->n_hot;
 }
 
 static int send_report(struct run *r, size_t i)
@@ -450,9 +471,16 @@ static double scrape(const struct run *r, const char *family, bool sum)
 	return acc;
 }
 
+static int env_int(const char *name, int def, int lo, int hi);
+
 static int bench_one(const char *bin, size_t n, int limits, uint32_t hot, int port, int seconds)
 {
-	struct run r = {.n = n, .ep = -1, .limits = limits, .hot = hot, .port = port};
+	struct run r = {.n = n,
+			.ep = -1,
+			.limits = limits,
+			.hot = hot,
+			.port = port,
+			.churn = (uint32_t)env_int("LL_BENCH_CHURN", 16, 0, WIRE_MAX_HOT)};
 	double cpu0, cpu1, elapsed;
 	long rss0, rss1;
 	uint64_t t0, msgs0, kg0;
@@ -480,10 +508,22 @@ static int bench_one(const char *bin, size_t n, int limits, uint32_t hot, int po
 			err = -EIO;
 			goto out;
 		}
-	/* Warm up one second, then measure. */
-	for (uint64_t end = clock_now_ns() + 1000000000ull; clock_now_ns() < end;)
+	/* Warm up one second (hot mode: until every agent told all its keys,
+	 * then one second), then measure.
+	 */
+	for (uint64_t end = clock_now_ns() + 1000000000ull, cap = end + 60000000000ull;
+	     clock_now_ns() < end;) {
 		if ((err = pump(&r, 10, true)))
 			goto out;
+		for (size_t i = 0; hot && i < n && clock_now_ns() < cap; i++) {
+			uint32_t mine = hot > i ? (uint32_t)((hot - 1 - i) / n + 1) : 0;
+
+			if (r.a[i].hot_told < mine * (uint32_t)limits) {
+				end = clock_now_ns() + 1000000000ull;
+				break;
+			}
+		}
+	}
 	r.nlat = 0;
 	msgs0 = r.msgs;
 	kg0 = r.key_grants;
@@ -544,10 +584,12 @@ static int bench_hot(const char *bin, uint32_t hot, int port, bool q)
 	int secs = q ? QUICK_SECONDS : LOAD_SECONDS;
 
 	printf("Per-key grants: %zu agents, %d src-ip global limits with %u hot keys each, every\n"
-	       "key hot on one agent (the others' grants cut it); an agent lists at most %d hot\n"
-	       "keys a report, in turns. Coordinator on CPU %d, load generator on CPU %d; %d s\n"
-	       "measured after 1 s of warm-up.\n\n",
-	       agents, limits, hot, WIRE_MAX_HOT, COORD_CPU, BENCH_CPU, secs);
+	       "key hot on one agent (the others' grants cut it); an agent tells each key once (at\n"
+	       "most %d a report), then %u neighbour's keys a report a moving demand. Coordinator on CPU\n"
+	       "%d, load generator on CPU %d; %d s measured after all keys were told plus 1 s.\n\n",
+	       agents, limits, hot, WIRE_MAX_HOT,
+	       (unsigned)env_int("LL_BENCH_CHURN", 16, 0, WIRE_MAX_HOT), COORD_CPU, BENCH_CPU,
+	       secs);
 	printf("  agents limits hot/limit  hot keys refused     msgs/s  coord  latency ms p50   p99"
 	       "   RSS MiB  B/hot key  key grants/s\n");
 	if (bench_one(bin, agents, limits, hot, port, secs)) {

@@ -453,6 +453,58 @@ static void test_dead_and_reset(void **state)
 	ledger_free(&lim);
 }
 
+/* More hot keys than one grant can name: the whole set goes in steps of
+ * WIRE_MAX_KEY_GRANTS, and while some keys are left holding no entry, the
+ * share granted is no more than each of them has room for (here 0: A holds
+ * all of them), so the grant can go out; once all are named, the share is
+ * back.
+ */
+static void test_set_in_steps(void **state)
+{
+	const uint32_t nk = WIRE_MAX_KEY_GRANTS + WIRE_MAX_KEY_GRANTS / 2;
+	uint64_t now = 1;
+	struct ledger_grant g;
+	struct hotkeys t;
+	struct ledger lim;
+
+	(void)state;
+	ledger_init(&lim, 1000000, 1000000);
+	hotkeys_init(&t, "l", NHOLD, nk, SEED);
+	lim.h[0].active = lim.h[1].active = true;
+	for (uint32_t i = 0; i < nk; i++) {
+		struct ll_key_id k = key_v4(i);
+
+		assert_int_equal(report(&t, &lim, 0, &k, 1000000, 0, now), 1);
+	}
+	/* A: the first WIRE_MAX_KEY_GRANTS keys at all of the contract, the
+	 * rest at its share for now (nobody else holds any).
+	 */
+	g = grant(&t, &lim, 0, 500000, 500000, now);
+	assert_true(out.full);
+	assert_int_equal(out.n, WIRE_MAX_KEY_GRANTS);
+	assert_int_equal(g.rate, 500000);
+	ack(&t, &lim, 0, g.seq, now);
+	g = grant(&t, &lim, 0, 500000, 500000, now);
+	assert_false(out.full);
+	assert_int_equal(out.n, nk - WIRE_MAX_KEY_GRANTS);
+	ack(&t, &lim, 0, g.seq, now);
+	/* B: its share would not fit the keys it cannot be told of yet. */
+	g = grant(&t, &lim, 1, 500000, 500000, now);
+	assert_true(out.full);
+	assert_int_equal(out.n, WIRE_MAX_KEY_GRANTS);
+	assert_int_equal(g.rate, 0);
+	assert_int_equal(g.burst, 0);
+	ack(&t, &lim, 1, g.seq, now);
+	g = grant(&t, &lim, 1, 500000, 500000, now);
+	assert_false(out.full);
+	assert_int_equal(out.n, nk - WIRE_MAX_KEY_GRANTS);
+	assert_int_equal(g.rate, 500000);
+	for (uint32_t i = 0; i < out.n; i++)
+		assert_int_equal(keys[i].rate, 0); /* cuts */
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
 /* A reload keeps the table (a deep copy), and a lowered capacity drains:
  * decreases only, no violation while the live grants come down, and the
  * drain ends once they fit. A key over capacity outside a drain is a
@@ -1069,6 +1121,7 @@ int main(void)
 	    cmocka_unit_test(test_table),	 cmocka_unit_test(test_standing_demand),
 	    cmocka_unit_test(test_compose),	 cmocka_unit_test(test_grant_not_sendable),
 	    cmocka_unit_test(test_dead_and_reset), cmocka_unit_test(test_copy_and_capacity),
+	    cmocka_unit_test(test_set_in_steps),
 	    cmocka_unit_test(test_stranded),	 cmocka_unit_test(test_key_str),
 	    cmocka_unit_test(test_random),
 	};

@@ -776,6 +776,31 @@ static bool compose_one(struct compose *c, uint32_t idx, struct hotkey *k,
 	return true;
 }
 
+/* Lower *rate, *burst (the share about to be granted to hi) to what every
+ * key hi may be left holding no entry for has room for in its ledger. Only
+ * when more keys may need naming than one grant carries: then some are left
+ * at the share for this grant, and the share must fit each of them.
+ */
+static void share_fit(struct hotkeys *t, size_t hi, uint64_t now, uint64_t *rate,
+		      uint64_t *burst)
+{
+	struct hotkeys_hl *hl = &t->hl[hi];
+	uint64_t need = hl->full ? t->n : (uint64_t)hl->pend.n + hl->todo.n + t->cool.n;
+
+	if (need <= WIRE_MAX_KEY_GRANTS)
+		return;
+	for (uint32_t i = 0; i < t->top; i++) {
+		struct hotkey *k = &t->k[i];
+		uint64_t r, b;
+
+		if (!k->live || (!hl->full && (k->h[hi].flags & HK_NAMED)))
+			continue;
+		ledger_peek(&k->led, hi, *rate, *burst, now, &r, &b);
+		*rate = r < *rate ? r : *rate;
+		*burst = b < *burst ? b : *burst;
+	}
+}
+
 int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_rate,
 		  uint64_t t_burst, uint64_t now, uint64_t live_ns, struct ledger_grant *g,
 		  struct hotkeys_out *out)
@@ -787,6 +812,10 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
 	out->n = 0;
 	out->full = false;
 	out->base = 0;
+	if (t->on && hi < t->holders) {
+		hotkeys_targets(t, lim);
+		share_fit(t, hi, now, &t_rate, &t_burst);
+	}
 	if (!ledger_issue(lim, hi, t_rate, t_burst, now, live_ns, g))
 		return 0;
 	if (!t->on)
@@ -794,7 +823,6 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
 	if (hi >= t->holders)
 		return -EAGAIN;
 	hl = &t->hl[hi];
-	hotkeys_targets(t, lim);
 	hl->pass++; /* this grant's visits */
 	if (hl->full) {
 		/* The whole set: the holder drops every entry it holds and takes
