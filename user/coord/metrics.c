@@ -35,6 +35,7 @@ V(recompute, ns_to_s(c->recompute_ns))
 V(hot_keys, c->hot.n)
 V(hot_refused, c->hot.refused)
 V(key_grants, c->hot.key_grants)
+V(key_sets, c->hot.full_sets)
 V(stranded, hotkeys_stranded(&c->hot, now))
 V(lease_rate, ledger_committed_rate(&c->led, hi, now))
 V(demand, c->led.h[hi].demand)
@@ -83,6 +84,10 @@ static const struct coord_family per_limit[] = {
      hot_refused},
     {"leaseline_coord_key_grants_total", "counter",
      "Per-key grants sent (entries of grant key lists).", key_grants},
+    {"leaseline_coord_key_sets_total", "counter",
+     "Grants that carried a holder's whole set of per-key grants (a new connection, a dead "
+     "lease) rather than changes.",
+     key_sets},
     {"leaseline_coord_stranded_rate", "gauge",
      "Per-key rate committed to holders beyond their reported demand for the key, summed over "
      "hot keys and holders (tokens/s).",
