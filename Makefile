@@ -9,6 +9,9 @@ CLANG     ?= clang
 BPFTOOL   ?= bpftool
 PREFIX    ?= /usr/local
 
+# `make` alone builds everything (the layer rules below come first in the file).
+.DEFAULT_GOAL := all
+
 ifeq ($(V),1)
 Q =
 msg =
@@ -96,7 +99,7 @@ $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
-$(BUILD)/user/leaseline.o: user/leaseline.c | $(BUILD)
+$(BUILD)/user/leaseline.o: user/leaseline.c | $(BUILD)/user
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(INC_main) -c $< -o $@
 
@@ -104,20 +107,22 @@ $(BUILD)/leaseline: $(BUILD)/user/leaseline.o $(AGENT_A) $(COORD_A) $(LIB_A)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)
+$(BUILD)/tests/%: tests/unit/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/tests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD) $(SKEL)
+$(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/bench/%: bench/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD) $(SKEL) $(BENCH_SKELS)
+$(BUILD)/bench/%: bench/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/bench $(SKEL) $(BENCH_SKELS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS)
 
-$(BUILD):
-	$(Q)mkdir -p $(BUILD)/user $(BUILD)/tests $(BUILD)/bench
+# Each directory its own target: $(BUILD) alone exists as soon as any layer
+# made its folder, and would not stand for the others.
+$(BUILD) $(BUILD)/user $(BUILD)/tests $(BUILD)/bench:
+	$(Q)mkdir -p $@
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
