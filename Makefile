@@ -12,6 +12,12 @@ PREFIX    ?= /usr/local
 # `make` alone builds everything (the layer rules below come first in the file).
 .DEFAULT_GOAL := all
 
+# The version every binary reports (user/lib/version.h): from git describe
+# at build time, VERSION when the tree has no release tag or no git.
+VERSION   := 0.1.0
+GIT_DESC  := $(shell git describe --tags --match 'v[0-9]*' --dirty --always --abbrev=12 2>/dev/null)
+LL_VERSION ?= $(if $(GIT_DESC),$(if $(filter v%,$(GIT_DESC)),$(patsubst v%,%,$(GIT_DESC)),$(VERSION)+g$(GIT_DESC)),$(VERSION))
+
 ifeq ($(V),1)
 Q =
 msg =
@@ -60,6 +66,14 @@ $(BUILD)/user/$(1):
 	$(Q)mkdir -p $$@
 endef
 $(foreach l,$(LAYERS),$(eval $(call layer,$(l))))
+
+# Only version.o sees the version, and is rebuilt only when it changes: the
+# stamp is rewritten only when its content differs.
+.PHONY: FORCE
+$(BUILD)/version.txt: FORCE | $(BUILD)
+	$(Q)echo '$(LL_VERSION)' | cmp -s - $@ || echo '$(LL_VERSION)' >$@
+$(BUILD)/user/lib/version.o: $(BUILD)/version.txt
+$(BUILD)/user/lib/version.o: LL_CFLAGS += -DLL_VERSION_STRING='"$(LL_VERSION)"'
 
 LIB_A     := $(BUILD)/libll-lib.a
 AGENT_A   := $(BUILD)/libll-agent.a
