@@ -172,6 +172,33 @@ expect_json_error 1 "top -j without pins" "'ll_state' in d['error']" "$LL" top -
 expect_json_error 2 "top -j with a bad -n" "'-n' in d['error']" "$LL" top -j -n 0
 expect_rc 2 "agent with a bad config exits 2" in_g "$LL" agent -c "$TMPD/value.yaml"
 
+echo "metrics port taken:"
+# A listener of ours holds the port in the gateway namespace; the agent must
+# say so and stop before it pins, applies or attaches anything.
+in_g python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 9475))
+s.listen()
+open(sys.argv[1], "w").close()
+time.sleep(60)
+' "$TMPD/busy.ready" &
+BUSY_PID=$!
+LL_PIDS+=("$BUSY_PID")
+for ((i = 0; i < LL_WAIT_TRIES; i++)); do
+	[ -e "$TMPD/busy.ready" ] && break
+	sleep "$LL_POLL_S"
+done
+[ -e "$TMPD/busy.ready" ] || ll_fail "the port holder did not bind"
+sed -e "s|^pin-dir: .*|pin-dir: $TMPD/bpffs/busy|" "$TMPD/agent.yaml" >"$TMPD/agent-busy.yaml"
+echo "metrics: 127.0.0.1:9475" >>"$TMPD/agent-busy.yaml"
+expect_rc 1 "agent whose metrics port is taken" in_g timeout 20 "$LL" agent -c "$TMPD/agent-busy.yaml"
+out_has "  ... says so" "cannot listen for metrics on '127\.0\.0\.1:9475': Address already in use"
+[ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "  ... attached nothing" || bad "  ... attached to $LL_G_IF"
+[ -z "$(ls -A "$TMPD/bpffs/busy" 2>/dev/null)" ] && ok "  ... pinned nothing" ||
+	bad "  ... pinned: $(ls "$TMPD/bpffs/busy" | tr '\n' ' ')"
+ll_stop_pid "$BUSY_PID"
+
 echo "foreign XDP program:"
 if ! ip -n "$LL_NS_G" link set dev $LL_G_IF xdpdrv obj "$PASS_OBJ" sec xdp 2>"$TMPD/ip.err"; then
 	cat "$TMPD/ip.err"

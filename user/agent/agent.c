@@ -310,6 +310,19 @@ int agent_run(const struct agent_opts *opts)
 		rc = 2;
 		goto out;
 	}
+	/* The metrics port first: an agent that cannot have it stops before it
+	 * touches a pin, a policy or an interface (as root, so a port below
+	 * 1024 works too).
+	 */
+	if (ac->has_metrics) {
+		err = http_listen(&metrics, ac->metrics);
+		if (err) {
+			pr_warn("cannot listen for metrics on '%s': %s; nothing loaded, changed or "
+				"attached\n",
+				ac->metrics, strerror(-err));
+			goto out;
+		}
+	}
 	if (agent_bpffs_ensure(ac->pin_dir))
 		goto out;
 	struct dp_opts dopts = {.pin_dir = ac->pin_dir,
@@ -338,10 +351,9 @@ int agent_run(const struct agent_opts *opts)
 	 * policy it can enforce shows that (leaseline_attached 0, the refusal).
 	 */
 	if (ac->has_metrics) {
-		err = http_start(&metrics, ac->metrics, metrics_write, &dp, NULL);
+		err = http_serve(&metrics, metrics_write, &dp, NULL);
 		if (err) {
-			pr_warn("cannot listen for metrics on '%s': %s\n", ac->metrics,
-				strerror(-err));
+			pr_warn("cannot serve metrics on '%s': %s\n", ac->metrics, strerror(-err));
 			goto out;
 		}
 		pr_info("metrics on http://%s/metrics\n", ac->metrics);
