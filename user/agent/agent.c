@@ -30,6 +30,7 @@
 #include "link.h"
 #include "log.h"
 #include "metrics.h"
+#include "pins.h"
 #include "policy.h"
 #include "privs.h"
 #include "signals.h"
@@ -301,7 +302,7 @@ int agent_run(const struct agent_opts *opts)
 	struct link link = {.c.fd = -1};
 	bool have_link = false;
 	struct http_server metrics = {.fd = -1};
-	int rc = 1, err;
+	int rc = 1, err, pin_lock = -1;
 
 	if (!ac || !pol)
 		goto out;
@@ -324,6 +325,9 @@ int agent_run(const struct agent_opts *opts)
 		}
 	}
 	if (agent_bpffs_ensure(ac->pin_dir))
+		goto out;
+	/* One agent per pin directory, for as long as it runs. */
+	if (pins_lock(ac->pin_dir, &pin_lock))
 		goto out;
 	struct dp_opts dopts = {.pin_dir = ac->pin_dir,
 				.max_keys = ac->max_keys,
@@ -378,6 +382,7 @@ out:
 	http_stop(&metrics); /* before dp_close: the thread reads its maps */
 	if (dp.skel)
 		dp_close(&dp);
+	pins_unlock(&pin_lock);
 	free(ac);
 	free(pol);
 	return rc;

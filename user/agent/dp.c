@@ -20,6 +20,7 @@
 #include "lease.h"
 #include "leaseline.skel.h"
 #include "log.h"
+#include "pins.h"
 #include "tb_math.h"
 
 static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
@@ -618,7 +619,8 @@ int dp_pinned_get(const char *dir, const char *name)
 
 int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *old_version)
 {
-	int fence_fd = dp_pinned_get(pin_dir, "ll_fence"),
+	int lock_fd = -1, held = pins_lock(pin_dir, &lock_fd); /* no agent running there */
+	int fence_fd = held ? held : dp_pinned_get(pin_dir, "ll_fence"),
 	    state_fd = dp_pinned_get(pin_dir, "ll_state");
 	int policy_fd = dp_pinned_get(pin_dir, "ll_policy");
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
@@ -657,6 +659,7 @@ int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *ol
 	for (int fd = 0, *fds[] = {&fence_fd, &state_fd, &policy_fd}; fd < 3; fd++)
 		if (*fds[fd] >= 0)
 			close(*fds[fd]);
+	pins_unlock(&lock_fd);
 	return err;
 }
 
