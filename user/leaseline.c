@@ -272,7 +272,9 @@ static int check_file(const char *path, bool json)
 		free(pol);
 		return code;
 	}
-	kind_name = kind == CFG_KIND_AGENT ? "agent" : kind == CFG_KIND_COORD ? "coordinator" : "policy";
+	kind_name = kind == CFG_KIND_AGENT   ? "agent"
+		    : kind == CFG_KIND_COORD ? "coordinator"
+					     : "policy";
 	noted = kind == CFG_KIND_POLICY && note_global(pol, note, sizeof(note));
 	if (json) {
 		out_init(&o, stdout, true);
@@ -365,10 +367,14 @@ check:
 }
 
 static const struct option top_lo[] = {
-    {"pin-dir", required_argument, NULL, 'p'}, {"limit", required_argument, NULL, 'l'},
-    {"rows", required_argument, NULL, 'n'},    {"json", no_argument, NULL, 'j'},
-    {"watch", required_argument, NULL, 'w'},   {"count", required_argument, NULL, 'C'},
-    {"verbose", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
+    {"pin-dir", required_argument, NULL, 'p'},
+    {"limit", required_argument, NULL, 'l'},
+    {"rows", required_argument, NULL, 'n'},
+    {"json", no_argument, NULL, 'j'},
+    {"watch", required_argument, NULL, 'w'},
+    {"count", required_argument, NULL, 'C'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
     {},
 };
 #define TOP_SO ":p:l:n:jw:vh"
@@ -521,8 +527,7 @@ static const struct cmd cmds[] = {
      "Attached interfaces, policy version, limits, counters, from the pinned maps.\n"
      "-j prints one JSON document (a failure: {\"error\", \"exit\"}).",
      cmd_status, STATUS_SO, status_lo},
-    {"top",
-     "leaseline top [--pin-dir DIR] [-n ROWS] [--limit NAME] [-j] [-w SECONDS [--count N]]",
+    {"top", "leaseline top [--pin-dir DIR] [-n ROWS] [--limit NAME] [-j] [-w SECONDS [--count N]]",
      "Per limit, the keys denied the most and the keys allowed the most (packets, or\n"
      "bytes for a bytes limit), from the pinned maps: addresses (with /prefix when the\n"
      "limit aggregates), ports (udp/53), flows (tcp 198.18.0.1:1234 -> 198.18.0.2:80).\n"
@@ -540,8 +545,10 @@ static const struct cmd cmds[] = {
      "running one whatever its version: for a fence a fake coordinator poisoned. The\n"
      "running policy keeps enforcing; leases die at their expiry.",
      cmd_reset_fence, NULL, NULL},
-    {"version", "leaseline version | -V | --version", "Print the version.", cmd_version, NULL, NULL},
-    {"help", "leaseline help [COMMAND]", "Show help for leaseline or a command.", cmd_help, NULL, NULL},
+    {"version", "leaseline version | -V | --version", "Print the version.", cmd_version, NULL,
+     NULL},
+    {"help", "leaseline help [COMMAND]", "Show help for leaseline or a command.", cmd_help, NULL,
+     NULL},
 };
 
 #define N_CMDS ARRAY_SIZE(cmds)

@@ -92,7 +92,8 @@ static void proc_started(int pid, char *buf, size_t len)
 	stat[n] = '\0';
 	p = strrchr(stat, ')'); /* the command may hold spaces and parentheses */
 	/* After ") ": state is field 3; starttime is field 22. */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
 			 "%*d %*d %*d %llu",
 			 &start) != 1)
 		return;
@@ -157,17 +158,19 @@ int pins_lock(const char *dir, int *fd)
 		proc_cmdline(pid, cmd, sizeof(cmd));
 	}
 	if (pid)
-		pr_warn("pin directory '%s' is held by another agent: pid %d%s%s%s%s%s; two agents on "
-			"one pin directory would overwrite each other's policy, leases and buckets: "
-			"stop that one first, or give this one a pin-dir of its own\n",
-			dir, pid, started[0] ? ", started " : "", started, cmd[0] ? " ('" : "", cmd,
-			cmd[0] ? "')" : "");
+		pr_warn(
+		    "pin directory '%s' is held by another agent: pid %d%s%s%s%s%s; two agents on "
+		    "one pin directory would overwrite each other's policy, leases and buckets: "
+		    "stop that one first, or give this one a pin-dir of its own\n",
+		    dir, pid, started[0] ? ", started " : "", started, cmd[0] ? " ('" : "", cmd,
+		    cmd[0] ? "')" : "");
 	else
-		pr_warn("pin directory '%s' is held by another agent (a process this one cannot "
-			"see: another pid namespace?); two agents on one pin directory would "
-			"overwrite each other's policy, leases and buckets: stop that one first, or "
-			"give this one a pin-dir of its own\n",
-			dir);
+		pr_warn(
+		    "pin directory '%s' is held by another agent (a process this one cannot "
+		    "see: another pid namespace?); two agents on one pin directory would "
+		    "overwrite each other's policy, leases and buckets: stop that one first, or "
+		    "give this one a pin-dir of its own\n",
+		    dir);
 fail:
 	close(*fd);
 	*fd = -1;
@@ -234,7 +237,8 @@ static bool btf_same(const struct btf *a, __u32 ia, const struct btf *b, __u32 i
 		if (ta->size != tb->size)
 			return false;
 		for (__u16 i = 0; i < vlen; i++)
-			if (ea[i].val != eb[i].val || !same_name(a, ea[i].name_off, b, eb[i].name_off))
+			if (ea[i].val != eb[i].val ||
+			    !same_name(a, ea[i].name_off, b, eb[i].name_off))
 				return false;
 		return true;
 	}
@@ -388,8 +392,8 @@ static void found_layout(const struct survey *s, char *buf, size_t len)
  * not. Its size counts only if sizes_count; *resize says it differs in size
  * alone.
  */
-static void map_diff(struct survey *s, const struct pinned_map *p, bool sizes_count,
-		     bool *resize, char *buf, size_t len)
+static void map_diff(struct survey *s, const struct pinned_map *p, bool sizes_count, bool *resize,
+		     char *buf, size_t len)
 {
 	const struct bpf_map *m = p->m;
 	struct btf *ours = bpf_object__btf(s->obj), *theirs;
@@ -445,12 +449,13 @@ static int check_layout(struct survey *s, bool agent)
 		return -EPROTO;
 	}
 	if (agent && s->missing[0]) {
-		pr_warn("pins under '%s' are incomplete (%s): %s missing; this build (leaseline %s, "
-			"layout %u) will not create %s fresh beside the others. Restore %s. "
-			START_AFRESH "\n",
-			s->dir, found, s->missing, LL_VERSION, LL_LAYOUT_VERSION,
-			strchr(s->missing, ',') ? "them" : "it", strchr(s->missing, ',') ? "them" : "it",
-			s->dir);
+		pr_warn(
+		    "pins under '%s' are incomplete (%s): %s missing; this build (leaseline %s, "
+		    "layout %u) will not create %s fresh beside the others. Restore "
+		    "%s. " START_AFRESH "\n",
+		    s->dir, found, s->missing, LL_VERSION, LL_LAYOUT_VERSION,
+		    strchr(s->missing, ',') ? "them" : "it",
+		    strchr(s->missing, ',') ? "them" : "it", s->dir);
 		return -EPROTO;
 	}
 	for (size_t i = 0; i < s->n; i++) {
@@ -463,17 +468,18 @@ static int check_layout(struct survey *s, bool agent)
 	if (!n_diffs)
 		return 0;
 	if (s->layout == LL_LAYOUT_VERSION)
-		snprintf(found, sizeof(found), "record layout %u, this build's (leaseline %s), but do "
-			 "not match it", s->layout, LL_VERSION);
+		snprintf(found, sizeof(found),
+			 "record layout %u, this build's (leaseline %s), but do "
+			 "not match it",
+			 s->layout, LL_VERSION);
 	else
 		snprintf(found + strlen(found), sizeof(found) - strlen(found),
 			 " and are not of this build's layout %u (leaseline %s)", LL_LAYOUT_VERSION,
 			 LL_VERSION);
 	pr_warn("pins under '%s' %s%s: %s%s%s%s%s%s%s. %s " START_AFRESH "\n", s->dir,
 		s->layout == LL_LAYOUT_VERSION ? "" : "have ", found, diffs[0],
-		n_diffs > 1 ? "; " : "",
-		n_diffs > 1 ? diffs[1] : "", n_diffs > 2 ? "; " : "", n_diffs > 2 ? diffs[2] : "",
-		n_diffs > 3 ? "; " : "", n_diffs > 3 ? "…" : "",
+		n_diffs > 1 ? "; " : "", n_diffs > 1 ? diffs[1] : "", n_diffs > 2 ? "; " : "",
+		n_diffs > 2 ? diffs[2] : "", n_diffs > 3 ? "; " : "", n_diffs > 3 ? "…" : "",
 		s->layout == LL_LAYOUT_VERSION
 		    ? "A map was replaced, or a build changed one without raising the layout."
 		    : "Run the leaseline that made them.",
@@ -481,7 +487,8 @@ static int check_layout(struct survey *s, bool agent)
 	return -EPROTO;
 }
 
-/* ---- a bucket map of a new size ---------------------------------------------------------------- */
+/* ---- a bucket map of a new size ----------------------------------------------------------------
+ */
 
 static long map_count(int fd, __u32 key_size)
 {
@@ -549,8 +556,8 @@ static void attached_ifaces(const struct survey *s, char *buf, size_t len)
 			char name[IF_NAMESIZE];
 
 			if (if_indextoname(st.ifindex[j], name))
-				snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? ", " : "",
-					 name);
+				snprintf(buf + strlen(buf), len - strlen(buf), "%s%s",
+					 buf[0] ? ", " : "", name);
 		}
 	}
 }
@@ -569,23 +576,24 @@ static int plan_move(struct survey *s, struct pinned_map *p, struct pins_plan *p
 		return (int)n;
 	if ((unsigned long)n > want) {
 		pr_warn("pins under '%s': %s holds %ld buckets and this agent's max-keys/"
-			"max-flow-keys make room for %u (%u pinned): raise them to hold every bucket. "
-			START_AFRESH "\n",
+			"max-flow-keys make room for %u (%u pinned): raise them to hold every "
+			"bucket. " START_AFRESH "\n",
 			s->dir, name, n, want, p->info.max_entries, s->dir);
 		return -ENOSPC;
 	}
 	prog = prog_using(p->info.id);
 	if (prog) {
 		attached_ifaces(s, where, sizeof(where));
-		pr_warn("pins under '%s': %s has %u entries and this agent's max-keys/max-flow-keys "
-			"ask for %u. Its %ld buckets can be copied into a map of the new size, but "
-			"not while a program still charges them (XDP program id %u%s%s): the copy "
-			"would miss what it spends meanwhile. Either set max-keys and max-flow-keys "
-			"back, or run `leaseline detach IFACE` for each interface and start the agent "
-			"again: it copies every bucket, then attaches (nothing is enforced in "
-			"between)\n",
-			s->dir, name, p->info.max_entries, want, n, prog,
-			where[0] ? ", attached to " : "", where);
+		pr_warn(
+		    "pins under '%s': %s has %u entries and this agent's max-keys/max-flow-keys "
+		    "ask for %u. Its %ld buckets can be copied into a map of the new size, but "
+		    "not while a program still charges them (XDP program id %u%s%s): the copy "
+		    "would miss what it spends meanwhile. Either set max-keys and max-flow-keys "
+		    "back, or run `leaseline detach IFACE` for each interface and start the agent "
+		    "again: it copies every bucket, then attaches (nothing is enforced in "
+		    "between)\n",
+		    s->dir, name, p->info.max_entries, want, n, prog,
+		    where[0] ? ", attached to " : "", where);
 		return -EBUSY;
 	}
 	if (plan->n_moves == PINS_MAX_MOVES)
@@ -728,8 +736,7 @@ int pins_finish(struct bpf_object *obj, const char *dir, struct pins_plan *plan)
 	for (size_t i = 0; !err && i < plan->n_moves; i++)
 		err = move_buckets(obj, dir, plan->moves[i].name, plan->moves[i].old_fd);
 	snprintf(l.agent_build, sizeof(l.agent_build), "%s", LL_VERSION);
-	if (!err && plan->stamp &&
-	    (!lm || bpf_map_update_elem(bpf_map__fd(lm), &k, &l, BPF_ANY))) {
+	if (!err && plan->stamp && (!lm || bpf_map_update_elem(bpf_map__fd(lm), &k, &l, BPF_ANY))) {
 		err = lm ? -errno : -ENOENT;
 		pr_warn("cannot record the pin layout in '%s/%s': %s\n", dir, PINS_LAYOUT_NAME,
 			strerror(-err));
