@@ -9,6 +9,15 @@ CLANG     ?= clang
 BPFTOOL   ?= bpftool
 PREFIX    ?= /usr/local
 
+# `make` alone builds everything (the layer rules below come first in the file).
+.DEFAULT_GOAL := all
+
+# The version every binary reports (user/lib/version.h): from git describe
+# at build time, VERSION when the tree has no release tag or no git.
+VERSION   := 0.1.0
+GIT_DESC  := $(shell git describe --tags --match 'v[0-9]*' --dirty --always --abbrev=12 2>/dev/null)
+LL_VERSION ?= $(if $(GIT_DESC),$(if $(filter v%,$(GIT_DESC)),$(patsubst v%,%,$(GIT_DESC)),$(VERSION)+g$(GIT_DESC)),$(VERSION))
+
 ifeq ($(V),1)
 Q =
 msg =
@@ -58,6 +67,14 @@ $(BUILD)/user/$(1):
 endef
 $(foreach l,$(LAYERS),$(eval $(call layer,$(l))))
 
+# Only version.o sees the version, and is rebuilt only when it changes: the
+# stamp is rewritten only when its content differs.
+.PHONY: FORCE
+$(BUILD)/version.txt: FORCE | $(BUILD)
+	$(Q)echo '$(LL_VERSION)' | cmp -s - $@ || echo '$(LL_VERSION)' >$@
+$(BUILD)/user/lib/version.o: $(BUILD)/version.txt
+$(BUILD)/user/lib/version.o: LL_CFLAGS += -DLL_VERSION_STRING='"$(LL_VERSION)"'
+
 LIB_A     := $(BUILD)/libll-lib.a
 AGENT_A   := $(BUILD)/libll-agent.a
 COORD_A   := $(BUILD)/libll-coord.a
@@ -96,7 +113,7 @@ $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
-$(BUILD)/user/leaseline.o: user/leaseline.c | $(BUILD)
+$(BUILD)/user/leaseline.o: user/leaseline.c | $(BUILD)/user
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(INC_main) -c $< -o $@
 
@@ -104,20 +121,22 @@ $(BUILD)/leaseline: $(BUILD)/user/leaseline.o $(AGENT_A) $(COORD_A) $(LIB_A)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)
+$(BUILD)/tests/%: tests/unit/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/tests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD) $(SKEL)
+$(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/bench/%: bench/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD) $(SKEL) $(BENCH_SKELS)
+$(BUILD)/bench/%: bench/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/bench $(SKEL) $(BENCH_SKELS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS)
 
-$(BUILD):
-	$(Q)mkdir -p $(BUILD)/user $(BUILD)/tests $(BUILD)/bench
+# Each directory its own target: $(BUILD) alone exists as soon as any layer
+# made its folder, and would not stand for the others.
+$(BUILD) $(BUILD)/user $(BUILD)/tests $(BUILD)/bench:
+	$(Q)mkdir -p $@
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

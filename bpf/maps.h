@@ -33,6 +33,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_state SEC(".maps");
 
+/* Which pin layout the maps under the pin directory follow (struct
+ * ll_layout); written and checked by the agent only, never by XDP.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ll_layout);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_layout SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, LL_DEFAULT_MAX_KEYS);

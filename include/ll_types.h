@@ -467,4 +467,23 @@ struct ll_rule_stats {
 	__u64 dropped_bytes;
 };
 
+/* The pin layout: what the maps pinned under a pin directory hold, as one
+ * number. Raise LL_LAYOUT_VERSION with any change to a pinned map's key,
+ * value, type, flags or meaning (docs/maps.md, "Pin layout"): an agent
+ * refuses pins of another layout rather than misread every bucket. The
+ * agent also compares each pinned map with its own (sizes, flags and BTF
+ * types, field by field), so a change that forgot the bump is refused too.
+ */
+#define LL_LAYOUT_VERSION 1
+#define LL_LAYOUT_BUILD_LEN 48
+
+/* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to
+ * come, so that any build can say which one it found.
+ */
+struct ll_layout {
+	__u32 version; /* LL_LAYOUT_VERSION of the pins; 0 = not recorded yet */
+	__u32 pad;
+	char agent_build[LL_LAYOUT_BUILD_LEN]; /* LL_VERSION of the last agent that opened them */
+};
+
 #endif /* LEASELINE_LL_TYPES_H */

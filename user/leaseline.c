@@ -19,11 +19,12 @@
 #include "coord.h"
 #include "dp.h"
 #include "log.h"
+#include "out.h"
 #include "status.h"
 #include "top.h"
 #include "units.h"
-
-#define LEASELINE_VERSION "0.1.0"
+#include "version.h"
+#include "walk.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
@@ -32,15 +33,70 @@ struct cmd {
 	const char *usage;
 	const char *help;
 	int (*run)(int argc, char **argv);
+	/* A command with -j: its options, so that main() knows before parsing
+	 * them for real whether a usage error too must be JSON.
+	 */
+	const char *shortopts;
+	const struct option *longopts;
 };
 
 static const struct cmd *find_cmd(const char *name);
 
+/* -j (reference §3): stdout carries JSON only, a failure included: one
+ * object {"error", "exit"[, "file", "line", "col"]} once nothing else was
+ * printed there (json_done). Warnings are kept meanwhile (log_capture).
+ */
+static bool json_mode, json_done;
+
+static void json_error(const char *msg, int code, const struct cfg_err *where)
+{
+	struct out o;
+
+	out_init(&o, stdout, true);
+	out_obj_begin(&o, NULL);
+	out_str(&o, "error", msg);
+	out_u64(&o, "exit", (uint64_t)code);
+	if (where && where->file[0]) {
+		out_str(&o, "file", where->file);
+		if (where->line) {
+			out_u64(&o, "line", where->line);
+			out_u64(&o, "col", where->col);
+		}
+	}
+	out_obj_end(&o);
+	out_finish(&o);
+	json_done = true;
+}
+
+/* One line: "leaseline CMD: MESSAGE; see 'leaseline CMD --help'" (under -j
+ * the JSON error, without the pointer to --help).
+ */
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
-	fprintf(stderr, "leaseline %s: ", cmd);
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nsee 'leaseline %s --help'\n", cmd);
+	char msg[512];
+	int n = snprintf(msg, sizeof(msg), "leaseline %s: ", cmd);
+
+	snprintf(msg + n, sizeof(msg) - (size_t)n, fmt, arg);
+	if (json_mode)
+		json_error(msg, EXIT_USAGE, NULL);
+	else
+		fprintf(stderr, "%s; see 'leaseline %s --help'\n", msg, cmd);
+	return EXIT_USAGE;
+}
+
+/* The command closest to a mistyped name, or NULL: at most one edit per
+ * three characters, or the start of exactly one command's name.
+ */
+static const char *closest_cmd(const char *name);
+
+static int unknown_cmd(const char *who, const char *name)
+{
+	const char *best = closest_cmd(name);
+
+	fprintf(stderr, "%s: unknown command '%s'", who, name);
+	if (best)
+		fprintf(stderr, "; did you mean '%s'?", best);
+	fprintf(stderr, " (see 'leaseline help')\n");
 	return EXIT_USAGE;
 }
 
@@ -52,17 +108,40 @@ static int print_help(const char *name)
 	return 0;
 }
 
-/* Options common to all commands; returns -1 to continue, else an exit code. */
-static int common_opt(const char *cmd, int opt)
+/* The option getopt stopped at, as typed: "--name" (without "=value") for
+ * a long option, else "-c". opterr is 0, so this is the only message.
+ */
+static void bad_opt_name(char **argv, char *buf, size_t len)
 {
+	const char *a = optind > 0 ? argv[optind - 1] : "";
+
+	if (!strncmp(a, "--", 2))
+		snprintf(buf, len, "%.*s", (int)strcspn(a, "="), a);
+	else if (optopt)
+		snprintf(buf, len, "-%c", optopt);
+	else
+		snprintf(buf, len, "%s", a);
+}
+
+/* Options common to all commands; returns -1 to continue, else an exit code.
+ * Option strings start with ':', so a missing argument comes back as ':'.
+ */
+static int common_opt(const char *cmd, int opt, char **argv)
+{
+	char name[64];
+
 	switch (opt) {
 	case 'v':
 		log_set_level(log_get_level() < LOG_DEBUG ? log_get_level() + 1 : LOG_DEBUG);
 		return -1;
 	case 'h':
 		return print_help(cmd);
+	case ':':
+		bad_opt_name(argv, name, sizeof(name));
+		return usage_error(cmd, "option '%s' needs an argument", name);
 	default:
-		return usage_error(cmd, "%s", "unknown option");
+		bad_opt_name(argv, name, sizeof(name));
+		return usage_error(cmd, "unknown option '%s'", name);
 	}
 }
 
@@ -76,14 +155,14 @@ static int cmd_agent(int argc, char **argv)
 	struct agent_opts o = {};
 	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, "c:vfh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":c:vfh", lo, NULL)) != -1) {
 		if (opt == 'c')
 			o.config_path = optarg;
 		else if (opt == 'D')
 			o.detach_on_exit = true;
 		else if (opt == 'f')
 			o.force = true;
-		else if ((rc = common_opt("agent", opt)) >= 0)
+		else if ((rc = common_opt("agent", opt, argv)) >= 0)
 			return rc;
 	}
 	if (!o.config_path)
@@ -91,24 +170,39 @@ static int cmd_agent(int argc, char **argv)
 	return agent_run(&o);
 }
 
-/* Options of commands that take just -c FILE (a bare FILE too, if allowed).
- * Returns -1 with *path set to go on, else an exit code.
+static const struct option config_lo[] = {
+    {"config", required_argument, NULL, 'c'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {},
+};
+#define CONFIG_SO ":c:vh"
+static const struct option check_lo[] = {
+    {"config", required_argument, NULL, 'c'},
+    {"json", no_argument, NULL, 'j'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {},
+};
+#define CHECK_SO ":c:jvh"
+
+/* Options of commands that take -c FILE (a bare FILE too, if allowed), and
+ * -j where json is not NULL. Returns -1 with *path set to go on, else an
+ * exit code.
  */
-static int config_only_opts(const char *cmd, int argc, char **argv, bool bare, const char **path)
+static int config_only_opts(const char *cmd, int argc, char **argv, bool bare, const char **path,
+			    bool *json)
 {
-	static const struct option lo[] = {
-	    {"config", required_argument, NULL, 'c'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {},
-	};
 	int opt, rc;
 
 	*path = NULL;
-	while ((opt = getopt_long(argc, argv, "c:vh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, json ? CHECK_SO : CONFIG_SO,
+				  json ? check_lo : config_lo, NULL)) != -1) {
 		if (opt == 'c')
 			*path = optarg;
-		else if ((rc = common_opt(cmd, opt)) >= 0)
+		else if (opt == 'j' && json)
+			*json = true;
+		else if ((rc = common_opt(cmd, opt, argv)) >= 0)
 			return rc;
 	}
 	if (!*path && bare && optind < argc)
@@ -121,7 +215,7 @@ static int config_only_opts(const char *cmd, int argc, char **argv, bool bare, c
 static int cmd_coord(int argc, char **argv)
 {
 	const char *path;
-	int rc = config_only_opts("coord", argc, argv, false, &path);
+	int rc = config_only_opts("coord", argc, argv, false, &path, NULL);
 
 	return rc >= 0 ? rc : coord_run(path);
 }
@@ -129,20 +223,26 @@ static int cmd_coord(int argc, char **argv)
 /* A lone policy with global limits is fine for a coordinator; a standalone
  * agent would refuse it. Say so, without failing.
  */
-static void note_global(const struct cfg_policy *pol)
+static bool note_global(const struct cfg_policy *pol, char *note, size_t len)
 {
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < pol->n_limits; i++)
 		n += pol->limits[i].scope == LL_SCOPE_GLOBAL;
 	if (n)
-		printf("note: %u global limit%s: this policy is for a coordinator (coord.yaml "
-		       "policy:); a standalone agent (policy: in agent.yaml) refuses it\n",
-		       n, n == 1 ? "" : "s");
+		snprintf(note, len,
+			 "%u global limit%s: this policy is for a coordinator (coord.yaml "
+			 "policy:); a standalone agent (policy: in agent.yaml) refuses it",
+			 n, n == 1 ? "" : "s");
+	return n;
 }
 
-static int check_file(const char *path)
+static int check_file(const char *path, bool json)
 {
+	const char *kind_name;
+	char note[256];
+	bool noted;
+	struct out o;
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
 	struct cfg_agent ac;
 	struct cfg_coord cc;
@@ -160,20 +260,42 @@ static int check_file(const char *path)
 	else if (!err) /* alone, a policy may be a coordinator's: see the note below */
 		err = cfg_policy_load(path, false, pol, &e);
 	if (err) {
-		fprintf(stderr, "%s\n", e.msg);
-		free(pol);
 		/* A file that is missing, unreadable or wrong is a configuration
 		 * error (2), whatever errno said; only running out of memory is not.
 		 */
-		return err == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
+		int code = err == -ENOMEM ? EXIT_RUNTIME : EXIT_USAGE;
+
+		if (json)
+			json_error(e.msg, code, &e);
+		else
+			fprintf(stderr, "%s\n", e.msg);
+		free(pol);
+		return code;
 	}
-	printf("%s: ok (%s; policy version %llu, %u limits, %u rules)\n", path,
-	       kind == CFG_KIND_AGENT	? "agent"
-	       : kind == CFG_KIND_COORD ? "coordinator"
-					: "policy",
-	       (unsigned long long)pol->version, pol->n_limits, pol->n_rules);
-	if (kind == CFG_KIND_POLICY)
-		note_global(pol);
+	kind_name = kind == CFG_KIND_AGENT   ? "agent"
+		    : kind == CFG_KIND_COORD ? "coordinator"
+					     : "policy";
+	noted = kind == CFG_KIND_POLICY && note_global(pol, note, sizeof(note));
+	if (json) {
+		out_init(&o, stdout, true);
+		out_obj_begin(&o, NULL);
+		out_str(&o, "file", path);
+		out_bool(&o, "ok", true);
+		out_str(&o, "kind", kind_name);
+		out_u64(&o, "policy_version", pol->version);
+		out_u64(&o, "limits", pol->n_limits);
+		out_u64(&o, "rules", pol->n_rules);
+		if (noted)
+			out_str(&o, "note", note);
+		out_obj_end(&o);
+		out_finish(&o);
+		json_done = true;
+	} else {
+		printf("%s: ok (%s; policy version %llu, %u limits, %u rules)\n", path, kind_name,
+		       (unsigned long long)pol->version, pol->n_limits, pol->n_rules);
+		if (noted)
+			printf("note: %s\n", note);
+	}
 	free(pol);
 	return 0;
 }
@@ -181,33 +303,50 @@ static int check_file(const char *path)
 static int cmd_check(int argc, char **argv)
 {
 	const char *path;
-	int rc = config_only_opts("check", argc, argv, true, &path);
+	bool json = false;
+	int rc = config_only_opts("check", argc, argv, true, &path, &json);
 
-	return rc >= 0 ? rc : check_file(path);
+	return rc >= 0 ? rc : check_file(path, json);
+}
+
+static const struct option status_lo[] = {
+    {"pin-dir", required_argument, NULL, 'p'},
+    {"json", no_argument, NULL, 'j'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {},
+};
+#define STATUS_SO ":p:jvh"
+
+/* A command that failed without saying why (a map read that failed) says
+ * it here: every failure has a message, in text and in JSON.
+ */
+static int failed(const char *cmd, unsigned int warned, int err, int code)
+{
+	if (log_warn_count() == warned)
+		pr_warn("leaseline %s: %s\n", cmd, strerror(err < 0 ? -err : EIO));
+	return code;
 }
 
 static int cmd_status(int argc, char **argv)
 {
-	static const struct option lo[] = {
-	    {"pin-dir", required_argument, NULL, 'p'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {},
-	};
 	const char *pin_dir = CFG_DEFAULT_PIN_DIR;
+	unsigned int warned = log_warn_count();
 	bool json = false;
 	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, "p:jvh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, STATUS_SO, status_lo, NULL)) != -1) {
 		if (opt == 'p')
 			pin_dir = optarg;
 		else if (opt == 'j')
 			json = true;
-		else if ((rc = common_opt("status", opt)) >= 0)
+		else if ((rc = common_opt("status", opt, argv)) >= 0)
 			return rc;
 	}
-	return status_print(pin_dir, json) ? EXIT_RUNTIME : 0;
+	if (optind < argc)
+		return usage_error("status", "unexpected argument '%s'", argv[optind]);
+	rc = status_print(pin_dir, json);
+	return rc ? failed("status", warned, rc, EXIT_RUNTIME) : 0;
 }
 
 /* -w: seconds ("2", "0.5") or a duration ("500ms"), within the bounds of top.h. */
@@ -227,20 +366,27 @@ check:
 	return *ns >= TOP_MIN_INTERVAL_NS && *ns <= TOP_MAX_INTERVAL_NS ? 0 : -ERANGE;
 }
 
+static const struct option top_lo[] = {
+    {"pin-dir", required_argument, NULL, 'p'},
+    {"limit", required_argument, NULL, 'l'},
+    {"rows", required_argument, NULL, 'n'},
+    {"json", no_argument, NULL, 'j'},
+    {"watch", required_argument, NULL, 'w'},
+    {"count", required_argument, NULL, 'C'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {},
+};
+#define TOP_SO ":p:l:n:jw:vh"
+
 static int cmd_top(int argc, char **argv)
 {
-	static const struct option lo[] = {
-	    {"pin-dir", required_argument, NULL, 'p'}, {"limit", required_argument, NULL, 'l'},
-	    {"rows", required_argument, NULL, 'n'},    {"json", no_argument, NULL, 'j'},
-	    {"watch", required_argument, NULL, 'w'},   {"count", required_argument, NULL, 'C'},
-	    {"verbose", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
-	    {},
-	};
 	struct top_opts o = {.pin_dir = CFG_DEFAULT_PIN_DIR, .rows = TOP_DEFAULT_ROWS};
+	unsigned int warned = log_warn_count();
 	uint64_t v;
 	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, "p:l:n:jw:vh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, TOP_SO, top_lo, NULL)) != -1) {
 		if (opt == 'p') {
 			o.pin_dir = optarg;
 		} else if (opt == 'l') {
@@ -263,7 +409,7 @@ static int cmd_top(int argc, char **argv)
 				return usage_error("top", "--count '%s': expected a count from 1",
 						   optarg);
 			o.count = (uint32_t)v;
-		} else if ((rc = common_opt("top", opt)) >= 0) {
+		} else if ((rc = common_opt("top", opt, argv)) >= 0) {
 			return rc;
 		}
 	}
@@ -273,8 +419,8 @@ static int cmd_top(int argc, char **argv)
 		return usage_error("top", "%s", "--count needs -w SECONDS");
 	rc = top_run(&o);
 	if (rc == TOP_NO_SUCH_LIMIT)
-		return EXIT_USAGE; /* said on stderr, with the limits there are */
-	return rc ? EXIT_RUNTIME : 0;
+		return EXIT_USAGE; /* said, with the limits there are */
+	return rc ? failed("top", warned, rc, EXIT_RUNTIME) : 0;
 }
 
 static int cmd_reset_fence(int argc, char **argv)
@@ -289,10 +435,10 @@ static int cmd_reset_fence(int argc, char **argv)
 	uint64_t epoch = 0, version = 0;
 	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, "p:vh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":p:vh", lo, NULL)) != -1) {
 		if (opt == 'p')
 			pin_dir = optarg;
-		else if ((rc = common_opt("reset-fence", opt)) >= 0)
+		else if ((rc = common_opt("reset-fence", opt, argv)) >= 0)
 			return rc;
 	}
 	rc = dp_pinned_reset_fence(pin_dir, &epoch, &version);
@@ -318,10 +464,10 @@ static int cmd_detach(int argc, char **argv)
 	bool force = false;
 	int opt, rc, ifindex, err;
 
-	while ((opt = getopt_long(argc, argv, "fvh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":fvh", lo, NULL)) != -1) {
 		if (opt == 'f')
 			force = true;
-		else if ((rc = common_opt("detach", opt)) >= 0)
+		else if ((rc = common_opt("detach", opt, argv)) >= 0)
 			return rc;
 	}
 	if (optind >= argc)
@@ -354,7 +500,7 @@ static int cmd_version(int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	printf("leaseline %s\n", LEASELINE_VERSION);
+	printf("leaseline %s\n", LL_VERSION);
 	return 0;
 }
 
@@ -366,40 +512,43 @@ static const struct cmd cmds[] = {
      "apply the policy; SIGHUP re-reads the configuration (a bad file is refused and the\n"
      "running policy keeps enforcing). The program stays attached on exit unless\n"
      "--detach-on-exit. --force replaces another tool's XDP program.",
-     cmd_agent},
+     cmd_agent, NULL, NULL},
     {"coord", "leaseline coord -c coord.yaml [-v]",
      "Coordinator daemon, in the foreground: leases shares of every global limit to the\n"
      "agents that connect, so that together they never exceed the contract. SIGHUP\n"
      "re-reads the policy (a newer version is pushed to every agent).",
-     cmd_coord},
-    {"check", "leaseline check -c FILE",
+     cmd_coord, NULL, NULL},
+    {"check", "leaseline check -c FILE [-j]",
      "Validate an agent, coordinator or policy file; no side effects.\n"
-     "Errors are printed as FILE:LINE:COL: message and exit 2.",
-     cmd_check},
+     "Errors are printed as FILE:LINE:COL: message and exit 2. -j prints one JSON\n"
+     "object, the error too: {\"error\", \"exit\", \"file\", \"line\", \"col\"}.",
+     cmd_check, CHECK_SO, check_lo},
     {"status", "leaseline status [--pin-dir DIR] [-j]",
      "Attached interfaces, policy version, limits, counters, from the pinned maps.\n"
-     "-j prints one JSON document.",
-     cmd_status},
-    {"top",
-     "leaseline top [--pin-dir DIR] [-n ROWS] [--limit NAME] [-j] [-w SECONDS [--count N]]",
+     "-j prints one JSON document (a failure: {\"error\", \"exit\"}).",
+     cmd_status, STATUS_SO, status_lo},
+    {"top", "leaseline top [--pin-dir DIR] [-n ROWS] [--limit NAME] [-j] [-w SECONDS [--count N]]",
      "Per limit, the keys denied the most and the keys allowed the most (packets, or\n"
      "bytes for a bytes limit), from the pinned maps: addresses (with /prefix when the\n"
      "limit aggregates), ports (udp/53), flows (tcp 198.18.0.1:1234 -> 198.18.0.2:80).\n"
      "A denied key shows why it is refused and when a retry can pass ('retry in 18.3 ms').\n"
      "-n rows per list (default 10); --limit one limit only; -j one JSON document.\n"
      "-w SECONDS refreshes every SECONDS (0.1 to 3600), redrawing on a terminal, with\n"
-     "rates over each interval, until ^C or --count frames (-j: one document a line).",
-     cmd_top},
+     "rates over each interval, until ^C or --count frames (-j: one document a line;\n"
+     "a failure: {\"error\", \"exit\"}).",
+     cmd_top, TOP_SO, top_lo},
     {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
-     cmd_detach},
+     cmd_detach, NULL, NULL},
     {"reset-fence", "leaseline reset-fence [--pin-dir DIR]",
      "Forget the coordinator epoch and applied grants pinned under DIR (default\n"
      "/sys/fs/bpf/leaseline), and let the next policy from the coordinator replace the\n"
      "running one whatever its version: for a fence a fake coordinator poisoned. The\n"
      "running policy keeps enforcing; leases die at their expiry.",
-     cmd_reset_fence},
-    {"version", "leaseline version", "Print the version.", cmd_version},
-    {"help", "leaseline help [COMMAND]", "Show help for leaseline or a command.", cmd_help},
+     cmd_reset_fence, NULL, NULL},
+    {"version", "leaseline version | -V | --version", "Print the version.", cmd_version, NULL,
+     NULL},
+    {"help", "leaseline help [COMMAND]", "Show help for leaseline or a command.", cmd_help, NULL,
+     NULL},
 };
 
 #define N_CMDS ARRAY_SIZE(cmds)
@@ -412,10 +561,36 @@ static const struct cmd *find_cmd(const char *name)
 	return NULL;
 }
 
+static const char *closest_cmd(const char *name)
+{
+	const char *best = NULL, *prefixed = NULL;
+	size_t best_d = SIZE_MAX, n_prefixed = 0;
+
+	for (size_t i = 0; i < N_CMDS; i++) {
+		size_t d = walk_edit_distance(name, cmds[i].name);
+
+		if (d < best_d) {
+			best_d = d;
+			best = cmds[i].name;
+		}
+		if (*name && !strncmp(cmds[i].name, name, strlen(name))) {
+			prefixed = cmds[i].name;
+			n_prefixed++;
+		}
+	}
+	if (best && 3 * best_d <= strlen(name) + 1)
+		return best;
+	return n_prefixed == 1 ? prefixed : NULL;
+}
+
 static int cmd_help(int argc, char **argv)
 {
+	if (argc > 2)
+		return usage_error("help", "unexpected argument '%s'", argv[2]);
 	if (argc > 1 && find_cmd(argv[1]))
 		return print_help(argv[1]);
+	if (argc > 1)
+		return unknown_cmd("leaseline help", argv[1]);
 	printf("usage: leaseline COMMAND [OPTIONS]\n\ncommands:\n");
 	for (size_t i = 0; i < N_CMDS; i++)
 		printf("  %s\n", cmds[i].usage);
@@ -423,23 +598,52 @@ static int cmd_help(int argc, char **argv)
 	return 0;
 }
 
+/* Whether argv asks for -j, read with the command's own options (silently:
+ * the real parse reports what is wrong), so that even a usage error is JSON.
+ */
+static bool wants_json(const struct cmd *c, int argc, char **argv)
+{
+	bool json = false;
+	int opt;
+
+	if (!c->longopts)
+		return false;
+	optind = 0; /* glibc: start afresh */
+	while ((opt = getopt_long(argc, argv, c->shortopts, c->longopts, NULL)) != -1)
+		json |= opt == 'j';
+	optind = 0;
+	return json;
+}
+
 int main(int argc, char **argv)
 {
 	const struct cmd *c;
+	const char *kept;
+	int rc;
 
 	log_hook_libbpf();
+	opterr = 0; /* common_opt says what is wrong, once */
 	if (argc < 2) {
 		cmd_help(0, NULL);
 		return EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
 		return cmd_help(0, NULL);
-	if (!strcmp(argv[1], "--version"))
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
 		return cmd_version(0, NULL);
 	c = find_cmd(argv[1]);
-	if (!c) {
-		fprintf(stderr, "leaseline: unknown command '%s'; see 'leaseline help'\n", argv[1]);
-		return EXIT_USAGE;
-	}
-	return c->run(argc - 1, argv + 1);
+	if (!c)
+		return unknown_cmd("leaseline", argv[1]);
+	json_mode = wants_json(c, argc - 1, argv + 1);
+	if (!json_mode)
+		return c->run(argc - 1, argv + 1);
+	log_capture(true);
+	rc = c->run(argc - 1, argv + 1);
+	kept = log_captured();
+	log_capture(false);
+	if (rc && !json_done)
+		json_error(*kept ? kept : "failed", rc, NULL);
+	else if (*kept) /* warnings of a command that did its job */
+		fprintf(stderr, "%s\n", kept);
+	return rc;
 }

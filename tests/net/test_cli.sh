@@ -1,6 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # The operator's surface (reference §2-§3) on a real veth:
+#   command line -V/--version/version; help on an unknown command fails; a
+#                missing option argument is one message; a missing file
+#                (top-level or the policy an agent file names) exits 2
+#   -j           every command with -j says a failure as one JSON object on
+#                stdout ({"error", "exit"[, "file", "line", "col"]}), nothing on stderr
 #   check        good files exit 0; bad files exit 2 with FILE:LINE:COL: message
 #   agent        refuses another tool's XDP program without --force, replaces it with;
 #                default exit leaves the program attached; --detach-on-exit removes it;
@@ -39,6 +44,59 @@ expect_rc() {
 out_has() {
 	if grep -qE -- "$2" "$TMPD/out"; then ok "$1"; else bad "$1: no /$2/ in: $(head -3 "$TMPD/out" | tr '\n' ' ')"; fi
 }
+# expect_json_error WANT DESCRIPTION PYTHON_CHECK CMD...: CMD exits WANT with
+# exactly one JSON object on stdout, {"error": ..., "exit": WANT, ...}, and
+# nothing on stderr; PYTHON_CHECK (an expression on d, or "True") holds.
+expect_json_error() {
+	local want=$1 what=$2 check=$3 rc
+	shift 3
+	"$@" >"$TMPD/out" 2>"$TMPD/err"
+	rc=$?
+	if [ "$rc" -ne "$want" ]; then
+		bad "$what: exit $rc, expected $want: $(head -c 300 "$TMPD/out" "$TMPD/err" | tr '\n' ' ')"
+	elif [ -s "$TMPD/err" ]; then
+		bad "$what: stderr is not empty: $(head -3 "$TMPD/err" | tr '\n' ' ')"
+	elif python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+d = json.loads(lines[0])
+assert isinstance(d.get("error"), str) and d["error"], d
+assert d.get("exit") == int(sys.argv[2]), d
+assert eval(sys.argv[3]), d
+' "$TMPD/out" "$want" "$check" 2>"$TMPD/py"; then
+		ok "$what (exit $rc): $(head -c 160 "$TMPD/out")"
+	else
+		bad "$what: $(tail -1 "$TMPD/py"): $(head -c 300 "$TMPD/out")"
+	fi
+	return 0
+}
+
+echo "command line:"
+expect_rc 0 "-V" "$LL" -V
+out_has "-V prints the version" "^leaseline [0-9]+\.[0-9]+\.[0-9]+"
+V=$(cat "$TMPD/out")
+expect_rc 0 "--version" "$LL" --version
+[ "$(cat "$TMPD/out")" = "$V" ] && ok "--version says the same ($V)" || bad "--version: $(cat "$TMPD/out") vs $V"
+expect_rc 0 "version" "$LL" version
+[ "$(cat "$TMPD/out")" = "$V" ] && ok "version says the same" || bad "version: $(cat "$TMPD/out") vs $V"
+expect_rc 2 "help on an unknown command" "$LL" help bogus
+out_has "  ... names it" "unknown command 'bogus'"
+expect_rc 2 "help on a mistyped command" "$LL" help stauts
+out_has "  ... suggests the command meant" "did you mean 'status'"
+expect_rc 0 "help on a command" "$LL" help top
+expect_rc 2 "an unknown command" "$LL" chekc
+out_has "  ... suggests the command meant" "unknown command 'chekc'; did you mean 'check'"
+for a in "check -c" "agent -c" "coord --config" "status --pin-dir"; do
+	# shellcheck disable=SC2086
+	expect_rc 2 "'$a' without its argument" "$LL" $a
+	[ "$(wc -l <"$TMPD/out")" -eq 1 ] && ok "  ... one message: $(cat "$TMPD/out")" ||
+		bad "  ... $(wc -l <"$TMPD/out") lines: $(tr '\n' '|' <"$TMPD/out")"
+	out_has "  ... naming the option" "option '-(c|-config|-pin-dir)' needs an argument"
+done
+expect_rc 2 "an unknown option" "$LL" status --bogus
+[ "$(wc -l <"$TMPD/out")" -eq 1 ] && ok "  ... one message: $(cat "$TMPD/out")" ||
+	bad "  ... $(wc -l <"$TMPD/out") lines: $(tr '\n' '|' <"$TMPD/out")"
 
 ll_topo
 ll_sources 4
@@ -84,7 +142,62 @@ expect_rc 2 "agent on a missing file" "$LL" agent -c "$TMPD/nope.yaml"
 expect_rc 2 "coord on a missing file" "$LL" coord -c "$TMPD/nope.yaml"
 expect_rc 2 "check on a missing file" "$LL" check -c "$TMPD/nope.yaml"
 out_has "the message names the missing file" "nope\.yaml"
+sed 's|^policy: .*|policy: no-policy.yaml|' "$TMPD/agent.yaml" >"$TMPD/agent-nopol.yaml"
+expect_rc 2 "check on an agent file whose policy is missing" "$LL" check -c "$TMPD/agent-nopol.yaml"
+out_has "  ... at the policy: line, naming the policy" "agent-nopol\.yaml:[0-9]+:[0-9]+: cannot open '.*no-policy\.yaml'"
+expect_rc 2 "agent whose policy is missing" in_g "$LL" agent -c "$TMPD/agent-nopol.yaml"
+out_has "  ... naming the policy" "no-policy\.yaml"
+printf 'policy: no-policy.yaml\nstate-dir: %s/state\n' "$TMPD" >"$TMPD/coord-nopol.yaml"
+expect_rc 2 "coord whose policy is missing" "$LL" coord -c "$TMPD/coord-nopol.yaml"
+out_has "  ... naming the policy" "no-policy\.yaml"
+
+echo "-j errors:"
+L=$(grep -n 'rate: fast' "$TMPD/value.yaml" | cut -d: -f1)
+expect_json_error 2 "check -j on a bad value" \
+	"d['file'] == '$TMPD/value.yaml' and d['line'] == $L and d['col'] == 11 and 'rate' in d['error']" \
+	"$LL" check -j -c "$TMPD/value.yaml"
+expect_json_error 2 "check -j on a missing file" "d['file'] == '$TMPD/nope.yaml' and 'line' not in d" \
+	"$LL" check -c "$TMPD/nope.yaml" --json
+expect_json_error 2 "check -j on a missing policy" \
+	"d['file'] == '$TMPD/agent-nopol.yaml' and d['line'] > 0 and 'no-policy.yaml' in d['error']" \
+	"$LL" check -j "$TMPD/agent-nopol.yaml"
+expect_json_error 2 "check -j with an unknown option" "'--bogus' in d['error']" "$LL" check --bogus -j "$POL"
+expect_json_error 2 "check -j without -c's argument" "'needs an argument' in d['error']" "$LL" check -j -c
+"$LL" check -j -c "$POL" >"$TMPD/out" 2>&1 &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and d["kind"] == "policy" and d["limits"] == 1, d' "$TMPD/out" &&
+	ok "check -j on a good file: $(cat "$TMPD/out")" || bad "check -j on a good file: $(cat "$TMPD/out")"
+expect_json_error 1 "status -j without pins" "'ll_state' in d['error']" "$LL" status -j --pin-dir "$TMPD/bpffs"
+expect_json_error 2 "status -j with an unknown option" "'-x' in d['error']" "$LL" status -x -j
+expect_json_error 1 "top -j without pins" "'ll_state' in d['error']" "$LL" top --pin-dir "$TMPD/bpffs" -j
+expect_json_error 2 "top -j with a bad -n" "'-n' in d['error']" "$LL" top -j -n 0
 expect_rc 2 "agent with a bad config exits 2" in_g "$LL" agent -c "$TMPD/value.yaml"
+
+echo "metrics port taken:"
+# A listener of ours holds the port in the gateway namespace; the agent must
+# say so and stop before it pins, applies or attaches anything.
+in_g python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 9475))
+s.listen()
+open(sys.argv[1], "w").close()
+time.sleep(60)
+' "$TMPD/busy.ready" &
+BUSY_PID=$!
+LL_PIDS+=("$BUSY_PID")
+for ((i = 0; i < LL_WAIT_TRIES; i++)); do
+	[ -e "$TMPD/busy.ready" ] && break
+	sleep "$LL_POLL_S"
+done
+[ -e "$TMPD/busy.ready" ] || ll_fail "the port holder did not bind"
+sed -e "s|^pin-dir: .*|pin-dir: $TMPD/bpffs/busy|" "$TMPD/agent.yaml" >"$TMPD/agent-busy.yaml"
+echo "metrics: 127.0.0.1:9475" >>"$TMPD/agent-busy.yaml"
+expect_rc 1 "agent whose metrics port is taken" in_g timeout 20 "$LL" agent -c "$TMPD/agent-busy.yaml"
+out_has "  ... says so" "cannot listen for metrics on '127\.0\.0\.1:9475': Address already in use"
+[ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "  ... attached nothing" || bad "  ... attached to $LL_G_IF"
+[ -z "$(ls -A "$TMPD/bpffs/busy" 2>/dev/null)" ] && ok "  ... pinned nothing" ||
+	bad "  ... pinned: $(ls "$TMPD/bpffs/busy" | tr '\n' ' ')"
+ll_stop_pid "$BUSY_PID"
 
 echo "foreign XDP program:"
 if ! ip -n "$LL_NS_G" link set dev $LL_G_IF xdpdrv obj "$PASS_OBJ" sec xdp 2>"$TMPD/ip.err"; then
@@ -139,6 +252,8 @@ assert l["new_keys"] >= 4 and l["keys"] <= 4 and l["packets"]["allowed"] > 0, l
 ' "$TMPD/out" "$LL_G_IF" && ok "status -j: $LL_G_IF attached native, per-client 50/20, 4 clients seen" ||
 	bad "status -j content"
 expect_rc 1 "status on a pin-dir without maps fails" "$LL" status --pin-dir "$TMPD/bpffs"
+expect_json_error 2 "top -j --limit NAME not in the policy" "\"no limit 'nope'\" in d['error'] and 'per-client' in d['error']" \
+	in_g "$LL" top --pin-dir "$PIN" -j --limit nope
 if command -v bpftool >/dev/null; then
 	expect_rc 0 "bpftool map dump pinned ll_buckets" bpftool map dump pinned "$PIN/ll_buckets"
 	out_has "bpftool shows named bucket fields" '"tokens": [0-9]+'

@@ -30,6 +30,7 @@
 #include "link.h"
 #include "log.h"
 #include "metrics.h"
+#include "pins.h"
 #include "policy.h"
 #include "privs.h"
 #include "signals.h"
@@ -301,7 +302,7 @@ int agent_run(const struct agent_opts *opts)
 	struct link link = {.c.fd = -1};
 	bool have_link = false;
 	struct http_server metrics = {.fd = -1};
-	int rc = 1, err;
+	int rc = 1, err, pin_lock = -1;
 
 	if (!ac || !pol)
 		goto out;
@@ -310,7 +311,23 @@ int agent_run(const struct agent_opts *opts)
 		rc = 2;
 		goto out;
 	}
+	/* The metrics port first: an agent that cannot have it stops before it
+	 * touches a pin, a policy or an interface (as root, so a port below
+	 * 1024 works too).
+	 */
+	if (ac->has_metrics) {
+		err = http_listen(&metrics, ac->metrics);
+		if (err) {
+			pr_warn("cannot listen for metrics on '%s': %s; nothing loaded, changed or "
+				"attached\n",
+				ac->metrics, strerror(-err));
+			goto out;
+		}
+	}
 	if (agent_bpffs_ensure(ac->pin_dir))
+		goto out;
+	/* One agent per pin directory, for as long as it runs. */
+	if (pins_lock(ac->pin_dir, &pin_lock))
 		goto out;
 	struct dp_opts dopts = {.pin_dir = ac->pin_dir,
 				.max_keys = ac->max_keys,
@@ -338,10 +355,9 @@ int agent_run(const struct agent_opts *opts)
 	 * policy it can enforce shows that (leaseline_attached 0, the refusal).
 	 */
 	if (ac->has_metrics) {
-		err = http_start(&metrics, ac->metrics, metrics_write, &dp, NULL);
+		err = http_serve(&metrics, metrics_write, &dp, NULL);
 		if (err) {
-			pr_warn("cannot listen for metrics on '%s': %s\n", ac->metrics,
-				strerror(-err));
+			pr_warn("cannot serve metrics on '%s': %s\n", ac->metrics, strerror(-err));
 			goto out;
 		}
 		pr_info("metrics on http://%s/metrics\n", ac->metrics);
@@ -366,6 +382,7 @@ out:
 	http_stop(&metrics); /* before dp_close: the thread reads its maps */
 	if (dp.skel)
 		dp_close(&dp);
+	pins_unlock(&pin_lock);
 	free(ac);
 	free(pol);
 	return rc;

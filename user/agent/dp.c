@@ -20,29 +20,8 @@
 #include "lease.h"
 #include "leaseline.skel.h"
 #include "log.h"
+#include "pins.h"
 #include "tb_math.h"
-
-static struct bpf_map *const *skel_maps(struct leaseline_bpf *s, size_t *n)
-{
-	static struct bpf_map *maps[14];
-
-	maps[0] = s->maps.ll_policy;
-	maps[1] = s->maps.ll_state;
-	maps[2] = s->maps.ll_buckets;
-	maps[3] = s->maps.ll_pools;
-	maps[4] = s->maps.ll_slices;
-	maps[5] = s->maps.ll_limit_stats;
-	maps[6] = s->maps.ll_rule_stats;
-	maps[7] = s->maps.ll_parse_stats;
-	maps[8] = s->maps.ll_leases;
-	maps[9] = s->maps.ll_fence;
-	maps[10] = s->maps.ll_flow_buckets;
-	maps[11] = s->maps.ll_key_grants;
-	maps[12] = s->maps.ll_prefix_buckets;
-	maps[13] = s->maps.ll_fill;
-	*n = 14;
-	return maps;
-}
 
 /* An array-of-maps whose every update makes the kernel wait for an RCU grace
  * period (maybe_wait_bpf_programs): afterwards no XDP run that started
@@ -125,9 +104,9 @@ void dp_fill_add(struct dp *dp, unsigned int which, int64_t delta)
 
 int dp_open(struct dp *dp, const struct dp_opts *opts)
 {
-	struct bpf_map *const *maps;
+	struct pins_plan plan = {};
+	struct bpf_map *map;
 	uint32_t prefixes;
-	size_t n;
 	int err;
 
 	memset(dp, 0, sizeof(*dp));
@@ -140,10 +119,9 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 		pr_warn("cannot open the BPF object: %s\n", strerror(-err));
 		return err;
 	}
-	maps = skel_maps(dp->skel, &n);
 	if (!opts->pin_dir)
-		for (size_t i = 0; i < n; i++)
-			bpf_map__set_pin_path(maps[i], NULL);
+		bpf_object__for_each_map(map, dp->skel->obj)
+			bpf_map__set_pin_path(map, NULL);
 	/* One overflow bucket per limit comes on top of max-keys. */
 	if (opts->max_keys)
 		bpf_map__set_max_entries(dp->skel->maps.ll_buckets, opts->max_keys + LL_MAX_LIMITS);
@@ -159,11 +137,24 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	bpf_map__set_max_entries(dp->skel->maps.ll_prefix_buckets,
 				 prefixes > LL_PREFIX_MIN ? prefixes : LL_PREFIX_MIN);
 
+	/* Pins of another layout are refused here, before libbpf would re-create
+	 * a missing one beside them; bucket maps of another size are set aside.
+	 */
+	if (opts->pin_dir) {
+		err = pins_prepare(dp->skel->obj, opts->pin_dir, &plan);
+		if (err)
+			goto fail;
+	}
 	err = leaseline_bpf__load(dp->skel);
 	if (err) {
 		pr_warn("cannot load the BPF program: %s (the verifier log, if any, is above)\n",
 			strerror(-err));
 		goto fail;
+	}
+	if (opts->pin_dir) {
+		err = pins_finish(dp->skel->obj, opts->pin_dir, &plan);
+		if (err)
+			goto fail;
 	}
 	dp->prog_fd = bpf_program__fd(dp->skel->progs.leaseline);
 	dp->policy_fd = bpf_map__fd(dp->skel->maps.ll_policy);
@@ -194,6 +185,7 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	}
 	return 0;
 fail:
+	pins_plan_free(&plan);
 	dp_close(dp);
 	return err;
 }
@@ -593,6 +585,10 @@ int dp_link_stats_write(struct dp *dp, const struct ll_state *from)
 
 int dp_pinned_open(const char *dir, const struct dp_pin *pins, size_t n)
 {
+	int err = pins_readable(dir);
+
+	if (err)
+		return err;
 	for (size_t i = 0; i < n; i++) {
 		*pins[i].fd = dp_pinned_get(dir, pins[i].name);
 		if (*pins[i].fd < 0)
@@ -618,7 +614,9 @@ int dp_pinned_get(const char *dir, const char *name)
 
 int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *old_version)
 {
-	int fence_fd = dp_pinned_get(pin_dir, "ll_fence"),
+	int lock_fd = -1, held = pins_lock(pin_dir, &lock_fd); /* no agent running there */
+	int layout = held ? held : pins_readable(pin_dir);
+	int fence_fd = layout ? layout : dp_pinned_get(pin_dir, "ll_fence"),
 	    state_fd = dp_pinned_get(pin_dir, "ll_state");
 	int policy_fd = dp_pinned_get(pin_dir, "ll_policy");
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
@@ -657,6 +655,7 @@ int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *ol
 	for (int fd = 0, *fds[] = {&fence_fd, &state_fd, &policy_fd}; fd < 3; fd++)
 		if (*fds[fd] >= 0)
 			close(*fds[fd]);
+	pins_unlock(&lock_fd);
 	return err;
 }
 

@@ -609,14 +609,20 @@ static int limit_by_name(const struct ll_policy *pol, const char *name)
 	return -1;
 }
 
+/* One warning (under -j the command's JSON error): no such limit, and the
+ * limits there are.
+ */
 static void unknown_limit(const struct ll_policy *pol, const char *name)
 {
-	fprintf(stderr, "leaseline top: no limit '%s' in policy version %llu (limits:", name,
-		(unsigned long long)pol->version);
-	for (int i = 0, n = 0; i < LL_MAX_LIMITS; i++)
-		if (pol->limits[i].in_use)
-			fprintf(stderr, "%s %s", n++ ? "," : "", pol->limits[i].name);
-	fprintf(stderr, ")\n");
+	char list[LL_MAX_LIMITS * (LL_NAME_LEN + 2) + 1] = "";
+	size_t n = 0;
+
+	for (int i = 0; i < LL_MAX_LIMITS; i++)
+		if (pol->limits[i].in_use && n < sizeof(list))
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s %s", n ? "," : "",
+					      pol->limits[i].name);
+	pr_warn("leaseline top: no limit '%s' in policy version %llu (limits:%s)\n", name,
+		(unsigned long long)pol->version, list);
 }
 
 static int frame_print(const struct top_opts *o, const struct top_snap *s,

@@ -10,6 +10,8 @@
 #define LEASELINE_CFG_TYPES_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 
 #define CFG_ERR_LEN  512
 #define CFG_ADDR_LEN 128 /* "host:port" or "[v6]:port", NUL included */
@@ -25,6 +27,19 @@ struct cfg_tls {
 
 struct cfg_err {
 	char msg[CFG_ERR_LEN]; /* "FILE:LINE:COL: message", no trailing newline */
+	/* The same place apart, for callers that report it as fields (check -j):
+	 * the file the message is about ("" when none), its 1-based line and
+	 * column (0 when the message is about the whole file).
+	 */
+	char file[CFG_PATH_LEN];
+	unsigned int line, col;
 };
+
+static inline void cfg_err_at(struct cfg_err *e, const char *file, size_t line, size_t col)
+{
+	snprintf(e->file, sizeof(e->file), "%s", file ? file : "");
+	e->line = (unsigned int)line;
+	e->col = (unsigned int)col;
+}
 
 #endif /* LEASELINE_CFG_TYPES_H */

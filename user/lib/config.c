@@ -801,9 +801,11 @@ static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 		const struct cfg_limit *l = &pol->limits[i];
 
 		rc = cfg_reserve_check(l, co->gateways, msg, sizeof(msg));
-		if (rc)
+		if (rc) {
 			snprintf(c->err->msg, sizeof(c->err->msg), "%.200s:%d:%d: %.300s",
 				 co->policy_path, l->line, l->col, msg);
+			cfg_err_at(c->err, co->policy_path, (size_t)l->line, (size_t)l->col);
+		}
 	}
 	return rc;
 }

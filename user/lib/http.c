@@ -83,15 +83,19 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-int http_start(struct http_server *s, const char *addr, http_writer write, void *arg,
-	       pthread_mutex_t *lock)
+int http_listen(struct http_server *s, const char *addr)
+{
+	*s = (struct http_server){.fd = net_listen(addr)};
+	return s->fd < 0 ? s->fd : 0;
+}
+
+int http_serve(struct http_server *s, http_writer write, void *arg, pthread_mutex_t *lock)
 {
 	int err;
 
-	*s = (struct http_server){.write = write, .arg = arg, .lock = lock};
-	s->fd = net_listen(addr);
-	if (s->fd < 0)
-		return s->fd;
+	s->write = write;
+	s->arg = arg;
+	s->lock = lock;
 	err = -pthread_create(&s->thread, NULL, serve, s);
 	if (err) {
 		close(s->fd);
@@ -100,6 +104,14 @@ int http_start(struct http_server *s, const char *addr, http_writer write, void 
 	}
 	s->running = true;
 	return 0;
+}
+
+int http_start(struct http_server *s, const char *addr, http_writer write, void *arg,
+	       pthread_mutex_t *lock)
+{
+	int err = http_listen(s, addr);
+
+	return err ? err : http_serve(s, write, arg, lock);
 }
 
 void http_stop(struct http_server *s)

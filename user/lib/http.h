@@ -27,6 +27,12 @@ struct http_server {
 /* Listen on "host:port" and serve from a new thread: 0 or a negative errno. */
 int http_start(struct http_server *s, const char *addr, http_writer write, void *arg,
 	       pthread_mutex_t *lock);
+/* The same in two steps: take the port first (a daemon that cannot have it
+ * stops before doing anything else), serve once there is something to serve.
+ * After a failed http_listen, http_stop is still safe.
+ */
+int http_listen(struct http_server *s, const char *addr);
+int http_serve(struct http_server *s, http_writer write, void *arg, pthread_mutex_t *lock);
 /* Stop the thread (within ~100 ms) and close the socket. */
 void http_stop(struct http_server *s);
 

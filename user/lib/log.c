@@ -5,12 +5,17 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <bpf/libbpf.h>
 
 #include "log.h"
 
 static enum log_level cur_level = LOG_INFO;
+static unsigned int warn_count;
+static bool capturing;
+static char kept[2048], taken[sizeof(kept)];
+static size_t kept_len;
 
 void log_set_level(enum log_level level)
 {
@@ -22,8 +27,56 @@ enum log_level log_get_level(void)
 	return cur_level;
 }
 
+unsigned int log_warn_count(void)
+{
+	return warn_count;
+}
+
+void log_capture(bool on)
+{
+	capturing = on;
+	kept_len = 0;
+	kept[0] = '\0';
+}
+
+const char *log_captured(void)
+{
+	memcpy(taken, kept, kept_len + 1);
+	kept_len = 0;
+	kept[0] = '\0';
+	return taken;
+}
+
+/* Append one warning to the store: its lines joined by "; ", cut at the
+ * store's size.
+ */
+static void keep(const char *fmt, va_list ap)
+{
+	char line[1024];
+	size_t n;
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strlen(line);
+	while (n && line[n - 1] == '\n')
+		line[--n] = '\0';
+	for (char *nl = strchr(line, '\n'); nl; nl = strchr(nl, '\n'))
+		*nl = ' ';
+	if (!n)
+		return;
+	kept_len += (size_t)snprintf(kept + kept_len, sizeof(kept) - kept_len, "%s%s",
+				     kept_len ? "; " : "", line);
+	if (kept_len >= sizeof(kept))
+		kept_len = sizeof(kept) - 1;
+}
+
 static void log_vprint(enum log_level level, const char *fmt, va_list ap)
 {
+	if (level == LOG_WARN)
+		warn_count++;
+	if (level == LOG_WARN && capturing) {
+		keep(fmt, ap);
+		return;
+	}
 	if (level > cur_level)
 		return;
 	vfprintf(stderr, fmt, ap);

@@ -6,6 +6,8 @@
 #ifndef LEASELINE_LOG_H
 #define LEASELINE_LOG_H
 
+#include <stdbool.h>
+
 enum log_level {
 	LOG_WARN = 0,
 	LOG_INFO = 1,
@@ -16,6 +18,14 @@ void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 /* Route libbpf's messages through our levels (warn, info, debug). */
 void log_hook_libbpf(void);
+/* Warnings so far (every command's failure says at least one). */
+unsigned int log_warn_count(void);
+/* Keep warnings instead of printing them (commands under -j, which report
+ * a failure as one JSON object); log_captured() returns them, lines joined
+ * by "; ", and empties the store.
+ */
+void log_capture(bool on);
+const char *log_captured(void);
 void log_print(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define pr_warn(...)  log_print(LOG_WARN, __VA_ARGS__)

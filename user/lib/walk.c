@@ -25,6 +25,7 @@ static int walk_vfail(struct walk_ctx *c, size_t line, size_t col, bool subj, co
 	char *msg = c->err->msg;
 	int n;
 
+	cfg_err_at(c->err, c->file, line, col);
 	n = snprintf(msg, CFG_ERR_LEN, "%s:%zu:%zu: %s%s", c->file, line, col,
 		     subj && c->subj[0] ? c->subj : "", subj && c->subj[0] ? ": " : "");
 	if (n >= 0 && n < CFG_ERR_LEN)
@@ -169,6 +170,7 @@ static int check_root(struct walk_ctx *c, yaml_node_t **root)
 
 static int too_big(struct walk_ctx *c)
 {
+	cfg_err_at(c->err, c->file, 0, 0);
 	snprintf(c->err->msg, CFG_ERR_LEN, "%s: larger than %d KiB (expected a configuration file)",
 		 c->file, WALK_MAX_BYTES / 1024);
 	return -EFBIG;
@@ -179,6 +181,7 @@ static int read_file(struct walk_ctx *c, char **buf, size_t *len)
 {
 	int rc = fs_read_file(c->file, WALK_MAX_BYTES, buf, len);
 
+	cfg_err_at(c->err, c->file, 0, 0);
 	if (rc == -EFBIG)
 		return too_big(c);
 	if (rc == -ENOMEM)
@@ -247,6 +250,7 @@ int walk_open(struct walk_ctx *c, const char *file, const char *text, size_t len
 	c->have_doc = false;
 	c->subj[0] = '\0';
 	err->msg[0] = '\0';
+	cfg_err_at(err, file, 0, 0);
 	if (!text) {
 		rc = read_file(c, &buf, &len);
 		if (rc)
@@ -536,8 +540,7 @@ static size_t min_sz(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
-/* Edits between two keys, a swap of neighbours counting as one ("mdoe"). */
-static size_t edit_distance(const char *a, const char *b)
+size_t walk_edit_distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b), i, j, v;
 	size_t d[WALK_KEY_MAX + 1][WALK_KEY_MAX + 1];
@@ -570,7 +573,7 @@ static int unknown_key(struct walk_ctx *c, const yaml_node_t *k, const struct wa
 	for (i = 0; i < s->n_fields && n < sizeof(list); i++) {
 		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? ", " : "",
 				      s->fields[i].key);
-		d = edit_distance(key, s->fields[i].key);
+		d = walk_edit_distance(key, s->fields[i].key);
 		if (d < best_d) {
 			best_d = d;
 			best = s->fields[i].key;

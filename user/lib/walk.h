@@ -117,6 +117,10 @@ yaml_node_t *walk_get(const struct walk_map *m, const char *key);
 yaml_node_t *walk_key(const struct walk_map *m, const char *key);
 /* Value of key in any mapping node (NULL if n is not a mapping). */
 yaml_node_t *walk_lookup(struct walk_ctx *c, const yaml_node_t *n, const char *key);
+/* Edits between two names, a swap of neighbours counting as one ("mdoe");
+ * SIZE_MAX beyond 32 characters. For "did you mean" hints.
+ */
+size_t walk_edit_distance(const char *a, const char *b);
 size_t walk_line(const yaml_node_t *n); /* 1-based; 1 when n is NULL */
 size_t walk_col(const yaml_node_t *n);
 const char *walk_scalar(const yaml_node_t *n); /* NULL unless a scalar */

@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: MIT
+/* The build's version (version.h); the Makefile passes LL_VERSION_STRING. */
+#include "version.h"
+
+#ifndef LL_VERSION_STRING
+#define LL_VERSION_STRING "unknown"
+#endif
+
+const char ll_version[] = LL_VERSION_STRING;
