@@ -3,6 +3,9 @@
 # the full commands. `make demo` and `make check` install missing Debian
 # build dependencies first (scripts/install-deps.sh, idempotent).
 
+# `make` alone builds `all` (the layer rules below come first in the file).
+.DEFAULT_GOAL := all
+
 BUILD     ?= build
 CC        ?= gcc
 CLANG     ?= clang
