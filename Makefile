@@ -11,6 +11,8 @@ CC        ?= gcc
 CLANG     ?= clang
 BPFTOOL   ?= bpftool
 PREFIX    ?= /usr/local
+# What leaseline_build_info reports (user/lib/version.h).
+LL_VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 ifeq ($(V),1)
 Q =
@@ -24,7 +26,7 @@ ARCH_INC  := /usr/include/$(shell gcc -dumpmachine 2>/dev/null || $(CC) -dumpmac
 # CFLAGS and LDFLAGS are the user's (make CFLAGS='-O1 -fsanitize=address');
 # what the project needs is in LL_CFLAGS and is always added.
 CFLAGS    ?= -O2 -g
-LL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(EXTRA_CFLAGS)
+LL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DLL_VERSION='"$(LL_VERSION)"' $(EXTRA_CFLAGS)
 DEP_FLAGS := -MMD -MP
 BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -Ibpf -I$(ARCH_INC) -D__TARGET_ARCH_x86
 LDLIBS    := -lbpf -lelf -lz -lyaml -lssl -lcrypto -lpthread -lm
@@ -78,11 +80,18 @@ COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
 	      $(BUILD)/tests/test_ledger $(BUILD)/tests/test_hotkeys $(BUILD)/bench/bench_coord
 link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(COORD_A) $(LIB_A),$(AGENT_A) $(COORD_A) $(LIB_A))
 
-.PHONY: san san-all fuzz all deps check check-build check-unit check-bpf check-net bench bench-live bench-global demo install clean format print-flags
+.PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-bpf check-net bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
 all: $(BUILD)/leaseline $(UNIT_BINS) $(BPFT_BINS) $(BENCH_BINS)
+
+# prom.c reports LL_VERSION: rebuilt when the version changes (the stamp
+# is rewritten only then).
+$(BUILD)/version.txt: FORCE | $(BUILD)
+	$(Q)echo '$(LL_VERSION)' | cmp -s - $@ || echo '$(LL_VERSION)' > $@
+$(BUILD)/user/lib/prom.o: $(BUILD)/version.txt
+FORCE:
 
 deps:
 	$(Q)scripts/install-deps.sh

@@ -164,5 +164,6 @@ int coord_metrics_write(FILE *f, void *arg)
 		fputs(scalars[i].name, f);
 		prom_value(f, scalars[i].value(co, NULL, 0, 0, now));
 	}
+	prom_build_info(f);
 	return 0;
 }
