@@ -77,7 +77,8 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 # the agent's archive, so none of them can contain the BPF loader.
 TEST_INC  := $(INC_main) -I$(BUILD) -Itests -Ibench
 COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
-	      $(BUILD)/tests/test_ledger $(BUILD)/tests/test_hotkeys $(BUILD)/bench/bench_coord
+	      $(BUILD)/tests/test_ledger $(BUILD)/tests/test_hotkeys $(BUILD)/tests/test_telemetry \
+	      $(BUILD)/bench/bench_coord
 link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(COORD_A) $(LIB_A),$(AGENT_A) $(COORD_A) $(LIB_A))
 
 .PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-bpf check-net bench bench-live bench-global demo install clean format print-flags

@@ -206,12 +206,12 @@ static void write_reloads(FILE *f, const struct ll_state *st)
 	prom_family(f, "leaseline_policy_applied_timestamp_seconds", "gauge",
 		    "Unix time the running policy was applied (start, reload, or the "
 		    "coordinator's); 0: none yet.");
-	fputs("leaseline_policy_applied_timestamp_seconds", f);
-	prom_value(f, mono_to_unix(st->applied_ns));
+	fprintf(f, "leaseline_policy_applied_timestamp_seconds %.3f\n",
+		mono_to_unix(st->applied_ns));
 	prom_family(f, "leaseline_policy_refused_timestamp_seconds", "gauge",
 		    "Unix time of the last policy refused; 0: none since the pins were created.");
-	fputs("leaseline_policy_refused_timestamp_seconds", f);
-	prom_value(f, mono_to_unix(st->refused_ns));
+	fprintf(f, "leaseline_policy_refused_timestamp_seconds %.3f\n",
+		mono_to_unix(st->refused_ns));
 	prom_family(f, "leaseline_policy_last_reload_successful", "gauge",
 		    "1 if the last policy the agent was given is the one enforcing, 0 if it was "
 		    "refused (the one before keeps enforcing).");
