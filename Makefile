@@ -204,8 +204,26 @@ demo: deps
 	$(Q)scripts/demo.sh $(BUILD)
 	$(Q)scripts/demo-global.sh $(BUILD)
 
+# The binary, its man pages, the systemd units (ExecStart pointing at
+# SBINDIR) and the monitoring files of deploy/; DESTDIR and PREFIX honoured
+# (tests/build/test_install.sh installs into a temporary DESTDIR).
+SBINDIR   ?= $(PREFIX)/sbin
+MANDIR    ?= $(PREFIX)/share/man
+UNITDIR   ?= $(PREFIX)/lib/systemd/system
+DATADIR   ?= $(PREFIX)/share/leaseline
+UNITS     := leaseline-agent.service leaseline-coord.service
+
 install: $(BUILD)/leaseline
-	install -D -m 0755 $(BUILD)/leaseline $(DESTDIR)$(PREFIX)/sbin/leaseline
+	install -D -m 0755 $(BUILD)/leaseline $(DESTDIR)$(SBINDIR)/leaseline
+	install -D -m 0644 man/leaseline.8 $(DESTDIR)$(MANDIR)/man8/leaseline.8
+	install -D -m 0644 man/leaseline.yaml.5 $(DESTDIR)$(MANDIR)/man5/leaseline.yaml.5
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	for u in $(UNITS); do \
+		sed 's|@SBINDIR@|$(SBINDIR)|g' deploy/systemd/$$u.in > $(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	install -D -m 0644 deploy/prometheus/leaseline-rules.yml $(DESTDIR)$(DATADIR)/prometheus/leaseline-rules.yml
+	install -D -m 0644 deploy/grafana/leaseline.json $(DESTDIR)$(DATADIR)/grafana/leaseline.json
 
 format:
 	clang-format -i bpf/*.c bpf/*.h bench/bpf/*.c include/*.h user/*.c user/*/*.c user/*/*.h \
