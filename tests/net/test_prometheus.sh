@@ -73,7 +73,9 @@ coordinator: {address: 127.0.0.1:$COORD_PORT}
 metrics: $AGENT_METRICS
 max-keys: 4096
 EOF2
-in_g "$LL" coord -c "$TMPD/coord.yaml" >"$TMPD/coord.log" 2>&1 &
+# nsenter itself, not the in_g function: $! must be the daemon (nsenter
+# execs it), or cleanup would stop a subshell and leave the daemon running.
+nsenter --net=/run/netns/"$LL_NS_G" "$LL" coord -c "$TMPD/coord.yaml" >"$TMPD/coord.log" 2>&1 &
 LL_PIDS+=("$!")
 ll_agent_start "$TMPD/agent.yaml" "$TMPD/agent.log"
 
@@ -94,7 +96,7 @@ scrape_configs:
   - job_name: leaseline-coord
     static_configs: [{targets: ['$COORD_METRICS']}]
 EOF2
-in_g prometheus --config.file="$TMPD/prometheus.yml" --storage.tsdb.path="$TMPD/prom" \
+nsenter --net=/run/netns/"$LL_NS_G" prometheus --config.file="$TMPD/prometheus.yml" --storage.tsdb.path="$TMPD/prom" \
 	--storage.tsdb.retention.time=1h --web.listen-address="127.0.0.1:$PROM_PORT" \
 	>"$TMPD/prometheus.log" 2>&1 &
 PROM_PID=$!
