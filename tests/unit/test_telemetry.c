@@ -17,7 +17,7 @@
 #include "ledger.h"
 #include "telemetry.h"
 
-#define S NSEC_PER_SEC
+#define S   NSEC_PER_SEC
 #define GAP (4 * S)
 
 static void test_key(void **state)

@@ -62,8 +62,7 @@ V(waste, c->waste)
 V(holders_connected, holders_in(co, false))
 V(holders_asking, holders_in(co, true))
 
-static double outstanding(struct coord *co, struct climit *c, uint32_t l, uint32_t hi,
-			  uint64_t now)
+static double outstanding(struct coord *co, struct climit *c, uint32_t l, uint32_t hi, uint64_t now)
 {
 	uint32_t n;
 
