@@ -3,14 +3,14 @@
 # the full commands. `make demo` and `make check` install missing Debian
 # build dependencies first (scripts/install-deps.sh, idempotent).
 
+# `make` alone builds `all` (the layer rules below come first in the file).
+.DEFAULT_GOAL := all
+
 BUILD     ?= build
 CC        ?= gcc
 CLANG     ?= clang
 BPFTOOL   ?= bpftool
 PREFIX    ?= /usr/local
-
-# `make` alone builds everything (the layer rules below come first in the file).
-.DEFAULT_GOAL := all
 
 # The version every binary reports (user/lib/version.h): from git describe
 # at build time, VERSION when the tree has no release tag or no git.
@@ -70,6 +70,7 @@ $(foreach l,$(LAYERS),$(eval $(call layer,$(l))))
 # Only version.o sees the version, and is rebuilt only when it changes: the
 # stamp is rewritten only when its content differs.
 .PHONY: FORCE
+FORCE:
 $(BUILD)/version.txt: FORCE | $(BUILD)
 	$(Q)echo '$(LL_VERSION)' | cmp -s - $@ || echo '$(LL_VERSION)' >$@
 $(BUILD)/user/lib/version.o: $(BUILD)/version.txt
@@ -89,14 +90,16 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 # the agent's archive, so none of them can contain the BPF loader.
 TEST_INC  := $(INC_main) -I$(BUILD) -Itests -Ibench
 COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
-	      $(BUILD)/tests/test_ledger $(BUILD)/tests/test_hotkeys $(BUILD)/bench/bench_coord
+	      $(BUILD)/tests/test_ledger $(BUILD)/tests/test_hotkeys $(BUILD)/tests/test_telemetry \
+	      $(BUILD)/bench/bench_coord
 link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(COORD_A) $(LIB_A),$(AGENT_A) $(COORD_A) $(LIB_A))
 
-.PHONY: san san-all fuzz all deps check check-build check-unit check-bpf check-net bench bench-live bench-global demo install clean format print-flags
+.PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-bpf check-net bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
 all: $(BUILD)/leaseline $(UNIT_BINS) $(BPFT_BINS) $(BENCH_BINS)
+
 
 deps:
 	$(Q)scripts/install-deps.sh
@@ -210,8 +213,26 @@ demo: deps
 	$(Q)scripts/demo.sh $(BUILD)
 	$(Q)scripts/demo-global.sh $(BUILD)
 
+# The binary, its man pages, the systemd units (ExecStart pointing at
+# SBINDIR) and the monitoring files of deploy/; DESTDIR and PREFIX honoured
+# (tests/build/test_install.sh installs into a temporary DESTDIR).
+SBINDIR   ?= $(PREFIX)/sbin
+MANDIR    ?= $(PREFIX)/share/man
+UNITDIR   ?= $(PREFIX)/lib/systemd/system
+DATADIR   ?= $(PREFIX)/share/leaseline
+UNITS     := leaseline-agent.service leaseline-coord.service
+
 install: $(BUILD)/leaseline
-	install -D -m 0755 $(BUILD)/leaseline $(DESTDIR)$(PREFIX)/sbin/leaseline
+	install -D -m 0755 $(BUILD)/leaseline $(DESTDIR)$(SBINDIR)/leaseline
+	install -D -m 0644 man/leaseline.8 $(DESTDIR)$(MANDIR)/man8/leaseline.8
+	install -D -m 0644 man/leaseline.yaml.5 $(DESTDIR)$(MANDIR)/man5/leaseline.yaml.5
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	for u in $(UNITS); do \
+		sed 's|@SBINDIR@|$(SBINDIR)|g' deploy/systemd/$$u.in > $(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	install -D -m 0644 deploy/prometheus/leaseline-rules.yml $(DESTDIR)$(DATADIR)/prometheus/leaseline-rules.yml
+	install -D -m 0644 deploy/grafana/leaseline.json $(DESTDIR)$(DATADIR)/grafana/leaseline.json
 
 format:
 	clang-format -i bpf/*.c bpf/*.h bench/bpf/*.c include/*.h user/*.c user/*/*.c user/*/*.h \

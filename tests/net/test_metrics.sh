@@ -66,11 +66,15 @@ for ep in agent coord; do
 done
 for fam in leaseline_packets_total leaseline_lease_rate leaseline_lease_remaining_seconds \
 	leaseline_policy_version leaseline_attached_interfaces leaseline_prefix_packets_total \
-	leaseline_keys_graduated_total leaseline_table_buckets leaseline_table_pressure_buckets; do
+	leaseline_keys_graduated_total leaseline_table_buckets leaseline_table_pressure_buckets \
+	leaseline_rule_packets_total leaseline_policy_last_reload_successful \
+	leaseline_policy_applied_timestamp_seconds leaseline_build_info; do
 	grep -q "^$fam" "$TMPD/agent.txt" && ok "agent exports $fam" || bad "agent lacks $fam"
 done
 for fam in leaseline_coord_live_rate leaseline_coord_lease_rate leaseline_coord_epoch \
-	leaseline_coord_invariant_violations_total; do
+	leaseline_coord_invariant_violations_total leaseline_coord_overshoot_bound \
+	leaseline_coord_spenders leaseline_coord_lease_waste_total leaseline_coord_allocator_failures_total \
+	leaseline_coord_holder_up leaseline_coord_reloads_total leaseline_build_info; do
 	grep -q "^$fam" "$TMPD/coord.txt" && ok "coordinator exports $fam" || bad "coordinator lacks $fam"
 done
 grep -q '^leaseline_coord_lease_rate{limit="per-client",holder="gw-metrics-' "$TMPD/coord.txt" &&

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <bpf/bpf.h>
 
@@ -155,6 +156,69 @@ static void write_keys(FILE *f, struct dp *dp, const struct ll_policy *pol)
 	}
 }
 
+/* Per rule (by position; the last, "(default)", counts packets no rule
+ * matched): packets and bytes matched and dropped. Bounded by LL_MAX_RULES.
+ */
+static void write_rules(FILE *f, struct dp *dp, const struct ll_policy *pol)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+	    {"leaseline_rule_packets_total",
+	     "Packets by rule (by position in the running policy; (default): matched by no rule) "
+	     "and result: matched, or dropped (by a limit or by default: drop)."},
+	    {"leaseline_rule_bytes_total", "Bytes by rule and result, as the packets."},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(fam); i++) {
+		prom_family(f, fam[i].name, "counter", fam[i].help);
+		for (uint32_t r = 0; r <= pol->n_rules && r <= LL_MAX_RULES; r++) {
+			uint32_t idx = r == pol->n_rules ? LL_MAX_RULES : r;
+			const char *name = idx == LL_MAX_RULES ? "(default)" : pol->rules[r].name;
+			struct ll_rule_stats rs = {};
+
+			stats_rule(dp->rule_stats_fd, idx, &rs);
+			fprintf(f, "%s{rule=\"%s\",result=\"matched\"} %llu\n", fam[i].name, name,
+				(unsigned long long)(i ? rs.matched_bytes : rs.matched_pkts));
+			fprintf(f, "%s{rule=\"%s\",result=\"dropped\"} %llu\n", fam[i].name, name,
+				(unsigned long long)(i ? rs.dropped_bytes : rs.dropped_pkts));
+		}
+	}
+}
+
+/* A CLOCK_MONOTONIC instant of this boot as Unix time (0 stays 0). */
+static double mono_to_unix(uint64_t ns)
+{
+	struct timespec rt;
+
+	if (!ns)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	return (double)ts_to_ns(&rt) / NSEC_PER_SEC - ns_to_s(clock_now_ns() - ns);
+}
+
+/* Reloads as Prometheus reports its own: when the running policy was
+ * applied, when one was last refused, and whether the last policy the agent
+ * was given (a reload, or the coordinator's) is the one enforcing.
+ */
+static void write_reloads(FILE *f, const struct ll_state *st)
+{
+	prom_family(f, "leaseline_policy_applied_timestamp_seconds", "gauge",
+		    "Unix time the running policy was applied (start, reload, or the "
+		    "coordinator's); 0: none yet.");
+	fprintf(f, "leaseline_policy_applied_timestamp_seconds %.3f\n",
+		mono_to_unix(st->applied_ns));
+	prom_family(f, "leaseline_policy_refused_timestamp_seconds", "gauge",
+		    "Unix time of the last policy refused; 0: none since the pins were created.");
+	fprintf(f, "leaseline_policy_refused_timestamp_seconds %.3f\n",
+		mono_to_unix(st->refused_ns));
+	prom_family(f, "leaseline_policy_last_reload_successful", "gauge",
+		    "1 if the last policy the agent was given is the one enforcing, 0 if it was "
+		    "refused (the one before keeps enforcing).");
+	fprintf(f, "leaseline_policy_last_reload_successful %d\n",
+		st->refused_ns > st->applied_ns ? 0 : 1);
+}
+
 int metrics_write(FILE *f, void *arg)
 {
 	struct dp *dp = arg;
@@ -221,7 +285,10 @@ int metrics_write(FILE *f, void *arg)
 		"# TYPE leaseline_policy_refused_version gauge\n"
 		"leaseline_policy_refused_version %llu\n",
 		(unsigned long long)st.refused_version);
+	write_reloads(f, &st);
+	write_rules(f, dp, pol);
 	write_link(f, &st);
+	prom_build_info(f);
 out:
 	free(pol);
 	return err;

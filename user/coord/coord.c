@@ -295,6 +295,7 @@ static void conn_drop(struct coord *co, int ci, const char *why)
 	if (cc->holder >= 0) {
 		struct cholder *h = &co->h[cc->holder];
 
+		co->link_drops++;
 		pr_info("holder '%s' disconnected (%s)\n", h->name, why);
 		h->conn = -1;
 		/* It asks for nothing now; its live grants still count until they die. */
@@ -532,13 +533,16 @@ static void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64
 	WIRE_MSG_CLEAR(m, grant.n_keys);
 	r = hotkeys_grant(&c->hot, &c->led, (size_t)hi, c->t_rate[hi], c->t_burst[hi], now, live,
 			  &g, &ko);
-	if (r == 0)
+	if (r == 0) {
+		co->ring_full++;
 		return;
+	}
 	check_invariant(co, c, now);
 	if (r < 0) {
 		/* Counted in the ledgers until its deadline; a grant that cannot
 		 * name what the holder must hold must not go out.
 		 */
+		co->key_ledger_full++;
 		pr_debug("limit '%s': grant %llu for '%s' not sent: a hot key's ledger is full\n",
 			 c->name, (unsigned long long)g.seq, co->h[hi].name);
 		return;
@@ -630,6 +634,7 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 			continue;
 		l = (uint32_t)(c - co->lim);
 		recorded[i] = record_usage(co, h, l, e, now) == 0;
+		telemetry_report(co, hi, c, l, e, now); /* before the acks */
 		if (e->applied_epoch == co->store.epoch) {
 			/* One ack for the share and every per-key grant it came with. */
 			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
@@ -924,10 +929,12 @@ static void reload(struct coord *co)
 	}
 	pr_info("reloading policy '%s'\n", co->cfg.policy_path);
 	if (policy_load(co, false)) {
+		co->reloads_refused++;
 		pr_warn("reload refused; policy version %llu stays\n",
 			(unsigned long long)co->pol->version);
 		return;
 	}
+	co->reloads++;
 	for (int ci = 0; ci < (int)co->max_conns; ci++) {
 		if (co->conns[ci] && co->conns[ci]->holder >= 0)
 			send_policy(co, ci);

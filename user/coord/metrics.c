@@ -9,11 +9,14 @@
 #include "metrics.h"
 #include "prom.h"
 #include "state.h"
+#include "telemetry.h"
 
 struct coord_family {
 	const char *name, *type, *help;
 	double (*value)(struct coord *co, struct climit *c, uint32_t l, uint32_t hi, uint64_t now);
 };
+
+static double holders_in(struct coord *co, bool asking);
 
 #define V(fn, expr)                                                                                \
 	static double fn(struct coord *co, struct climit *c, uint32_t l, uint32_t hi,              \
@@ -56,6 +59,43 @@ V(store_failures, co->store_failures)
 V(reclaimed, co->holders_reclaimed)
 V(tls_failures, co->tls_failures)
 V(tls_refused, co->tls_refused)
+V(waste, c->waste)
+V(holders_connected, holders_in(co, false))
+V(holders_asking, holders_in(co, true))
+
+static double outstanding(struct coord *co, struct climit *c, uint32_t l, uint32_t hi, uint64_t now)
+{
+	uint32_t n;
+
+	(void)co, (void)l, (void)hi;
+	return tele_outstanding(&c->led, now, &n);
+}
+
+static double spenders(struct coord *co, struct climit *c, uint32_t l, uint32_t hi, uint64_t now)
+{
+	uint32_t n;
+
+	(void)co, (void)l, (void)hi;
+	tele_outstanding(&c->led, now, &n);
+	return n;
+}
+
+/* Waste and fairness are about one share spent by the whole limit: an
+ * aggregate (key: none) limit's.
+ */
+static bool aggregate(const struct climit *c)
+{
+	return !c->hot.on;
+}
+
+static double holders_in(struct coord *co, bool asking)
+{
+	uint32_t n = 0;
+
+	for (uint32_t hi = 0; hi < co->cfg.gateways; hi++)
+		n += co->h[hi].used && (asking ? co->h[hi].asking : co->h[hi].conn >= 0);
+	return n;
+}
 
 /* One sample per global limit. */
 static const struct coord_family per_limit[] = {
@@ -92,6 +132,23 @@ static const struct coord_family per_limit[] = {
      "Per-key rate committed to holders beyond their reported demand for the key, summed over "
      "hot keys and holders (tokens/s).",
      stranded},
+    {"leaseline_coord_overshoot_bound", "gauge",
+     "Tokens the holders of live grants could still admit without another grant: the sum "
+     "over them of burst share + rate share x time to their last live grant's deadline "
+     "(spenders x remaining budget; per key for a per-key limit).",
+     outstanding},
+    {"leaseline_coord_spenders", "gauge",
+     "Holders with a live grant of a share other than 0: who can spend without the "
+     "coordinator.",
+     spenders},
+};
+
+/* One sample per aggregate (key: none) global limit. */
+static const struct coord_family per_aggregate[] = {
+    {"leaseline_coord_lease_waste_total", "counter",
+     "Tokens committed to holders that they did not admit: per report interval, the "
+     "holder's committed rate share times the interval less its admissions, when positive.",
+     waste},
 };
 
 /* One sample per (global limit, holder). */
@@ -138,7 +195,94 @@ static const struct coord_family scalars[] = {
      "TLS handshakes that failed: no certificate, or one the CA did not sign.", tls_failures},
     {"leaseline_coord_tls_refused_total", "counter",
      "HELLOs refused: the certificate does not name the holder.", tls_refused},
+    {"leaseline_coord_holders_connected", "gauge", "Holders with a connection (after HELLO).",
+     holders_connected},
+    {"leaseline_coord_holders_asking", "gauge",
+     "Holders taking part in the division: connected and reporting within a lease's life.",
+     holders_asking},
 };
+
+/* Fairness per (aggregate limit, cohort) over the holders taking part in
+ * the division whose last report interval was measured (telemetry.h).
+ */
+static void write_fairness(FILE *f, struct coord *co)
+{
+	prom_family(f, "leaseline_coord_fairness", "gauge",
+		    "Admitted rate / fair share, summed over a cohort of holders: light (demand "
+		    "at or below its max-min target; fair share = its offered load) or heavy "
+		    "(demand above it; fair share = the target); last report interval; aggregate "
+		    "limits.");
+	for (uint32_t l = 0; l < co->n_limits; l++) {
+		struct climit *c = &co->lim[l];
+		struct tele_fair fr = {};
+		uint32_t key = tele_key(c->name);
+
+		if (!aggregate(c))
+			continue;
+		for (uint32_t hi = 0; hi < co->cfg.gateways && hi < c->led.cap; hi++) {
+			const struct cholder *h = &co->h[hi];
+
+			if (h->used && h->asking && h->tele[l].key == key)
+				tele_fair_add(&fr, c->led.h[hi].demand, c->t_rate[hi],
+					      h->tele[l].rate);
+		}
+		for (int k = 0; k < TELE_COHORTS; k++)
+			if (fr.fair[k] > 0) {
+				fprintf(f, "leaseline_coord_fairness{limit=\"%s\",cohort=\"%s\"}",
+					c->name, tele_cohort_name((enum tele_cohort)k));
+				prom_value(f, fr.admitted[k] / fr.fair[k]);
+			}
+	}
+}
+
+/* Per holder the coordinator has a slot for: the link's state from here. */
+static void write_holders(FILE *f, struct coord *co, uint64_t now)
+{
+	prom_family(f, "leaseline_coord_holder_up", "gauge",
+		    "1 while a holder is connected and reporting, 0 once it is gone or silent "
+		    "(its grants then expire).");
+	for (uint32_t hi = 0; hi < co->cfg.gateways; hi++)
+		if (co->h[hi].used)
+			fprintf(f, "leaseline_coord_holder_up{holder=\"%s\"} %d\n", co->h[hi].name,
+				co->h[hi].conn >= 0 && co->h[hi].asking);
+	prom_family(f, "leaseline_coord_holder_report_age_seconds", "gauge",
+		    "Time since a holder's last report.");
+	for (uint32_t hi = 0; hi < co->cfg.gateways; hi++)
+		if (co->h[hi].used) {
+			fprintf(f, "leaseline_coord_holder_report_age_seconds{holder=\"%s\"}",
+				co->h[hi].name);
+			prom_value(f, co->h[hi].last_report_ns && now > co->h[hi].last_report_ns
+					  ? ns_to_s(now - co->h[hi].last_report_ns)
+					  : 0.0);
+		}
+}
+
+static void write_failures(FILE *f, struct coord *co)
+{
+	const uint64_t n[COORD_FAIL_MAX] = {
+	    [COORD_FAIL_HOLDER_REFUSED] = co->refused,
+	    [COORD_FAIL_RING_FULL] = co->ring_full,
+	    [COORD_FAIL_KEY_LEDGER_FULL] = co->key_ledger_full,
+	    [COORD_FAIL_STORE] = co->store_failures,
+	    [COORD_FAIL_LINK_DROP] = co->link_drops,
+	};
+
+	prom_family(f, "leaseline_coord_allocator_failures_total", "counter",
+		    "Allocations that did not happen, by reason: holder_refused (gateways: full), "
+		    "ring_full (8 grants unacknowledged), key_ledger_full (a hot key's ledger "
+		    "full: grant withheld), store_failure (usage not durable: report unanswered), "
+		    "link_drop (a holder's connection dropped).");
+	for (int r = 0; r < COORD_FAIL_MAX; r++)
+		fprintf(f, "leaseline_coord_allocator_failures_total{reason=\"%s\"} %llu\n",
+			telemetry_fail_name((enum coord_fail)r), (unsigned long long)n[r]);
+	prom_family(f, "leaseline_coord_reloads_total", "counter",
+		    "SIGHUP policy reloads by result: applied, or refused (the running policy "
+		    "stays).");
+	fprintf(f,
+		"leaseline_coord_reloads_total{result=\"applied\"} %llu\n"
+		"leaseline_coord_reloads_total{result=\"refused\"} %llu\n",
+		(unsigned long long)co->reloads, (unsigned long long)co->reloads_refused);
+}
 
 int coord_metrics_write(FILE *f, void *arg)
 {
@@ -151,6 +295,15 @@ int coord_metrics_write(FILE *f, void *arg)
 			fprintf(f, "%s{limit=\"%s\"}", per_limit[i].name, co->lim[l].name);
 			prom_value(f, per_limit[i].value(co, &co->lim[l], l, 0, now));
 		}
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(per_aggregate); i++) {
+		prom_family(f, per_aggregate[i].name, per_aggregate[i].type, per_aggregate[i].help);
+		for (uint32_t l = 0; l < co->n_limits; l++)
+			if (aggregate(&co->lim[l])) {
+				fprintf(f, "%s{limit=\"%s\"}", per_aggregate[i].name,
+					co->lim[l].name);
+				prom_value(f, per_aggregate[i].value(co, &co->lim[l], l, 0, now));
+			}
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(per_holder); i++) {
 		prom_family(f, per_holder[i].name, per_holder[i].type, per_holder[i].help);
@@ -169,5 +322,9 @@ int coord_metrics_write(FILE *f, void *arg)
 		fputs(scalars[i].name, f);
 		prom_value(f, scalars[i].value(co, NULL, 0, 0, now));
 	}
+	write_fairness(f, co);
+	write_holders(f, co, now);
+	write_failures(f, co);
+	prom_build_info(f);
 	return 0;
 }

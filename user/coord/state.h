@@ -19,6 +19,7 @@
 #include "ledger.h"
 #include "ll_types.h"
 #include "store.h"
+#include "telemetry.h"
 #include "tls.h"
 #include "wire.h"
 
@@ -36,6 +37,7 @@ struct climit {
 	uint64_t drain_since_ns; /* contract lowered, live shares still above it since */
 	uint64_t last_drain_ns;	 /* how long the last such drain took */
 	struct hotkeys hot;	 /* per-key grants of hot keys (a limit with a key) */
+	double waste; /* tokens committed to holders that they did not admit (telemetry.c) */
 };
 
 struct cholder {
@@ -48,6 +50,8 @@ struct cholder {
 	bool asking;		 /* counted in the targets (connected and reporting) */
 	uint64_t fallback[LL_MAX_LIMITS], bypass[LL_MAX_LIMITS]; /* durable totals */
 	uint64_t usage_ns[LL_MAX_LIMITS];			 /* when last recorded */
+	struct tele_slot tele[LL_MAX_LIMITS]; /* admissions per limit, for telemetry.c */
+	uint64_t tele_incarnation;	      /* the incarnation tele[] counts */
 };
 
 struct cconn {
@@ -84,6 +88,8 @@ struct coord {
 	struct tls_ctx tls;	  /* mutual TLS with every agent; ctx NULL: plain TCP */
 	uint64_t tls_failures;	  /* handshakes that failed (no or an untrusted certificate) */
 	uint64_t tls_refused;	  /* holders whose certificate does not name them */
+	uint64_t ring_full, key_ledger_full, link_drops; /* allocator failures (telemetry.h) */
+	uint64_t reloads, reloads_refused;		 /* SIGHUP: policies loaded, refused */
 };
 
 #endif /* LEASELINE_COORD_STATE_H */

@@ -18,4 +18,9 @@ void prom_family(FILE *f, const char *name, const char *type, const char *help);
  */
 void prom_value(FILE *f, double v);
 
+/* The leaseline_build_info family: one sample, value 1, label version
+ * (LL_VERSION, user/lib/version.h). Both daemons write it.
+ */
+void prom_build_info(FILE *f);
+
 #endif /* LEASELINE_PROM_H */
