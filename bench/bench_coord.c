@@ -243,7 +243,14 @@ static void list_hot(struct run *r, size_t i, struct wire_report *rep)
 			/* Demand that moves: a quarter of a neighbour's key, then
 			 * none, so two holders' entries for it change each time.
 			 */
-			h->key = hot_key((uint32_t)((i + 1) % r->n) + (c % mine) * (uint32_t)r->n);
+			size_t j = (i + 1) % r->n;
+			uint32_t theirs = r->hot > j ? (uint32_t)((r->hot - 1 - j) / r->n + 1) : 0;
+
+			if (!theirs) { /* one agent: no neighbour */
+				rep->n_hot--;
+				break;
+			}
+			h->key = hot_key((uint32_t)j + (c % theirs) * (uint32_t)r->n);
 			h->demand = a->hot_round & 1 ? 250000000ull : 0;
 		}
 	}
