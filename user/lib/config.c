@@ -732,9 +732,10 @@ static int attach_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	yaml_node_t *prio = walk_get(m, "priority");
 
 	if (prio && a->attach_mode != CFG_ATTACH_MULTIPROG)
-		return walk_fail(c, prio,
-				 "priority applies only to mode: multiprog (expected mode: multiprog "
-				 "with it, or no priority)");
+		return walk_fail(
+		    c, prio,
+		    "priority applies only to mode: multiprog (expected mode: multiprog "
+		    "with it, or no priority)");
 	return 0;
 }
 

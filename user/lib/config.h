@@ -94,6 +94,7 @@ struct cfg_agent {
 	uint32_t max_keys;	/* default 1048576, 1..2^28 */
 	uint32_t max_flow_keys; /* key: flow buckets; default max_keys, 0..2^28 */
 	struct cfg_tls tls;	/* mutual TLS to the coordinator (coordinated agents) */
+
 	uint8_t attach_mode;	  /* enum cfg_attach_mode; default direct */
 	uint32_t attach_priority; /* multiprog run priority; default 50 */
 };
