@@ -300,40 +300,54 @@ static bool same_program(uint32_t id, int fd)
 	return same;
 }
 
-/* A fresh, unloaded copy of the program whose maps are the loaded object's:
- * libxdp loads it as an extension of the dispatcher.
- */
-static struct xdp_program *mp_program(const struct attach_req *req, struct bpf_object **objp)
+struct bpf_object *attach_shared_copy(struct bpf_object *loaded, const void *elf, size_t elf_sz)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, oo, .object_name = bpf_object__name(req->obj));
-	DECLARE_LIBXDP_OPTS(xdp_program_opts, xo, .prog_name = ATTACH_PROG_NAME);
-	struct bpf_object *obj = bpf_object__open_mem(req->elf, req->elf_sz, &oo);
-	struct xdp_program *xp;
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .object_name = bpf_object__name(loaded));
+	struct bpf_object *obj = bpf_object__open_mem(elf, elf_sz, &oo);
 	struct bpf_map *m;
-	long err = libbpf_get_error(obj);
+	int err;
 
-	if (err) {
-		errno = (int)-err;
+	if (!obj) {
+		if (!errno)
+			errno = EINVAL;
 		return NULL;
 	}
 	bpf_object__for_each_map(m, obj)
 	{
-		const struct bpf_map *src =
-		    bpf_object__find_map_by_name(req->obj, bpf_map__name(m));
+		const struct bpf_map *src = bpf_object__find_map_by_name(loaded, bpf_map__name(m));
 
 		bpf_map__set_pin_path(m, NULL);
 		err = src ? bpf_map__reuse_fd(m, bpf_map__fd(src)) : -ENOENT;
 		if (err) {
-			pr_warn("multiprog: cannot share map '%s': %s\n", bpf_map__name(m),
-				strerror((int)-err));
-			goto fail;
+			pr_warn("cannot share map '%s' with the loaded program: %s\n",
+				bpf_map__name(m), strerror(-err));
+			bpf_object__close(obj);
+			errno = -err;
+			return NULL;
 		}
 	}
+	return obj;
+}
+
+/* The copy as a libxdp program at the configured priority, chaining on
+ * XDP_PASS: libxdp loads it as an extension of the dispatcher.
+ */
+static struct xdp_program *mp_program(const struct attach_req *req, struct bpf_object **objp)
+{
+	DECLARE_LIBXDP_OPTS(xdp_program_opts, xo, .prog_name = ATTACH_PROG_NAME);
+	struct bpf_object *obj = attach_shared_copy(req->obj, req->elf, req->elf_sz);
+	struct xdp_program *xp;
+	int err;
+
+	if (!obj)
+		return NULL;
 	xo.obj = obj;
+	errno = 0;
 	xp = xdp_program__create(&xo);
-	err = libxdp_get_error(xp);
-	if (err)
+	if (!xp || libxdp_get_error(xp)) {
+		err = errno ? -errno : -EINVAL;
 		goto fail;
+	}
 	/* XDP_PASS goes on to the next program; every other verdict is final. */
 	err = xdp_program__set_run_prio(xp, req->priority);
 	if (!err)
@@ -346,7 +360,7 @@ static struct xdp_program *mp_program(const struct attach_req *req, struct bpf_o
 	return xp;
 fail:
 	bpf_object__close(obj);
-	errno = (int)-err;
+	errno = -err;
 	return NULL;
 }
 

@@ -71,5 +71,10 @@ int attach_iface(int ifindex, const struct attach_req *req, struct attach_result
  */
 int attach_detach(int ifindex, bool force);
 const char *attach_mode_name(uint8_t mode);
+/* An unloaded copy of the program in elf (the embedded object) whose every
+ * map is loaded's, by fd: what multiprog hands libxdp to load as an
+ * extension of its dispatcher. NULL with errno set on failure.
+ */
+struct bpf_object *attach_shared_copy(struct bpf_object *loaded, const void *elf, size_t elf_sz);
 
 #endif /* LEASELINE_ATTACH_H */
