@@ -334,7 +334,7 @@ static const struct file_case file_cases[] = {
      "agent, coordinator: for a coordinated one)"},
     {"agent_unknown_key", LOAD_AGENT, "agent-unknown-key.yaml", NULL, -EINVAL, "2:1",
      "unknown key 'interface' in agent file (expected one of: node, interfaces, pin-dir, "
-     "policy, coordinator, metrics, max-keys, max-flow-keys, tls; did you mean "
+     "policy, coordinator, metrics, max-keys, max-flow-keys, tls, attach; did you mean "
      "'interfaces'?)"},
     {"agent_interface_unknown_key", LOAD_AGENT, "agent-iface-unknown-key.yaml", NULL, -EINVAL,
      "3:5",

@@ -147,6 +147,17 @@ const char *cfg_xdp_mode_name(uint8_t mode)
 	return walk_enum_name(xdp_modes, mode);
 }
 
+static const struct walk_enum attach_modes[] = {
+    {"direct", CFG_ATTACH_DIRECT},
+    {"multiprog", CFG_ATTACH_MULTIPROG},
+    {NULL, 0},
+};
+
+const char *cfg_attach_mode_name(uint8_t mode)
+{
+	return walk_enum_name(attach_modes, mode);
+}
+
 const char *cfg_proto_name(uint8_t proto)
 {
 	const struct walk_enum *e;
@@ -707,6 +718,29 @@ static int agent_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	return pol ? load_policy(c, walk_get(m, "policy"), a->policy_path, true) : 0;
 }
 
+/* attach: {mode: direct|multiprog, priority: N}. A priority only orders
+ * programs of a dispatcher: with direct it would be silently meaningless.
+ */
+static const struct walk_field attach_fields[] = {
+    {"mode", WALK_ENUM, AGENT(attach_mode), .names = attach_modes},
+    {"priority", WALK_UINT, AGENT(attach_priority), .min = 0, .max = CFG_MAX_ATTACH_PRIORITY},
+};
+
+static int attach_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	const struct cfg_agent *a = obj;
+	yaml_node_t *prio = walk_get(m, "priority");
+
+	if (prio && a->attach_mode != CFG_ATTACH_MULTIPROG)
+		return walk_fail(
+		    c, prio,
+		    "priority applies only to mode: multiprog (expected mode: multiprog "
+		    "with it, or no priority)");
+	return 0;
+}
+
+static const struct walk_section attach_section = WALK_SECTION(attach_fields, attach_check);
+
 static const struct walk_field agent_fields[] = {
     {"node", WALK_NAME, AGENT(node)},
     {"interfaces", WALK_CUSTOM, .required = true, .example = "[{name: eth0, mode: native}]",
@@ -718,6 +752,7 @@ static const struct walk_field agent_fields[] = {
     {"max-keys", WALK_UINT, AGENT(max_keys), .min = 1, .max = CFG_MAX_KEYS_LIMIT},
     {"max-flow-keys", WALK_UINT, AGENT(max_flow_keys), .min = 0, .max = CFG_MAX_KEYS_LIMIT},
     {"tls", WALK_CUSTOM, .fn = agent_tls},
+    {"attach", WALK_MAP, .sub = &attach_section},
 };
 
 static const struct walk_section agent_section = WALK_SECTION(agent_fields, agent_check);
@@ -850,6 +885,7 @@ static void agent_init(void *obj, struct cfg_state *st)
 	a->node[sizeof(a->node) - 1] = '\0';
 	snprintf(a->pin_dir, sizeof(a->pin_dir), "%s", CFG_DEFAULT_PIN_DIR);
 	a->max_keys = CFG_DEFAULT_MAX_KEYS;
+	a->attach_priority = CFG_DEFAULT_ATTACH_PRIORITY;
 }
 
 static void coord_init(void *obj, struct cfg_state *st)

@@ -70,6 +70,17 @@ struct cfg_iface {
 	uint8_t mode;  /* enum cfg_xdp_mode; default native */
 };
 
+/* attach.mode: the program alone on the interface (direct), or one program
+ * of a libxdp dispatcher beside others (multiprog).
+ */
+enum cfg_attach_mode {
+	CFG_ATTACH_DIRECT = 0,
+	CFG_ATTACH_MULTIPROG = 1,
+};
+
+#define CFG_DEFAULT_ATTACH_PRIORITY 50 /* libxdp's default; lower runs first */
+#define CFG_MAX_ATTACH_PRIORITY	    1000
+
 struct cfg_agent {
 	char node[64];	   /* default: hostname */
 	uint32_t n_ifaces; /* >= 1 */
@@ -83,6 +94,9 @@ struct cfg_agent {
 	uint32_t max_keys;	/* default 1048576, 1..2^28 */
 	uint32_t max_flow_keys; /* key: flow buckets; default max_keys, 0..2^28 */
 	struct cfg_tls tls;	/* mutual TLS to the coordinator (coordinated agents) */
+
+	uint8_t attach_mode;	  /* enum cfg_attach_mode; default direct */
+	uint32_t attach_priority; /* multiprog run priority; default 50 */
 };
 
 struct cfg_coord {
@@ -144,6 +158,7 @@ const char *cfg_on_loss_name(uint8_t on_loss);
 int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, size_t len);
 const char *cfg_action_name(uint8_t action);
 const char *cfg_xdp_mode_name(uint8_t mode);
+const char *cfg_attach_mode_name(uint8_t mode);
 /* "any", "tcp", "udp", "icmp", "icmpv6"; NULL for other protocol numbers. */
 const char *cfg_proto_name(uint8_t proto);
 
