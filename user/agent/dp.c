@@ -170,6 +170,7 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->leases_fd = bpf_map__fd(dp->skel->maps.ll_leases);
 	dp->fence_fd = bpf_map__fd(dp->skel->maps.ll_fence);
 	dp->key_grants_fd = bpf_map__fd(dp->skel->maps.ll_key_grants);
+	dp->overrides_fd = bpf_map__fd(dp->skel->maps.ll_overrides);
 	dp->hot_fd = bpf_map__fd(dp->skel->maps.ll_hot);
 	dp->prefix_buckets_fd = bpf_map__fd(dp->skel->maps.ll_prefix_buckets);
 	err = fill_init(dp);
