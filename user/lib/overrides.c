@@ -6,6 +6,9 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,11 +164,22 @@ int ovr_load(const char *path, uint8_t prefix_v4, uint8_t prefix_v6, uint64_t ma
 	char line[OVR_LINE_MAX + 2];
 	struct ovr_entry *v = NULL;
 	size_t cap = 0, k = 0;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
+	/* A regular file only: opening a FIFO or a device could block or
+	 * never end (paths come from policy files, a coordinator's included).
+	 */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = 0;
+	struct stat sb;
+	FILE *f = NULL;
 
 	*out = NULL;
 	*n = 0;
+	if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+	}
+	if (fd >= 0 && !(f = fdopen(fd, "r")))
+		close(fd);
 	if (!f) {
 		rc = -errno;
 		if (err) {
