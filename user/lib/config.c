@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "overrides.h"
 #include "lease_clock.h"
 #include "tb_math.h"
 #include "tls.h"
@@ -228,6 +229,7 @@ static const struct walk_field limit_fields[] = {
     {"mode", WALK_ENUM, LIM(mode), .names = modes},
     {"on-loss", WALK_ENUM, LIM(on_loss), .names = on_losses},
     {"fallback", WALK_MAP, .sub = &fallback_section},
+    {"overrides", WALK_PATH, LIM(overrides)},
 };
 
 static const struct walk_section limit_section = WALK_SECTION(limit_fields, limit_check);
@@ -307,6 +309,40 @@ static int limit_check_fallback(struct walk_ctx *c, const struct walk_map *m, st
 	return rc ? rc : fallback_within(c, fb, "burst", l->fallback_burst, l->burst);
 }
 
+/* overrides: only for an address key of a local limit; the file is read and
+ * checked whole here, so `check` and a reload refuse a bad one.
+ */
+static int limit_check_overrides(struct walk_ctx *c, const struct walk_map *m,
+				 struct cfg_limit *l)
+{
+	yaml_node_t *n = walk_key(m, "overrides");
+	struct ovr_entry *v = NULL;
+	struct cfg_err inner = {0};
+	size_t k = 0;
+	int rc;
+
+	if (!n)
+		return 0;
+	if (l->key_mode != LL_KEY_SRC_IP && l->key_mode != LL_KEY_DST_IP)
+		return walk_fail(c, n, "overrides apply only to key src-ip or dst-ip (key is '%s')",
+				 cfg_key_mode_name(l->key_mode));
+	if (l->scope == LL_SCOPE_GLOBAL)
+		return walk_fail(c, n,
+				 "overrides on a scope: global limit are not supported yet (the "
+				 "coordinator leases one contract per limit)");
+	rc = ovr_load(l->overrides, l->prefix_v4, l->prefix_v6, TB_MAX_RATE, TB_MAX_BURST, &v,
+		      &k, &inner);
+	free(v);
+	if (rc == -EINVAL) {
+		*c->err = inner;
+		return rc;
+	}
+	if (rc)
+		return walk_fail(c, walk_get(m, "overrides"), "%s", inner.msg);
+	l->n_overrides = (uint32_t)k;
+	return 0;
+}
+
 static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 {
 	struct cfg_limit *l = obj;
@@ -321,6 +357,8 @@ static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 		rc = limit_check_scope(c, m, l);
 	if (!rc)
 		rc = limit_check_fallback(c, m, l);
+	if (!rc)
+		rc = limit_check_overrides(c, m, l);
 	return rc;
 }
 

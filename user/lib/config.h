@@ -32,6 +32,12 @@ struct cfg_limit {
 	bool has_fallback;
 	uint64_t fallback_rate;
 	uint64_t fallback_burst;
+	/* overrides: a file of per-key contracts (overrides.h), resolved
+	 * relative to the policy file; "" none. n_overrides: its entries as
+	 * checked at load.
+	 */
+	char overrides[512];
+	uint32_t n_overrides;
 	int line, col; /* where the limit's mapping starts */
 };
 
