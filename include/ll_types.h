@@ -136,6 +136,12 @@ enum {
 	 * new uid without a fresh burst.
 	 */
 	LL_LIM_EMPTY_START = 2,
+	/* A global limit whose keys may have contracts of their own (overrides,
+	 * leased by the coordinator as per-key grants): the agent bounds a
+	 * key's grant by the largest contract the token math holds, not the
+	 * limit's, and a denied key asks for as much as it can get.
+	 */
+	LL_LIM_KEY_CONTRACTS = 4,
 };
 
 /* Per-key overrides of local limits (ll_overrides, an LPM trie): a prefix

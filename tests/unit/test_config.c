@@ -1018,9 +1018,26 @@ static void test_overrides_file(void **state)
 	f = fopen(pol, "w");
 	fputs(text, f);
 	fclose(f);
+	/* Global: one key per override (the tiers file above has /24s of /32 keys). */
 	assert_int_equal(cfg_policy_load(pol, false, cp, &err), -EINVAL);
-	assert_non_null(strstr(err.msg, "overrides on a scope: global limit are not supported yet"));
+	assert_non_null(strstr(err.msg, "on a scope: global limit an override names one key: its "
+					"prefix must be /32 (the limit's prefix-v4), not /24"));
+	f = fopen(ovr, "w");
+	fputs("198.18.1.7 rate 10 burst 10\n", f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, false, cp, &err), 0);
+	assert_int_equal(cp->limits[0].n_overrides, 1);
+	/* A served policy's global overrides are the coordinator's: not read. */
 	unlink(ovr);
+	assert_int_equal(cfg_policy_parse_served(text, strlen(text), cp, &err), 0);
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: src-ip, scope: global, on-loss: fallback, "
+		   "fallback: {rate: 1, burst: 1}, rate: 5, burst: 10, overrides: tiers.txt}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, false, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "with on-loss: fallback are not supported"));
 	assert_int_equal(cfg_policy_load(pol, false, cp, &err), -EINVAL);
 	unlink(pol);
 	rmdir(dir);

@@ -169,7 +169,10 @@ int ovr_map_write(struct dp *dp, const struct cfg_policy *cp, const struct ll_po
 		bool same = o && o->in_use && o->uid == l->uid, changed;
 		int rc;
 
-		if (!l->in_use)
+		/* A global limit's overrides are leased by the coordinator as keys
+		 * of their own (per-key grants), not looked up here.
+		 */
+		if (!l->in_use || l->scope == LL_SCOPE_GLOBAL)
 			continue;
 		for (uint32_t i = 0; i < cp->n_limits; i++)
 			if (!strncmp(cp->limits[i].name, l->name, LL_NAME_LEN))

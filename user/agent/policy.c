@@ -75,6 +75,8 @@ static void limit_fill(struct ll_limit_cfg *l, const struct cfg_limit *cl, unsig
 		l->fb_rate = cl->fallback_rate;
 		l->fb_burst_s = cl->fallback_burst * TB_SCALE;
 	}
+	if (cl->scope == LL_SCOPE_GLOBAL && cl->overrides[0])
+		l->flags |= LL_LIM_KEY_CONTRACTS;
 	snprintf(l->name, sizeof(l->name), "%s", cl->name);
 }
 

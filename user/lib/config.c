@@ -52,6 +52,7 @@
 /* What the checks of one file need besides the object being filled. */
 struct cfg_state {
 	bool standalone;	/* policy: scope global is refused */
+	bool served;		/* a policy a coordinator served: its global limits' override files are the coordinator's */
 	struct cfg_policy *pol; /* the policy being built, or where an agent's/coordinator's goes */
 	struct cfg_agent *agent;
 };
@@ -326,19 +327,40 @@ static int limit_check_overrides(struct walk_ctx *c, const struct walk_map *m,
 	if (l->key_mode != LL_KEY_SRC_IP && l->key_mode != LL_KEY_DST_IP)
 		return walk_fail(c, n, "overrides apply only to key src-ip or dst-ip (key is '%s')",
 				 cfg_key_mode_name(l->key_mode));
-	if (l->scope == LL_SCOPE_GLOBAL)
+	if (l->scope == LL_SCOPE_GLOBAL && l->on_loss == LL_ON_LOSS_FALLBACK)
 		return walk_fail(c, n,
-				 "overrides on a scope: global limit are not supported yet (the "
-				 "coordinator leases one contract per limit)");
+				 "overrides on a global limit with on-loss: fallback are not "
+				 "supported (the fallback share is the limit's, not each key's)");
+	if (l->scope == LL_SCOPE_GLOBAL && state(c)->served)
+		return 0; /* the coordinator read it; per-key grants carry its shares */
 	rc = ovr_load(l->overrides, l->prefix_v4, l->prefix_v6, TB_MAX_RATE, TB_MAX_BURST, &v,
 		      &k, &inner);
-	free(v);
 	if (rc == -EINVAL) {
 		*c->err = inner;
 		return rc;
 	}
 	if (rc)
 		return walk_fail(c, walk_get(m, "overrides"), "%s", inner.msg);
+	/* A global limit leases each override as a key of its own: it must
+	 * name exactly one key.
+	 */
+	for (size_t i = 0; l->scope == LL_SCOPE_GLOBAL && i < k; i++) {
+		uint8_t want = v[i].family == 4 ? l->prefix_v4 : l->prefix_v6;
+
+		if (v[i].plen != want) {
+			int w = snprintf(inner.msg, sizeof(inner.msg),
+					 "%.300s:%u: on a scope: global limit an override names one "
+					 "key: its prefix must be /%u (the limit's prefix-v%d), not /%u",
+					 l->overrides, v[i].line, want, v[i].family, v[i].plen);
+
+			(void)w;
+			cfg_err_at(&inner, l->overrides, v[i].line, 0);
+			*c->err = inner;
+			free(v);
+			return -EINVAL;
+		}
+	}
+	free(v);
 	l->n_overrides = (uint32_t)k;
 	return 0;
 }
@@ -987,6 +1009,15 @@ int cfg_policy_parse(const char *name, const char *text, size_t len, bool standa
 	struct cfg_state st = {.standalone = standalone};
 
 	return cfg_run(&policy_file, name, text ? text : "", text ? len : 0, &st, out, err);
+}
+
+int cfg_policy_parse_served(const char *text, size_t len, struct cfg_policy *out,
+			    struct cfg_err *err)
+{
+	struct cfg_state st = {.standalone = false, .served = true};
+
+	return cfg_run(&policy_file, "coordinator policy", text ? text : "", text ? len : 0, &st,
+		       out, err);
 }
 
 int cfg_agent_load(const char *path, struct cfg_agent *out, struct cfg_policy *policy,

@@ -137,6 +137,14 @@ enum cfg_kind {
 int cfg_policy_load(const char *path, bool standalone, struct cfg_policy *out, struct cfg_err *err);
 int cfg_policy_parse(const char *name, const char *text, size_t len, bool standalone,
 		     struct cfg_policy *out, struct cfg_err *err);
+/* A policy a coordinator served (the agent's link): global limits allowed,
+ * and the override files of global limits not read (the coordinator leases
+ * each override as a key of its own; the agent holds per-key grants).
+ * Local limits' override files are read on the gateway: name them by
+ * absolute paths in a policy a coordinator serves.
+ */
+int cfg_policy_parse_served(const char *text, size_t len, struct cfg_policy *out,
+			    struct cfg_err *err);
 /* Loads the agent file and, when it names one (policy:), its policy file
  * with standalone = true into *policy; errors in that file carry its name.
  * policy may be NULL to read the agent file alone; it is left untouched
