@@ -769,23 +769,33 @@ static bool log_has(struct fx *fx, const char *s)
 /* Agents A and B at their fair half of the limit, then A lists K until its
  * grants give it at least 90% of K while B's cut it.
  */
+/* Agents A and B say hello; A reports through the quiet period until its
+ * first grant, which it takes.
+ */
+static void pk_start(struct fx *fx, struct pk_agent *ag)
+{
+	uint64_t end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
+
+	for (size_t i = 0; i < 2; i++) {
+		dial(fx, &ag[i].c);
+		hello(fx, &ag[i].c, ag[i].name);
+	}
+	/* The quiet period: reports answered by nothing until it ends. */
+	pk_report(fx, &ag[0], false);
+	while (recv_msg(&ag[0].c, fx->m, 50) != 1) {
+		pk_report(fx, &ag[0], false);
+		assert_true(clock_now_ns() < end);
+	}
+	pk_take(fx, ag, 2, 0);
+}
+
 static void pk_make_hot(struct fx *fx, struct pk_agent *ag)
 {
 	uint64_t end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
 	struct pk_agent *A = &ag[0], *B = &ag[1];
 
 	pk_cap = PK_RATE;
-	for (size_t i = 0; i < 2; i++) {
-		dial(fx, &ag[i].c);
-		hello(fx, &ag[i].c, ag[i].name);
-	}
-	/* The quiet period: reports answered by nothing until it ends. */
-	pk_report(fx, A, false);
-	while (recv_msg(&A->c, fx->m, 50) != 1) {
-		pk_report(fx, A, false);
-		assert_true(clock_now_ns() < end);
-	}
-	pk_take(fx, ag, 2, 0);
+	pk_start(fx, ag);
 	/* Both reach their fair half of the limit; no key is hot yet. */
 	while (A->share != PK_RATE / 2 || B->share != PK_RATE / 2 || A->last.seq < 3) {
 		pk_round(fx, ag, 2, 0, false);
@@ -929,20 +939,10 @@ static void test_per_key_override(void **state)
 	struct fx *fx = *state;
 	struct pk_agent ag[2] = {{.name = "gw-a"}, {.name = "gw-b"}};
 	struct pk_agent *A = &ag[0], *B = &ag[1];
-	uint64_t end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
 	int round;
 
 	pk_cap = 600;
-	for (size_t i = 0; i < 2; i++) {
-		dial(fx, &ag[i].c);
-		hello(fx, &ag[i].c, ag[i].name);
-	}
-	pk_report(fx, A, false);
-	while (recv_msg(&A->c, fx->m, 50) != 1) {
-		pk_report(fx, A, false);
-		assert_true(clock_now_ns() < end);
-	}
-	pk_take(fx, ag, 2, 0);
+	pk_start(fx, ag);
 	/* Before anyone wants it, both hold an entry for it: its contract spread. */
 	pk_round(fx, ag, 2, 1, false);
 	assert_true(A->last.entry && B->last.entry);
