@@ -4,6 +4,14 @@
 # mode: shadow. Nothing may be dropped (every client's socket count equals what
 # it sent) while status counts the packets the limit would have denied, and
 # allowed + shadow_denied equals what was sent.
+# Then shadow first, then enforce (issue #11; docs/operations.md):
+#   figures  status -j's would_drop (the last ~10 s from ll_shadow_win, and in
+#            all) holds every shadow denial of the run; top -j says the same
+#            and labels each key's (sampled) count would_drop
+#   flip     version 2, mode enforce, by SIGHUP; the same offered traffic
+#            again: what enforce drops (and the clients miss) matches what
+#            shadow said it would drop, within a tolerance from the two runs'
+#            own differences (see below)
 set -u
 source "$(dirname "$0")/lib.sh"
 ll_init "${1:-}"
@@ -27,10 +35,12 @@ ll_send "$TMPD/sent.json" "$DURATION" "$LL_SRC_FIRST-$LL_SRC_LAST:$SEND_PPS" ||
 	ll_fail "the sender failed"
 ll_recv_stop
 ll_status -j >"$TMPD/status.json" || ll_fail "leaseline status -j failed"
+ll_status >"$TMPD/status.txt" || ll_fail "leaseline status failed"
+in_g "$LL" top -j --pin-dir "$PIN" >"$TMPD/top.json" || ll_fail "leaseline top -j failed"
 XDP_DROPS=$(in_g ethtool -S $LL_G_IF 2>/dev/null |
 	awk -F: '/rx_queue_[0-9]+_xdp_drops/ {n += $2; f = 1} END {if (f) print n}')
 
-python3 - "$TMPD" "$RATE" "$BURST" "$SKEW" "${XDP_DROPS:-}" <<'EOF'
+python3 - "$TMPD" "$RATE" "$BURST" "$SKEW" "${XDP_DROPS:-}" >"$TMPD/phase-a.out" <<'EOF'
 import json, sys
 
 tmpd, rate, burst, skew, xdp_drops = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), \
@@ -77,11 +87,117 @@ rule = [r for r in st["rules"] if r["name"] == "test-udp"]
 if not rule or rule[0]["dropped_packets"]:
     bad.append("rule 'test-udp' dropped packets: %r" % rule)
 
+# The figures an operator flips on: status's would_drop. The run is shorter
+# than the window (its span said, 9.7 to 10.7 s), so the window holds all.
+wd = l.get("would_drop")
+if not wd:
+    bad.append("status -j has no would_drop for the shadow limit")
+else:
+    print("status would_drop: %d pkts in the last %.2f s (%.0f/s), %d in all (%.1f%%)"
+          % (wd["window_packets"], wd["window_seconds"], wd["window_packets_per_second"],
+             wd["total_packets"], 100 * wd["total_fraction"]))
+    if wd["total_packets"] != p["shadow_denied"]:
+        bad.append("would_drop total %d != shadow_denied %d" % (wd["total_packets"], p["shadow_denied"]))
+    if t + 2 < 9.6 and wd["window_packets"] != p["shadow_denied"]:
+        bad.append("would_drop window %d != shadow_denied %d (the run fits the window)"
+                   % (wd["window_packets"], p["shadow_denied"]))
+    if wd["window_bytes"] != l["bytes"]["shadow_denied"]:
+        bad.append("would_drop window bytes %d != shadow_denied bytes %d"
+                   % (wd["window_bytes"], l["bytes"]["shadow_denied"]))
+    if not 9.6 <= wd["window_seconds"] <= 10.8:
+        bad.append("window_seconds %.2f not in [9.6, 10.8]" % wd["window_seconds"])
+txt = open(tmpd + "/status.txt").read()
+if "would_drop" not in txt or "window_packets" not in txt:
+    bad.append("status (text) does not show would_drop")
+top = json.load(open(tmpd + "/top.json"))
+tl = [x for x in top["limits"] if x["name"] == "per-client"][0]
+twd = tl.get("would_drop", {})
+rows = tl["top_denied"]
+print("top would_drop: %s in all, %s in the window; %d key rows, the first %s"
+      % (twd.get("total_packets"), twd.get("window_packets"), len(rows),
+         rows[0].get("would_drop") if rows else None))
+if twd.get("total_packets") != p["shadow_denied"]:
+    bad.append("top -j would_drop.total_packets %r != %d" % (twd.get("total_packets"), p["shadow_denied"]))
+if not rows or any("would_drop" not in r or r["would_drop"] != r["denied"] for r in rows):
+    bad.append("top -j rows of a shadow limit lack would_drop (= the sampled denied)")
+# Sampled per key: never more than the limit's exact count.
+if sum(r.get("would_drop", 0) for r in rows) > p["shadow_denied"]:
+    bad.append("per-key would_drop sums past the limit's count")
+
 for b in bad[:10]:
     print("  " + b)
 if bad:
     print("FAIL: %d problem(s) with shadow mode" % len(bad))
     sys.exit(1)
-print("ok: shadow dropped nothing (%d/%d received), counted %d shadow denials"
+print("phase A ok: shadow dropped nothing (%d/%d received), counted %d shadow denials"
       % (total_recv, total_sent, p["shadow_denied"]))
+EOF
+RC_A=$?
+cat "$TMPD/phase-a.out"
+
+# The flip: version 2, mode enforce, same rate and burst, by SIGHUP. Then,
+# with the buckets full again (> B/R after the last packet) so that both
+# runs start alike, the same offered traffic.
+ll_policy "$TMPD/policy.yaml" 2 "$RATE" "$BURST" enforce
+kill -HUP "$AGENT_PID"
+for ((i = 0; i < 50; i++)); do
+	ll_status -j 2>/dev/null | grep -q '"policy_version":2' && break
+	ll_sleep 0.1
+done
+ll_status -j | grep -q '"policy_version":2' || ll_fail "policy version 2 not applied within 5 s"
+ll_sleep 1
+ll_recv_start "$TMPD/recv-b.json" 60
+ll_send "$TMPD/sent-b.json" "$DURATION" "$LL_SRC_FIRST-$LL_SRC_LAST:$SEND_PPS" ||
+	ll_fail "the sender failed"
+ll_recv_stop
+ll_status -j >"$TMPD/status-b.json" || ll_fail "leaseline status -j failed"
+
+python3 - "$TMPD" "$RATE" "$BURST" "$SKEW" "$RC_A" <<'EOF'
+import json, sys
+
+tmpd, rate, burst, skew, rc_a = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), \
+    float(sys.argv[4]), int(sys.argv[5])
+def run(tag):
+    sent = json.load(open(tmpd + "/sent%s.json" % tag))["sources"]
+    recv = json.load(open(tmpd + "/recv%s.json" % tag))["sources"]
+    return sent, recv, max(s["last"] - s["first"] for s in sent.values())
+sa, ra, ta = run("")
+sb, rb, tb = run("-b")
+lim = lambda f: [l for l in json.load(open(tmpd + f))["limits"] if l["name"] == "per-client"][0]
+a, b = lim("/status.json"), lim("/status-b.json")
+bad = []
+would = a["packets"]["shadow_denied"]
+dropped = b["packets"]["denied"]
+sent_a = sum(s["sent"] for s in sa.values())
+sent_b = sum(s["sent"] for s in sb.values())
+recv_b = sum(rb.get(k, {"count": 0})["count"] for k in sb)
+admitted_b = b["packets"]["allowed"] - a["packets"]["allowed"]
+# Tolerance: the two runs are not the same packets. Each client's drops are
+# its sent - (B + R*T), give or take R*SKEW at each end (when its packets
+# start and stop against the refill) and a token; the runs' lengths differ
+# by |ta - tb| and they sent sent_a and sent_b packets in all.
+n = len(sb)
+tol = n * (rate * (2 * skew + abs(ta - tb)) + 2) + abs(sent_a - sent_b)
+bound = n * (burst + rate * (tb + skew) + 1)
+print("flip: shadow said %d of %d would drop over %.2f s; enforce dropped %d of %d over %.2f s "
+      "(tolerance %.0f); clients received %d; admitted %d (B+R*T bound %.0f)"
+      % (would, sent_a, ta, dropped, sent_b, tb, tol, recv_b, admitted_b, bound))
+if b["mode"] != "enforce":
+    bad.append("mode %r after the flip" % b["mode"])
+if b["packets"]["shadow_denied"] != would:
+    bad.append("shadow_denied moved after the flip: %d != %d" % (b["packets"]["shadow_denied"], would))
+if abs(dropped - would) > tol:
+    bad.append("enforce dropped %d, shadow said %d: off by %d > %.0f"
+               % (dropped, would, abs(dropped - would), tol))
+if recv_b != sent_b - dropped:
+    bad.append("clients received %d != sent %d - dropped %d" % (recv_b, sent_b, dropped))
+if admitted_b > bound:
+    bad.append("enforce admitted %d > B+R*T bound %.0f" % (admitted_b, bound))
+for x in bad[:10]:
+    print("  " + x)
+if bad or rc_a:
+    print("FAIL: %d of 5 flip checks failed%s" % (len(bad), "; phase A failed" if rc_a else ""))
+    sys.exit(1)
+print("ok: 5 flip checks; shadow dropped nothing and said %d would drop, then enforce dropped %d "
+      "for the same traffic (|diff| %d <= %.0f)" % (would, dropped, abs(dropped - would), tol))
 EOF
