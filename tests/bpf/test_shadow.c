@@ -67,7 +67,7 @@ static struct stats_window window_of(struct fx *fx, const char *limit)
 #define ONE_LIMIT(ver, mode, rate, burst)                                                          \
 	"version: " #ver "\n"                                                                      \
 	"limits:\n"                                                                                \
-	"  - {name: l, key: src-ip, rate: " #rate ", burst: " #burst ", mode: " mode "}\n"        \
+	"  - {name: l, key: src-ip, rate: " #rate ", burst: " #burst ", mode: " mode "}\n"         \
 	"rules:\n"                                                                                 \
 	"  - {name: all, limits: [l]}\n"
 
@@ -144,15 +144,15 @@ static void test_flip_with_new_burst(void **state)
 #define TWINS                                                                                      \
 	"version: 1\n"                                                                             \
 	"limits:\n"                                                                                \
-	"  - {name: s, key: src-ip, rate: 50, burst: 10, mode: shadow}\n"                         \
+	"  - {name: s, key: src-ip, rate: 50, burst: 10, mode: shadow}\n"                          \
 	"  - {name: e, key: src-ip, rate: 50, burst: 10}\n"                                        \
 	"rules:\n"                                                                                 \
 	"  - {name: rs, match: {src: 198.18.0.1/32}, limits: [s]}\n"                               \
 	"  - {name: re, match: {src: 198.18.0.2/32}, limits: [e]}\n"
 
-#define TWIN_PKTS     300
-#define TWIN_GAP_NS   5000000ull /* 200 packets/s offered to each: 4x the rate */
-#define TWIN_RATE     50
+#define TWIN_PKTS   300
+#define TWIN_GAP_NS 5000000ull /* 200 packets/s offered to each: 4x the rate */
+#define TWIN_RATE   50
 
 static void sleep_until(uint64_t t)
 {
@@ -209,8 +209,8 @@ static void test_shadow_matches_enforce(void **state)
 		      "%.2f s), enforce dropped %llu; skew max %llu ns, tolerance %llu\n",
 		      TWIN_PKTS, (double)(clock_now_ns() - t0) / 1e9,
 		      (unsigned long long)ss.shadow_denied_pkts, (unsigned long long)ws.pkts,
-		      ws.seconds, (unsigned long long)se.denied_pkts,
-		      (unsigned long long)skew_max, (unsigned long long)tol);
+		      ws.seconds, (unsigned long long)se.denied_pkts, (unsigned long long)skew_max,
+		      (unsigned long long)tol);
 	assert_int_equal(pa, TWIN_PKTS); /* shadow drops nothing */
 	assert_int_equal(pb, TWIN_PKTS - (int)se.denied_pkts);
 	assert_int_equal(ss.denied_pkts, 0);
@@ -250,9 +250,9 @@ static void test_window_forgets(void **state)
 	assert_int_equal(stats_shadow_window(fd, (uint32_t)id, cfg.uid, now, 10, &w), 0);
 	assert_true(w.pkts >= 7);
 	/* 16 slots later none of those slots is within the last 10. */
-	assert_int_equal(stats_shadow_window(fd, (uint32_t)id, cfg.uid,
-					     now + (16ull << LL_WIN_SHIFT), 10, &w),
-			 0);
+	assert_int_equal(
+	    stats_shadow_window(fd, (uint32_t)id, cfg.uid, now + (16ull << LL_WIN_SHIFT), 10, &w),
+	    0);
 	assert_int_equal(w.pkts, 0);
 	/* Another uid on the same id (a reused limit id): nothing of this one. */
 	assert_int_equal(stats_shadow_window(fd, (uint32_t)id, cfg.uid + 1000, now, 10, &w), 0);
@@ -260,10 +260,11 @@ static void test_window_forgets(void **state)
 	/* The limit removed and a new one of another name: it starts at 0,
 	 * on whichever id it gets (a new uid either way).
 	 */
-	assert_int_equal(hx_apply(fx, "version: 2\n"
-				      "limits: [{name: m, key: src-ip, rate: 1, burst: 2, mode: shadow}]\n"
-				      "rules: [{name: all, limits: [m]}]\n"),
-			 0);
+	assert_int_equal(
+	    hx_apply(fx, "version: 2\n"
+			 "limits: [{name: m, key: src-ip, rate: 1, burst: 2, mode: shadow}]\n"
+			 "rules: [{name: all, limits: [m]}]\n"),
+	    0);
 	assert_true(hx_limit(fx, "m", NULL) >= 0);
 	assert_int_equal(window_of(fx, "m").pkts, 0);
 	assert_int_equal(hx_send(fx, &a, 5, NULL), 5);
@@ -344,12 +345,11 @@ static void test_reap_keeps_shadow_debt(void **state)
 	assert_in_range(st2.allowed_pkts - st.allowed_pkts, 0, slack);
 	assert_int_equal(st2.shadow_denied_pkts - st.shadow_denied_pkts,
 			 20 - (st2.allowed_pkts - st.allowed_pkts));
-	print_message("    %d buckets, reaped %d at +11 s; the drained key kept %.2f tokens and "
-		      "%llu would-drops, then %llu of 20 more admitted (slack %llu)\n",
-		      nb, reaped, (double)ba2.tokens / TB_SCALE,
-		      (unsigned long long)st.shadow_denied_pkts,
-		      (unsigned long long)(st2.allowed_pkts - st.allowed_pkts),
-		      (unsigned long long)slack);
+	print_message(
+	    "    %d buckets, reaped %d at +11 s; the drained key kept %.2f tokens and "
+	    "%llu would-drops, then %llu of 20 more admitted (slack %llu)\n",
+	    nb, reaped, (double)ba2.tokens / TB_SCALE, (unsigned long long)st.shadow_denied_pkts,
+	    (unsigned long long)(st2.allowed_pkts - st.allowed_pkts), (unsigned long long)slack);
 }
 
 /* A key gone stale (no packet for longer than the fill time) comes back
@@ -489,8 +489,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_flip_with_new_burst, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_shadow_matches_enforce, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_window_forgets, hx_setup, hx_teardown),
-	    cmocka_unit_test_setup_teardown(test_reap_keeps_shadow_debt, setup_small,
-					    hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_reap_keeps_shadow_debt, setup_small, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_stale_key_one_burst, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_keeps_shadow_state, setup_pinned,
 					    teardown_pinned),

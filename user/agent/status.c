@@ -151,8 +151,10 @@ static void print_would_drop(struct out *o, const struct pinned *p, uint32_t id,
 		out_f64(o, "window_seconds", w.seconds);
 		out_u64(o, "window_packets", w.pkts);
 		out_u64(o, "window_bytes", w.bytes);
-		out_f64(o, "window_packets_per_second", w.seconds > 0 ? (double)w.pkts / w.seconds : 0);
-		out_f64(o, "window_bytes_per_second", w.seconds > 0 ? (double)w.bytes / w.seconds : 0);
+		out_f64(o, "window_packets_per_second",
+			w.seconds > 0 ? (double)w.pkts / w.seconds : 0);
+		out_f64(o, "window_bytes_per_second",
+			w.seconds > 0 ? (double)w.bytes / w.seconds : 0);
 	}
 	out_u64(o, "total_packets", s->shadow_denied_pkts);
 	out_u64(o, "total_bytes", s->shadow_denied_bytes);

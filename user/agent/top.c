@@ -55,7 +55,7 @@ struct top_snap {
 	bool have_lease[LL_MAX_LIMITS];
 	struct top_entry *e;
 	size_t n, cap;
-	uint64_t now; /* CLOCK_MONOTONIC when the buckets had been read */
+	uint64_t now;	 /* CLOCK_MONOTONIC when the buckets had been read */
 	size_t key_size; /* of the map being read */
 };
 
@@ -175,11 +175,10 @@ static int snap_read(struct top_snap *s, const struct top_pins *p)
 		if (!s->pol->limits[id].in_use)
 			continue;
 		stats_limit(p->limit_stats, id, &s->ls[id]);
-		s->have_win[id] = p->shadow_win >= 0 &&
-				  !stats_shadow_window(p->shadow_win, id, s->pol->limits[id].uid,
-						       clock_now_ns(),
-						       stats_window_slots(TOP_WINDOW_SECONDS),
-						       &s->win[id]);
+		s->have_win[id] =
+		    p->shadow_win >= 0 &&
+		    !stats_shadow_window(p->shadow_win, id, s->pol->limits[id].uid, clock_now_ns(),
+					 stats_window_slots(TOP_WINDOW_SECONDS), &s->win[id]);
 		if (s->pol->limits[id].scope == LL_SCOPE_GLOBAL)
 			s->have_lease[id] =
 			    !bpf_map_lookup_elem_flags(p->leases, &id, &s->lease[id], BPF_F_LOCK);
@@ -626,8 +625,9 @@ static void text_limit(FILE *f, const struct top_snap *s, const struct top_snap 
 		if (s->have_win[id])
 			fprintf(f, ", %llu pkts (%.1f/s) in the last %.1f s",
 				(unsigned long long)s->win[id].pkts,
-				s->win[id].seconds > 0 ? (double)s->win[id].pkts / s->win[id].seconds
-						       : 0,
+				s->win[id].seconds > 0
+				    ? (double)s->win[id].pkts / s->win[id].seconds
+				    : 0,
 				s->win[id].seconds);
 		fprintf(f, "\n");
 	}
@@ -636,12 +636,14 @@ static void text_limit(FILE *f, const struct top_snap *s, const struct top_snap 
 		return;
 	}
 	if (r->n_denied) {
-		fprintf(f, "  %s\n", c->mode == LL_MODE_SHADOW ? "would drop most (shadow: none dropped)"
-								: "denied most");
+		fprintf(f, "  %s\n",
+			c->mode == LL_MODE_SHADOW ? "would drop most (shadow: none dropped)"
+						  : "denied most");
 		text_rows(f, s, r->denied, r->n_denied, true, kw, secs);
 	} else {
-		fprintf(f, "  %s\n", c->mode == LL_MODE_SHADOW ? "would drop most: no key"
-								: "denied most: no key denied");
+		fprintf(f, "  %s\n",
+			c->mode == LL_MODE_SHADOW ? "would drop most: no key"
+						  : "denied most: no key denied");
 	}
 	if (r->n_allowed) {
 		fprintf(f, "  allowed most\n");
