@@ -8,9 +8,10 @@
  *  - what it counts as shadow-denied (in all, and over ll_shadow_win's
  *    recent window, which `status` reports) is what an enforcing twin
  *    drops for the same offered traffic;
- *  - reaping (only full buckets go), an agent restart that keeps the pins,
- *    and keys gone stale change neither the counts nor the tokens: no
- *    fresh burst anywhere.
+ *  - reaping (only full buckets go), key-table pressure (a new key charged
+ *    to its prefix's fallback bucket), an agent restart that keeps the
+ *    pins, and keys gone stale change neither the counts nor the tokens:
+ *    no fresh burst anywhere.
  * Counts that a refill could move while a test runs get that slack from the
  * clock (hx_slack), never a fixed guess.
  */
@@ -393,6 +394,55 @@ static void test_stale_key_one_burst(void **state)
 	assert_in_range(hx_send(fx, &a, 5, NULL), 0, hx_slack(1, t0));
 }
 
+/* Key-table pressure (eviction's other side: no room for a bucket of its
+ * own): a new key is charged to its /24's fallback bucket and graduates
+ * with what that bucket had left. In shadow, key a takes the prefix's
+ * burst with it, key b of the same /24 finds the prefix empty: its packets
+ * are would-drops, not a fresh burst; a spends the 4 it took along. After
+ * the flip both are refused at once.
+ */
+static void test_pressure_no_fresh_burst(void **state)
+{
+	struct fx *fx = FX(state);
+	uint64_t t0 = clock_now_ns(), slack;
+	struct ll_limit_stats s0, s1, s2, s3;
+	struct pkt a, b;
+	int n;
+
+	assert_int_equal(hx_apply(fx, ONE_LIMIT(1, "shadow", 1, 5)), 0);
+	hx_pressure(fx, LL_FILL_KEYS, 1);
+	hx_udp4(&a, "198.18.3.1", D4, 1000, 53, 0);
+	hx_udp4(&b, "198.18.3.2", D4, 1000, 53, 0);
+	assert_int_equal(hx_send(fx, &a, 1, NULL), 1);
+	s0 = hx_stats_of(fx, "l");
+	assert_int_equal(s0.allowed_pkts, 1);
+	assert_int_equal(s0.prefix_pkts, 1);
+	assert_int_equal(s0.graduated, 1);
+	assert_int_equal(hx_send(fx, &b, 5, NULL), 5); /* shadow: all pass */
+	s1 = hx_stats_of(fx, "l");
+	slack = hx_slack(1, t0);
+	assert_in_range(s1.allowed_pkts - s0.allowed_pkts, 0, slack); /* no fresh burst */
+	assert_int_equal(s1.shadow_denied_pkts, 5 - (s1.allowed_pkts - s0.allowed_pkts));
+	assert_int_equal(hx_send(fx, &a, 10, NULL), 10);
+	s2 = hx_stats_of(fx, "l");
+	slack = hx_slack(1, t0);
+	assert_in_range(s2.allowed_pkts - s1.allowed_pkts, 4, 4 + slack); /* what it took along */
+	assert_int_equal(s2.allowed_pkts + s2.shadow_denied_pkts, 16);
+	assert_int_equal(window_of(fx, "l").pkts, s2.shadow_denied_pkts);
+
+	assert_int_equal(hx_apply(fx, ONE_LIMIT(2, "enforce", 1, 5)), 0);
+	n = hx_send(fx, &a, 5, NULL) + hx_send(fx, &b, 5, NULL);
+	slack = hx_slack(1, t0);
+	assert_in_range(n, 0, slack);
+	s3 = hx_stats_of(fx, "l");
+	assert_int_equal(s3.denied_pkts, 10 - n);
+	print_message("    under pressure: b %llu of 5 admitted (prefix spent), a %llu of 10 "
+		      "(took 4 along), %llu would-drops; after the flip %d of 10 (slack %llu)\n",
+		      (unsigned long long)(s1.allowed_pkts - s0.allowed_pkts),
+		      (unsigned long long)(s2.allowed_pkts - s1.allowed_pkts),
+		      (unsigned long long)s2.shadow_denied_pkts, n, (unsigned long long)slack);
+}
+
 /* ---- an agent restart that keeps the pins ------------------------------------------------- */
 
 static char pin_dir[64];
@@ -491,6 +541,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_window_forgets, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_reap_keeps_shadow_debt, setup_small, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_stale_key_one_burst, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_pressure_no_fresh_burst, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_keeps_shadow_state, setup_pinned,
 					    teardown_pinned),
 	};
