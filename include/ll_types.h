@@ -474,7 +474,7 @@ _Static_assert(LL_IS_POW2(LL_WIN_SLOTS), "slots are masked with LL_WIN_SLOTS - 1
 
 struct ll_shadow_win {
 	__u64 uid;		   /* ll_limit_cfg.uid the slots belong to */
-	__u64 tag[LL_WIN_SLOTS];   /* bpf_ktime_get_ns() >> LL_WIN_SHIFT of the slot; 0 = empty */
+	__u64 tag[LL_WIN_SLOTS];   /* CLOCK_MONOTONIC ns >> LL_WIN_SHIFT of the slot; 0 = empty */
 	__u64 pkts[LL_WIN_SLOTS];  /* shadow denials in that slot */
 	__u64 bytes[LL_WIN_SLOTS]; /* their frame bytes */
 };
