@@ -14,6 +14,10 @@
 #            again: what enforce drops (and the clients miss) matches what
 #            shadow said it would drop, within a tolerance from the two runs'
 #            own differences (see below)
+#   carry    rate 1/s (slow refill, so a fresh burst would show): keys spend
+#            their burst in shadow (v3), the flip to enforce (v4) comes
+#            within ~1 s; after it, each key is admitted only what refilled
+#            since, not another burst
 set -u
 source "$(dirname "$0")/lib.sh"
 ll_init "${1:-}"
@@ -239,7 +243,69 @@ print("ok: shadow dropped nothing and said %d would drop, kept across a restart;
       "dropped %d for the same traffic (|diff| %d <= %.0f)" % (would, dropped, abs(dropped - would), tol))
 EOF
 RC_B=$?
-# The closing count line: every check of the three parts.
+
+# Carry-over through a real reload: rate 1/s, burst BURST. v3 (shadow, new
+# rate: migrated, never deposited) lets each key spend its burst and counts
+# the rest; v4 flips only the mode; then the same keys again.
+wait_version() {
+	local v=$1 i
+	for ((i = 0; i < 50; i++)); do
+		ll_status -j 2>/dev/null | grep -q "\"policy_version\":$v," && return 0
+		ll_sleep 0.1
+	done
+	ll_fail "policy version $v not applied within 5 s"
+}
+ll_policy "$TMPD/policy.yaml" 3 1 "$BURST" shadow
+kill -HUP "$AGENT_PID"
+wait_version 3
+ll_send "$TMPD/sent-c1.json" 1 "$LL_SRC_FIRST-$LL_SRC_LAST:$SEND_PPS" || ll_fail "the sender failed"
+T_C1=$(ll_now)
+ll_status -j >"$TMPD/status-c1.json" || ll_fail "leaseline status -j failed"
+ll_policy "$TMPD/policy.yaml" 4 1 "$BURST" enforce
+kill -HUP "$AGENT_PID"
+wait_version 4
+ll_recv_start "$TMPD/recv-c2.json" 60
+ll_send "$TMPD/sent-c2.json" 1 "$LL_SRC_FIRST-$LL_SRC_LAST:$SEND_PPS" || ll_fail "the sender failed"
+ll_recv_stop
+T_C2=$(ll_now)
+ll_status -j >"$TMPD/status-c2.json" || ll_fail "leaseline status -j failed"
+python3 - "$TMPD" "$BURST" "$T_C1" "$T_C2" <<'EOF'
+import json, sys
+tmpd, burst, t1, t2 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+lim = lambda f: [l for l in json.load(open(tmpd + f))["limits"] if l["name"] == "per-client"][0]
+c1, c2 = lim("/status-c1.json"), lim("/status-c2.json")
+sent = json.load(open(tmpd + "/sent-c2.json"))["sources"]
+recv = json.load(open(tmpd + "/recv-c2.json"))["sources"]
+n = len(sent)
+spent_c1 = c1["packets"]["allowed"]
+admitted = c2["packets"]["allowed"] - spent_c1
+# At 1 token/s, from the shadow status (the keys empty then, give or take
+# one token in progress) to the end of the enforce run: at most
+# (t2 - t1) + 1 tokens a key. A fresh burst on the flip would be BURST more.
+bound = n * ((t2 - t1) + 1)
+got = sum(recv.get(k, {"count": 0})["count"] for k in sent)
+bad = []
+checks = 0
+def check(ok, msg):
+    global checks
+    checks += 1
+    if not ok:
+        bad.append(msg)
+c0 = lim("/status-b.json")
+print("carry: in shadow (v3, 1/s) %d would-drops as the keys spent their burst; after the flip "
+      "to v4 %d of %d admitted in %.2f s (bound %.0f; a fresh burst would be %d more), clients got %d"
+      % (c1["packets"]["shadow_denied"] - c0["packets"]["shadow_denied"], admitted,
+         sum(s["sent"] for s in sent.values()), t2 - t1, bound, n * burst, got))
+check(c1["mode"] == "shadow" and c2["mode"] == "enforce", "modes %s, %s" % (c1["mode"], c2["mode"]))
+check(admitted <= bound, "admitted %d after the flip > %.0f: a fresh burst" % (admitted, bound))
+check(got == admitted, "clients received %d != admitted %d" % (got, admitted))
+for x in bad:
+    print("  " + x)
+open(tmpd + "/checks", "a").write("%d %d\n" % (checks, len(bad)))
+sys.exit(1 if bad else 0)
+EOF
+RC_C=$?
+# The closing count line: every check of the four parts.
 read -r N_CHECKS N_FAILED < <(awk '{c += $1; f += $2} END {print c + 0, f + 0}' "$TMPD/checks")
 echo "$N_CHECKS checks, $N_FAILED failed"
-[ "$RC_A" -eq 0 ] && [ "$RC_R" -eq 0 ] && [ "$RC_B" -eq 0 ] && [ "$N_FAILED" -eq 0 ]
+[ "$RC_A" -eq 0 ] && [ "$RC_R" -eq 0 ] && [ "$RC_B" -eq 0 ] && [ "$RC_C" -eq 0 ] && [ "$N_FAILED" -eq 0 ]
