@@ -298,6 +298,7 @@ print("carry: in shadow (v3, 1/s) %d would-drops as the keys spent their burst; 
          sum(s["sent"] for s in sent.values()), t2 - t1, bound, n * burst, got))
 check(c1["mode"] == "shadow" and c2["mode"] == "enforce", "modes %s, %s" % (c1["mode"], c2["mode"]))
 check(admitted <= bound, "admitted %d after the flip > %.0f: a fresh burst" % (admitted, bound))
+check(got <= bound, "clients received %d after the flip > %.0f: a fresh burst" % (got, bound))
 check(got == admitted, "clients received %d != admitted %d" % (got, admitted))
 for x in bad:
     print("  " + x)
