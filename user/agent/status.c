@@ -26,7 +26,7 @@
 struct pinned {
 	int state, policy, buckets, flow_buckets, limit_stats, rule_stats, parse_stats, leases,
 	    fence;
-	int shadow_win; /* -1 when the pins have none (an agent of layout 1 pinned them) */
+	int shadow_win; /* -1 if unreadable: then no window fields */
 };
 
 /* The recent window `status` reports what enforce would have dropped over. */

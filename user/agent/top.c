@@ -61,7 +61,7 @@ struct top_snap {
 
 struct top_pins {
 	int state, policy, buckets, flow_buckets, limit_stats, leases;
-	int shadow_win; /* -1 when the pins have none (layout 1) */
+	int shadow_win; /* -1 if unreadable: then no window fields */
 };
 
 /* The recent window of a shadow limit's would-drop figure (ll_shadow_win). */
