@@ -113,6 +113,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_limit_stats SEC(".maps");
 
+/* Shadow denials by time slot (struct ll_shadow_win, index: limit id). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LL_MAX_LIMITS);
+	__type(key, __u32);
+	__type(value, struct ll_shadow_win);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_shadow_win SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, LL_MAX_RULES + 1); /* last entry: unmatched (default) */

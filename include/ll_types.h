@@ -493,6 +493,26 @@ struct ll_limit_stats {
 	__u64 graduated;      /* keys given a bucket of their own after a fallback admission */
 };
 
+/* Recent shadow denials of one limit (ll_shadow_win, index: limit id, per
+ * CPU): what enforce would have dropped, by time slot, so that `status` can
+ * say "over the last 10 s" from the pins alone. A slot spans 2^LL_WIN_SHIFT
+ * ns (1.074 s); slot s counts into tag/pkts/bytes[s % LL_WIN_SLOTS] and is
+ * zeroed when a later s reuses its index (tag != s). uid: the limit uid the
+ * slots count for; a reused limit id starts over (every tag dropped).
+ * Counted on the shadow-denial path only (a shadow limit takes its bucket's
+ * lock anyway, or its deny hint): an enforced flood pays nothing for it.
+ */
+#define LL_WIN_SHIFT 30
+#define LL_WIN_SLOTS 16
+_Static_assert(LL_IS_POW2(LL_WIN_SLOTS), "slots are masked with LL_WIN_SLOTS - 1");
+
+struct ll_shadow_win {
+	__u64 uid;		   /* ll_limit_cfg.uid the slots belong to */
+	__u64 tag[LL_WIN_SLOTS];   /* CLOCK_MONOTONIC ns >> LL_WIN_SHIFT of the slot; 0 = empty */
+	__u64 pkts[LL_WIN_SLOTS];  /* shadow denials in that slot */
+	__u64 bytes[LL_WIN_SLOTS]; /* their frame bytes */
+};
+
 /* Per-CPU counters of one rule (index: rule position; LL_MAX_RULES = default). */
 struct ll_rule_stats {
 	__u64 matched_pkts;
@@ -508,7 +528,7 @@ struct ll_rule_stats {
  * agent also compares each pinned map with its own (sizes, flags and BTF
  * types, field by field), so a change that forgot the bump is refused too.
  */
-#define LL_LAYOUT_VERSION 2 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides */
+#define LL_LAYOUT_VERSION 3 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win */
 #define LL_LAYOUT_BUILD_LEN 48
 
 /* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to
