@@ -32,6 +32,7 @@ struct cfg_limit {
 	bool has_fallback;
 	uint64_t fallback_rate;
 	uint64_t fallback_burst;
+	uint8_t meter; /* 1: the coordinator's usage ledger records it (global only) */
 	int line, col; /* where the limit's mapping starts */
 };
 
@@ -99,6 +100,7 @@ struct cfg_coord {
 	uint32_t pending_per_address; /* connections without HELLO one address may hold (4) */
 	struct cfg_tls tls;	      /* mutual TLS with every agent */
 	uint8_t insecure; /* 1: may listen beyond loopback without TLS (insecure: true) */
+	char ledger_path[CFG_PATH_LEN]; /* usage ledger; "" = state-dir/ledger.db */
 };
 
 enum cfg_kind {
