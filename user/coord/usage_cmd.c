@@ -203,7 +203,7 @@ static int reconcile_row(const struct uledger_row *r, void *arg)
 int usage_run(const struct usage_opts *o)
 {
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
-	struct print_ctx x = {.o = o, .pol = pol, .now = (int64_t)time(NULL)};
+	struct print_ctx x = {.o = o, .pol = pol, .now = uledger_now()};
 	struct uledger_query q = {.period = o->period,
 				  .limit = o->limit,
 				  .holder = o->holder,
