@@ -187,6 +187,52 @@ static void test_backwards_counted(void **state)
 	assert_int_equal(uledger_counters(fx->lg)->backwards, 1);
 }
 
+/* Metering turned on over a running agent (its incarnation, its start in
+ * ns, is before the metering began): what it admitted before is not usage
+ * of the metered limit; its first report is the baseline. An agent started
+ * after counts from 0.
+ */
+static void test_metering_starts(void **state)
+{
+	struct fx *fx = *state;
+	const char *const metered[] = {"a"};
+	uint64_t old_inc = (uint64_t)(T0 - 86400) * 1000000000ull;
+	uint64_t new_inc = (uint64_t)(T0 + 10) * 1000000000ull;
+
+	assert_int_equal(uledger_set_metered(fx->lg, metered, 1, T0), 0);
+	rep(fx, "gw-1", old_inc, 40, T0 + 20, "a", tot(5000, 70, 0, 9));
+	rep(fx, "gw-1", old_inc, 41, T0 + 21, "a", tot(5100, 71, 0, 9));
+	rep(fx, "gw-2", new_inc, 1, T0 + 20, "a", tot(30, 0, 0, 0));
+	rep(fx, "gw-2", new_inc, 2, T0 + 21, "a", tot(50, 0, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(100, 1, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-2", ULEDGER_HOUR), tot(50, 0, 0, 0));
+	assert_int_equal(uledger_counters(fx->lg)->first, 1);
+	/* Again at a later start: the first start stands. */
+	assert_int_equal(uledger_set_metered(fx->lg, metered, 1, T0 + 3600), 0);
+	rep(fx, "gw-2", new_inc, 3, T0 + 3700, "a", tot(60, 0, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-2", ULEDGER_HOUR), tot(60, 0, 0, 0));
+}
+
+/* A limit no longer metered drops its marks and start (its usage stays);
+ * metered again, a running agent starts from its next report, not from
+ * what passed meanwhile.
+ */
+static void test_metered_again(void **state)
+{
+	struct fx *fx = *state;
+	const char *const a[] = {"a"}, *const b[] = {"b"};
+	uint64_t inc = (uint64_t)(T0 - 60) * 1000000000ull;
+
+	rep(fx, "gw-1", inc, 1, T0, "a", tot(100, 0, 0, 0)); /* no start recorded: from 0 */
+	assert_int_equal(uledger_set_metered(fx->lg, a, 1, T0), 0);
+	rep(fx, "gw-1", inc, 2, T0 + 10, "a", tot(120, 0, 0, 0));
+	assert_int_equal(uledger_set_metered(fx->lg, b, 1, T0 + 20), 0); /* a: not metered */
+	assert_int_equal(uledger_set_metered(fx->lg, a, 1, T0 + 60), 0); /* metered again */
+	rep(fx, "gw-1", inc, 9, T0 + 61, "a", tot(300, 0, 0, 0));
+	rep(fx, "gw-1", inc, 10, T0 + 62, "a", tot(350, 0, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(170, 0, 0, 0));
+}
+
 struct collect {
 	struct uledger_row r[16];
 	int n;
@@ -571,6 +617,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_delayed_minutes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_agent_restart, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backwards_counted, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_metering_starts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_metered_again, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_period_rollover, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bypass_recorded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_property_random_orders, setup, teardown),

@@ -44,6 +44,11 @@
 #define MAX_AGENTS 4
 /* 2026-11-30T23:00:00Z */
 #define T0 1796079600LL
+/* An agent's incarnation is its start (CLOCK_REALTIME ns): these agents
+ * started after the coordinator (clock T0 + 600) began metering, so their
+ * first reports count from 0.
+ */
+#define INC(x) ((uint64_t)(T0 + 700) * 1000000000ull + (x))
 
 struct agent {
 	char name[16];
@@ -420,7 +425,7 @@ static int run_cli(struct fx *fx, const char *args, char *out, size_t cap)
 static void test_metered_end_to_end(void **state)
 {
 	struct fx *fx = *state;
-	struct agent *a = agent_new(fx, "gw-1", 7);
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
 	char out[8192], want[128];
 
 	assert_true(agent_connect(fx, a));
@@ -476,7 +481,7 @@ static void test_kill9_mid_write(void **state)
 		char name[16];
 
 		snprintf(name, sizeof(name), "gw-%d", i + 1);
-		assert_true(agent_connect(fx, agent_new(fx, name, 100 + (uint64_t)i)));
+		assert_true(agent_connect(fx, agent_new(fx, name, INC(100 + (uint64_t)i))));
 	}
 	for (int round = 0; round < KILLS; round++) {
 		uint64_t end = clock_now_ns() + 2000 * NSEC_PER_MSEC;
@@ -558,7 +563,7 @@ static int fill_disk(struct fx *fx)
 static void test_disk_full(void **state)
 {
 	struct fx *fx = *state;
-	struct agent *a = agent_new(fx, "gw-1", 7);
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
 	int grants[N_LIM] = {0};
 	char path[128];
 	uint64_t end;

@@ -616,16 +616,31 @@ static int usage_ledger_ensure(struct coord *co)
 	bool metered = false;
 	int err;
 
+	const char *names[LL_MAX_LIMITS];
+	size_t n = 0;
+
 	for (uint32_t l = 0; l < co->n_limits; l++)
-		metered |= co->lim[l].meter;
-	if (co->usage || !metered)
+		if (co->lim[l].meter)
+			names[n++] = co->lim[l].name;
+	metered = n > 0;
+	if (!co->usage && !metered)
 		return 0;
-	usage_ledger_path(co, path, sizeof(path));
-	err = uledger_open(&co->usage, path);
-	if (err)
-		pr_warn("cannot open the usage ledger '%s': %s\n", path, strerror(-err));
-	else
+	if (!co->usage) {
+		usage_ledger_path(co, path, sizeof(path));
+		err = uledger_open(&co->usage, path);
+		if (err) {
+			pr_warn("cannot open the usage ledger '%s': %s\n", path, strerror(-err));
+			return err;
+		}
 		pr_info("usage ledger '%s' open\n", path);
+	}
+	/* When each limit's metering began (agents older than that report
+	 * totals that were not metered), and which ended.
+	 */
+	err = uledger_set_metered(co->usage, names, n, uledger_now());
+	if (err)
+		pr_warn("usage ledger: cannot record which limits are metered: %s\n",
+			strerror(-err));
 	return err;
 }
 
@@ -655,7 +670,7 @@ static void record_metered(struct coord *co, struct cholder *h, const struct wir
 	}
 	if (!n || (h->uledger_ns && now - h->uledger_ns < COORD_USAGE_MIN_INTERVAL_NS))
 		return;
-	err = usage_ledger_ensure(co);
+	err = co->usage ? 0 : usage_ledger_ensure(co);
 	if (!err)
 		err = uledger_record(co->usage, h->name, h->incarnation, r->seq, uledger_now(), now,
 				     e, n);

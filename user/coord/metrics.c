@@ -305,14 +305,17 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 		    "Report entries by what the ledger made of them: stale (not above the mark, or "
 		    "of a closed incarnation: nothing added), backwards (totals below the mark: "
 		    "counted from 0), continued (a new incarnation whose totals go on from the "
-		    "last), restarted (a new incarnation counted from 0).");
+		    "last), restarted (a new incarnation counted from 0), first (the first report of "
+		    "an agent started before the limit was metered: the baseline).");
 	fprintf(f,
 		"leaseline_coord_usage_ledger_entries_total{kind=\"stale\"} %llu\n"
 		"leaseline_coord_usage_ledger_entries_total{kind=\"backwards\"} %llu\n"
 		"leaseline_coord_usage_ledger_entries_total{kind=\"continued\"} %llu\n"
-		"leaseline_coord_usage_ledger_entries_total{kind=\"restarted\"} %llu\n",
+		"leaseline_coord_usage_ledger_entries_total{kind=\"restarted\"} %llu\n"
+		"leaseline_coord_usage_ledger_entries_total{kind=\"first\"} %llu\n",
 		(unsigned long long)c.stale, (unsigned long long)c.backwards,
-		(unsigned long long)c.continued, (unsigned long long)c.restarted);
+		(unsigned long long)c.continued, (unsigned long long)c.restarted,
+		(unsigned long long)c.first);
 	prom_family(f, "leaseline_coord_usage_ledger_commit_seconds", "gauge",
 		    "From a report's arrival to its ledger commit, over the last 4096 recorded "
 		    "reports.");

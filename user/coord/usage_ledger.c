@@ -10,6 +10,7 @@
  * transaction and only by the same difference.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ enum {
 	ST_MARK_CLOSE,
 	ST_MARK_PUT,
 	ST_USAGE_ADD,
+	ST_SINCE,
 	ST_BEGIN,
 	ST_COMMIT,
 	ST_ROLLBACK,
@@ -53,6 +55,7 @@ static const char *const stmt_sql[ST_N] = {
 		     "hour) DO UPDATE SET admitted = admitted + excluded.admitted, "
 		     "denied = denied + excluded.denied, fallback = fallback + excluded.fallback, "
 		     "bypass = bypass + excluded.bypass",
+    [ST_SINCE] = "SELECT since FROM metered WHERE limit_name = ?1",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -68,6 +71,8 @@ static const char schema[] =
     " seq INTEGER NOT NULL, admitted INTEGER NOT NULL, denied INTEGER NOT NULL,"
     " fallback INTEGER NOT NULL, bypass INTEGER NOT NULL, current INTEGER NOT NULL,"
     " updated INTEGER NOT NULL, PRIMARY KEY (limit_name, holder, incarnation)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS metered (limit_name TEXT PRIMARY KEY, since INTEGER NOT NULL)"
+    " WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;"
     "INSERT OR IGNORE INTO meta VALUES ('schema', '1');";
 
@@ -234,7 +239,24 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 			bind_key(lg->st[ST_MARK_CLOSE], e->limit, holder);
 			if ((r = step_done(lg->st[ST_MARK_CLOSE])))
 				goto fail;
-		} else if (r != SQLITE_DONE) {
+		} else if (r == SQLITE_DONE) {
+			sqlite3_reset(s);
+			/* Never metered for this holder. An agent that started
+			 * before the limit was metered holds, in its totals,
+			 * what it admitted unmetered: they are the baseline.
+			 */
+			s = lg->st[ST_SINCE];
+			sqlite3_reset(s);
+			sqlite3_bind_text(s, 1, e->limit, -1, SQLITE_STATIC);
+			r = sqlite3_step(s);
+			if (r == SQLITE_ROW &&
+			    inc / 1000000000ull < (uint64_t)sqlite3_column_int64(s, 0)) {
+				base = e->t;
+				lg->c.first++;
+			} else if (r != SQLITE_ROW && r != SQLITE_DONE) {
+				goto fail;
+			}
+		} else {
 			goto fail;
 		}
 		sqlite3_reset(s);
@@ -319,6 +341,72 @@ int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation,
 	lg->c.reports++;
 	lat_add(lg, clock_now_ns() - arrival_ns);
 	return 0;
+}
+
+static bool listed(const char *const *names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(names[i], name))
+			return true;
+	return false;
+}
+
+int uledger_set_metered(struct uledger *lg, const char *const *limits, size_t n, int64_t now_s)
+{
+	sqlite3_stmt *q = NULL, *d = NULL, *dm = NULL, *ins = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(lg->db,
+				"SELECT limit_name FROM metered UNION SELECT limit_name FROM marks",
+				-1, &q, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(lg->db, "DELETE FROM marks WHERE limit_name = ?1", -1, &d,
+					NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(lg->db, "DELETE FROM metered WHERE limit_name = ?1", -1,
+					&dm, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(lg->db,
+					"INSERT OR IGNORE INTO metered (limit_name, since) VALUES "
+					"(?1, ?2)",
+					-1, &ins, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(lg->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	/* Not metered now: marks and start dropped (usage stays). */
+	while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(q, 0);
+
+		rc = SQLITE_OK;
+		if (listed(limits, n, name))
+			continue;
+		pr_info("usage ledger: limit '%s' is not metered now: its marks are dropped (its "
+			"usage stays)\n",
+			name);
+		sqlite3_bind_text(d, 1, name, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(dm, 1, name, -1, SQLITE_TRANSIENT);
+		rc = step_done(d);
+		if (!rc)
+			rc = step_done(dm);
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	/* Metered now and not before: metering starts now. */
+	for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+		sqlite3_bind_text(ins, 1, limits[i], -1, SQLITE_STATIC);
+		sqlite3_bind_int64(ins, 2, now_s);
+		rc = step_done(ins);
+		if (!rc && sqlite3_changes(lg->db))
+			pr_info("usage ledger: limit '%s' metered from now on\n", limits[i]);
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(lg->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK && !sqlite3_get_autocommit(lg->db))
+		sqlite3_exec(lg->db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_finalize(q);
+	sqlite3_finalize(d);
+	sqlite3_finalize(dm);
+	sqlite3_finalize(ins);
+	return rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
 }
 
 static int cmp_u64(const void *a, const void *b)

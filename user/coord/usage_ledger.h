@@ -14,6 +14,11 @@
  * usage and the mark commit together or not at all, and the agent's next
  * report carries the same totals again.
  *
+ * The first report of a (limit, holder) the ledger has no mark for is
+ * diffed against 0, unless its incarnation (the agent's start, CLOCK_REALTIME
+ * ns) is before the limit's metering began: then its totals hold what was
+ * admitted unmetered, and are the baseline.
+ *
  * A new incarnation of a (limit, holder) is diffed against the latest mark
  * of the previous incarnation if every total is at or above it (an agent
  * restart that kept its pinned counters continues them), else against 0
@@ -45,6 +50,7 @@ struct uledger_counters {
 	uint64_t backwards; /* entries whose totals went below the mark with a newer seq */
 	uint64_t continued; /* new incarnations diffed against the previous one's mark */
 	uint64_t restarted; /* new incarnations diffed against 0 */
+	uint64_t first;	    /* first reports of agents older than the metering: baselines */
 	uint64_t failures;  /* batches that could not be committed (nothing written) */
 };
 
@@ -61,6 +67,13 @@ int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation,
 		   int64_t now_s, uint64_t arrival_ns, const struct uledger_entry *e, size_t n);
 
 const struct uledger_counters *uledger_counters(const struct uledger *lg);
+
+/* The limits metered now: one not metered before starts its metering at
+ * now_s (UTC seconds); one no longer metered loses its marks and start, so
+ * that metered again it does not count what passed meanwhile. Usage rows
+ * stay. 0 or -errno.
+ */
+int uledger_set_metered(struct uledger *lg, const char *const *limits, size_t n, int64_t now_s);
 
 /* Arrival-to-commit latency of the last (up to 4096) committed batches, ns. */
 void uledger_latency(const struct uledger *lg, uint64_t *p50, uint64_t *p99, size_t *samples);
