@@ -257,8 +257,8 @@ static void test_period_rollover(void **state)
 	struct uledger_query q = {.period = ULEDGER_HOUR, .limit = "a", .by_holder = 1};
 	struct collect c = {0};
 
-	rep(fx, "gw-1", 7, 1, T0 + 3599, "a", tot(10, 0, 0, 0));	/* 2026-11-30T23 */
-	rep(fx, "gw-1", 7, 2, T0 + 3600, "a", tot(25, 0, 0, 0));	/* 2026-12-01T00 */
+	rep(fx, "gw-1", 7, 1, T0 + 3599, "a", tot(10, 0, 0, 0));     /* 2026-11-30T23 */
+	rep(fx, "gw-1", 7, 2, T0 + 3600, "a", tot(25, 0, 0, 0));     /* 2026-12-01T00 */
 	rep(fx, "gw-1", 7, 3, T0 + 3600 + 1, "a", tot(26, 0, 0, 0)); /* same hour */
 	rep(fx, "gw-1", 7, 4, T0 + 2 * 3600, "a", tot(40, 1, 0, 0)); /* 2026-12-01T01 */
 	assert_int_equal(uledger_query(fx->path, &q, collect_row, &c), 0);
@@ -307,8 +307,8 @@ static void test_bypass_recorded(void **state)
 
 /* ---- the property test ---- */
 
-#define P_INCS 5
-#define P_SEQS 12
+#define P_INCS	  5
+#define P_SEQS	  12
 #define P_HOLDERS 3
 
 struct p_report {
@@ -421,7 +421,8 @@ static void test_property_random_orders(void **state)
 					t.denied += d.denied;
 					t.fallback += d.fallback;
 					t.bypass += d.bypass;
-					lives[h][i][s] = (struct p_report){h, i, (uint64_t)s + 1, t};
+					lives[h][i][s] =
+					    (struct p_report){h, i, (uint64_t)s + 1, t};
 				}
 				/* What the datapath counted in this incarnation. */
 				{
@@ -446,7 +447,8 @@ static void test_property_random_orders(void **state)
 				for (int s = 1; s < last; s++) {
 					ev[n++] = lives[h][i][s];
 					if (rnd(&seed) % 4 == 0) /* duplicate */
-						ev[n++] = lives[h][i][rnd(&seed) % (uint64_t)(s + 1)];
+						ev[n++] =
+						    lives[h][i][rnd(&seed) % (uint64_t)(s + 1)];
 				}
 				for (size_t k = n - 1; k > first + 1; k--) { /* shuffle */
 					size_t j = first + 1 + rnd(&seed) % (k - first);
@@ -457,8 +459,8 @@ static void test_property_random_orders(void **state)
 				}
 				ev[n++] = lives[h][i][last];
 				if (i > 0 && rnd(&seed) % 2) /* a stale copy of an older life */
-					ev[n++] = lives[h][rnd(&seed) % (uint64_t)i]
-						       [rnd(&seed) % P_SEQS];
+					ev[n++] =
+					    lives[h][rnd(&seed) % (uint64_t)i][rnd(&seed) % P_SEQS];
 			}
 		for (size_t k = 0; k < n; k++) {
 			char holder[16];
@@ -519,8 +521,8 @@ static void test_property_any_order_matches_model(void **state)
 			ev[j] = tmp;
 		}
 		for (size_t k = 0; k < n; k++) {
-			rep(fx, "gw-0", 500 + (uint64_t)ev[k].inc, ev[k].seq, T0 + (int64_t)k, limit,
-			    ev[k].t);
+			rep(fx, "gw-0", 500 + (uint64_t)ev[k].inc, ev[k].seq, T0 + (int64_t)k,
+			    limit, ev[k].t);
 			model_apply(&md, &ev[k]);
 		}
 		assert_totals(ledger_sum(fx, limit, "gw-0", ULEDGER_HOUR), md.sum[0]);
@@ -539,8 +541,8 @@ static void test_figure_commit_latency(void **state)
 	size_t n;
 
 	for (uint64_t s = 1; s <= 400; s++) {
-		struct uledger_entry e[4] = {{.limit = "a"}, {.limit = "b"}, {.limit = "c"},
-					     {.limit = "d"}};
+		struct uledger_entry e[4] = {
+		    {.limit = "a"}, {.limit = "b"}, {.limit = "c"}, {.limit = "d"}};
 
 		for (int i = 0; i < 4; i++)
 			e[i].t = tot(s * 1000, s * 10, 0, 0);
@@ -596,9 +598,9 @@ static void test_figure_row_size(void **state)
 				rows++;
 			}
 	sqlite3_finalize(s);
-	assert_int_equal(sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL,
-				      NULL),
-			 SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL, NULL),
+	    SQLITE_OK);
 	sqlite3_close(db);
 	assert_int_equal(stat(fx->path, &st), 0);
 	printf("usage ledger: %ld rows (%d holders x %d limits x %d hours) in %lld bytes: "

@@ -38,9 +38,9 @@
 #include "usage_ledger.h"
 #include "wire.h"
 
-#define TTL_MS	 300
-#define WAIT_MS	 3000
-#define N_LIM	 3 /* a, b metered; c not */
+#define TTL_MS	   300
+#define WAIT_MS	   3000
+#define N_LIM	   3 /* a, b metered; c not */
 #define MAX_AGENTS 4
 /* 2026-11-30T23:00:00Z */
 #define T0 1796079600LL
@@ -186,8 +186,8 @@ static int setup(void **state)
 		char st[96];
 
 		snprintf(st, sizeof(st), "%s/state", fx->dir);
-		fx->small_disk = !mkdir(st, 0700) &&
-				 !mount("tmpfs", st, "tmpfs", 0, "size=1m,mode=0777");
+		fx->small_disk =
+		    !mkdir(st, 0700) && !mount("tmpfs", st, "tmpfs", 0, "size=1m,mode=0777");
 	}
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
@@ -347,8 +347,8 @@ static int add_row(const struct uledger_row *r, void *arg)
 
 static struct uledger_totals ledger_sum(struct fx *fx, const char *limit, const char *holder)
 {
-	struct uledger_query q = {.period = ULEDGER_MONTH, .limit = limit, .holder = holder,
-				  .by_holder = 1};
+	struct uledger_query q = {
+	    .period = ULEDGER_MONTH, .limit = limit, .holder = holder, .by_holder = 1};
 	struct uledger_totals t = {0};
 	char path[128];
 
@@ -448,15 +448,15 @@ static void test_metered_end_to_end(void **state)
 	assert_non_null(strstr(out, "period_start,period_end,limit,holder,unit,admitted"));
 	assert_non_null(strstr(out, "2026-11-30T23:00:00Z,2026-12-01T00:00:00Z,a,gw-1,packets,"
 				    "500,15,0,0\n"));
-	snprintf(want, sizeof(want), "2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,a,gw-1,packets,40,0,"
-				     "0,1000000000\n");
+	snprintf(want, sizeof(want),
+		 "2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,a,gw-1,packets,40,0,"
+		 "0,1000000000\n");
 	assert_non_null(strstr(out, want));
 	assert_int_equal(run_cli(fx, "--period month -j", out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "\"period\":\"2026-11\""));
 	assert_non_null(strstr(out, "\"bypass\":1000000000"));
-	assert_int_equal(run_cli(fx, "--period day --holder gw-1 --from 2026-12-01", out,
-				 sizeof(out)),
-			 0);
+	assert_int_equal(
+	    run_cli(fx, "--period day --holder gw-1 --from 2026-12-01", out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "2026-12-01"));
 	assert_null(strstr(out, "2026-11-30"));
 	assert_int_equal(run_cli(fx, "--reconcile", out, sizeof(out)), 1);

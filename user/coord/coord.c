@@ -1043,7 +1043,9 @@ static void reload(struct coord *co)
  */
 static int run_as(struct coord *co, const char *user)
 {
-	static const char *const files[] = {".", "epoch.log", "usage.log", "initialised"};
+	static const char *const files[] = {
+	    ".", "epoch.log", "usage.log", "initialised", "ledger.db", "ledger.db-wal", "ledger.db-shm",
+	};
 	struct passwd *pw = getpwnam(user);
 
 	if (!pw) {

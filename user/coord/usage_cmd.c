@@ -18,10 +18,9 @@ static const char *const period_names[] = {"hour", "day", "month"};
 
 int usage_parse_time(const char *s, int64_t *out)
 {
-	static const char *const fmts[] = {"%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S",
-					   "%Y-%m-%dT%H:%MZ",	 "%Y-%m-%dT%H:%M",
-					   "%Y-%m-%dT%HZ",	 "%Y-%m-%dT%H",
-					   "%Y-%m-%d",		 "%Y-%m"};
+	static const char *const fmts[] = {
+	    "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%MZ", "%Y-%m-%dT%H:%M",
+	    "%Y-%m-%dT%HZ",	  "%Y-%m-%dT%H",       "%Y-%m-%d",	  "%Y-%m"};
 	char *end;
 
 	if (s[0] == '@') {
@@ -149,7 +148,8 @@ static int reconcile_row(const struct uledger_row *r, void *arg)
 	size_t n = 0;
 
 	if (!l) {
-		fprintf(stderr, "leaseline usage: limit '%s' is not in the policy: not reconciled\n",
+		fprintf(stderr,
+			"leaseline usage: limit '%s' is not in the policy: not reconciled\n",
 			r->limit);
 		return 0;
 	}

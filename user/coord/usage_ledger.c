@@ -44,12 +44,13 @@ static const char *const stmt_sql[ST_N] = {
 		    "WHERE limit_name = ?1 AND holder = ?2 AND current = 1",
     [ST_MARK_CLOSE] = "UPDATE marks SET current = 0 WHERE limit_name = ?1 AND holder = ?2 "
 		      "AND current = 1",
-    [ST_MARK_PUT] = "INSERT INTO marks (limit_name, holder, incarnation, seq, admitted, denied, "
-		    "fallback, bypass, current, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, "
-		    "?9) ON CONFLICT (limit_name, holder, incarnation) DO UPDATE SET "
-		    "seq = excluded.seq, admitted = excluded.admitted, denied = excluded.denied, "
-		    "fallback = excluded.fallback, bypass = excluded.bypass, "
-		    "updated = excluded.updated",
+    [ST_MARK_PUT] =
+	"INSERT INTO marks (limit_name, holder, incarnation, seq, admitted, denied, "
+	"fallback, bypass, current, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, "
+	"?9) ON CONFLICT (limit_name, holder, incarnation) DO UPDATE SET "
+	"seq = excluded.seq, admitted = excluded.admitted, denied = excluded.denied, "
+	"fallback = excluded.fallback, bypass = excluded.bypass, "
+	"updated = excluded.updated",
     [ST_USAGE_ADD] = "INSERT INTO usage (limit_name, holder, hour, admitted, denied, fallback, "
 		     "bypass) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (limit_name, holder, "
 		     "hour) DO UPDATE SET admitted = admitted + excluded.admitted, "
@@ -116,8 +117,8 @@ int uledger_open(struct uledger **out, const char *path)
 	*out = NULL;
 	if (!lg)
 		return -ENOMEM;
-	rc = sqlite3_open_v2(path, &lg->db,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	rc = sqlite3_open_v2(
+	    path, &lg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	/* WAL: a commit is one append and fsync; readers (leaseline usage)
 	 * never block the coordinator. FULL: a committed report survives a
 	 * power loss too. A small WAL (checkpointed every 256 pages, cut back
@@ -134,8 +135,8 @@ int uledger_open(struct uledger **out, const char *path)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(lg->db, schema, NULL, NULL, NULL);
 	for (int i = 0; rc == SQLITE_OK && i < ST_N; i++)
-		rc = sqlite3_prepare_v3(lg->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &lg->st[i],
-					NULL);
+		rc = sqlite3_prepare_v3(lg->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&lg->st[i], NULL);
 	if (rc != SQLITE_OK) {
 		int err = sql_errno(rc);
 
@@ -492,11 +493,12 @@ int uledger_query(const char *path, const struct uledger_query *q,
 	static const char *const pexpr[] = {
 	    [ULEDGER_HOUR] = "hour",
 	    [ULEDGER_DAY] = "(hour - hour % 86400)",
-	    [ULEDGER_MONTH] = "CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
+	    [ULEDGER_MONTH] =
+		"CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
 	};
 	int64_t from = q->from ? uledger_period_start(q->period, q->from) : 0;
-	int64_t to = q->to ? uledger_period_next(q->period, uledger_period_start(q->period, q->to - 1))
-			   : 0;
+	int64_t to =
+	    q->to ? uledger_period_next(q->period, uledger_period_start(q->period, q->to - 1)) : 0;
 	char sql[1024];
 	sqlite3_stmt *s = NULL;
 	sqlite3 *db = NULL;
