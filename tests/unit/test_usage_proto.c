@@ -60,7 +60,7 @@ struct agent {
 
 struct fx {
 	pid_t pid;
-	int port;
+	int port, metrics_port;
 	char dir[64];
 	char now_file[96];
 	struct wire_msg *m;
@@ -169,6 +169,7 @@ static int setup(void **state)
 		return -1;
 	signal(SIGPIPE, SIG_IGN);
 	fx->port = free_port();
+	fx->metrics_port = free_port();
 	fx->m = malloc(sizeof(*fx->m));
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ll-usage-proto-XXXXXX");
 	if (fx->port < 0 || !fx->m || !mkdtemp(fx->dir))
@@ -191,8 +192,8 @@ static int setup(void **state)
 	}
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
-		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: 8\n%s",
-		 fx->port, TTL_MS, getuid() == 0 ? "user: nobody\n" : "");
+		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: 8\nmetrics: 127.0.0.1:%d\n%s",
+		 fx->port, TTL_MS, fx->metrics_port, getuid() == 0 ? "user: nobody\n" : "");
 	write_file(fx->dir, "coord.yaml", coord);
 	*state = fx;
 	return coord_start(fx);
@@ -407,6 +408,33 @@ static void settle(struct fx *fx)
 	}
 }
 
+/* One sample of the coordinator's /metrics: its value, or -1. */
+static double metric(struct fx *fx, const char *sample)
+{
+	char req[] = "GET /metrics HTTP/1.0\r\n\r\n", *buf = malloc(1 << 20), *p;
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)fx->metrics_port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	size_t n = 0;
+	ssize_t r;
+	double v = -1;
+
+	assert_non_null(buf);
+	if (fd >= 0 && !connect(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    write(fd, req, sizeof(req) - 1) == (ssize_t)sizeof(req) - 1)
+		while (n < (1 << 20) - 1 && (r = read(fd, buf + n, (1 << 20) - 1 - n)) > 0)
+			n += (size_t)r;
+	buf[n] = '\0';
+	p = strstr(buf, sample);
+	if (p)
+		v = strtod(p + strlen(sample), NULL);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return v;
+}
+
 static int run_cli(struct fx *fx, const char *args, char *out, size_t cap)
 {
 	char cmd[512];
@@ -533,6 +561,23 @@ static void test_kill9_mid_write(void **state)
 			assert_true(agent_connect(fx, &fx->ag[i]));
 	}
 	settle(fx);
+	/* What the last run measured: report arrival to ledger commit. */
+	for (int i = 0; i < 30; i++) { /* more reports to measure */
+		usleep(110 * 1000);
+		for (int k = 0; k < fx->n_ag; k++) {
+			drain(fx, &fx->ag[k], NULL);
+			agent_count(&fx->ag[k], 5, 0, 0);
+			agent_report(fx, &fx->ag[k]);
+		}
+	}
+	settle(fx);
+	printf("in the coordinator (4 agents, 2 metered limits a report, fsync): arrival to "
+	       "commit p50 %.3f ms, p99 %.3f ms over %.0f reports\n",
+	       1e3 * metric(fx, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.5\"} "),
+	       1e3 * metric(fx, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.99\"} "),
+	       metric(fx, "leaseline_coord_usage_ledger_reports_total{result=\"recorded\"} "));
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.5\"} ") >
+		    0);
 	printf("coordinator killed %d times while reports flowed: %d inside pwrite64 of the "
 	       "ledger's WAL, %d inside its fdatasync/fsync; ledger = agents' totals\n",
 	       KILLS, mid_write[1], mid_write[0]);

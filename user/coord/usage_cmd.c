@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "out.h"
@@ -226,6 +227,14 @@ int usage_run(const struct usage_opts *o)
 		snprintf(path, sizeof(path), "%s", co.ledger_path);
 	else
 		snprintf(path, sizeof(path), "%s/ledger.db", co.state_dir);
+	if (access(path, R_OK)) {
+		fprintf(stderr,
+			"leaseline usage: no usage ledger at '%s' (%s): no limit has meter: true, "
+			"or the coordinator has not run with one\n",
+			path, strerror(errno));
+		free(pol);
+		return 1;
+	}
 	if (o->format == USAGE_JSON) {
 		out_init(&x.out, stdout, true);
 		out_obj_begin(&x.out, NULL);
