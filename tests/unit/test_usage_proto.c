@@ -53,7 +53,8 @@
 struct agent {
 	char name[16];
 	uint64_t inc, seq;
-	struct uledger_totals t[N_LIM]; /* what its datapath counted */
+	struct uledger_totals t[N_LIM];	  /* its counters now (this incarnation's totals) */
+	struct uledger_totals acc[N_LIM]; /* counted by incarnations whose pins were lost */
 	struct conn c;
 	bool up;
 };
@@ -359,12 +360,41 @@ static struct uledger_totals ledger_sum(struct fx *fx, const char *limit, const 
 	return t;
 }
 
+/* What its datapath counted, all incarnations together. */
+static struct uledger_totals counted(const struct agent *a, int l)
+{
+	return (struct uledger_totals){
+	    .admitted = a->acc[l].admitted + a->t[l].admitted,
+	    .denied = a->acc[l].denied + a->t[l].denied,
+	    .fallback = a->acc[l].fallback + a->t[l].fallback,
+	    .bypass = a->acc[l].bypass + a->t[l].bypass,
+	};
+}
+
 static bool ledger_equals(struct fx *fx, const struct agent *a, int l)
 {
 	char lim[2] = {(char)('a' + l), 0};
-	struct uledger_totals g = ledger_sum(fx, lim, a->name);
+	struct uledger_totals g = ledger_sum(fx, lim, a->name), w = counted(a, l);
 
-	return !memcmp(&g, &a->t[l], sizeof(g));
+	return !memcmp(&g, &w, sizeof(g));
+}
+
+/* The agent restarts: a new incarnation (a later start), seq from 1; its
+ * counters go on if it kept its pins, else begin at 0 (a reboot).
+ */
+static void agent_restart(struct fx *fx, struct agent *a, bool kept_pins)
+{
+	if (a->up)
+		conn_close(&a->c);
+	a->up = false;
+	a->inc += 1000000000ull; /* started a second later */
+	a->seq = 0;
+	if (!kept_pins)
+		for (int l = 0; l < N_LIM; l++) {
+			a->acc[l] = counted(a, l);
+			memset(&a->t[l], 0, sizeof(a->t[l]));
+		}
+	assert_true(agent_connect(fx, a));
 }
 
 /* Report (spaced past the coordinator's 100 ms between records) until the
@@ -396,12 +426,13 @@ static void settle(struct fx *fx)
 
 		for (int l = 0; l < 2; l++) {
 			char lim[2] = {(char)('a' + l), 0};
+			struct uledger_totals w = counted(&fx->ag[i], l);
 
 			g = ledger_sum(fx, lim, fx->ag[i].name);
-			assert_int_equal(g.admitted, fx->ag[i].t[l].admitted);
-			assert_int_equal(g.denied, fx->ag[i].t[l].denied);
-			assert_int_equal(g.fallback, fx->ag[i].t[l].fallback);
-			assert_int_equal(g.bypass, fx->ag[i].t[l].bypass);
+			assert_int_equal(g.admitted, w.admitted);
+			assert_int_equal(g.denied, w.denied);
+			assert_int_equal(g.fallback, w.fallback);
+			assert_int_equal(g.bypass, w.bypass);
 		}
 		g = ledger_sum(fx, "c", fx->ag[i].name); /* not metered: nothing */
 		assert_int_equal(g.admitted, 0);
@@ -449,7 +480,9 @@ static int run_cli(struct fx *fx, const char *args, char *out, size_t cap)
 	return WEXITSTATUS(pclose(p));
 }
 
-/* Duplicates and replays over TCP, an hour boundary, bypass, and the CLI. */
+/* Duplicates and replays over TCP, agent restarts keeping and losing their
+ * pins, an hour boundary, bypass, and the CLI.
+ */
 static void test_metered_end_to_end(void **state)
 {
 	struct fx *fx = *state;
@@ -465,6 +498,17 @@ static void test_metered_end_to_end(void **state)
 	assert_int_equal(agent_report_seq(fx, a, a->seq), 0); /* retransmitted */
 	assert_int_equal(agent_report_seq(fx, a, 2), 0);      /* replayed */
 	settle(fx);
+	/* Restarts: one keeping its pins (totals go on), one losing them. */
+	agent_restart(fx, a, true);
+	agent_count(a, 7, 0, 0);
+	settle(fx);
+	agent_restart(fx, a, false);
+	agent_count(a, 3, 0, 0);
+	settle(fx);
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_entries_total{kind=\"continued\"} ") ==
+		    2); /* a and b */
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_entries_total{kind=\"restarted\"} ") ==
+		    2);
 	/* The hour ends: what comes now is the next hour's. */
 	set_now(fx, T0 + 3600 + 5);
 	agent_count(a, 40, 0, 0);
@@ -475,7 +519,7 @@ static void test_metered_end_to_end(void **state)
 	assert_int_equal(run_cli(fx, "--csv --limit a", out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "period_start,period_end,limit,holder,unit,admitted"));
 	assert_non_null(strstr(out, "2026-11-30T23:00:00Z,2026-12-01T00:00:00Z,a,gw-1,packets,"
-				    "500,15,0,0\n"));
+				    "510,15,0,0\n"));
 	snprintf(want, sizeof(want),
 		 "2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,a,gw-1,packets,40,0,"
 		 "0,1000000000\n");
