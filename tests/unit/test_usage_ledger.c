@@ -18,11 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <sqlite3.h>
 
 #include "clock.h"
+#include "usage_cmd.h"
 #include "usage_ledger.h"
 
 /* 2026-11-30T23:00:00Z: an hour before a day and a month end. */
@@ -529,6 +531,83 @@ static void test_property_any_order_matches_model(void **state)
 	}
 }
 
+/* ---- leaseline usage --reconcile ---- */
+
+/* usage_run's stdout and exit code. */
+static int usage_out(struct usage_opts *o, char *out, size_t cap)
+{
+	char path[] = "/tmp/ll-usage-out-XXXXXX";
+	int fd = mkstemp(path), saved = dup(1), rc;
+	ssize_t n;
+
+	assert_true(fd >= 0 && saved >= 0);
+	fflush(stdout);
+	dup2(fd, 1);
+	rc = usage_run(o);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	n = pread(fd, out, cap - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	close(fd);
+	unlink(path);
+	return rc;
+}
+
+/* Contract R 1/s, B 10: an hour's bound is 3610. An hour over it whose
+ * hour before had the room (usage of one arriving in the next): late
+ * reports. Fallback beyond the bound: fallback. Within: not listed.
+ */
+static void test_reconcile_causes(void **state)
+{
+	struct fx *fx = *state;
+	char cfg[160], out[4096];
+	struct usage_opts o = {.period = ULEDGER_HOUR, .reconcile = true, .format = USAGE_TEXT};
+	FILE *f;
+
+	snprintf(cfg, sizeof(cfg), "%s/policy.yaml", fx->dir);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fputs("version: 1\nlimits:\n"
+	      "  - {name: a, scope: global, rate: 1, burst: 10, meter: true}\n"
+	      "  - {name: b, scope: global, rate: 2, burst: 10, meter: true, on-loss: fallback,"
+	      " fallback: {rate: 1, burst: 1}}\n"
+	      "rules:\n  - {name: all, limits: [a, b]}\n",
+	      f);
+	fclose(f);
+	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fputs("policy: policy.yaml\nstate-dir: .\ngateways: 1\n", f);
+	fclose(f);
+	rep(fx, "gw-1", 7, 1, T0 + 10, "a", tot(1000, 0, 0, 0));
+	rep(fx, "gw-1", 7, 2, T0 + 3600 + 10, "a", tot(1000 + 5000, 0, 0, 0)); /* 1390 over */
+	rep(fx, "gw-1", 7, 3, T0 + 7200 + 10, "a", tot(6000 + 100, 0, 0, 0));
+	rep(fx, "gw-1", 7, 1, T0 + 10, "b", tot(100, 0, 0, 0));
+	rep(fx, "gw-1", 7, 2, T0 + 20, "b", tot(100, 0, 8000, 0)); /* fallback: over 7210 */
+	o.config = cfg;
+	assert_int_equal(usage_out(&o, out, sizeof(out)), 1);
+	printf("%s", out);
+	assert_non_null(strstr(out, "2026-12-01T00Z a"));
+	assert_non_null(strstr(out, "by 1390: late reports (the period before had the room)"));
+	assert_non_null(strstr(out, "2026-11-30T23Z b"));
+	assert_non_null(strstr(out, "fallback 8000"));
+	assert_null(strstr(out, "2026-11-30T23Z a"));
+	assert_null(strstr(out, "2026-12-01T01Z"));
+	/* Within the contract: exit 0, said. */
+	o.limit = "a";
+	o.from = T0 + 7200;
+	assert_int_equal(usage_out(&o, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "within B + R*T"));
+	/* CSV of the rows. */
+	o.reconcile = false;
+	o.format = USAGE_CSV;
+	o.from = 0;
+	assert_int_equal(usage_out(&o, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,a,gw-1,packets,5000,"
+				    "0,0,0\n"));
+}
+
 /* ---- figures ---- */
 
 /* Arrival to commit, one report of 4 metered limits a transaction, with
@@ -623,6 +702,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_metered_again, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_period_rollover, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bypass_recorded, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reconcile_causes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_property_random_orders, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_property_any_order_matches_model, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_commit_latency, setup, teardown),

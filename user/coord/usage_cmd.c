@@ -72,9 +72,12 @@ struct print_ctx {
 	/* reconcile */
 	int64_t now;
 	size_t over;
-	char prev_limit[32];
-	int64_t prev_end;
-	uint64_t prev_slack;
+	struct {
+		char limit[32];
+		int64_t end;	/* the end of its last period seen */
+		uint64_t slack; /* what that period left of B + R*T */
+	} prev[128];
+	size_t n_prev;
 };
 
 static const struct cfg_limit *policy_limit(const struct cfg_policy *pol, const char *name)
@@ -146,7 +149,7 @@ static int reconcile_row(const struct uledger_row *r, void *arg)
 	uint64_t secs = end > r->start ? (uint64_t)(end - r->start) : 0;
 	uint64_t bound, passed = r->t.admitted + r->t.fallback + r->t.bypass, slack;
 	char per[32], causes[256] = "";
-	size_t n = 0;
+	size_t n = 0, i;
 
 	if (!l) {
 		fprintf(stderr,
@@ -155,10 +158,20 @@ static int reconcile_row(const struct uledger_row *r, void *arg)
 		return 0;
 	}
 	bound = l->burst + l->rate * secs;
-	slack = (!strcmp(x->prev_limit, r->limit) && x->prev_end == r->start) ? x->prev_slack : 0;
-	snprintf(x->prev_limit, sizeof(x->prev_limit), "%s", r->limit);
-	x->prev_end = r->end;
-	x->prev_slack = bound > r->t.admitted ? bound - r->t.admitted : 0;
+	/* The same limit's period before, if it was the one just before. */
+	for (i = 0; i < x->n_prev && strcmp(x->prev[i].limit, r->limit); i++)
+		;
+	if (i == x->n_prev && i < sizeof(x->prev) / sizeof(x->prev[0])) {
+		snprintf(x->prev[i].limit, sizeof(x->prev[i].limit), "%s", r->limit);
+		x->prev[i].end = 0;
+		x->n_prev++;
+	}
+	slack = 0;
+	if (i < x->n_prev) {
+		slack = x->prev[i].end == r->start ? x->prev[i].slack : 0;
+		x->prev[i].end = r->end;
+		x->prev[i].slack = bound > r->t.admitted ? bound - r->t.admitted : 0;
+	}
 	if (passed <= bound)
 		return 0;
 	if (r->t.bypass)
