@@ -608,22 +608,22 @@ static void usage_ledger_path(const struct coord *co, char *buf, size_t len)
 }
 
 /* Open the usage ledger once a limit is metered (at start, after a reload,
- * or again after it could not be opened). 0 or -errno.
+ * or again after it could not be opened) and record which limits are
+ * metered from now on. 0 or -errno (usage_unsynced stays set: tried again
+ * before the next record).
  */
 static int usage_ledger_ensure(struct coord *co)
 {
 	char path[CFG_PATH_LEN + 16];
-	bool metered = false;
-	int err;
-
 	const char *names[LL_MAX_LIMITS];
 	size_t n = 0;
+	int err;
 
 	for (uint32_t l = 0; l < co->n_limits; l++)
 		if (co->lim[l].meter)
 			names[n++] = co->lim[l].name;
-	metered = n > 0;
-	if (!co->usage && !metered)
+	co->usage_unsynced = true;
+	if (!co->usage && !n)
 		return 0;
 	if (!co->usage) {
 		usage_ledger_path(co, path, sizeof(path));
@@ -639,8 +639,10 @@ static int usage_ledger_ensure(struct coord *co)
 	 */
 	err = uledger_set_metered(co->usage, names, n, uledger_now());
 	if (err)
-		pr_warn("usage ledger: cannot record which limits are metered: %s\n",
+		pr_warn("usage ledger: cannot record which limits are metered: %s; no grant for "
+			"metered limits until it can\n",
 			strerror(-err));
+	co->usage_unsynced = err != 0;
 	return err;
 }
 
@@ -670,7 +672,10 @@ static void record_metered(struct coord *co, struct cholder *h, const struct wir
 	}
 	if (!n || (h->uledger_ns && now - h->uledger_ns < COORD_USAGE_MIN_INTERVAL_NS))
 		return;
-	err = co->usage ? 0 : usage_ledger_ensure(co);
+	/* Not open, or which limits are metered not recorded (a failed
+	 * write): first that, or an old agent's totals could count as usage.
+	 */
+	err = co->usage && !co->usage_unsynced ? 0 : usage_ledger_ensure(co);
 	if (!err)
 		err = uledger_record(co->usage, h->name, h->incarnation, r->seq, uledger_now(), now,
 				     e, n);

@@ -94,6 +94,7 @@ struct coord {
 	uint64_t ring_full, key_ledger_full, link_drops; /* allocator failures (telemetry.h) */
 	uint64_t reloads, reloads_refused;		 /* SIGHUP: policies loaded, refused */
 	struct uledger *usage; /* the usage ledger; NULL until a limit is metered */
+	bool usage_unsynced;   /* the metered limits not yet recorded in it */
 	uint64_t usage_failures; /* reports the usage ledger could not record (no grant) */
 };
 
