@@ -71,6 +71,7 @@ struct fx {
 };
 
 static bool want_small_disk;
+static bool want_unmetered; /* b not metered at the start (a is: the ledger opens) */
 
 static int free_port(void)
 {
@@ -164,7 +165,7 @@ static int coord_start(struct fx *fx)
 static int setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
-	char coord[256];
+	char coord[256], policy[512];
 
 	if (!fx || access(bin(), X_OK))
 		return -1;
@@ -178,12 +179,14 @@ static int setup(void **state)
 	chmod(fx->dir, 0755); /* the coordinator runs as nobody: it reads the clock file */
 	snprintf(fx->now_file, sizeof(fx->now_file), "%s/now", fx->dir);
 	set_now(fx, T0 + 600);
-	write_file(fx->dir, "policy.yaml",
-		   "version: 1\nlimits:\n"
-		   "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
-		   "  - {name: b, scope: global, rate: 900, burst: 90, meter: true}\n"
-		   "  - {name: c, scope: global, rate: 900, burst: 90}\n"
-		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+	snprintf(policy, sizeof(policy),
+		 "version: 1\nlimits:\n"
+		 "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
+		 "  - {name: b, scope: global, rate: 900, burst: 90%s}\n"
+		 "  - {name: c, scope: global, rate: 900, burst: 90}\n"
+		 "rules:\n  - {name: all, limits: [a, b, c]}\n",
+		 want_unmetered ? "" : ", meter: true");
+	write_file(fx->dir, "policy.yaml", policy);
 	if (want_small_disk) {
 		char st[96];
 
@@ -198,6 +201,16 @@ static int setup(void **state)
 	write_file(fx->dir, "coord.yaml", coord);
 	*state = fx;
 	return coord_start(fx);
+}
+
+static int setup_unmetered(void **state)
+{
+	int rc;
+
+	want_unmetered = true;
+	rc = setup(state);
+	want_unmetered = false;
+	return rc;
 }
 
 static int setup_small_disk(void **state)
@@ -628,6 +641,83 @@ static void test_kill9_mid_write(void **state)
 	assert_true(mid_write[0] + mid_write[1] >= 3);
 }
 
+/* Report until the ledger holds `want` for (limit, holder); bounded. */
+static bool ledger_reaches(struct fx *fx, struct agent *a, const char *limit,
+			   struct uledger_totals want)
+{
+	uint64_t end = clock_now_ns() + 2 * WAIT_MS * NSEC_PER_MSEC;
+	struct uledger_totals g;
+
+	do {
+		usleep(120 * 1000);
+		drain(fx, a, NULL);
+		agent_report(fx, a);
+		usleep(50 * 1000);
+		g = ledger_sum(fx, limit, a->name);
+	} while (memcmp(&g, &want, sizeof(g)) && clock_now_ns() < end);
+	return !memcmp(&g, &want, sizeof(g));
+}
+
+/* meter: true added by a reload over a running agent: what it admitted
+ * before is not billed (its first report after is the baseline); what it
+ * admits after is, exactly. Removed and added again: the gap is not billed.
+ */
+static void test_meter_turned_on_by_reload(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
+	struct uledger_totals want = {0};
+
+	assert_true(agent_connect(fx, a));
+	agent_count(a, 5000, 50, 0); /* b (index 1) not metered yet: 10000 admitted */
+	assert_int_equal(agent_report(fx, a), 0);
+	usleep(150 * 1000);
+	set_now(fx, T0 + 800); /* the agent started at T0 + 700: before the metering */
+	write_file(fx->dir, "policy.yaml",
+		   "version: 2\nlimits:\n"
+		   "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: b, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: c, scope: global, rate: 900, burst: 90}\n"
+		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+	kill(fx->pid, SIGHUP);
+	for (int i = 0; i < 100 && !log_has(fx, "limit 'b' metered from now on"); i++)
+		usleep(20 * 1000);
+	assert_true(log_has(fx, "limit 'b' metered from now on"));
+	/* Baseline: the first report after; then 40 more admitted (x2 for b). */
+	assert_true(ledger_reaches(fx, a, "b", want));
+	agent_count(a, 40, 1, 0);
+	want.admitted = 80;
+	want.denied = 1;
+	assert_true(ledger_reaches(fx, a, "b", want));
+	/* Not metered, 1000 more admitted, metered again: the gap is not billed. */
+	write_file(fx->dir, "policy.yaml",
+		   "version: 3\nlimits:\n"
+		   "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: b, scope: global, rate: 900, burst: 90}\n"
+		   "  - {name: c, scope: global, rate: 900, burst: 90}\n"
+		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+	kill(fx->pid, SIGHUP);
+	for (int i = 0; i < 100 && !log_has(fx, "limit 'b' is not metered now"); i++)
+		usleep(20 * 1000);
+	agent_count(a, 500, 0, 0);
+	agent_report(fx, a);
+	usleep(150 * 1000);
+	write_file(fx->dir, "policy.yaml",
+		   "version: 4\nlimits:\n"
+		   "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: b, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: c, scope: global, rate: 900, burst: 90}\n"
+		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+	set_now(fx, T0 + 900);
+	kill(fx->pid, SIGHUP);
+	for (int i = 0; i < 100 && !log_has(fx, "policy version 4"); i++)
+		usleep(20 * 1000);
+	assert_true(ledger_reaches(fx, a, "b", want)); /* the baseline again */
+	agent_count(a, 3, 0, 0);
+	want.admitted += 6;
+	assert_true(ledger_reaches(fx, a, "b", want));
+}
+
 static int fill_disk(struct fx *fx)
 {
 	static const char chunk[4096];
@@ -696,6 +786,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_metered_end_to_end, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill9_mid_write, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_meter_turned_on_by_reload, setup_unmetered,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_disk_full, setup_small_disk, teardown),
 	};
 
