@@ -637,6 +637,39 @@ static void test_figure_commit_latency(void **state)
 	assert_true(p50 > 0 && p99 >= p50);
 }
 
+/* Throughput at the widest report: 64 metered limits (WIRE_MAX_ENTRIES)
+ * in each, one transaction and fsync per report, 8 holders. Printed.
+ */
+static void test_figure_throughput(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_entry e[64];
+	char names[64][16];
+	uint64_t t0, ns;
+	const int reports = 200;
+
+	for (int i = 0; i < 64; i++) {
+		snprintf(names[i], sizeof(names[i]), "tenant-%02d", i);
+		e[i].limit = names[i];
+	}
+	t0 = clock_now_ns();
+	for (int r = 1; r <= reports; r++) {
+		char holder[16];
+
+		snprintf(holder, sizeof(holder), "gw-%d", r % 8);
+		for (int i = 0; i < 64; i++)
+			e[i].t = tot((uint64_t)r * 1000 + (uint64_t)i, (uint64_t)r, 0, 0);
+		assert_int_equal(uledger_record(fx->lg, holder, 7, (uint64_t)r, T0 + r,
+						clock_now_ns(), e, 64),
+				 0);
+	}
+	ns = clock_now_ns() - t0;
+	printf("usage ledger: %d reports of 64 metered limits in %.3f s: %.0f reports/s, %.0f "
+	       "entries/s (fsync each report)\n",
+	       reports, (double)ns / 1e9, reports / ((double)ns / 1e9),
+	       reports * 64 / ((double)ns / 1e9));
+}
+
 /* Bytes per (limit, holder, hour) row: a month of 8 holders x 16 limits,
  * realistic magnitudes, the file as it stands after a checkpoint. Printed.
  */
@@ -706,6 +739,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_property_random_orders, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_property_any_order_matches_model, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_commit_latency, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_figure_throughput, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_row_size, setup, teardown),
 	};
 

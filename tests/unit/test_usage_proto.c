@@ -8,7 +8,9 @@
  * coordinator killed with SIGKILL while it is inside a write (pwrite64,
  * fdatasync or fsync seen in /proc/PID/syscall), again and again while reports flow:
  * nothing lost, nothing doubled. A full disk: no grant for the metered
- * limits, the agent reports again, nothing lost or doubled. Every test ends
+ * limits, the agent reports again, nothing lost or doubled. meter: turned
+ * on, off and on by SIGHUP over a running agent bills only what it admitted
+ * while metered. Every test ends
  * with the ledger's totals equal, exactly, to what the fake agents counted.
  */
 #include <setjmp.h>
