@@ -33,7 +33,7 @@ CFLAGS    ?= -O2 -g
 LL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(EXTRA_CFLAGS)
 DEP_FLAGS := -MMD -MP
 BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -Ibpf -I$(ARCH_INC) -D__TARGET_ARCH_x86
-LDLIBS    := -lbpf -lelf -lz -lyaml -lssl -lcrypto -lsqlite3 -lpthread -lm
+LDLIBS    := -lxdp -lbpf -lelf -lz -lyaml -lssl -lcrypto -lsqlite3 -lpthread -lm
 
 # The XDP program the agent embeds, and the benchmark-only programs.
 BPF_SRCS  := bpf/leaseline.bpf.c $(wildcard bench/bpf/*.bpf.c)

@@ -108,7 +108,7 @@ struct ll_limit_cfg {
 	__u32 gen;	 /* new (unique) value when rate or burst changes */
 	__u32 prev_gen;	 /* generation that prev_* describe; 0 if none */
 	__u32 uid;	 /* changes when the id is reused by another limit */
-	__u32 pad2;
+	__u32 ov_ver;	 /* moves on whenever this limit's overrides (ll_overrides) change */
 	__u8 key_mode;	/* enum ll_key_mode */
 	__u8 unit;	/* enum ll_unit */
 	__u8 mode;	/* enum ll_mode */
@@ -119,10 +119,44 @@ struct ll_limit_cfg {
 	__u8 on_loss;	  /* global: enum ll_on_loss */
 	__u32 mask_v4;	  /* network order mask of prefix_v4, applied to the v4 address word */
 	__u32 mask_v6[4]; /* network order mask of prefix_v6 */
-	__u32 pad1;
+	__u32 flags;	  /* LL_LIM_* */
 	__u64 fb_rate; /* global + fallback: this gateway's reserved share */
 	__u64 fb_burst_s;
 	char name[LL_NAME_LEN];
+};
+
+/* ll_limit_cfg.flags */
+enum {
+	/* The limit has (or had) per-key overrides: a bucket looks its key up
+	 * in ll_overrides when it is made and when ov_ver moves on.
+	 */
+	LL_LIM_OVERRIDES = 1,
+	/* Buckets made for this limit start empty at reload_ns (refilled from
+	 * then), not full: a limit that changed its unit starts afresh under a
+	 * new uid without a fresh burst.
+	 */
+	LL_LIM_EMPTY_START = 2,
+	/* A global limit whose keys may have contracts of their own (overrides,
+	 * leased by the coordinator as per-key grants): the agent bounds a
+	 * key's grant by the largest contract the token math holds, not the
+	 * limit's, and a denied key asks for as much as it can get.
+	 */
+	LL_LIM_KEY_CONTRACTS = 4,
+};
+
+/* Per-key overrides of local limits (ll_overrides, an LPM trie): a prefix
+ * of the limit's key with a contract of its own, as an ll_key_grant (rate,
+ * burst_s, fill_ns, a unique generation; rate 0 and burst 0: deny; the
+ * largest rate and burst the token math holds: unlimited). prefixlen counts
+ * the 32 bits of the uid, then the address's (IPv4 as v4-mapped, so 96 +
+ * its prefix).
+ */
+#define LL_MAX_OVERRIDES 262144 /* entries of ll_overrides, all limits */
+
+struct ll_ov_key {
+	__u32 prefixlen;
+	__u32 limit_uid;
+	__u32 addr[4]; /* network order */
 };
 
 /* Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order,
@@ -474,7 +508,7 @@ struct ll_rule_stats {
  * agent also compares each pinned map with its own (sizes, flags and BTF
  * types, field by field), so a change that forgot the bump is refused too.
  */
-#define LL_LAYOUT_VERSION 1
+#define LL_LAYOUT_VERSION 2 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides */
 #define LL_LAYOUT_BUILD_LEN 48
 
 /* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to

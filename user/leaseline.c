@@ -538,16 +538,27 @@ static int cmd_detach(int argc, char **argv)
 	ifindex = (int)if_nametoindex(argv[optind]);
 	if (!ifindex)
 		return usage_error("detach", "no interface '%s'", argv[optind]);
+	struct attach_info ai;
+	bool in_dispatcher = !attach_query(ifindex, &ai) && ai.dispatcher;
+
 	err = attach_detach(ifindex, force);
 	if (err == -ENOENT) {
 		fprintf(stderr, "leaseline detach: no XDP program on '%s'\n", argv[optind]);
 		return EXIT_RUNTIME;
 	}
 	if (err == -EBUSY) {
-		fprintf(stderr,
-			"leaseline detach: the XDP program on '%s' is not leaseline's; "
-			"use --force to remove it anyway\n",
-			argv[optind]);
+		if (in_dispatcher)
+			fprintf(
+			    stderr,
+			    "leaseline detach: the libxdp dispatcher on '%s' holds no leaseline "
+			    "program (it holds %s); --force removes the dispatcher and every "
+			    "program in it\n",
+			    argv[optind], ai.others[0] ? ai.others : "nothing");
+		else
+			fprintf(stderr,
+				"leaseline detach: the XDP program on '%s' is not leaseline's; "
+				"use --force to remove it anyway\n",
+				argv[optind]);
 		return EXIT_RUNTIME;
 	}
 	if (err) {
@@ -555,7 +566,11 @@ static int cmd_detach(int argc, char **argv)
 			strerror(-err));
 		return EXIT_RUNTIME;
 	}
-	printf("detached from '%s'\n", argv[optind]);
+	if (in_dispatcher && ai.our_id)
+		printf("detached leaseline's program (id %u) from the dispatcher on '%s'%s%s\n",
+		       ai.our_id, argv[optind], ai.others[0] ? "; still there: " : "", ai.others);
+	else
+		printf("detached from '%s'\n", argv[optind]);
 	return 0;
 }
 

@@ -28,6 +28,8 @@
 #include "coord.h"
 #include "fs.h"
 #include "hotkeys.h"
+#include "overrides.h"
+#include "tb_math.h"
 #include "http.h"
 #include "lease_clock.h"
 #include "ledger.h"
@@ -133,6 +135,55 @@ static uint64_t hash_seed(void)
 	return seed;
 }
 
+/* An override of a global limit is a key hot for good with a contract of
+ * its own (less the reserve): every gateway holds its share of it.
+ */
+static int limit_pins(struct climit *c, const struct cfg_limit *l)
+{
+	uint64_t now = clock_now_ns();
+	struct ovr_entry *e = NULL;
+	struct cfg_err err = {0};
+	size_t n = 0;
+	int rc = 0;
+
+	hotkeys_pins_begin(&c->hot);
+	if (l->overrides[0]) {
+		rc = ovr_load(l->overrides, l->prefix_v4, l->prefix_v6, TB_MAX_RATE, TB_MAX_BURST,
+			      &e, &n, &err);
+		if (rc)
+			pr_warn("limit '%s': %s\n", c->name, err.msg);
+	}
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct ll_key_id k = {.family = e[i].family};
+		uint64_t r = e[i].kind == OVR_RATE ? e[i].rate : e[i].kind == OVR_DENY ? 0 : TB_MAX_RATE;
+		uint64_t b = e[i].kind == OVR_RATE	? e[i].burst
+			     : e[i].kind == OVR_DENY	? 0
+							: TB_MAX_BURST;
+		int p;
+
+		if (e[i].family == 4) {
+			k.addr[2] = htonl(0xffff);
+			memcpy(&k.addr[3], e[i].addr, 4);
+		} else {
+			memcpy(k.addr, e[i].addr, 16);
+		}
+		r = r > c->reserve_rate ? r - c->reserve_rate : 0;
+		b = b > c->reserve_burst ? b - c->reserve_burst : 0;
+		p = hotkeys_pin(&c->hot, &c->led, &k, r, b, now);
+		if (p < 0) {
+			pr_warn("limit '%s': override on line %u not leased by its own contract: "
+				"%s (at most %u hot keys a limit)\n",
+				c->name, e[i].line, strerror(-p), c->hot.max);
+			rc = p == -ENOSPC ? 0 : p;
+			if (!rc)
+				break;
+		}
+	}
+	hotkeys_pins_end(&c->hot, c->led.rate, c->led.burst, now);
+	free(e);
+	return rc;
+}
+
 /* A limit with a key has a table of hot keys, kept across reloads with the
  * capacity of the new contract: dropping it while per-key grants are live
  * would let the sum over gateways exceed the contract for those keys. A
@@ -156,7 +207,7 @@ static int limit_hotkeys(struct coord *co, struct climit *c, const struct cfg_li
 	}
 	snprintf(c->hot.name, sizeof(c->hot.name), "%s", c->name);
 	hotkeys_set_capacity(&c->hot, c->led.rate, c->led.burst, clock_now_ns());
-	return 0;
+	return limit_pins(c, l);
 }
 
 /* Global limits of pol as ledgers, keeping the ledger (live grants) of a
