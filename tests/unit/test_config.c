@@ -90,7 +90,7 @@ static const struct text_case text_cases[] = {
      "mean 'rules'?)"},
     {"unknown_key_limit", V "limits:\n  - name: a\n    rte: 10\n    burst: 20\n", false, "4:5",
      "unknown key 'rte' in limit 'a' (expected one of: name, key, prefix-v4, prefix-v6, unit, "
-     "rate, burst, scope, mode, on-loss, fallback, overrides; did you mean 'rate'?)"},
+     "rate, burst, scope, mode, on-loss, fallback, overrides, meter; did you mean 'rate'?)"},
     {"unknown_key_fallback",
      LIM_A "    scope: global\n    on-loss: fallback\n    fallback: {rate: 5, brust: 5}\n", true,
      "8:25",
@@ -225,6 +225,8 @@ static const struct text_case text_cases[] = {
      "6:50",
      "rule 'r' match: fragments 'only' never matches with dst-port: a non-first fragment "
      "carries no ports (expected a rule without dst-port)"},
+    {"meter_with_local_scope", LIM_A "    meter: true\n", false, "6:12",
+     "limit 'a': meter applies only to scope global (scope is 'local')"},
     {"on_loss_with_local_scope", LIM_A "    on-loss: fail-open\n", false, "6:5",
      "limit 'a': on-loss applies only to scope global (scope is 'local')"},
     {"fallback_without_on_loss_fallback",
@@ -368,8 +370,8 @@ static const struct file_case file_cases[] = {
      "unknown key 'refesh' in lease (expected one of: ttl, refresh; did you mean 'refresh'?)"},
     {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
      "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
-     "lease, metrics, gateways, user, pending-per-address, tls, insecure; did you mean "
-     "'state-dir'?)"},
+     "lease, metrics, gateways, user, pending-per-address, tls, insecure, ledger; did you "
+     "mean 'state-dir'?)"},
     {"coord_public_without_tls", LOAD_COORD, "coord-public-no-tls.yaml", NULL, -EINVAL, "1:9",
      "listen '198.18.0.1:7450' is beyond loopback without tls: (expected tls: {cert, key, ca}, "
      "or insecure: true to accept unauthenticated agents)"},
@@ -509,6 +511,19 @@ static void test_spec_policy(void **state)
 	assert_int_equal(r->limit[1], 1);
 	assert_int_equal(r->line, 24);
 	free(o);
+}
+
+/* meter: the same parse for check, agent and coordinator (one parser). */
+static void test_meter_parsed(void **state)
+{
+	struct cfg_policy *p = parse_ok(LIM_A "    scope: global\n    meter: true\n", false);
+
+	(void)state;
+	assert_int_equal(p->limits[0].meter, 1);
+	free(p);
+	p = parse_ok(LIM_A "    scope: global\n", false);
+	assert_int_equal(p->limits[0].meter, 0);
+	free(p);
 }
 
 static void test_coordinator_policy(void **state)
@@ -1049,6 +1064,7 @@ int main(void)
 	static const struct CMUnitTest plain[] = {
 	    cmocka_unit_test(test_spec_policy),
 	    cmocka_unit_test(test_coordinator_policy),
+	    cmocka_unit_test(test_meter_parsed),
 	    cmocka_unit_test(test_spec_agent_standalone),
 	    cmocka_unit_test(test_spec_agent_coordinated),
 	    cmocka_unit_test(test_agent_defaults),

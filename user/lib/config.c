@@ -216,6 +216,13 @@ static const struct walk_section fallback_section = WALK_SECTION(fallback_fields
 
 static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj);
 
+/* meter: true|false (the usage ledger; reference §6.3). */
+static const struct walk_enum meter_bools[] = {
+    {"false", 0},
+    {"true", 1},
+    {NULL, 0},
+};
+
 static const struct walk_field limit_fields[] = {
     {"name", WALK_NAME, LIM(name), .required = true, .example = "per-client"},
     {"key", WALK_ENUM, LIM(key_mode), .names = key_modes},
@@ -231,6 +238,7 @@ static const struct walk_field limit_fields[] = {
     {"on-loss", WALK_ENUM, LIM(on_loss), .names = on_losses},
     {"fallback", WALK_MAP, .sub = &fallback_section},
     {"overrides", WALK_PATH, LIM(overrides)},
+    {"meter", WALK_ENUM, LIM(meter), .names = meter_bools},
 };
 
 static const struct walk_section limit_section = WALK_SECTION(limit_fields, limit_check);
@@ -365,6 +373,17 @@ static int limit_check_overrides(struct walk_ctx *c, const struct walk_map *m,
 	return 0;
 }
 
+/* The coordinator meters what agents report of a global limit: nothing else. */
+static int limit_check_meter(struct walk_ctx *c, const struct walk_map *m,
+			     const struct cfg_limit *l)
+{
+	if (l->meter && l->scope != LL_SCOPE_GLOBAL)
+		return walk_fail(c, walk_get(m, "meter"),
+				 "meter applies only to scope global (scope is '%s')",
+				 cfg_scope_name(l->scope));
+	return 0;
+}
+
 static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 {
 	struct cfg_limit *l = obj;
@@ -381,6 +400,8 @@ static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 		rc = limit_check_fallback(c, m, l);
 	if (!rc)
 		rc = limit_check_overrides(c, m, l);
+	if (!rc)
+		rc = limit_check_meter(c, m, l);
 	return rc;
 }
 
@@ -916,6 +937,7 @@ static const struct walk_field coord_fields[] = {
     {"pending-per-address", WALK_UINT, COORD(pending_per_address), .min = 1, .max = 65536},
     {"tls", WALK_CUSTOM, .fn = coord_tls},
     {"insecure", WALK_ENUM, COORD(insecure), .names = bools},
+    {"ledger", WALK_PATH, COORD(ledger_path)},
 };
 
 static const struct walk_section coord_section = WALK_SECTION(coord_fields, coord_check);

@@ -38,6 +38,7 @@ struct cfg_limit {
 	 */
 	char overrides[512];
 	uint32_t n_overrides;
+	uint8_t meter; /* 1: the coordinator's usage ledger records it (global only) */
 	int line, col; /* where the limit's mapping starts */
 };
 
@@ -119,6 +120,7 @@ struct cfg_coord {
 	uint32_t pending_per_address; /* connections without HELLO one address may hold (4) */
 	struct cfg_tls tls;	      /* mutual TLS with every agent */
 	uint8_t insecure; /* 1: may listen beyond loopback without TLS (insecure: true) */
+	char ledger_path[CFG_PATH_LEN]; /* usage ledger; "" = state-dir/ledger.db */
 };
 
 enum cfg_kind {
