@@ -214,6 +214,9 @@ struct ll_state {
 	__u64 grants_bad_keys;	/* refused: a per-key grant named a malformed key */
 	__u64 hot_keys_listed;	/* in the last report */
 	__u64 hot_keys_dropped; /* not tracked or not reported for want of room, ever */
+	__u64 link_up;		/* 1 while connected to the coordinator (coordinated agents) */
+	__u64 link_connects;	/* connections made to the coordinator since this agent started */
+	__u64 applies;		/* policies applied (start, reloads, the coordinator's), ever */
 };
 
 /* Bucket key of src-ip, dst-ip and dst-port limits, in ll_buckets. Every
@@ -528,7 +531,8 @@ struct ll_rule_stats {
  * agent also compares each pinned map with its own (sizes, flags and BTF
  * types, field by field), so a change that forgot the bump is refused too.
  */
-#define LL_LAYOUT_VERSION 3 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win */
+#define LL_LAYOUT_VERSION 4 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win;
+			     * 4: ll_state link_up, link_connects, applies */
 #define LL_LAYOUT_BUILD_LEN 48
 
 /* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to

@@ -232,6 +232,13 @@ static void test_grant_clamped_to_contract(void **state)
 	assert_int_equal(f->link.grants_clamped, 1);
 }
 
+static int state_link_down(struct fake *f)
+{
+	struct ll_state st = {};
+
+	return !dp_state_read(f->fx->dp.state_fd, &st) && st.link_up == 0 && st.link_connects >= 1;
+}
+
 static void test_epoch_out_of_bounds_never_pinned(void **state)
 {
 	struct fake *f = *state;
@@ -246,9 +253,12 @@ static void test_epoch_out_of_bounds_never_pinned(void **state)
 	assert_int_equal(dp_fence_read(&f->fx->dp, &fe), 0);
 	assert_int_equal(fe.max_epoch_seen, 5);
 	assert_int_equal(f->link.grants_stale, 2);
-	/* A policy frame with such an epoch drops the link; the fence holds. */
+	/* A policy frame with such an epoch drops the link; the fence holds;
+	 * ll_state says the link is down.
+	 */
 	send_policy(f, UINT64_MAX, 2);
 	assert_true(pump(f, link_dropped));
+	assert_true(pump(f, state_link_down));
 	assert_int_equal(dp_fence_read(&f->fx->dp, &fe), 0);
 	assert_int_equal(fe.max_epoch_seen, 5);
 }
@@ -550,6 +560,9 @@ static void test_hot_keys_reported(void **state)
 		assert_int_equal(st.hot_keys_listed, 1);
 		assert_true(st.grants_applied >= 1);
 		assert_int_equal(st.grants_applied, f->link.grants_applied);
+		assert_int_equal(st.link_up, 1);
+		assert_int_equal(st.link_connects, f->link.connects);
+		assert_true(st.link_connects >= 1);
 	}
 	assert_string_equal(f->last->e[h->entry].limit, "g");
 	assert_null(reported_hot(f, 8)); /* a key never denied is not hot */

@@ -299,6 +299,7 @@ int dp_policy_commit(struct dp *dp, const struct ll_policy *pol, const struct ll
 	st->active_slot = next_slot;
 	st->version = pol->version;
 	st->applied_ns = now;
+	st->applies++;
 	return bpf_map_update_elem(dp->state_fd, &k, st, BPF_ANY) ? -errno : 0;
 }
 
@@ -589,6 +590,8 @@ int dp_link_stats_write(struct dp *dp, const struct ll_state *from)
 	st.grants_bad_keys = from->grants_bad_keys;
 	st.hot_keys_listed = from->hot_keys_listed;
 	st.hot_keys_dropped = from->hot_keys_dropped;
+	st.link_up = from->link_up;
+	st.link_connects = from->link_connects;
 	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
 }
 

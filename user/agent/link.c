@@ -95,6 +95,20 @@ int link_pollfd(const struct link *l, short *events)
 	return l->c.fd;
 }
 
+/* The link's counters and state into ll_state, for status and metrics. */
+static void link_stats(struct link *l, struct dp *dp)
+{
+	dp_link_stats_write(dp, &(struct ll_state){.grants_applied = l->grants_applied,
+						   .grants_stale = l->grants_stale,
+						   .grants_clamped = l->grants_clamped,
+						   .grants_bad_keys = l->grants_bad_keys,
+						   .hot_keys_listed = l->hot.reported,
+						   .hot_keys_dropped = l->hot.dropped,
+						   .link_up = l->up,
+						   .link_connects = l->connects});
+	l->up_written = l->up;
+}
+
 static void link_down(struct link *l, const char *why, uint64_t now)
 {
 	if (l->up)
@@ -197,12 +211,7 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 	hot_report(&l->hot, dp, pol, entry_of, r,
 		   (l->last_sample_ns ? now - l->last_sample_ns : 0) + l->refresh_ns, now);
 	l->last_sample_ns = now;
-	dp_link_stats_write(dp, &(struct ll_state){.grants_applied = l->grants_applied,
-						   .grants_stale = l->grants_stale,
-						   .grants_clamped = l->grants_clamped,
-						   .grants_bad_keys = l->grants_bad_keys,
-						   .hot_keys_listed = l->hot.reported,
-						   .hot_keys_dropped = l->hot.dropped});
+	link_stats(l, dp);
 	r->seq = ++l->report_seq;
 	/* The clock was read before the send: a grant answering this report
 	 * starts its lease no later than the coordinator issues it.
@@ -573,6 +582,7 @@ static void connected(struct link *l, struct dp *dp, uint64_t now)
 		}
 	}
 	l->up = true;
+	l->connects++;
 	l->last_grant_ns = 0;
 	memset(l->kg_full_uid, 0, sizeof(l->kg_full_uid));
 	hot_reconnect(&l->hot);
@@ -595,6 +605,9 @@ void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 			dp->hot_fd = -1; /* say it once */
 	}
 	hot_poll(&l->hot);
+	/* Up or down since ll_state last said: metrics and status follow. */
+	if (l->up != l->up_written)
+		link_stats(l, dp);
 	if (l->c.fd < 0) {
 		if (now >= l->next_dial_ns)
 			dial(l, now);

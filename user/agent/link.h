@@ -41,6 +41,8 @@ struct link {
 	struct wire_msg *out; /* the frame being sent: never the one being read */
 	uint64_t grants_applied, grants_stale, grants_clamped, policies_applied, policies_refused;
 	uint64_t grants_bad_keys; /* refused: a per-key grant named a malformed key */
+	uint64_t connects;	  /* connections made since this agent started */
+	bool up_written;	  /* the link state ll_state shows */
 	/* Per limit id: the uid whose whole per-key set this connection has
 	 * applied (0: none yet), so changes build on a set known to both sides.
 	 */

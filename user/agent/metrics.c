@@ -83,6 +83,15 @@ static void write_link(FILE *f, const struct ll_state *st)
 	     "Hot keys not tracked or not reported for want of room (they stay at the default "
 	     "share).",
 	     offsetof(struct ll_state, hot_keys_dropped)},
+	    {"leaseline_coordinator_link_up", "gauge",
+	     "1 while this agent is connected to its coordinator (0 for a standalone agent).",
+	     offsetof(struct ll_state, link_up)},
+	    {"leaseline_coordinator_connects_total", "counter",
+	     "Connections made to the coordinator since this agent started.",
+	     offsetof(struct ll_state, link_connects)},
+	    {"leaseline_policy_applies_total", "counter",
+	     "Policies applied (at start, by reloads, from the coordinator), ever.",
+	     offsetof(struct ll_state, applies)},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(fam); i++) {
