@@ -316,7 +316,7 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 		(unsigned long long)c.stale, (unsigned long long)c.backwards,
 		(unsigned long long)c.continued, (unsigned long long)c.restarted,
 		(unsigned long long)c.first);
-	prom_family(f, "leaseline_coord_usage_ledger_commit_seconds", "gauge",
+	prom_family(f, "leaseline_coord_usage_ledger_commit_seconds", "summary",
 		    "From a report's arrival to its ledger commit, over the last 4096 recorded "
 		    "reports.");
 	fprintf(f, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.5\"}");
