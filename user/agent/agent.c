@@ -112,13 +112,6 @@ static int apply_policy(struct dp *dp, const struct cfg_policy *pol)
 	return ret;
 }
 
-uint64_t agent_netns_ino(void)
-{
-	struct stat sb;
-
-	return stat("/proc/self/ns/net", &sb) ? 0 : (uint64_t)sb.st_ino;
-}
-
 static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 {
 	struct attach_req req = {.attach_mode = ac->attach_mode,
@@ -175,7 +168,7 @@ static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 		st.ifindex[st.n_ifaces++] = (uint32_t)ifindex;
 	}
 	st.agent_pid = (uint32_t)getpid();
-	st.netns_ino = agent_netns_ino();
+	st.netns_ino = fs_netns_ino();
 	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
 }
 

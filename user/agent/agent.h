@@ -18,9 +18,6 @@ struct agent_opts {
 /* Returns a process exit code (reference §2: 0, 1 runtime, 2 configuration). */
 int agent_run(const struct agent_opts *opts);
 
-/* Inode of this process's network namespace (0 if unknown). */
-uint64_t agent_netns_ino(void);
-
 /* Make sure dir is on a bpffs, mounting one there if needed. */
 int agent_bpffs_ensure(const char *dir);
 

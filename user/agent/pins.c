@@ -23,8 +23,8 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
-#include "agent.h"
 #include "clock.h"
+#include "fs.h"
 #include "leaseline.skel.h"
 #include "ll_types.h"
 #include "log.h"
@@ -550,7 +550,7 @@ static void attached_ifaces(const struct survey *s, char *buf, size_t len)
 
 		if (p->fd < 0 || strcmp(bpf_map__name(p->m), "ll_state") ||
 		    p->info.value_size != sizeof(st) || bpf_map_lookup_elem(p->fd, &k, &st) ||
-		    (st.netns_ino && st.netns_ino != agent_netns_ino()))
+		    (st.netns_ino && st.netns_ino != fs_netns_ino()))
 			continue;
 		for (__u32 j = 0; j < st.n_ifaces && j < LL_MAX_IFACES; j++) {
 			char name[IF_NAMESIZE];

@@ -12,11 +12,11 @@
 
 #include <bpf/bpf.h>
 
-#include "agent.h"
 #include "attach.h"
 #include "clock.h"
 #include "config.h"
 #include "dp.h"
+#include "fs.h"
 #include "log.h"
 #include "out.h"
 #include "stats.h"
@@ -78,7 +78,7 @@ static void count_keys(int fd, const struct ll_policy *pol, uint64_t keys[LL_MAX
 static void print_ifaces(struct out *o, const struct ll_state *st)
 {
 	/* ifindexes mean something only in the agent's network namespace. */
-	bool here = !st->netns_ino || st->netns_ino == agent_netns_ino();
+	bool here = !st->netns_ino || st->netns_ino == fs_netns_ino();
 
 	if (!here)
 		out_str(o, "interfaces_note",

@@ -74,3 +74,10 @@ int fs_read_file(const char *path, size_t max, char **buf, size_t *len)
 	*len = n;
 	return 0;
 }
+
+uint64_t fs_netns_ino(void)
+{
+	struct stat sb;
+
+	return stat("/proc/self/ns/net", &sb) ? 0 : (uint64_t)sb.st_ino;
+}

@@ -7,11 +7,17 @@
 #define LEASELINE_FS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* mkdir -p with mode for every directory created. */
 int fs_mkdir_p(const char *dir, mode_t mode);
 /* The whole file in a NUL-terminated malloc'd buffer; -EFBIG above max. */
 int fs_read_file(const char *path, size_t max, char **buf, size_t *len);
+
+/* The inode of this process's network namespace (/proc/self/ns/net), 0 if
+ * unknown: which namespace ifindexes belong to.
+ */
+uint64_t fs_netns_ino(void);
 
 #endif /* LEASELINE_FS_H */
