@@ -382,7 +382,8 @@ static int dut_policy(struct dut *d, const struct opts *o)
 	snprintf(r->name, sizeof(r->name), "udp-%u", o->dport);
 	r->proto = IPPROTO_UDP;
 	r->has_dport = true;
-	r->dport_lo = r->dport_hi = o->dport;
+	r->n_dport = 1;
+	r->dport[0].lo = r->dport[0].hi = o->dport;
 	r->n_limits = n;
 	for (int i = 0; i < n; i++)
 		r->limit[i] = o->prog == DUT_LL4 ? (i + 1) % n : i; /* ll4: 1,2,3,0 */

@@ -66,7 +66,7 @@ struct text_case {
 #define MATCH(m) RULE_R "    match: " m "\n    limits: [a]\n"
 
 #define PORT_EXPECT                                                                                \
-	"is not a port or port range (expected e.g. 53 or 1000-2000, ports 0..65535, low <= high)"
+	"is not a port or port range (expected e.g. 53, 1000-2000, \"53,80,8000-8100\" or [53, 80]; ports 0..65535, low <= high)"
 
 static const struct text_case text_cases[] = {
     /* yaml itself */
@@ -100,8 +100,8 @@ static const struct text_case text_cases[] = {
      "unknown key 'limit' in rule 'r' (expected one of: name, match, limits; did you mean "
      "'limits'?)"},
     {"unknown_key_match", MATCH("{proto: udp, port: 53}"), false, "6:25",
-     "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, src, dst, "
-     "fragments)"},
+     "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, tcp-flags, "
+     "icmp-type, src, dst, fragments)"},
     /* duplicates */
     {"duplicate_key_policy", V "default: pass\ndefault: drop\n", false, "3:1",
      "duplicate key 'default' in policy (first at line 2)"},
@@ -499,7 +499,7 @@ static void test_spec_policy(void **state)
 	assert_int_equal(p->n_rules, 1);
 	assert_string_equal(r->name, "dns");
 	assert_int_equal(r->proto, IPPROTO_UDP);
-	assert_true(r->has_dport && r->dport_lo == 53 && r->dport_hi == 53);
+	assert_true(r->has_dport && r->n_dport == 1 && r->dport[0].lo == 53 && r->dport[0].hi == 53);
 	assert_true(r->has_src && r->src_family == 4 && r->src_plen == 15);
 	assert_memory_equal(r->src_addr, src, 4);
 	assert_true(r->has_dst && r->dst_family == 4 && r->dst_plen == 16);
@@ -538,7 +538,7 @@ static void test_coordinator_policy(void **state)
 	assert_int_equal(f->scope, LL_SCOPE_LOCAL);
 	assert_int_equal(p->n_rules, 2);
 	assert_int_equal(p->rules[0].proto, IPPROTO_TCP);
-	assert_true(p->rules[0].dport_lo == 80 && p->rules[0].dport_hi == 443);
+	assert_true(p->rules[0].dport[0].lo == 80 && p->rules[0].dport[0].hi == 443);
 	assert_true(p->rules[0].has_dst && p->rules[0].dst_family == 6);
 	assert_memory_equal(p->rules[0].dst_addr, net, 4);
 	assert_false(p->rules[0].has_src);
@@ -855,7 +855,7 @@ static void test_match_forms(void **state)
 	(void)state;
 	assert_int_equal(p->n_rules, 6);
 	assert_int_equal(p->rules[0].proto, IPPROTO_TCP);
-	assert_true(p->rules[0].dport_lo == 1000 && p->rules[0].dport_hi == 2000);
+	assert_true(p->rules[0].dport[0].lo == 1000 && p->rules[0].dport[0].hi == 2000);
 	assert_int_equal(p->rules[1].src_plen, 32);
 	assert_false(p->rules[2].has_src || p->rules[2].has_dport);
 	assert_false(p->rules[3].has_src || p->rules[3].has_dport);
@@ -868,7 +868,7 @@ static void test_match_forms(void **state)
 /* Exactly at each maximum is fine; one more is refused at the item that overflows. */
 static void test_maximum_counts(void **state)
 {
-	size_t size = 16384, n, i;
+	size_t size = 1 << 17, n, i;
 	char *text = malloc(size);
 	struct cfg_policy *p = calloc(1, sizeof(*p));
 	struct cfg_err err;
@@ -883,23 +883,29 @@ static void test_maximum_counts(void **state)
 	n += (size_t)snprintf(text + n, size - n, "rules:\n");
 	for (i = 0; i < LL_MAX_RULES; i++)
 		n += (size_t)snprintf(text + n, size - n,
-				      "  - {name: r%zu, limits: [l0, l1, l2, l%zu]}\n", i, i + 3);
+				      "  - {name: r%zu, limits: [l0, l1, l2, l%zu]}\n", i, i % 61 + 3);
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), 0);
 	assert_int_equal(p->n_limits, LL_MAX_LIMITS);
 	assert_int_equal(p->n_rules, LL_MAX_RULES);
 	assert_int_equal(p->rules[31].limit[3], 34);
 
-	/* Rule 33 is on line 100: version, limits:, 64 limits, rules:, 32 rules. */
-	n += (size_t)snprintf(text + n, size - n, "  - {name: r99, limits: [l0]}\n");
+	/* Rule 1025 is on line 1092: version, limits:, 64 limits, rules:, 1024 rules. */
+	n += (size_t)snprintf(text + n, size - n, "  - {name: r99999, limits: [l0]}\n");
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), -EINVAL);
-	assert_string_equal(err.msg, "policy.yaml:100:5: too many rules (expected at most 32)");
+	assert_string_equal(err.msg, "policy.yaml:1092:5: too many rules: 1025, the bound is 1024 "
+				     "(LL_MAX_RULES: the policy map holds this many in each of its "
+				     "two slots; expected at most 1024)");
 
 	n = (size_t)snprintf(text, size, V "limits:\n");
 	for (i = 0; i <= LL_MAX_LIMITS; i++)
 		n += (size_t)snprintf(text + n, size - n, "  - {name: l%zu, rate: 1, burst: 1}\n",
 				      i);
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), -EINVAL);
-	assert_string_equal(err.msg, "policy.yaml:67:5: too many limits (expected at most 64)");
+	assert_string_equal(err.msg,
+			    "policy.yaml:67:5: too many limits: 65, the bound is 64 (LL_MAX_LIMITS: "
+			    "the per-limit arrays of the pinned maps, and the coordinator's "
+			    "reports carry at most 64 limits (WIRE_MAX_ENTRIES); expected at most "
+			    "64)");
 	free(text);
 	free(p);
 }
