@@ -429,7 +429,7 @@ static int match_dport(struct walk_ctx *c, const struct walk_field *f, yaml_node
 /* ---- tcp-flags ---- */
 
 static const struct walk_enum tcp_flag_names[] = {
-    {"fin", 0x01}, {"syn", 0x02}, {"rst", 0x04}, {"psh", 0x08}, {"ack", 0x10},
+    {"syn", 0x02}, {"fin", 0x01}, {"rst", 0x04}, {"psh", 0x08}, {"ack", 0x10},
     {"urg", 0x20}, {"ece", 0x40}, {"cwr", 0x80}, {NULL, 0},
 };
 
@@ -437,16 +437,18 @@ static const struct walk_enum tcp_flag_names[] = {
 	"syn (SYN set, ACK clear), or VALUE/MASK with flags fin, syn, rst, psh, ack, urg, "        \
 	"ece, cwr joined by ',' or '|', none, or numbers: e.g. syn/syn,ack or 0x02/0x12"
 
-/* "syn,ack", "syn|ack", "none", "0x12" or "18" into *out. */
-static int tcp_flag_set(struct walk_ctx *c, yaml_node_t *v, const char *s, size_t len,
-			bool value, uint8_t *out)
+/* "syn,ack", "syn|ack", "none", "0x12" or "18" (len bytes at s, a part of
+ * the value full) into *out.
+ */
+static int tcp_flag_set(struct walk_ctx *c, yaml_node_t *v, const char *full, const char *s,
+			size_t len, bool value, uint8_t *out)
 {
 	char buf[64], *tok, *save = NULL;
 	uint8_t x = 0;
 
 	if (!len || len >= sizeof(buf))
 		return walk_fail(c, v, "tcp-flags '%.60s' has an empty or overlong %s (expected %s)",
-				 s, value ? "value" : "mask", TCP_FLAGS_EXPECT);
+				 full, value ? "value" : "mask", TCP_FLAGS_EXPECT);
 	memcpy(buf, s, len);
 	buf[len] = '\0';
 	for (tok = strtok_r(buf, ",|", &save); tok; tok = strtok_r(NULL, ",|", &save)) {
@@ -467,7 +469,7 @@ static int tcp_flag_set(struct walk_ctx *c, yaml_node_t *v, const char *s, size_
 				return walk_fail(c, v,
 						 "tcp-flags '%.60s': %s is out of range (expected "
 						 "0..255, 0xff)",
-						 s, tok);
+						 full, tok);
 			x |= (uint8_t)n;
 			continue;
 		}
@@ -486,7 +488,7 @@ static int tcp_flag_set(struct walk_ctx *c, yaml_node_t *v, const char *s, size_
 		}
 		return walk_fail(c, v,
 				 "tcp-flags '%.60s': unknown TCP flag '%.16s'%s%s%s (expected %s)",
-				 s, tok, best && best_d <= 1 ? "; did you mean '" : "",
+				 full, tok, best && best_d <= 1 ? "; did you mean '" : "",
 				 best && best_d <= 1 ? best->name : "",
 				 best && best_d <= 1 ? "'?" : "", TCP_FLAGS_EXPECT);
 	}
@@ -514,11 +516,14 @@ static int match_tcp_flags(struct walk_ctx *c, const struct walk_field *f, yaml_
 		return 0;
 	}
 	slash = strchr(s, '/');
-	if (!slash)
-		return walk_bad_value(c, f, v, "has no mask", TCP_FLAGS_EXPECT);
-	rc = tcp_flag_set(c, v, s, (size_t)(slash - s), true, &value);
+	if (!slash) {
+		/* Say so of a misspelt flag first: "sin" is more likely than a missing mask. */
+		rc = tcp_flag_set(c, v, s, s, strlen(s), true, &value);
+		return rc ? rc : walk_bad_value(c, f, v, "has no mask", TCP_FLAGS_EXPECT);
+	}
+	rc = tcp_flag_set(c, v, s, s, (size_t)(slash - s), true, &value);
 	if (!rc)
-		rc = tcp_flag_set(c, v, slash + 1, strlen(slash + 1), false, &mask);
+		rc = tcp_flag_set(c, v, s, slash + 1, strlen(slash + 1), false, &mask);
 	if (rc)
 		return rc;
 	if (!mask)
