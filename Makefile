@@ -33,7 +33,7 @@ CFLAGS    ?= -O2 -g
 LL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(EXTRA_CFLAGS)
 DEP_FLAGS := -MMD -MP
 BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -Ibpf -I$(ARCH_INC) -D__TARGET_ARCH_x86
-LDLIBS    := -lbpf -lelf -lz -lyaml -lssl -lcrypto -lpthread -lm
+LDLIBS    := -lxdp -lbpf -lelf -lz -lyaml -lssl -lcrypto -lsqlite3 -lpthread -lm
 
 # The XDP program the agent embeds, and the benchmark-only programs.
 BPF_SRCS  := bpf/leaseline.bpf.c $(wildcard bench/bpf/*.bpf.c)
@@ -91,6 +91,7 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 TEST_INC  := $(INC_main) -I$(BUILD) -Itests -Ibench
 COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
 	      $(BUILD)/tests/test_ledger $(BUILD)/tests/test_hotkeys $(BUILD)/tests/test_telemetry \
+	      $(BUILD)/tests/test_usage_ledger $(BUILD)/tests/test_usage_proto \
 	      $(BUILD)/bench/bench_coord
 link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(COORD_A) $(LIB_A),$(AGENT_A) $(COORD_A) $(LIB_A))
 

@@ -146,13 +146,19 @@ static __always_inline int fill_pressed(const struct ll_fill *f)
 static __always_inline struct ll_bucket *bucket_create(void *map, void *k,
 						       const struct share_view *v,
 						       const struct ll_key_grant *g, __u32 kg_seen,
-						       __u64 now, __u32 id, struct ll_fill *f)
+						       __u64 now, __u32 id, struct ll_fill *f,
+						       __u64 empty_since)
 {
-	struct ll_bucket nb = {};
+	struct ll_scratch *sc = bpf_map_lookup_elem(&ll_scratch, &(__u32){0});
+	struct ll_bucket *nbp;
 	long err;
 
-	if (fill_pressed(f) || !f)
+	if (fill_pressed(f) || !f || !sc)
 		return 0;
+	/* Staged off the stack (every inlined copy's stack counts). */
+	nbp = (struct ll_bucket *)sc->nb;
+	__builtin_memset(nbp, 0, sizeof(*nbp));
+#define nb (*nbp)
 	nb.gen = v->gen;
 	nb.tokens = v->cur.burst_s;
 	nb.last_ns = now;
@@ -165,7 +171,15 @@ static __always_inline struct ll_bucket *bucket_create(void *map, void *k,
 		nb.gen = g->gen;
 		nb.tokens = g->burst_s;
 	}
-	err = bpf_map_update_elem(map, k, &nb, BPF_NOEXIST);
+	/* Empty at empty_since, refilled from then by the first charge. */
+	if (empty_since && empty_since < now) {
+		nb.tokens = 0;
+		nb.last_ns = empty_since;
+	} else if (empty_since) {
+		nb.tokens = 0;
+	}
+#undef nb
+	err = bpf_map_update_elem(map, k, nbp, BPF_NOEXIST);
 	if (err == 0) {
 		__sync_fetch_and_add(&f->live, 1);
 		count_key_event(id, KEV_NEW);
@@ -318,28 +332,6 @@ static __always_inline __u64 hint_until(__u64 h, __u32 class)
 	return class >= (h & LL_HINT_CLASS_MASK) ? h & ~LL_HINT_CLASS_MASK : 0;
 }
 
-/* The view of the per-key grant bucket b carries (o_*): its rate, burst
- * and fill under o_gen, no previous generation. A bucket found at another
- * generation (it spent the fallback share while the lease was dead) is
- * clamped to the grant's burst and forfeits the refill before live's
- * reload_ns, as for a share it has no previous of. Read under b's lock: the
- * o_* fields are written under it, and a torn copy could pair one grant's
- * rate with another's fill time (an overflowing refill product).
- */
-static __always_inline void view_from_grant(struct share_view *gv, const struct ll_bucket *b,
-					    const struct share_view *live)
-{
-	gv->cur.rate = b->o_rate;
-	gv->cur.burst_s = b->o_burst_s;
-	gv->cur.fill_ns = b->o_fill_ns;
-	gv->prev.rate = 0;
-	gv->prev.burst_s = 0;
-	gv->prev.fill_ns = 0;
-	gv->reload_ns = live->reload_ns;
-	gv->chunk_s = 0;
-	gv->gen = b->o_gen;
-	gv->prev_gen = 0; /* no bucket is at generation 0 */
-}
 
 /* Charge (or with refund, give back) cost_s to bucket b, with view v; for a
  * global limit whose lease lives (grants), with b's own per-key grant
@@ -380,13 +372,37 @@ static __always_inline void view_from_grant(struct share_view *gv, const struct 
  * left after the debit move to drain (with the instant they are counted to
  * and their generation), b keeps none.
  */
+/* bucket_take's parameters: the view's, or bucket b's grant's. */
+#define EV_VIEW()                                                                                  \
+	do {                                                                                       \
+		ecur = &v->cur;                                                                    \
+		eprev = &v->prev;                                                                  \
+		egen = v->gen;                                                                     \
+		eprevgen = v->prev_gen;                                                            \
+	} while (0)
+#define EV_GRANT()                                                                                 \
+	do {                                                                                       \
+		gp.rate = b->o_rate;                                                               \
+		gp.burst_s = b->o_burst_s;                                                         \
+		gp.fill_ns = b->o_fill_ns;                                                         \
+		ecur = &gp;                                                                        \
+		eprev = &gp;                                                                       \
+		egen = b->o_gen;                                                                   \
+		eprevgen = 0; /* no bucket is at generation 0 */                                   \
+	} while (0)
+
 static __always_inline int bucket_take(struct ll_bucket *b, const struct share_view *v, int grants,
 				       const struct ll_key_grant *ng, __u32 kg, __u8 unit,
 				       __u64 now, __u64 cost_s, __u32 len, int refund,
 				       struct ll_bucket *drain)
 {
-	const struct share_view *ev;
-	struct share_view gv;
+	/* The parameters charged with: v's, or b's grant's (gp; it has no
+	 * previous generation, so eprev is never read with it). Scalars and
+	 * 24 bytes rather than a view on the stack: every inlined copy counts.
+	 */
+	const struct tb_params *ecur, *eprev;
+	struct tb_params gp;
+	__u32 egen, eprevgen;
 	__u64 tokens, last, hint = 0, units = unit == LL_UNIT_BYTES ? len : 1;
 	__u32 class = hint_class(unit, len), gen, hgen = v->gen;
 	int ok = 1;
@@ -407,13 +423,11 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 	tokens = b->tokens;
 	gen = b->gen;
 	if (ng && b->kg_seen != kg) {
-		ev = v;
-		if (b->o_gen && gen == b->o_gen) {
-			view_from_grant(&gv, b, v);
-			ev = &gv;
-		}
-		tokens = tb_settle(tokens, &last, gen, ev->gen, ev->prev_gen, &ev->cur, &ev->prev,
-				   ev->reload_ns, now);
+		EV_VIEW();
+		if (b->o_gen && gen == b->o_gen)
+			EV_GRANT();
+		tokens = tb_settle(tokens, &last, gen, egen, eprevgen, ecur, eprev, v->reload_ns,
+				   now);
 		b->o_rate = ng->rate;
 		b->o_burst_s = ng->burst_s;
 		b->o_fill_ns = ng->fill_ns;
@@ -422,15 +436,12 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 		gen = ng->gen ? ng->gen : v->gen;
 		tokens = tb_clamp(tokens, ng->gen ? ng->burst_s : v->cur.burst_s);
 	}
-	ev = v;
-	if (grants && b->o_gen) {
-		view_from_grant(&gv, b, v);
-		ev = &gv;
-	}
-	tokens = tb_settle(tokens, &last, gen, ev->gen, ev->prev_gen, &ev->cur, &ev->prev,
-			   ev->reload_ns, now);
+	EV_VIEW();
+	if (grants && b->o_gen)
+		EV_GRANT();
+	tokens = tb_settle(tokens, &last, gen, egen, eprevgen, ecur, eprev, v->reload_ns, now);
 	if (refund) {
-		tokens = tb_refund(tokens, cost_s, ev->cur.burst_s);
+		tokens = tb_refund(tokens, cost_s, ecur->burst_s);
 		b->spent = b->spent > units ? b->spent - units : 0;
 	} else {
 		ok = tb_take(&tokens, cost_s);
@@ -439,7 +450,7 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 		if (ok && drain) { /* key_graduate: the rest leaves with the key */
 			drain->tokens = tokens;
 			drain->last_ns = last;
-			drain->gen = ev->gen;
+			drain->gen = egen;
 			tokens = 0;
 		}
 		if (!ok)
@@ -447,7 +458,7 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 	}
 	if (!ok) {
 		/* class < len only past 64 KiB: then the hint covers that size */
-		__u64 need = tb_cost(unit, class), rate = ev->cur.rate;
+		__u64 need = tb_cost(unit, class), rate = ecur->rate;
 
 		/* At rate 0 (a key cut to 0 here) nothing will pay until the
 		 * grant changes; the hint still lapses after LL_HOT_INTERVAL_NS so
@@ -464,7 +475,7 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 	b->deny_hint = hint;
 	b->tokens = tokens;
 	b->last_ns = last;
-	b->gen = ev->gen;
+	b->gen = egen;
 	bpf_spin_unlock(&b->lock);
 	return ok ? TAKE_ADMIT : TAKE_LOCKED_DENY;
 }
@@ -556,6 +567,41 @@ static __always_inline int key_grant_read(const void *k, __u32 key_size, struct 
 	}
 	*g = *e;
 	return key_grant_ok(g) ? 0 : -1;
+}
+
+/* The override of address key k (an ll_key) into *g, gen 0 when no prefix
+ * of ll_overrides covers it. 0, or -1 when the copy is not consistent.
+ */
+static __always_inline int override_read(const void *k, struct ll_scratch *sc)
+{
+	const struct ll_key *kk = k;
+	struct ll_ov_key *ok = &sc->ok; /* off the stack, as the grant's copy */
+	struct ll_key_grant *g = &sc->ng, *e;
+
+	ok->prefixlen = 32 + 128;
+	ok->limit_uid = kk->limit_uid;
+	__builtin_memcpy(ok->addr, kk->addr, sizeof(ok->addr));
+	e = bpf_map_lookup_elem(&ll_overrides, ok);
+	if (!e) {
+		__builtin_memset(g, 0, sizeof(*g));
+		return 0;
+	}
+	*g = *e;
+	return key_grant_ok(g) ? 0 : -1;
+}
+
+/* The generation bucket b of a local limit with overrides is charged under
+ * (its override's, or the limit's gen), read unlocked; 0 (go to the lock)
+ * when b has not copied the limit's current overrides (kv).
+ */
+static __always_inline __u32 override_hint_gen(struct ll_bucket *b, __u32 kv, __u32 gen)
+{
+	__u32 o;
+
+	if (*(volatile __u32 *)&b->kg_seen != kv)
+		return 0;
+	o = *(volatile __u32 *)&b->o_gen;
+	return o ? o : gen;
 }
 
 /* The golden-ratio multiplier of Fibonacci (multiply-shift) hashing. */
@@ -660,9 +706,14 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 					    const struct ll_limit_cfg *cfg, struct pkt_meta *m,
 					    __u64 cost_s, int refund)
 {
+	int ov = cfg->flags & LL_LIM_OVERRIDES, copy = 0;
+	__u64 empty = cfg->flags & LL_LIM_EMPTY_START ? cfg->reload_ns : 0;
+	struct ll_key_grant *ng = 0;
+	struct ll_scratch *sc;
 	struct ll_bucket *b;
-	struct ll_fill *f;
+	struct ll_fill *f = 0;
 	struct share_view v;
+	__u32 kv = cfg->ov_ver, gen = cfg->gen;
 	__u64 now;
 
 	if (refund >> LL_VIA_SHIFT) {
@@ -671,22 +722,46 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 		return LL_ADMIT;
 	}
 	b = bpf_map_lookup_elem(map, k);
-	if (b && !refund && bucket_hinted(b, cfg->gen, cfg->unit, m))
-		return LL_DENY;
+	if (b && !refund) {
+		if (ov)
+			gen = override_hint_gen(b, kv, gen);
+		if (gen && bucket_hinted(b, gen, cfg->unit, m))
+			return LL_DENY;
+	}
 	now = meta_now(m);
 	view_from_cfg(cfg, &v);
 	if (!b) {
 		if (refund)
 			return LL_ADMIT;
 		f = fill_of(key_size);
-		b = bucket_create(map, k, &v, 0, 0, now, id, f);
-		if (!b) {
-			int via = key_fallback(map, k, id, cfg, &v, 0, m, now, cost_s, f);
-
-			return via ? LL_ADMIT | via << LL_VIA_SHIFT : LL_DENY;
-		}
+		if (fill_pressed(f))
+			goto fallback;
 	}
-	return bucket_charge(b, &v, cfg->unit, now, cost_s, m->len, refund) ? LL_ADMIT : LL_DENY;
+	if (ov && !refund && (!b || *(volatile __u32 *)&b->kg_seen != kv)) {
+		/* Rare (a new key, a changed set of overrides): one lookup. */
+		sc = bpf_map_lookup_elem(&ll_scratch, &(__u32){0});
+		if (!sc)
+			return LL_DENY;
+		ng = &sc->ng;
+		copy = 1;
+		if (override_read(k, sc))
+			return LL_DENY; /* an override caught mid-update: no guess */
+	}
+	if (!b) {
+		b = bucket_create(map, k, &v, ng, copy ? kv : kv - 1, now, id, f, empty);
+		if (!b)
+			goto fallback;
+	}
+	/* One call each (the verifier counts every inlined copy's stack). */
+	return bucket_take(b, &v, ov, ng, kv, cfg->unit, now, cost_s, m->len, refund, 0) ==
+		       TAKE_ADMIT
+		   ? LL_ADMIT
+		   : LL_DENY;
+fallback: {
+	int via = key_fallback(map, k, id, cfg, &v, kv - 1, m, now, cost_s, f);
+
+	return via ? LL_ADMIT | via << LL_VIA_SHIFT : LL_DENY;
+}
 }
 
 /* Charge the bucket of key k of a global limit. While the lease lives: with
@@ -766,7 +841,7 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 	}
 	if (!b) {
 		/* Not looked up (the fallback share): copy on the next live packet. */
-		b = bucket_create(map, k, v, ng, copy ? kg : kg - 1, now, id, f);
+		b = bucket_create(map, k, v, ng, copy ? kg : kg - 1, now, id, f, 0);
 		if (!b)
 			goto fallback;
 	}
@@ -834,6 +909,8 @@ static __always_inline int key_hinted(void *map, void *k, __u32 key_size, __u32 
 		struct ll_lease *ls = bpf_map_lookup_elem(&ll_leases, &id);
 
 		gen = ls ? key_hint_gen(b, ls, m) : 0;
+	} else if (cfg->flags & LL_LIM_OVERRIDES) {
+		gen = override_hint_gen(b, cfg->ov_ver, gen);
 	}
 	if (!gen)
 		return 0;

@@ -113,6 +113,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_limit_stats SEC(".maps");
 
+/* Shadow denials by time slot (struct ll_shadow_win, index: limit id). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LL_MAX_LIMITS);
+	__type(key, __u32);
+	__type(value, struct ll_shadow_win);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_shadow_win SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, LL_MAX_RULES + 1); /* last entry: unmatched (default) */
@@ -170,6 +179,20 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_key_grants SEC(".maps");
 
+/* Per-key overrides of local limits (include/ll_types.h, struct ll_ov_key):
+ * read by a bucket when it is made and when its limit's ov_ver moved on
+ * (bpf/bucket.h), never per packet. Written by the agent from the files
+ * the policy names.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, LL_MAX_OVERRIDES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ll_ov_key);
+	__type(value, struct ll_key_grant);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_overrides SEC(".maps");
+
 /* Keys of global limits denied while the lease lives (struct
  * ll_hot_event), for the agent to report as hot. Not pinned: only the
  * running agent reads it.
@@ -200,7 +223,8 @@ struct ll_scratch {
 	__u32 pad0;
 	/* A struct ll_bucket, as bytes: a per-CPU map may not hold a spin lock. */
 	__u64 nb[sizeof(struct ll_bucket) / sizeof(__u64)];
-	struct ll_key_grant ng; /* a global limit's key's grant, as copied */
+	struct ll_key_grant ng; /* a key's grant (or override), as copied */
+	struct ll_ov_key ok;	/* the key of an override lookup */
 };
 
 _Static_assert(sizeof(struct ll_bucket) % sizeof(__u64) == 0, "ll_scratch.nb holds a bucket");

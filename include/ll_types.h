@@ -116,7 +116,7 @@ struct ll_limit_cfg {
 	__u32 gen;	 /* new (unique) value when rate or burst changes */
 	__u32 prev_gen;	 /* generation that prev_* describe; 0 if none */
 	__u32 uid;	 /* changes when the id is reused by another limit */
-	__u32 pad2;
+	__u32 ov_ver;	 /* moves on whenever this limit's overrides (ll_overrides) change */
 	__u8 key_mode;	/* enum ll_key_mode */
 	__u8 unit;	/* enum ll_unit */
 	__u8 mode;	/* enum ll_mode */
@@ -127,10 +127,44 @@ struct ll_limit_cfg {
 	__u8 on_loss;	  /* global: enum ll_on_loss */
 	__u32 mask_v4;	  /* network order mask of prefix_v4, applied to the v4 address word */
 	__u32 mask_v6[4]; /* network order mask of prefix_v6 */
-	__u32 pad1;
+	__u32 flags;	  /* LL_LIM_* */
 	__u64 fb_rate; /* global + fallback: this gateway's reserved share */
 	__u64 fb_burst_s;
 	char name[LL_NAME_LEN];
+};
+
+/* ll_limit_cfg.flags */
+enum {
+	/* The limit has (or had) per-key overrides: a bucket looks its key up
+	 * in ll_overrides when it is made and when ov_ver moves on.
+	 */
+	LL_LIM_OVERRIDES = 1,
+	/* Buckets made for this limit start empty at reload_ns (refilled from
+	 * then), not full: a limit that changed its unit starts afresh under a
+	 * new uid without a fresh burst.
+	 */
+	LL_LIM_EMPTY_START = 2,
+	/* A global limit whose keys may have contracts of their own (overrides,
+	 * leased by the coordinator as per-key grants): the agent bounds a
+	 * key's grant by the largest contract the token math holds, not the
+	 * limit's, and a denied key asks for as much as it can get.
+	 */
+	LL_LIM_KEY_CONTRACTS = 4,
+};
+
+/* Per-key overrides of local limits (ll_overrides, an LPM trie): a prefix
+ * of the limit's key with a contract of its own, as an ll_key_grant (rate,
+ * burst_s, fill_ns, a unique generation; rate 0 and burst 0: deny; the
+ * largest rate and burst the token math holds: unlimited). prefixlen counts
+ * the 32 bits of the uid, then the address's (IPv4 as v4-mapped, so 96 +
+ * its prefix).
+ */
+#define LL_MAX_OVERRIDES 262144 /* entries of ll_overrides, all limits */
+
+struct ll_ov_key {
+	__u32 prefixlen;
+	__u32 limit_uid;
+	__u32 addr[4]; /* network order */
 };
 
 /* Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order,
@@ -485,6 +519,26 @@ struct ll_limit_stats {
 	__u64 graduated;      /* keys given a bucket of their own after a fallback admission */
 };
 
+/* Recent shadow denials of one limit (ll_shadow_win, index: limit id, per
+ * CPU): what enforce would have dropped, by time slot, so that `status` can
+ * say "over the last 10 s" from the pins alone. A slot spans 2^LL_WIN_SHIFT
+ * ns (1.074 s); slot s counts into tag/pkts/bytes[s % LL_WIN_SLOTS] and is
+ * zeroed when a later s reuses its index (tag != s). uid: the limit uid the
+ * slots count for; a reused limit id starts over (every tag dropped).
+ * Counted on the shadow-denial path only (a shadow limit takes its bucket's
+ * lock anyway, or its deny hint): an enforced flood pays nothing for it.
+ */
+#define LL_WIN_SHIFT 30
+#define LL_WIN_SLOTS 16
+_Static_assert(LL_IS_POW2(LL_WIN_SLOTS), "slots are masked with LL_WIN_SLOTS - 1");
+
+struct ll_shadow_win {
+	__u64 uid;		   /* ll_limit_cfg.uid the slots belong to */
+	__u64 tag[LL_WIN_SLOTS];   /* CLOCK_MONOTONIC ns >> LL_WIN_SHIFT of the slot; 0 = empty */
+	__u64 pkts[LL_WIN_SLOTS];  /* shadow denials in that slot */
+	__u64 bytes[LL_WIN_SLOTS]; /* their frame bytes */
+};
+
 /* Per-CPU counters of one rule (index: rule position; LL_MAX_RULES = default). */
 struct ll_rule_stats {
 	__u64 matched_pkts;
@@ -500,7 +554,10 @@ struct ll_rule_stats {
  * agent also compares each pinned map with its own (sizes, flags and BTF
  * types, field by field), so a change that forgot the bump is refused too.
  */
-#define LL_LAYOUT_VERSION 2 /* 2: ll_rule matches tcp-flags, icmp-type, port lists; 1024 rules */
+/* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win; 4: ll_rule matches
+ * tcp-flags, icmp-type and dst-port lists, LL_MAX_RULES 1024 (ll_policy, ll_rule_stats)
+ */
+#define LL_LAYOUT_VERSION 4
 #define LL_LAYOUT_BUILD_LEN 48
 
 /* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to

@@ -22,6 +22,7 @@
 #include "out.h"
 #include "status.h"
 #include "top.h"
+#include "usage_cmd.h"
 #include "units.h"
 #include "version.h"
 #include "walk.h"
@@ -423,6 +424,68 @@ static int cmd_top(int argc, char **argv)
 	return rc ? failed("top", warned, rc, EXIT_RUNTIME) : 0;
 }
 
+static const struct option usage_lo[] = {
+    {"config", required_argument, NULL, 'c'},
+    {"period", required_argument, NULL, 'P'},
+    {"limit", required_argument, NULL, 'l'},
+    {"holder", required_argument, NULL, 'H'},
+    {"from", required_argument, NULL, 'F'},
+    {"to", required_argument, NULL, 'T'},
+    {"json", no_argument, NULL, 'j'},
+    {"csv", no_argument, NULL, 'C'},
+    {"reconcile", no_argument, NULL, 'R'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {},
+};
+#define USAGE_SO ":c:jvh"
+
+static int cmd_usage(int argc, char **argv)
+{
+	struct usage_opts o = {.period = ULEDGER_HOUR};
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, USAGE_SO, usage_lo, NULL)) != -1) {
+		if (opt == 'c') {
+			o.config = optarg;
+		} else if (opt == 'P') {
+			if (!strcmp(optarg, "hour"))
+				o.period = ULEDGER_HOUR;
+			else if (!strcmp(optarg, "day"))
+				o.period = ULEDGER_DAY;
+			else if (!strcmp(optarg, "month"))
+				o.period = ULEDGER_MONTH;
+			else
+				return usage_error("usage",
+						   "--period '%s': expected hour, day or month",
+						   optarg);
+		} else if (opt == 'l') {
+			o.limit = optarg;
+		} else if (opt == 'H') {
+			o.holder = optarg;
+		} else if (opt == 'F' || opt == 'T') {
+			if (usage_parse_time(optarg, opt == 'F' ? &o.from : &o.to))
+				return usage_error("usage",
+						   "'%s': expected a UTC time (2026-11-01, "
+						   "2026-11-01T10, 2026-11-01T10:20:30Z) or @SECONDS",
+						   optarg);
+		} else if (opt == 'j') {
+			o.format = USAGE_JSON;
+		} else if (opt == 'C') {
+			o.format = USAGE_CSV;
+		} else if (opt == 'R') {
+			o.reconcile = true;
+		} else if ((rc = common_opt("usage", opt, argv)) >= 0) {
+			return rc;
+		}
+	}
+	if (optind < argc)
+		return usage_error("usage", "unexpected argument '%s'", argv[optind]);
+	if (!o.config)
+		return usage_error("usage", "%s", "missing -c FILE");
+	return usage_run(&o);
+}
+
 static int cmd_reset_fence(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -475,16 +538,27 @@ static int cmd_detach(int argc, char **argv)
 	ifindex = (int)if_nametoindex(argv[optind]);
 	if (!ifindex)
 		return usage_error("detach", "no interface '%s'", argv[optind]);
+	struct attach_info ai;
+	bool in_dispatcher = !attach_query(ifindex, &ai) && ai.dispatcher;
+
 	err = attach_detach(ifindex, force);
 	if (err == -ENOENT) {
 		fprintf(stderr, "leaseline detach: no XDP program on '%s'\n", argv[optind]);
 		return EXIT_RUNTIME;
 	}
 	if (err == -EBUSY) {
-		fprintf(stderr,
-			"leaseline detach: the XDP program on '%s' is not leaseline's; "
-			"use --force to remove it anyway\n",
-			argv[optind]);
+		if (in_dispatcher)
+			fprintf(
+			    stderr,
+			    "leaseline detach: the libxdp dispatcher on '%s' holds no leaseline "
+			    "program (it holds %s); --force removes the dispatcher and every "
+			    "program in it\n",
+			    argv[optind], ai.others[0] ? ai.others : "nothing");
+		else
+			fprintf(stderr,
+				"leaseline detach: the XDP program on '%s' is not leaseline's; "
+				"use --force to remove it anyway\n",
+				argv[optind]);
 		return EXIT_RUNTIME;
 	}
 	if (err) {
@@ -492,7 +566,11 @@ static int cmd_detach(int argc, char **argv)
 			strerror(-err));
 		return EXIT_RUNTIME;
 	}
-	printf("detached from '%s'\n", argv[optind]);
+	if (in_dispatcher && ai.our_id)
+		printf("detached leaseline's program (id %u) from the dispatcher on '%s'%s%s\n",
+		       ai.our_id, argv[optind], ai.others[0] ? "; still there: " : "", ai.others);
+	else
+		printf("detached from '%s'\n", argv[optind]);
 	return 0;
 }
 
@@ -537,6 +615,17 @@ static const struct cmd cmds[] = {
      "rates over each interval, until ^C or --count frames (-j: one document a line;\n"
      "a failure: {\"error\", \"exit\"}).",
      cmd_top, TOP_SO, top_lo},
+    {"usage",
+     "leaseline usage -c coord.yaml [--period hour|day|month] [--limit NAME] [--holder NAME]\n"
+     "                [--from TIME] [--to TIME] [-j | --csv] [--reconcile]",
+     "The coordinator's usage ledger (limits with meter: true): admitted, denied,\n"
+     "fallback and bypass per limit, holder and UTC period, in the limit's unit.\n"
+     "TIME: 2026-11-01, 2026-11-01T10, 2026-11-01T10:20:30Z (UTC) or @SECONDS; the\n"
+     "periods overlapping [--from, --to). -j one JSON document, --csv CSV.\n"
+     "--reconcile: per limit and period, summed over holders, what passed against\n"
+     "B + R*T, each excess listed with its likely cause (bypass, fallback, late\n"
+     "reports); exit 1 if any.",
+     cmd_usage, USAGE_SO, usage_lo},
     {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
      cmd_detach, NULL, NULL},
     {"reset-fence", "leaseline reset-fence [--pin-dir DIR]",

@@ -35,7 +35,7 @@ import sys
 import time
 
 WIRE_MAGIC = 0x4C4C5731
-WIRE_VERSION = 3
+WIRE_VERSION = 4
 HELLO, POLICY, GRANT, REPORT = 1, 2, 3, 4
 U64_MAX = (1 << 64) - 1
 
@@ -62,8 +62,8 @@ def policy(epoch, version, yaml):
 
 def grant(limit, holder, incarnation, epoch, seq, report_seq, version, rate, burst, ttl, refresh):
     return frame(GRANT, name(limit) + name(holder) +
-                 struct.pack(">QQQQQQQQQH", incarnation, epoch, seq, report_seq, version, rate,
-                             burst, ttl, refresh, 0))
+                 struct.pack(">QQQQQQQQQBQH", incarnation, epoch, seq, report_seq, version, rate,
+                             burst, ttl, refresh, 1, 0, 0))  # a whole (empty) per-key set
 
 
 def read_frame(sock, buf):

@@ -22,6 +22,9 @@ command -v bpftool >/dev/null || ll_skip "needs 'bpftool'"
 
 RATE=1
 BURST=100
+# This build's pin layout (include/ll_types.h), so that a bump needs no edit here.
+LAYOUT=$(sed -n 's/^#define LL_LAYOUT_VERSION \([0-9]*\).*/\1/p' "$(dirname "$0")/../../include/ll_types.h")
+[ -n "$LAYOUT" ] || ll_fail "cannot read LL_LAYOUT_VERSION from include/ll_types.h"
 NSRC=4
 FAILS=0
 CHECKS=0
@@ -103,7 +106,7 @@ sed 's|^max-keys: .*|max-keys: 8192|' "$TMPD/agent.yaml" >"$TMPD/agent-8k.yaml"
 echo "layout recorded:"
 ll_agent_start "$TMPD/agent.yaml" "$TMPD/agent1.log"
 PROG=$(ll_xdp_prog $LL_G_IF)
-[ "$(layout_field version)" = 1 ] && ok "ll_layout: version 1" || bad "ll_layout version '$(layout_field version)'"
+[ "$(layout_field version)" = "$LAYOUT" ] && ok "ll_layout: version $LAYOUT" || bad "ll_layout version '$(layout_field version)'"
 [ "$(layout_field agent_build)" = "$V" ] && ok "ll_layout: agent_build $V" ||
 	bad "ll_layout agent_build '$(layout_field agent_build)', expected '$V'"
 # Drain the buckets: burst 100, 150 packets per client.
@@ -140,18 +143,18 @@ echo "    agent stopped, program $PROG still attached; buckets: $(python3 -c 'im
 echo "pins of another layout:"
 set_layout 7
 refused "pins recording layout 7" "$TMPD/agent.yaml" \
-	"pins under '$PIN' are of layout 7" "uses layout 1" "rm $PIN/ll_\\*"
+	"pins under '$PIN' are of layout 7" "uses layout $LAYOUT" "rm $PIN/ll_\\*"
 same_buckets "  ... buckets untouched"
 [ "$(ll_xdp_prog $LL_G_IF)" = "$PROG" ] && ok "  ... program $PROG untouched" || bad "  ... program replaced"
 in_g "$LL" top -j --pin-dir "$PIN" >"$TMPD/out" 2>&1
 [ $? -eq 1 ] && grep -q '"error":"pins under .* are of layout 7' "$TMPD/out" &&
 	ok "top -j refuses to read them: $(cut -c1-100 "$TMPD/out")" || bad "top -j on them: $(head -2 "$TMPD/out")"
-set_layout 1
+set_layout "$LAYOUT"
 
 STATE_ID=$(bpftool -j map show pinned "$PIN/ll_state" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 rm "$PIN/ll_state"
 refused "pins without ll_state" "$TMPD/agent.yaml" \
-	"pins under '$PIN' are incomplete \\(layout 1" "ll_state missing" "will not create it fresh"
+	"pins under '$PIN' are incomplete \\(layout $LAYOUT" "ll_state missing" "will not create it fresh"
 [ ! -e "$PIN/ll_state" ] && ok "  ... did not create ll_state" || bad "  ... created a fresh ll_state"
 same_buckets "  ... buckets untouched"
 bpftool map pin id "$STATE_ID" "$PIN/ll_state" || ll_fail "cannot pin ll_state back"
@@ -163,20 +166,20 @@ bpftool map pin pinned "$PIN/ll_fence" "$TMPD/bpffs/fence-kept" 2>/dev/null ||
 rm "$PIN/ll_fence"
 bpftool map create "$PIN/ll_fence" type array key 4 value 8 entries 1 name ll_fence ||
 	ll_fail "cannot create a fake ll_fence"
-refused "an ll_fence of another shape, layout 1 recorded" "$TMPD/agent.yaml" \
-	"pins under '$PIN' record layout 1, this build.s \\(leaseline [^)]*\\), but do not match it" \
+refused "an ll_fence of another shape, layout $LAYOUT recorded" "$TMPD/agent.yaml" \
+	"pins under '$PIN' record layout $LAYOUT, this build.s \\(leaseline [^)]*\\), but do not match it" \
 	"ll_fence has 4-byte keys and 8-byte values, this build's 4 and [0-9]+"
 same_buckets "  ... buckets untouched"
 # The same pins as an older build left them: no layout recorded at all.
 bpftool map pin pinned "$PIN/ll_layout" "$TMPD/bpffs/layout-kept" || ll_fail "cannot keep ll_layout"
 rm "$PIN/ll_layout"
 refused "an ll_fence of another shape, no layout recorded" "$TMPD/agent.yaml" \
-	"pins under '$PIN' have no layout recorded .* and are not of this build's layout 1" \
+	"pins under '$PIN' have no layout recorded .* and are not of this build's layout $LAYOUT" \
 	"ll_fence has 4-byte keys"
 same_buckets "  ... buckets untouched"
 [ ! -e "$PIN/ll_layout" ] && ok "  ... did not record a layout" || bad "  ... recorded a layout"
 in_g "$LL" status --pin-dir "$PIN" >"$TMPD/out" 2>&1
-[ $? -eq 1 ] && grep -q "are not of this build's layout 1" "$TMPD/out" &&
+[ $? -eq 1 ] && grep -q "are not of this build's layout $LAYOUT" "$TMPD/out" &&
 	ok "status refuses to read them too" || bad "status on them: $(head -2 "$TMPD/out")"
 mv "$TMPD/bpffs/layout-kept" "$PIN/ll_layout" || ll_fail "cannot put ll_layout back"
 rm "$PIN/ll_fence" && mv "$TMPD/bpffs/fence-kept" "$PIN/ll_fence" || ll_fail "cannot put ll_fence back"
@@ -206,9 +209,9 @@ ll_agent_wait_exit 50 || ll_fail "the agent did not exit on SIGTERM"
 echo "pins that record no layout:"
 rm "$PIN/ll_layout"
 ll_agent_start "$TMPD/agent-8k.yaml" "$TMPD/agent-adopt.log"
-grep -q "pins under '$PIN' record no layout; every map is this build's, type for type: adopted as layout 1" "$TMPD/agent-adopt.log" &&
+grep -q "pins under '$PIN' record no layout; every map is this build's, type for type: adopted as layout $LAYOUT" "$TMPD/agent-adopt.log" &&
 	ok "adopted, said so" || bad "no adoption logged: $(tail -3 "$TMPD/agent-adopt.log" | tr '\n' ' ')"
-[ "$(layout_field version)" = 1 ] && ok "  ... ll_layout: version 1 again" || bad "  ... ll_layout version '$(layout_field version)'"
+[ "$(layout_field version)" = "$LAYOUT" ] && ok "  ... ll_layout: version $LAYOUT again" || bad "  ... ll_layout version '$(layout_field version)'"
 same_buckets "  ... every bucket as it was"
 
 echo "traffic after all that: no fresh burst"

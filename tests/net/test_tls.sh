@@ -131,7 +131,7 @@ ROGUE_PID=$BG_PID
 agent_cfg "$TMPD/plain.yaml" gw-2 ""
 agent_bg "$TMPD/plain.yaml" "$TMPD/plain.log"
 PLAIN_PID=$BG_PID
-agent_cfg "$TMPD/wrongca.yaml" gw-2 gw-2 rogue-ca
+agent_cfg "$TMPD/wrongca.yaml" gw-2 gw-2 rogue-ca "$PIN-wrongca" # the plain one holds gw-2's pins
 agent_bg "$TMPD/wrongca.yaml" "$TMPD/wrongca.log"
 WRONGCA_PID=$BG_PID
 wait_log "$TMPD/wrongca.log" "coordinator link down (TLS handshake" &&

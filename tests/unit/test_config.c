@@ -100,7 +100,7 @@ static const struct text_case text_cases[] = {
      "mean 'rules'?)"},
     {"unknown_key_limit", V "limits:\n  - name: a\n    rte: 10\n    burst: 20\n", false, "4:5",
      "unknown key 'rte' in limit 'a' (expected one of: name, key, prefix-v4, prefix-v6, unit, "
-     "rate, burst, scope, mode, on-loss, fallback; did you mean 'rate'?)"},
+     "rate, burst, scope, mode, on-loss, fallback, overrides, meter; did you mean 'rate'?)"},
     {"unknown_key_fallback",
      LIM_A "    scope: global\n    on-loss: fallback\n    fallback: {rate: 5, brust: 5}\n", true,
      "8:25",
@@ -299,6 +299,8 @@ static const struct text_case text_cases[] = {
      "6:50",
      "rule 'r' match: fragments 'only' never matches with dst-port: a non-first fragment "
      "carries no ports (expected a rule without dst-port)"},
+    {"meter_with_local_scope", LIM_A "    meter: true\n", false, "6:12",
+     "limit 'a': meter applies only to scope global (scope is 'local')"},
     {"on_loss_with_local_scope", LIM_A "    on-loss: fail-open\n", false, "6:5",
      "limit 'a': on-loss applies only to scope global (scope is 'local')"},
     {"fallback_without_on_loss_fallback",
@@ -408,7 +410,7 @@ static const struct file_case file_cases[] = {
      "agent, coordinator: for a coordinated one)"},
     {"agent_unknown_key", LOAD_AGENT, "agent-unknown-key.yaml", NULL, -EINVAL, "2:1",
      "unknown key 'interface' in agent file (expected one of: node, interfaces, pin-dir, "
-     "policy, coordinator, metrics, max-keys, max-flow-keys, tls; did you mean "
+     "policy, coordinator, metrics, max-keys, max-flow-keys, tls, attach; did you mean "
      "'interfaces'?)"},
     {"agent_interface_unknown_key", LOAD_AGENT, "agent-iface-unknown-key.yaml", NULL, -EINVAL,
      "3:5",
@@ -442,8 +444,8 @@ static const struct file_case file_cases[] = {
      "unknown key 'refesh' in lease (expected one of: ttl, refresh; did you mean 'refresh'?)"},
     {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
      "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
-     "lease, metrics, gateways, user, pending-per-address, tls, insecure; did you mean "
-     "'state-dir'?)"},
+     "lease, metrics, gateways, user, pending-per-address, tls, insecure, ledger; did you "
+     "mean 'state-dir'?)"},
     {"coord_public_without_tls", LOAD_COORD, "coord-public-no-tls.yaml", NULL, -EINVAL, "1:9",
      "listen '198.18.0.1:7450' is beyond loopback without tls: (expected tls: {cert, key, ca}, "
      "or insecure: true to accept unauthenticated agents)"},
@@ -583,6 +585,19 @@ static void test_spec_policy(void **state)
 	assert_int_equal(r->limit[1], 1);
 	assert_int_equal(r->line, 24);
 	free(o);
+}
+
+/* meter: the same parse for check, agent and coordinator (one parser). */
+static void test_meter_parsed(void **state)
+{
+	struct cfg_policy *p = parse_ok(LIM_A "    scope: global\n    meter: true\n", false);
+
+	(void)state;
+	assert_int_equal(p->limits[0].meter, 1);
+	free(p);
+	p = parse_ok(LIM_A "    scope: global\n", false);
+	assert_int_equal(p->limits[0].meter, 0);
+	free(p);
 }
 
 static void test_coordinator_policy(void **state)
@@ -1066,11 +1081,114 @@ static void test_null_err_is_allowed(void **state)
 	free(p);
 }
 
+/* Overrides: a file of per-key contracts, every line checked where it is. */
+static void test_overrides_file(void **state)
+{
+	static const struct {
+		const char *name, *text, *at, *msg;
+	} bad[] = {
+	    {"host bits", "198.18.1.1/24 rate 10 burst 20\n", "1:1",
+	     "prefix '198.18.1.1/24' has host bits set (did you mean 198.18.1.0/24?)"},
+	    {"not a prefix", "# c\n\nfoo rate 1 burst 1\n", "3:1",
+	     "'foo' is not an address prefix (expected e.g. 198.18.1.0/24 or 2001:db8::/48)"},
+	    {"longer than the key", "198.18.1.0/25 deny\n", "1:1",
+	     "prefix '198.18.1.0/25' is longer than the limit's key (prefix-v4 24): an override "
+	     "covers whole keys"},
+	    {"no contract", "198.18.1.0/24\n", "1:14",
+	     "'198.18.1.0/24' needs a contract: rate R burst B, unlimited or deny"},
+	    {"bad contract", "198.18.1.0/24 allow\n", "1:15",
+	     "'allow' is not a contract (expected rate R burst B, unlimited or deny)"},
+	    {"rate zero", "198.18.1.0/24 rate 0 burst 1\n", "1:20",
+	     "rate '0' is not a count from 1 to 100000000000 (k, M, G allowed)"},
+	    {"no burst", "198.18.1.0/24 rate 5\n", "1:21", "expected 'burst B' after the rate"},
+	    {"trailing", "198.18.1.0/24 deny now\n", "1:20", "unexpected 'now' after the contract"},
+	    {"twice", "198.18.1.0/24 deny\n198.18.2.0/24 deny\n198.18.1.0/24 unlimited\n", "3",
+	     "the same prefix again (first on line 1)"},
+	};
+	char dir[] = "/tmp/ll-ovr-XXXXXX", pol[128], ovr[128], text[512];
+	struct cfg_policy *cp = calloc(1, sizeof(*cp));
+	struct cfg_err err;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(cp);
+	assert_non_null(mkdtemp(dir));
+	snprintf(pol, sizeof(pol), "%s/policy.yaml", dir);
+	snprintf(ovr, sizeof(ovr), "%s/tiers.txt", dir);
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: src-ip, prefix-v4: 24, rate: 5, burst: 10, "
+		   "overrides: tiers.txt}\n");
+	f = fopen(pol, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		f = fopen(ovr, "w");
+		assert_non_null(f);
+		fputs(bad[i].text, f);
+		fclose(f);
+		memset(&err, 0, sizeof(err));
+		if (cfg_policy_load(pol, true, cp, &err) != -EINVAL)
+			fail_msg("%s: accepted", bad[i].name);
+		expect_msg(&err, ovr, bad[i].at, bad[i].msg);
+	}
+	/* A good one: counted; v6 too. */
+	f = fopen(ovr, "w");
+	assert_non_null(f);
+	fputs("198.18.1.0/24 rate 10k burst 20k\n198.18.2.0/24 unlimited\n198.18.3.0/24 deny\n"
+	      "2001:db8::/48 rate 5 burst 5  # a comment\n",
+	      f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), 0);
+	assert_int_equal(cp->limits[0].n_overrides, 4);
+	assert_string_equal(cp->limits[0].overrides, ovr);
+	/* Only for an address key of a local limit; a file that is not there. */
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: dst-port, rate: 5, burst: 10, overrides: tiers.txt}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	expect_msg(&err, pol, "3:50",
+		   "limit 'a': overrides apply only to key src-ip or dst-ip (key is 'dst-port')");
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: src-ip, scope: global, rate: 5, burst: 10, overrides: "
+		   "tiers.txt}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	/* Global: one key per override (the tiers file above has /24s of /32 keys). */
+	assert_int_equal(cfg_policy_load(pol, false, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "on a scope: global limit an override names one key: its "
+					"prefix must be /32 (the limit's prefix-v4), not /24"));
+	f = fopen(ovr, "w");
+	fputs("198.18.1.7 rate 10 burst 10\n", f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, false, cp, &err), 0);
+	assert_int_equal(cp->limits[0].n_overrides, 1);
+	/* A served policy's global overrides are the coordinator's: not read. */
+	unlink(ovr);
+	assert_int_equal(cfg_policy_parse_served(text, strlen(text), cp, &err), 0);
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: src-ip, scope: global, on-loss: fallback, "
+		   "fallback: {rate: 1, burst: 1}, rate: 5, burst: 10, overrides: tiers.txt}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, false, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "with on-loss: fallback are not supported"));
+	assert_int_equal(cfg_policy_load(pol, false, cp, &err), -EINVAL);
+	unlink(pol);
+	rmdir(dir);
+	free(cp);
+}
+
 int main(void)
 {
 	static const struct CMUnitTest plain[] = {
 	    cmocka_unit_test(test_spec_policy),
 	    cmocka_unit_test(test_coordinator_policy),
+	    cmocka_unit_test(test_meter_parsed),
 	    cmocka_unit_test(test_spec_agent_standalone),
 	    cmocka_unit_test(test_spec_agent_coordinated),
 	    cmocka_unit_test(test_agent_defaults),
@@ -1089,6 +1207,7 @@ int main(void)
 	    cmocka_unit_test(test_name_bounds),
 	    cmocka_unit_test(test_names_of_values),
 	    cmocka_unit_test(test_null_err_is_allowed),
+	    cmocka_unit_test(test_overrides_file),
 	};
 	size_t n = ARRAY_SIZE(plain) + ARRAY_SIZE(text_cases) + ARRAY_SIZE(file_cases), k, i;
 	struct CMUnitTest *tests = calloc(n, sizeof(*tests));

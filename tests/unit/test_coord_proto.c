@@ -115,6 +115,9 @@ static void write_file(const char *dir, const char *name, const char *text)
 	fclose(f);
 }
 
+/* A file of overrides the next setup_policy writes beside the policy. */
+static const char *setup_tiers;
+
 static int setup_policy(void **state, const char *policy)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
@@ -130,6 +133,8 @@ static int setup_policy(void **state, const char *policy)
 	if (!fx->m || !mkdtemp(fx->dir))
 		return -1;
 	write_file(fx->dir, "policy.yaml", policy);
+	if (setup_tiers)
+		write_file(fx->dir, "tiers.txt", setup_tiers);
 	if (want_small_disk) {
 		char st[96];
 
@@ -174,6 +179,20 @@ static int setup_perkey(void **state)
 			    "version: 1\nlimits:\n"
 			    "  - {name: k, key: src-ip, scope: global, rate: 1000, burst: 1000}\n"
 			    "rules:\n  - {name: all, limits: [k]}\n");
+}
+
+/* The same limit with an override: client 10.0.0.1 has 600/s of its own. */
+static int setup_perkey_override(void **state)
+{
+	int rc;
+
+	setup_tiers = "10.0.0.1/32 rate 600 burst 600\n";
+	rc = setup_policy(state, "version: 1\nlimits:\n"
+				 "  - {name: k, key: src-ip, scope: global, rate: 1000, burst: 1000, "
+				 "overrides: tiers.txt}\n"
+				 "rules:\n  - {name: all, limits: [k]}\n");
+	setup_tiers = NULL;
+	return rc;
 }
 
 static int teardown(void **state)
@@ -750,23 +769,33 @@ static bool log_has(struct fx *fx, const char *s)
 /* Agents A and B at their fair half of the limit, then A lists K until its
  * grants give it at least 90% of K while B's cut it.
  */
+/* Agents A and B say hello; A reports through the quiet period until its
+ * first grant, which it takes.
+ */
+static void pk_start(struct fx *fx, struct pk_agent *ag)
+{
+	uint64_t end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
+
+	for (size_t i = 0; i < 2; i++) {
+		dial(fx, &ag[i].c);
+		hello(fx, &ag[i].c, ag[i].name);
+	}
+	/* The quiet period: reports answered by nothing until it ends. */
+	pk_report(fx, &ag[0], false);
+	while (recv_msg(&ag[0].c, fx->m, 50) != 1) {
+		pk_report(fx, &ag[0], false);
+		assert_true(clock_now_ns() < end);
+	}
+	pk_take(fx, ag, 2, 0);
+}
+
 static void pk_make_hot(struct fx *fx, struct pk_agent *ag)
 {
 	uint64_t end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
 	struct pk_agent *A = &ag[0], *B = &ag[1];
 
 	pk_cap = PK_RATE;
-	for (size_t i = 0; i < 2; i++) {
-		dial(fx, &ag[i].c);
-		hello(fx, &ag[i].c, ag[i].name);
-	}
-	/* The quiet period: reports answered by nothing until it ends. */
-	pk_report(fx, A, false);
-	while (recv_msg(&A->c, fx->m, 50) != 1) {
-		pk_report(fx, A, false);
-		assert_true(clock_now_ns() < end);
-	}
-	pk_take(fx, ag, 2, 0);
+	pk_start(fx, ag);
 	/* Both reach their fair half of the limit; no key is hot yet. */
 	while (A->share != PK_RATE / 2 || B->share != PK_RATE / 2 || A->last.seq < 3) {
 		pk_round(fx, ag, 2, 0, false);
@@ -898,6 +927,45 @@ static void test_per_key_grants_reload(void **state)
 	conn_close(&B->c);
 }
 
+/*
+ * An override of a global limit is leased by its own contract: client
+ * 10.0.0.1 has 600/s while the limit gives every other client 1000/s. It is
+ * a key of its own from the first grant (a whole set naming it to both
+ * gateways), A denied on it gets at most 600 in all, and what both may
+ * spend on it never exceeds 600 at any grant.
+ */
+static void test_per_key_override(void **state)
+{
+	struct fx *fx = *state;
+	struct pk_agent ag[2] = {{.name = "gw-a"}, {.name = "gw-b"}};
+	struct pk_agent *A = &ag[0], *B = &ag[1];
+	int round;
+
+	pk_cap = 600;
+	pk_start(fx, ag);
+	/* Before anyone wants it, both hold an entry for it: its contract spread. */
+	pk_round(fx, ag, 2, 1, false);
+	assert_true(A->last.entry && B->last.entry);
+	assert_true(A->last.rate + B->last.rate <= 600);
+	for (round = 0; round < 30; round++) {
+		pk_round(fx, ag, 2, 0, true);
+		pk_round(fx, ag, 2, 1, false);
+		if (A->last.entry && A->last.rate >= 540)
+			break;
+	}
+	if (getenv("LL_TEST_VERBOSE"))
+		print_message("A holds %llu/s of the override's 600 after %d rounds, B %llu\n",
+			      (unsigned long long)A->last.rate, round,
+			      (unsigned long long)B->last.rate);
+	assert_true(round < 30);
+	assert_true(A->last.rate <= 600);
+	assert_true(log_has(fx, "policy version 1 loaded"));
+	assert_false(log_has(fx, "INVARIANT VIOLATED"));
+	pk_cap = PK_RATE;
+	conn_close(&A->c);
+	conn_close(&B->c);
+}
+
 static int setup_small_disk(void **state)
 {
 	int rc;
@@ -972,6 +1040,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_holder_slots_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_grants, setup_perkey, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_grants_reload, setup_perkey, teardown),
+	    cmocka_unit_test_setup_teardown(test_per_key_override, setup_perkey_override, teardown),
 	    cmocka_unit_test_setup_teardown(test_disk_full_no_grant, setup_small_disk, teardown),
 	};
 

@@ -505,6 +505,71 @@ static void test_set_in_steps(void **state)
 	ledger_free(&lim);
 }
 
+/* Overrides of a global limit: a pinned key has a contract of its own,
+ * which every grant respects (Σ over holders ≤ its capacity, not the
+ * limit's); with no demand anywhere it is spread over the holders; it never
+ * cools; a reload's capacity does not touch it; unpinned, it takes the
+ * limit's capacity again and may cool.
+ */
+static void test_pinned(void **state)
+{
+	struct ll_key_id K = key_v4(7), U = key_v4(8);
+	uint64_t now = NSEC_PER_SEC;
+	struct ledger_grant g;
+	struct hotkeys t;
+	struct ledger lim;
+	int idx, iu;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	hotkeys_init(&t, "l", NHOLD, 16, SEED);
+	lim.h[0].active = lim.h[1].active = true;
+	hotkeys_pins_begin(&t);
+	assert_int_equal(hotkeys_pin(&t, &lim, &K, 200, 100, now), 1);
+	assert_int_equal(hotkeys_pin(&t, &lim, &U, 5000, 5000, now), 1);
+	hotkeys_pins_end(&t, 1000, 1000, now);
+	idx = hotkeys_find(&t, &K);
+	iu = hotkeys_find(&t, &U);
+	assert_true(t.k[idx].pinned && t.k[iu].pinned);
+	/* No demand: K's 200 spread over the holders (4 slots: 50 each). */
+	g = grant(&t, &lim, 0, 500, 500, now);
+	assert_int_equal(named(&K)->rate, 50);
+	ack(&t, &lim, 0, g.seq, now);
+	/* Holder 0 wants it all: it gets K's contract, never the limit's. */
+	report(&t, &lim, 0, &K, 1000, 500, now);
+	for (int round = 0; round < 6; round++)
+		for (size_t h = 0; h < NHOLD; h++) {
+			g = grant(&t, &lim, h, 250, 250, now);
+			ack(&t, &lim, h, g.seq, now);
+		}
+	assert_int_equal(t.k[idx].h[0].s_rate, 200);
+	assert_true(ledger_sum_rate(&t.k[idx].led, now) <= 200);
+	assert_true(ledger_sum_burst(&t.k[idx].led, now) <= 100);
+	/* Above the limit's contract for the unlimited one. */
+	report(&t, &lim, 1, &U, 3000, 500, now);
+	for (int round = 0; round < 6; round++)
+		for (size_t h = 0; h < NHOLD; h++) {
+			g = grant(&t, &lim, h, 250, 250, now);
+			ack(&t, &lim, h, g.seq, now);
+		}
+	assert_int_equal(t.k[iu].h[1].s_rate, 3500); /* its 3000 and a quarter of the 2000 left */
+	/* Nobody above its share for long: a pinned key stays. */
+	report(&t, &lim, 0, &K, 0, 500, now);
+	now += HOTKEYS_COOL_NS + 1;
+	hotkeys_tick(&t, &lim, now, true);
+	assert_false(t.k[idx].cooling);
+	/* A lowered limit leaves K's own capacity alone. */
+	hotkeys_set_capacity(&t, 600, 600, now);
+	assert_int_equal(t.k[idx].led.rate, 200);
+	/* No longer an override: the limit's capacity, and it may cool. */
+	hotkeys_pins_begin(&t);
+	hotkeys_pins_end(&t, 600, 600, now);
+	assert_false(t.k[idx].pinned);
+	assert_int_equal(t.k[idx].led.rate, 600);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
 /* A reload keeps the table (a deep copy), and a lowered capacity drains:
  * decreases only, no violation while the live grants come down, and the
  * drain ends once they fit. A key over capacity outside a drain is a
@@ -1121,7 +1186,7 @@ int main(void)
 	    cmocka_unit_test(test_table),	 cmocka_unit_test(test_standing_demand),
 	    cmocka_unit_test(test_compose),	 cmocka_unit_test(test_grant_not_sendable),
 	    cmocka_unit_test(test_dead_and_reset), cmocka_unit_test(test_copy_and_capacity),
-	    cmocka_unit_test(test_set_in_steps),
+	    cmocka_unit_test(test_set_in_steps),	 cmocka_unit_test(test_pinned),
 	    cmocka_unit_test(test_stranded),	 cmocka_unit_test(test_key_str),
 	    cmocka_unit_test(test_random),
 	};

@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "config.h"
 #include "dp.h"
+#include "leaseline.skel.h" /* dp->skel->skeleton: the ELF multiprog loads again */
 #include "fs.h"
 #include "http.h"
 #include "link.h"
@@ -120,6 +121,13 @@ uint64_t agent_netns_ino(void)
 
 static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 {
+	struct attach_req req = {.attach_mode = ac->attach_mode,
+				 .priority = ac->attach_priority,
+				 .force = force,
+				 .prog_fd = dp->prog_fd,
+				 .obj = dp->skel->obj,
+				 .elf = dp->skel->skeleton->data,
+				 .elf_sz = dp->skel->skeleton->data_sz};
 	struct ll_state st;
 	__u32 k = 0;
 	int err = dp_state_read(dp->state_fd, &st);
@@ -130,24 +138,40 @@ static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 	for (uint32_t i = 0; i < ac->n_ifaces; i++) {
 		const struct cfg_iface *ifc = &ac->ifaces[i];
 		int ifindex = (int)if_nametoindex(ifc->name);
-		uint8_t mode = 0;
+		struct attach_result res;
 
 		if (!ifindex) {
 			pr_warn("interface '%s': %s\n", ifc->name, strerror(errno));
 			return -ENODEV;
 		}
-		err = attach_iface(ifindex, dp->prog_fd, ifc->mode, force, &mode);
+		req.xdp_mode = ifc->mode;
+		err = attach_iface(ifindex, &req, &res);
 		if (err == -EBUSY) {
-			pr_warn("interface '%s' already has another XDP program; use --force to "
-				"replace it\n",
-				ifc->name);
+			pr_warn("interface '%s' already has %s; %s\n", ifc->name, res.why,
+				res.dispatcher ? "use attach: {mode: multiprog} to run beside its "
+						 "programs, or --force to replace it"
+					       : "use --force to replace it");
+			return err;
+		}
+		if (err == -EOPNOTSUPP && res.why[0]) {
+			pr_warn("cannot attach to '%s' as one program of a dispatcher: %s; nothing "
+				"of leaseline's is left attached there (attach: {mode: direct} "
+				"attaches alone)\n",
+				ifc->name, res.why);
 			return err;
 		}
 		if (err) {
-			pr_warn("cannot attach to '%s': %s\n", ifc->name, strerror(-err));
+			pr_warn("cannot attach to '%s': %s%s%s\n", ifc->name, strerror(-err),
+				res.why[0] ? ": " : "", res.why);
 			return err;
 		}
-		pr_info("attached to '%s' (%s)\n", ifc->name, attach_mode_name(mode));
+		if (res.multiprog)
+			pr_info("attached to '%s' (%s, multiprog: program id %u, priority %u%s)\n",
+				ifc->name, attach_mode_name(res.xdp_mode), res.prog_id,
+				ac->attach_priority, res.kept ? ", already there and kept" : "");
+		else
+			pr_info("attached to '%s' (%s)\n", ifc->name,
+				attach_mode_name(res.xdp_mode));
 		st.ifindex[st.n_ifaces++] = (uint32_t)ifindex;
 	}
 	st.agent_pid = (uint32_t)getpid();
@@ -179,6 +203,8 @@ static void warn_restart_only(const struct cfg_agent *run, const struct cfg_agen
 			 run->ifaces[i].mode != ac->ifaces[i].mode;
 	if (ifaces)
 		pr_warn("reload: 'interfaces' changed; restart the agent to apply it\n");
+	if (run->attach_mode != ac->attach_mode || run->attach_priority != ac->attach_priority)
+		pr_warn("reload: 'attach' changed; restart the agent to apply it\n");
 	if (strcmp(run->pin_dir, ac->pin_dir))
 		pr_warn("reload: 'pin-dir' changed; restart the agent to apply it\n");
 	if (run->max_keys != ac->max_keys || run->max_flow_keys != ac->max_flow_keys)

@@ -170,6 +170,7 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->leases_fd = bpf_map__fd(dp->skel->maps.ll_leases);
 	dp->fence_fd = bpf_map__fd(dp->skel->maps.ll_fence);
 	dp->key_grants_fd = bpf_map__fd(dp->skel->maps.ll_key_grants);
+	dp->overrides_fd = bpf_map__fd(dp->skel->maps.ll_overrides);
 	dp->hot_fd = bpf_map__fd(dp->skel->maps.ll_hot);
 	dp->prefix_buckets_fd = bpf_map__fd(dp->skel->maps.ll_prefix_buckets);
 	err = fill_init(dp);
@@ -355,10 +356,18 @@ static enum reap_class bucket_class(const struct ll_policy *pol, const struct re
 
 		if (!l->in_use || l->uid != k->limit_uid)
 			continue;
-		if (k->family == LL_OVERFLOW_FAMILY || !sh[i].idle_ok || b->gen != sh[i].gen)
-			return REAP_KEEP; /* overflow stays; let the datapath settle first */
-		if (now < b->last_ns + REAP_MIN_IDLE_NS)
-			return REAP_KEEP;
+		if (k->family == LL_OVERFLOW_FAMILY || now < b->last_ns + REAP_MIN_IDLE_NS)
+			return REAP_KEEP; /* overflow stays */
+		/* A key charged with its override: the contract it carries. */
+		if (l->scope == LL_SCOPE_LOCAL && (l->flags & LL_LIM_OVERRIDES) && b->o_gen &&
+		    b->gen == b->o_gen && b->kg_seen == l->ov_ver) {
+			struct tb_params o = {b->o_rate, b->o_burst_s, b->o_fill_ns};
+
+			return tb_refill(b->tokens, b->last_ns, now, &o) >= o.burst_s ? REAP_IDLE
+										     : REAP_KEEP;
+		}
+		if (!sh[i].idle_ok || b->gen != sh[i].gen)
+			return REAP_KEEP; /* let the datapath settle first */
 		return tb_refill(b->tokens, b->last_ns, now, &sh[i].cur) >= sh[i].cur.burst_s
 			   ? REAP_IDLE
 			   : REAP_KEEP;

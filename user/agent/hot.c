@@ -192,6 +192,15 @@ static uint64_t hot_with_headroom(uint64_t rate)
 	return rate + rate / HOT_HEADROOM_DIV + 1;
 }
 
+/* The most a key of limit c can ask for: the contract, or where keys have
+ * contracts of their own (overrides the coordinator leases), the most any
+ * contract holds (the coordinator's max-min caps it by the key's own).
+ */
+static uint64_t key_contract(const struct ll_limit_cfg *c)
+{
+	return c->flags & LL_LIM_KEY_CONTRACTS ? TB_MAX_RATE : c->rate;
+}
+
 /* Demand of key e for this report, or 0 to leave it out. */
 static uint64_t key_demand(struct dp *dp, const struct ll_limit_cfg *c, struct hot_key *e,
 			   uint64_t grant_plus1, uint64_t window_ns, uint64_t now)
@@ -200,7 +209,7 @@ static uint64_t key_demand(struct dp *dp, const struct ll_limit_cfg *c, struct h
 	bool have = bucket_spent(dp, c, e, &spent);
 
 	if (e->denied_ns && now - e->denied_ns <= window_ns)
-		demand = c->rate;
+		demand = key_contract(c);
 	else if (grant_plus1 && have && e->spent_ns && spent >= e->spent && now > e->spent_ns)
 		demand = hot_with_headroom((uint64_t)((unsigned __int128)(spent - e->spent) *
 						       NSEC_PER_SEC / (now - e->spent_ns)));
@@ -212,7 +221,7 @@ static uint64_t key_demand(struct dp *dp, const struct ll_limit_cfg *c, struct h
 	}
 	if (grant_plus1 && demand == 1)
 		demand = 0; /* spent nothing: wants none */
-	return demand < c->rate ? demand : c->rate;
+	return demand < key_contract(c) ? demand : key_contract(c);
 }
 
 void hot_report(struct hot *h, struct dp *dp, const struct ll_policy *pol, const int *entry_of,
@@ -237,7 +246,7 @@ void hot_report(struct hot *h, struct dp *dp, const struct ll_policy *pol, const
 		if (!e->used || !limit_hot_capable(c) || c->uid != e->uid || entry_of[e->id] < 0)
 			continue; /* the limit is gone or changed: forget the key */
 		demand = key_demand(dp, c, e, grant_rate[i], window_ns, now);
-		if (hot_moved(demand, e->told, c->rate)) {
+		if (hot_moved(demand, e->told, key_contract(c))) {
 			if (r->n_hot < WIRE_MAX_HOT) {
 				struct wire_hot *w = &r->hot[r->n_hot++];
 

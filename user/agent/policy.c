@@ -14,6 +14,7 @@
 #include "dp.h"
 #include "lease.h"
 #include "log.h"
+#include "ovr_map.h"
 #include "policy.h"
 #include "tb_math.h"
 
@@ -74,6 +75,8 @@ static void limit_fill(struct ll_limit_cfg *l, const struct cfg_limit *cl, unsig
 		l->fb_rate = cl->fallback_rate;
 		l->fb_burst_s = cl->fallback_burst * TB_SCALE;
 	}
+	if (cl->scope == LL_SCOPE_GLOBAL && cl->overrides[0])
+		l->flags |= LL_LIM_KEY_CONTRACTS;
 	snprintf(l->name, sizeof(l->name), "%s", cl->name);
 }
 
@@ -188,7 +191,18 @@ int policy_compile(const struct cfg_policy *cp, const struct policy_compile_opts
 		l = &out->limits[id];
 		limit_fill(l, &cp->limits[i], opts->ncpus);
 		if (prev && prev->limits[id].in_use &&
-		    !strncmp(prev->limits[id].name, l->name, LL_NAME_LEN)) {
+		    !strncmp(prev->limits[id].name, l->name, LL_NAME_LEN) &&
+		    prev->limits[id].unit != l->unit) {
+			/* Packets and bytes are not the same tokens: the limit starts
+			 * afresh under a new uid, its buckets empty at the reload
+			 * (refilling from then), never full.
+			 */
+			l->uid = (*opts->next_uid)++;
+			l->gen = (*opts->next_uid)++;
+			l->reload_ns = opts->now_ns;
+			l->flags |= LL_LIM_EMPTY_START;
+		} else if (prev && prev->limits[id].in_use &&
+			   !strncmp(prev->limits[id].name, l->name, LL_NAME_LEN)) {
 			limit_migrate(l, &prev->limits[id], opts->now_ns, opts->next_uid);
 		} else {
 			l->uid = (*opts->next_uid)++;
@@ -233,6 +247,10 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 	ret = policy_compile(cp, &o, pol, err, errlen);
 	if (ret)
 		goto out;
+	/* Overrides before the policy that points buckets at them. */
+	ret = ovr_map_write(dp, cp, prev->version ? prev : NULL, pol, &st.next_uid, err, errlen);
+	if (ret)
+		goto out;
 	/* Global limits: on-loss and the fallback share from the policy; a
 	 * limit that stays keeps its lease.
 	 */
@@ -251,6 +269,7 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 	ret = dp_policy_commit(dp, pol, prev, leases, &st, now, &stage);
 	if (ret)
 		goto fail;
+	ovr_map_prune(dp, pol);
 	/* An id that changed hands starts with a clean fence: grants of the
 	 * limit it served are refused by name, and the new limit's are numbered
 	 * from 1 by the coordinator. After the flip, so that a commit that

@@ -57,6 +57,54 @@ int stats_parse(int fd, uint64_t out[LL_PARSE_MAX])
 	return 0;
 }
 
+int stats_shadow_window(int fd, uint32_t id, uint32_t uid, uint64_t now, uint32_t slots,
+			struct stats_window *out)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	uint64_t cur = now >> LL_WIN_SHIFT, first;
+	struct ll_shadow_win *w;
+
+	memset(out, 0, sizeof(*out));
+	if (ncpus < 0)
+		return ncpus;
+	if (slots < 1)
+		slots = 1;
+	if (slots > LL_WIN_SLOTS - 1)
+		slots = LL_WIN_SLOTS - 1;
+	first = cur + 1 >= slots ? cur + 1 - slots : 0;
+	out->seconds = (double)(now - (first << LL_WIN_SHIFT)) / 1e9;
+	w = calloc((size_t)ncpus, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(fd, &id, w)) {
+		int err = -errno;
+
+		free(w);
+		return err;
+	}
+	for (int c = 0; c < ncpus; c++) {
+		if (w[c].uid != uid)
+			continue;
+		for (uint32_t i = 0; i < LL_WIN_SLOTS; i++)
+			if (w[c].tag[i] >= first && w[c].tag[i] <= cur && w[c].tag[i]) {
+				out->pkts += w[c].pkts[i];
+				out->bytes += w[c].bytes[i];
+			}
+	}
+	free(w);
+	return 0;
+}
+
+uint32_t stats_window_slots(double seconds)
+{
+	double slot = (double)(1ull << LL_WIN_SHIFT) / 1e9;
+	uint32_t n = (uint32_t)(seconds / slot);
+
+	if ((double)n * slot < seconds)
+		n++;
+	return n < 1 ? 1 : n > LL_WIN_SLOTS - 1 ? LL_WIN_SLOTS - 1 : n;
+}
+
 const char *stats_parse_reason_name(uint32_t reason)
 {
 	static const char *const names[LL_PARSE_MAX] = {

@@ -26,7 +26,11 @@
 struct pinned {
 	int state, policy, buckets, flow_buckets, limit_stats, rule_stats, parse_stats, leases,
 	    fence;
+	int shadow_win; /* -1 if unreadable: then no window fields */
 };
+
+/* The recent window `status` reports what enforce would have dropped over. */
+#define STATUS_WINDOW_SECONDS 10.0
 
 static int pinned_open(const char *dir, struct pinned *p)
 {
@@ -42,7 +46,12 @@ static int pinned_open(const char *dir, struct pinned *p)
 	    {"ll_fence", &p->fence},
 	};
 
-	return dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
+	char path[4096 + 32];
+	int err = dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
+
+	snprintf(path, sizeof(path), "%s/ll_shadow_win", dir);
+	p->shadow_win = err ? -1 : bpf_obj_get(path);
+	return err;
 }
 
 /* Add the keys of one bucket map (ll_buckets or ll_flow_buckets, whose keys
@@ -120,6 +129,40 @@ static void print_lease(struct out *o, const struct pinned *p, uint32_t id,
 	out_obj_end(o);
 }
 
+/* What enforce would have dropped: a shadow limit's denials over the last
+ * ~10 s (ll_shadow_win) and since the limit was first applied (its
+ * counters: they survive agent restarts that keep the pins). Shown for a
+ * shadow limit, and for an enforced one whose window still holds shadow
+ * denials (flipped within the window).
+ */
+static void print_would_drop(struct out *o, const struct pinned *p, uint32_t id,
+			     const struct ll_limit_cfg *l, const struct ll_limit_stats *s)
+{
+	struct stats_window w;
+	uint64_t offered = s->allowed_pkts + s->shadow_denied_pkts;
+	bool have = p->shadow_win >= 0 &&
+		    !stats_shadow_window(p->shadow_win, id, l->uid, clock_now_ns(),
+					 stats_window_slots(STATUS_WINDOW_SECONDS), &w);
+
+	if (l->mode != LL_MODE_SHADOW && (!have || !w.pkts))
+		return;
+	out_obj_begin(o, "would_drop");
+	if (have) {
+		out_f64(o, "window_seconds", w.seconds);
+		out_u64(o, "window_packets", w.pkts);
+		out_u64(o, "window_bytes", w.bytes);
+		out_f64(o, "window_packets_per_second",
+			w.seconds > 0 ? (double)w.pkts / w.seconds : 0);
+		out_f64(o, "window_bytes_per_second",
+			w.seconds > 0 ? (double)w.bytes / w.seconds : 0);
+	}
+	out_u64(o, "total_packets", s->shadow_denied_pkts);
+	out_u64(o, "total_bytes", s->shadow_denied_bytes);
+	/* Of the packets this limit decided (allowed or shadow-denied), ever. */
+	out_f64(o, "total_fraction", offered ? (double)s->shadow_denied_pkts / (double)offered : 0);
+	out_obj_end(o);
+}
+
 static void print_limit(struct out *o, const struct pinned *p, uint32_t id,
 			const struct ll_limit_cfg *l, uint64_t nkeys)
 {
@@ -155,6 +198,7 @@ static void print_limit(struct out *o, const struct pinned *p, uint32_t id,
 	out_u64(o, "prefix_buckets", s.prefix_buckets);
 	out_u64(o, "graduated", s.graduated);
 	out_u64(o, "overflow", s.overflow_pkts);
+	print_would_drop(o, p, id, l, &s);
 	if (l->scope == LL_SCOPE_GLOBAL)
 		print_lease(o, p, id, &s);
 	out_obj_end(o);
@@ -252,7 +296,7 @@ static void print_link(struct out *o, const struct ll_state *st)
 
 int status_print(const char *pin_dir, bool json)
 {
-	struct pinned p = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+	struct pinned p = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
 	uint64_t keys[LL_MAX_LIMITS];
 	struct ll_state st;
@@ -293,7 +337,7 @@ int status_print(const char *pin_dir, bool json)
 	out_obj_end(&o);
 	out_finish(&o);
 out:
-	for (int *fd = &p.state; fd <= &p.fence; fd++)
+	for (int *fd = &p.state; fd <= &p.shadow_win; fd++)
 		if (*fd >= 0)
 			close(*fd);
 	free(pol);

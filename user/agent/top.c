@@ -49,17 +49,23 @@ struct top_snap {
 	struct ll_policy *pol;
 	struct ll_state st;
 	struct ll_limit_stats ls[LL_MAX_LIMITS];
+	struct stats_window win[LL_MAX_LIMITS]; /* shadow denials, last ~10 s */
+	bool have_win[LL_MAX_LIMITS];
 	struct ll_lease lease[LL_MAX_LIMITS];
 	bool have_lease[LL_MAX_LIMITS];
 	struct top_entry *e;
 	size_t n, cap;
-	uint64_t now; /* CLOCK_MONOTONIC when the buckets had been read */
+	uint64_t now;	 /* CLOCK_MONOTONIC when the buckets had been read */
 	size_t key_size; /* of the map being read */
 };
 
 struct top_pins {
 	int state, policy, buckets, flow_buckets, limit_stats, leases;
+	int shadow_win; /* -1 if unreadable: then no window fields */
 };
+
+/* The recent window of a shadow limit's would-drop figure (ll_shadow_win). */
+#define TOP_WINDOW_SECONDS 10.0
 
 static int pins_open(const char *dir, struct top_pins *p)
 {
@@ -72,12 +78,17 @@ static int pins_open(const char *dir, struct top_pins *p)
 	    {"ll_leases", &p->leases},
 	};
 
-	return dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
+	char path[4096 + 32];
+	int err = dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
+
+	snprintf(path, sizeof(path), "%s/ll_shadow_win", dir);
+	p->shadow_win = err ? -1 : bpf_obj_get(path);
+	return err;
 }
 
 static void pins_close(struct top_pins *p)
 {
-	for (int *fd = &p->state; fd <= &p->leases; fd++)
+	for (int *fd = &p->state; fd <= &p->shadow_win; fd++)
 		if (*fd >= 0)
 			close(*fd);
 }
@@ -164,6 +175,10 @@ static int snap_read(struct top_snap *s, const struct top_pins *p)
 		if (!s->pol->limits[id].in_use)
 			continue;
 		stats_limit(p->limit_stats, id, &s->ls[id]);
+		s->have_win[id] =
+		    p->shadow_win >= 0 &&
+		    !stats_shadow_window(p->shadow_win, id, s->pol->limits[id].uid, clock_now_ns(),
+					 stats_window_slots(TOP_WINDOW_SECONDS), &s->win[id]);
 		if (s->pol->limits[id].scope == LL_SCOPE_GLOBAL)
 			s->have_lease[id] =
 			    !bpf_map_lookup_elem_flags(p->leases, &id, &s->lease[id], BPF_F_LOCK);
@@ -383,9 +398,13 @@ static void json_row(struct out *o, const struct top_snap *s, const struct top_e
 	out_str(o, "key", w.key);
 	json_key_fields(o, c, e);
 	out_u64(o, "denied", e->b.denied);
+	if (c->mode == LL_MODE_SHADOW) /* the same count, said as what it means here */
+		out_u64(o, "would_drop", e->b.denied);
 	out_u64(o, "allowed", e->b.spent);
 	if (secs > 0) {
 		out_f64(o, "denied_per_second", (double)e->d_denied / secs);
+		if (c->mode == LL_MODE_SHADOW)
+			out_f64(o, "would_drop_per_second", (double)e->d_denied / secs);
 		out_f64(o, "allowed_per_second", (double)e->d_spent / secs);
 	}
 	out_f64(o, "tokens", (double)e->b.tokens / TB_SCALE);
@@ -494,6 +513,20 @@ static void json_limit(struct out *o, const struct top_snap *s, const struct top
 		out_f64(o, "allowed_per_second", (double)delta(al, pal) / secs);
 		out_f64(o, "denied_per_second", (double)delta(de, pde) / secs);
 	}
+	if (c->mode == LL_MODE_SHADOW) {
+		const struct ll_limit_stats *st = &s->ls[id];
+
+		/* Exact, from the limit's counters: what enforce would have dropped. */
+		out_obj_begin(o, "would_drop");
+		out_u64(o, "total_packets", st->shadow_denied_pkts);
+		out_u64(o, "total_bytes", st->shadow_denied_bytes);
+		if (s->have_win[id]) {
+			out_f64(o, "window_seconds", s->win[id].seconds);
+			out_u64(o, "window_packets", s->win[id].pkts);
+			out_u64(o, "window_bytes", s->win[id].bytes);
+		}
+		out_obj_end(o);
+	}
 	out_arr_begin(o, "top_denied");
 	for (size_t i = 0; i < r->n_denied; i++)
 		json_row(o, s, r->denied[i], secs);
@@ -527,14 +560,17 @@ static void text_rows(FILE *f, const struct top_snap *s, const struct top_entry 
 		      bool denied_first, int kw, double secs)
 {
 	const char *unit = s->pol->limits[v[0]->id].unit == LL_UNIT_BYTES ? "bytes" : "pkts";
-	char a[24], b[24];
+	/* A shadow limit's per-key denied is what enforce would have dropped. */
+	const char *dn = s->pol->limits[v[0]->id].mode == LL_MODE_SHADOW ? "WOULD-DROP" : "DENIED";
+	char a[24], b[24], dps[24];
 
-	snprintf(a, sizeof(a), "%s %s", denied_first ? "DENIED" : "ALLOWED", unit);
-	snprintf(b, sizeof(b), "%s", denied_first ? "ALLOWED" : "DENIED");
+	snprintf(a, sizeof(a), "%s %s", denied_first ? dn : "ALLOWED", unit);
+	snprintf(b, sizeof(b), "%s", denied_first ? "ALLOWED" : dn);
+	snprintf(dps, sizeof(dps), "%s/s", dn);
 	fprintf(f, "    %-*s %14s %12s", kw, "KEY", a, b);
 	if (secs > 0)
-		fprintf(f, " %10s %10s", denied_first ? "DENIED/s" : "ALLOWED/s",
-			denied_first ? "ALLOWED/s" : "DENIED/s");
+		fprintf(f, " %10s %10s", denied_first ? dps : "ALLOWED/s",
+			denied_first ? "ALLOWED/s" : dps);
 	fprintf(f, "  %s\n", denied_first ? "RETRY" : "");
 	for (size_t i = 0; i < n; i++) {
 		const struct top_entry *e = v[i];
@@ -580,15 +616,34 @@ static void text_limit(FILE *f, const struct top_snap *s, const struct top_snap 
 			(double)delta(de, pde) / secs);
 	}
 	fprintf(f, "\n");
+	if (c->mode == LL_MODE_SHADOW) {
+		const struct ll_limit_stats *st = &s->ls[id];
+
+		fprintf(f, "  shadow: enforce would have dropped %llu pkts (%llu bytes) in all",
+			(unsigned long long)st->shadow_denied_pkts,
+			(unsigned long long)st->shadow_denied_bytes);
+		if (s->have_win[id])
+			fprintf(f, ", %llu pkts (%.1f/s) in the last %.1f s",
+				(unsigned long long)s->win[id].pkts,
+				s->win[id].seconds > 0
+				    ? (double)s->win[id].pkts / s->win[id].seconds
+				    : 0,
+				s->win[id].seconds);
+		fprintf(f, "\n");
+	}
 	if (c->key_mode == LL_KEY_NONE) {
 		fprintf(f, "  key none: one bucket for every packet, no per-key rows\n");
 		return;
 	}
 	if (r->n_denied) {
-		fprintf(f, "  denied most\n");
+		fprintf(f, "  %s\n",
+			c->mode == LL_MODE_SHADOW ? "would drop most (shadow: none dropped)"
+						  : "denied most");
 		text_rows(f, s, r->denied, r->n_denied, true, kw, secs);
 	} else {
-		fprintf(f, "  denied most: no key denied\n");
+		fprintf(f, "  %s\n",
+			c->mode == LL_MODE_SHADOW ? "would drop most: no key"
+						  : "denied most: no key denied");
 	}
 	if (r->n_allowed) {
 		fprintf(f, "  allowed most\n");
@@ -706,7 +761,7 @@ static int nap(uint64_t ns)
 
 int top_run(const struct top_opts *o)
 {
-	struct top_pins p = {-1, -1, -1, -1, -1, -1};
+	struct top_pins p = {-1, -1, -1, -1, -1, -1, -1};
 	struct top_snap snaps[2] = {0}, *cur = &snaps[0], *prev = NULL;
 	int err = -ENOMEM;
 

@@ -28,6 +28,8 @@
 #include "coord.h"
 #include "fs.h"
 #include "hotkeys.h"
+#include "overrides.h"
+#include "tb_math.h"
 #include "http.h"
 #include "lease_clock.h"
 #include "ledger.h"
@@ -37,6 +39,7 @@
 #include "state.h"
 #include "store.h"
 #include "tls.h"
+#include "usage_ledger.h"
 #include "wire.h"
 
 #define COORD_TICK_MS	   20
@@ -132,6 +135,55 @@ static uint64_t hash_seed(void)
 	return seed;
 }
 
+/* An override of a global limit is a key hot for good with a contract of
+ * its own (less the reserve): every gateway holds its share of it.
+ */
+static int limit_pins(struct climit *c, const struct cfg_limit *l)
+{
+	uint64_t now = clock_now_ns();
+	struct ovr_entry *e = NULL;
+	struct cfg_err err = {0};
+	size_t n = 0;
+	int rc = 0;
+
+	hotkeys_pins_begin(&c->hot);
+	if (l->overrides[0]) {
+		rc = ovr_load(l->overrides, l->prefix_v4, l->prefix_v6, TB_MAX_RATE, TB_MAX_BURST,
+			      &e, &n, &err);
+		if (rc)
+			pr_warn("limit '%s': %s\n", c->name, err.msg);
+	}
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct ll_key_id k = {.family = e[i].family};
+		uint64_t r = e[i].kind == OVR_RATE ? e[i].rate : e[i].kind == OVR_DENY ? 0 : TB_MAX_RATE;
+		uint64_t b = e[i].kind == OVR_RATE	? e[i].burst
+			     : e[i].kind == OVR_DENY	? 0
+							: TB_MAX_BURST;
+		int p;
+
+		if (e[i].family == 4) {
+			k.addr[2] = htonl(0xffff);
+			memcpy(&k.addr[3], e[i].addr, 4);
+		} else {
+			memcpy(k.addr, e[i].addr, 16);
+		}
+		r = r > c->reserve_rate ? r - c->reserve_rate : 0;
+		b = b > c->reserve_burst ? b - c->reserve_burst : 0;
+		p = hotkeys_pin(&c->hot, &c->led, &k, r, b, now);
+		if (p < 0) {
+			pr_warn("limit '%s': override on line %u not leased by its own contract: "
+				"%s (at most %u hot keys a limit)\n",
+				c->name, e[i].line, strerror(-p), c->hot.max);
+			rc = p == -ENOSPC ? 0 : p;
+			if (!rc)
+				break;
+		}
+	}
+	hotkeys_pins_end(&c->hot, c->led.rate, c->led.burst, now);
+	free(e);
+	return rc;
+}
+
 /* A limit with a key has a table of hot keys, kept across reloads with the
  * capacity of the new contract: dropping it while per-key grants are live
  * would let the sum over gateways exceed the contract for those keys. A
@@ -155,7 +207,7 @@ static int limit_hotkeys(struct coord *co, struct climit *c, const struct cfg_li
 	}
 	snprintf(c->hot.name, sizeof(c->hot.name), "%s", c->name);
 	hotkeys_set_capacity(&c->hot, c->led.rate, c->led.burst, clock_now_ns());
-	return 0;
+	return limit_pins(c, l);
 }
 
 /* Global limits of pol as ledgers, keeping the ledger (live grants) of a
@@ -196,6 +248,7 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 		c->on_loss = l->on_loss;
 		c->fb_rate = l->fallback_rate;
 		c->fb_burst = l->fallback_burst;
+		c->meter = l->meter;
 		c->led.rate = l->rate - fr;
 		c->led.burst = l->burst - fb;
 		err = limit_hotkeys(co, c, l);
@@ -596,6 +649,100 @@ static void hot_report(int hi, const struct wire_report *r, struct climit *const
 	}
 }
 
+/* The usage ledger's file: ledger: in coord.yaml, else state-dir/ledger.db. */
+static void usage_ledger_path(const struct coord *co, char *buf, size_t len)
+{
+	if (co->cfg.ledger_path[0])
+		snprintf(buf, len, "%s", co->cfg.ledger_path);
+	else
+		snprintf(buf, len, "%s/ledger.db", co->cfg.state_dir);
+}
+
+/* Open the usage ledger once a limit is metered (at start, after a reload,
+ * or again after it could not be opened) and record which limits are
+ * metered from now on. 0 or -errno (usage_unsynced stays set: tried again
+ * before the next record).
+ */
+static int usage_ledger_ensure(struct coord *co)
+{
+	char path[CFG_PATH_LEN + 16];
+	const char *names[LL_MAX_LIMITS];
+	size_t n = 0;
+	int err;
+
+	for (uint32_t l = 0; l < co->n_limits; l++)
+		if (co->lim[l].meter)
+			names[n++] = co->lim[l].name;
+	co->usage_unsynced = true;
+	if (!co->usage && !n)
+		return 0;
+	if (!co->usage) {
+		usage_ledger_path(co, path, sizeof(path));
+		err = uledger_open(&co->usage, path);
+		if (err) {
+			pr_warn("cannot open the usage ledger '%s': %s\n", path, strerror(-err));
+			return err;
+		}
+		pr_info("usage ledger '%s' open\n", path);
+	}
+	/* When each limit's metering began (agents older than that report
+	 * totals that were not metered), and which ended.
+	 */
+	err = uledger_set_metered(co->usage, names, n, uledger_now());
+	if (err)
+		pr_warn("usage ledger: cannot record which limits are metered: %s; no grant for "
+			"metered limits until it can\n",
+			strerror(-err));
+	co->usage_unsynced = err != 0;
+	return err;
+}
+
+/* The metered entries of a report, in one transaction of the usage ledger
+ * (usage_ledger.h). Reports closer than COORD_USAGE_MIN_INTERVAL_NS to the
+ * last one recorded for the holder are skipped: their totals are absolute,
+ * so the next one recorded carries them (no fsync storm from a fast peer).
+ * A batch that cannot be written gets no grant for its metered limits, as
+ * the usage log does: the holder reports the same totals again.
+ */
+static void record_metered(struct coord *co, struct cholder *h, const struct wire_report *r,
+			   struct climit *const *cl, bool *recorded, uint64_t now)
+{
+	struct uledger_entry e[WIRE_MAX_ENTRIES];
+	size_t n = 0;
+	int err;
+
+	for (uint32_t i = 0; i < r->n; i++) {
+		if (!cl[i] || !cl[i]->meter)
+			continue;
+		e[n].limit = cl[i]->name;
+		e[n].t.admitted = r->e[i].admitted;
+		e[n].t.denied = r->e[i].denied;
+		e[n].t.fallback = r->e[i].fallback;
+		e[n].t.bypass = r->e[i].bypass;
+		n++;
+	}
+	if (!n || (h->uledger_ns && now - h->uledger_ns < COORD_USAGE_MIN_INTERVAL_NS))
+		return;
+	/* Not open, or which limits are metered not recorded (a failed
+	 * write): first that, or an old agent's totals could count as usage.
+	 */
+	err = co->usage && !co->usage_unsynced ? 0 : usage_ledger_ensure(co);
+	if (!err)
+		err = uledger_record(co->usage, h->name, h->incarnation, r->seq, uledger_now(), now,
+				     e, n);
+	if (!err) {
+		h->uledger_ns = now;
+		return;
+	}
+	co->usage_failures++;
+	pr_warn("cannot record usage of '%s' in the usage ledger: %s; no grant for its metered "
+		"limits until it can\n",
+		h->name, strerror(-err));
+	for (uint32_t i = 0; i < r->n; i++)
+		if (cl[i] && cl[i]->meter)
+			recorded[i] = false;
+}
+
 static void on_report(struct coord *co, int ci, const struct wire_report *r)
 {
 	int hi = co->conns[ci]->holder;
@@ -651,6 +798,7 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 			targets_recompute(c, now);
 	}
 	hot_report(hi, r, cl, now);
+	record_metered(co, h, r, cl, recorded, now);
 	for (uint32_t i = 0; i < r->n; i++) {
 		struct climit *c = cl[i];
 
@@ -935,6 +1083,7 @@ static void reload(struct coord *co)
 		return;
 	}
 	co->reloads++;
+	usage_ledger_ensure(co); /* a newly metered limit; failing, its reports get no grant */
 	for (int ci = 0; ci < (int)co->max_conns; ci++) {
 		if (co->conns[ci] && co->conns[ci]->holder >= 0)
 			send_policy(co, ci);
@@ -950,7 +1099,9 @@ static void reload(struct coord *co)
  */
 static int run_as(struct coord *co, const char *user)
 {
-	static const char *const files[] = {".", "epoch.log", "usage.log", "initialised"};
+	static const char *const files[] = {
+	    ".", "epoch.log", "usage.log", "initialised", "ledger.db", "ledger.db-wal", "ledger.db-shm",
+	};
 	struct passwd *pw = getpwnam(user);
 
 	if (!pw) {
@@ -1034,6 +1185,9 @@ static int coord_start(struct coord *co)
 	}
 	if (co->cfg.user[0] && run_as(co, co->cfg.user))
 		return 1;
+	/* As the user it runs as: the ledger's files are its own. */
+	if (usage_ledger_ensure(co))
+		return 1;
 	pr_info("coordinator listening on %s%s\n", co->cfg.listen,
 		co->tls.ctx ? " (mutual TLS)" : co->cfg.insecure ? " (insecure: no TLS)" : "");
 	return 0;
@@ -1080,6 +1234,7 @@ int coord_run(const char *config_path)
 	free(co->h);
 	free(co->conns);
 	coord_store_close(&co->store);
+	uledger_close(co->usage);
 	free(co->pol);
 	free(co->yaml);
 	tls_ctx_free(&co->tls);

@@ -286,8 +286,8 @@ void hotkeys_set_capacity(struct hotkeys *t, uint64_t rate, uint64_t burst, uint
 	for (uint32_t i = 0; i < t->top; i++) {
 		struct hotkey *k = &t->k[i];
 
-		if (!k->live)
-			continue;
+		if (!k->live || k->pinned)
+			continue; /* an override keeps its own */
 		k->led.rate = rate;
 		k->led.burst = burst;
 		k->draining = ledger_over(&k->led, now);
@@ -396,6 +396,77 @@ static int key_add(struct hotkeys *t, const struct ledger *lim, const struct ll_
 	return (int)idx;
 }
 
+static void key_reheat(struct hotkeys *t, uint32_t idx);
+
+/* ---- overrides ---------------------------------------------------------- */
+
+void hotkeys_pins_begin(struct hotkeys *t)
+{
+	for (uint32_t i = 0; i < t->top; i++)
+		t->k[i].pin_seen = false;
+}
+
+/* Key idx's capacity becomes (rate, burst): a lower one drains. */
+static void key_capacity(struct hotkeys *t, uint32_t idx, uint64_t rate, uint64_t burst,
+			 uint64_t now)
+{
+	struct hotkey *k = &t->k[idx];
+
+	if (k->led.rate == rate && k->led.burst == burst)
+		return;
+	k->led.rate = rate;
+	k->led.burst = burst;
+	k->draining = ledger_over(&k->led, now);
+	key_dirty(t, idx);
+}
+
+int hotkeys_pin(struct hotkeys *t, const struct ledger *lim, const struct ll_key_id *key,
+		uint64_t rate, uint64_t burst, uint64_t now)
+{
+	int idx, made = 0;
+
+	if (!t->on)
+		return 0;
+	idx = hotkeys_find(t, key);
+	if (idx < 0) {
+		if (t->n >= t->max) {
+			t->refused++;
+			return -ENOSPC;
+		}
+		idx = key_add(t, lim, key, now);
+		if (idx < 0)
+			return idx;
+		made = 1;
+	}
+	if (t->k[idx].cooling)
+		key_reheat(t, (uint32_t)idx);
+	t->k[idx].pinned = true;
+	t->k[idx].pin_seen = true;
+	/* Every holder takes part: with no demand anywhere the key's contract
+	 * is spread over the gateways, as a limit's is, not cut to 0.
+	 */
+	for (size_t h = 0; h < t->holders && h < t->k[idx].led.cap; h++)
+		t->k[idx].led.h[h].active = true;
+	key_dirty(t, (uint32_t)idx);
+	key_capacity(t, (uint32_t)idx, rate, burst, now);
+	return made;
+}
+
+void hotkeys_pins_end(struct hotkeys *t, uint64_t rate, uint64_t burst, uint64_t now)
+{
+	for (uint32_t i = 0; i < t->top; i++) {
+		struct hotkey *k = &t->k[i];
+
+		if (!k->live || !k->pinned || k->pin_seen)
+			continue;
+		k->pinned = false; /* an ordinary hot key again: it may cool */
+		k->calm_ns = now;
+		for (size_t h = 0; h < t->holders && h < k->led.cap; h++)
+			k->led.h[h].active = k->led.h[h].demand > 0;
+		key_capacity(t, i, rate, burst, now);
+	}
+}
+
 /* ---- reports ------------------------------------------------------------ */
 
 /* Holder hi's demand for key idx becomes d; above: d is above its share. */
@@ -406,9 +477,9 @@ static void key_demand(struct hotkeys *t, uint32_t idx, size_t hi, uint64_t d, b
 	struct ledger_holder *lh = &k->led.h[hi];
 	struct hotkey_holder *kh = &k->h[hi];
 
-	if (lh->demand != d || lh->active != (d > 0)) {
+	if (lh->demand != d || lh->active != (d > 0 || k->pinned)) {
 		lh->demand = d;
-		lh->active = d > 0;
+		lh->active = d > 0 || k->pinned;
 		key_dirty(t, idx);
 	}
 	if (above && !(kh->flags & HK_ABOVE)) {
@@ -587,6 +658,8 @@ static void holder_clear(struct hotkeys *t, size_t hi, bool reset, uint64_t now)
 			k->calm_ns = now;
 		memset(&k->h[hi], 0, sizeof(k->h[hi]));
 		k->h[hi].flags = keep;
+		if (k->pinned && hi < k->led.cap)
+			k->led.h[hi].active = true;
 		key_dirty(t, i);
 	}
 	hl_free(hl);
@@ -951,7 +1024,8 @@ uint64_t hotkeys_tick(struct hotkeys *t, const struct ledger *lim, uint64_t now,
 	for (uint32_t i = 0; i < t->top; i++) {
 		struct hotkey *k = &t->k[i];
 
-		if (!k->live || k->cooling || k->n_above || now - k->calm_ns <= t->cool_ns)
+		if (!k->live || k->cooling || k->pinned || k->n_above ||
+		    now - k->calm_ns <= t->cool_ns)
 			continue;
 		if (list_push(&t->cool, i))
 			break;

@@ -83,6 +83,8 @@ struct hotkey {
 	uint64_t calm_ns;	 /* nobody above its share since (n_above == 0) */
 	uint32_t n_above;	 /* holders with HK_ABOVE */
 	bool live;		 /* the slot holds a key (k[] keeps its indices) */
+	bool pinned;		 /* an override: hot for good, with a contract of its own */
+	bool pin_seen;		 /* named by the pins being set (hotkeys_pins_end) */
 	bool cooling;
 	bool dirty;    /* demand changed since the targets were computed */
 	bool draining; /* over a capacity lowered by a reload: decreases only */
@@ -158,6 +160,17 @@ int hotkeys_copy(struct hotkeys *dst, const struct hotkeys *src);
  * now over it drains (decreases only) rather than counting as a violation.
  */
 void hotkeys_set_capacity(struct hotkeys *t, uint64_t rate, uint64_t burst, uint64_t now);
+
+/* Overrides (reference §4): key has a contract of its own, (rate, burst)
+ * less the reserve, and stays hot for good. Between _begin and _end, every
+ * override of the limit is pinned; at _end a key no longer named goes back
+ * to the limit's capacity and may cool. 1 made, 0 already there, -ENOSPC
+ * (the table is full), -ENOMEM.
+ */
+void hotkeys_pins_begin(struct hotkeys *t);
+int hotkeys_pin(struct hotkeys *t, const struct ledger *lim, const struct ll_key_id *key,
+		uint64_t rate, uint64_t burst, uint64_t now);
+void hotkeys_pins_end(struct hotkeys *t, uint64_t rate, uint64_t burst, uint64_t now);
 
 /* Index in t->k of key (a live slot), or -1. */
 int hotkeys_find(const struct hotkeys *t, const struct ll_key_id *key);

@@ -284,6 +284,47 @@ static void write_failures(FILE *f, struct coord *co)
 		(unsigned long long)co->reloads, (unsigned long long)co->reloads_refused);
 }
 
+/* The usage ledger (usage_ledger.h): zeros until a limit is metered. */
+static void write_usage_ledger(FILE *f, struct coord *co)
+{
+	struct uledger_counters c = co->usage ? *uledger_counters(co->usage)
+					      : (struct uledger_counters){0};
+	uint64_t p50 = 0, p99 = 0;
+	size_t n = 0;
+
+	if (co->usage)
+		uledger_latency(co->usage, &p50, &p99, &n);
+	prom_family(f, "leaseline_coord_usage_ledger_reports_total", "counter",
+		    "Reports of metered limits by result: recorded (one transaction each), or "
+		    "failed (nothing written; no grant for their metered limits).");
+	fprintf(f,
+		"leaseline_coord_usage_ledger_reports_total{result=\"recorded\"} %llu\n"
+		"leaseline_coord_usage_ledger_reports_total{result=\"failed\"} %llu\n",
+		(unsigned long long)c.reports, (unsigned long long)co->usage_failures);
+	prom_family(f, "leaseline_coord_usage_ledger_entries_total", "counter",
+		    "Report entries by what the ledger made of them: stale (not above the mark, or "
+		    "of a closed incarnation: nothing added), backwards (totals below the mark: "
+		    "counted from 0), continued (a new incarnation whose totals go on from the "
+		    "last), restarted (a new incarnation counted from 0), first (the first report of "
+		    "an agent started before the limit was metered: the baseline).");
+	fprintf(f,
+		"leaseline_coord_usage_ledger_entries_total{kind=\"stale\"} %llu\n"
+		"leaseline_coord_usage_ledger_entries_total{kind=\"backwards\"} %llu\n"
+		"leaseline_coord_usage_ledger_entries_total{kind=\"continued\"} %llu\n"
+		"leaseline_coord_usage_ledger_entries_total{kind=\"restarted\"} %llu\n"
+		"leaseline_coord_usage_ledger_entries_total{kind=\"first\"} %llu\n",
+		(unsigned long long)c.stale, (unsigned long long)c.backwards,
+		(unsigned long long)c.continued, (unsigned long long)c.restarted,
+		(unsigned long long)c.first);
+	prom_family(f, "leaseline_coord_usage_ledger_commit_seconds", "gauge",
+		    "From a report's arrival to its ledger commit, over the last 4096 recorded "
+		    "reports.");
+	fprintf(f, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.5\"}");
+	prom_value(f, ns_to_s(p50));
+	fprintf(f, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.99\"}");
+	prom_value(f, ns_to_s(p99));
+}
+
 int coord_metrics_write(FILE *f, void *arg)
 {
 	struct coord *co = arg;
@@ -325,6 +366,7 @@ int coord_metrics_write(FILE *f, void *arg)
 	write_fairness(f, co);
 	write_holders(f, co, now);
 	write_failures(f, co);
+	write_usage_ledger(f, co);
 	prom_build_info(f);
 	return 0;
 }

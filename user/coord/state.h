@@ -21,6 +21,7 @@
 #include "store.h"
 #include "telemetry.h"
 #include "tls.h"
+#include "usage_ledger.h"
 #include "wire.h"
 
 struct climit {
@@ -38,6 +39,7 @@ struct climit {
 	uint64_t last_drain_ns;	 /* how long the last such drain took */
 	struct hotkeys hot;	 /* per-key grants of hot keys (a limit with a key) */
 	double waste; /* tokens committed to holders that they did not admit (telemetry.c) */
+	bool meter;   /* meter: true: its reported totals go to the usage ledger */
 };
 
 struct cholder {
@@ -52,6 +54,7 @@ struct cholder {
 	uint64_t usage_ns[LL_MAX_LIMITS];			 /* when last recorded */
 	struct tele_slot tele[LL_MAX_LIMITS]; /* admissions per limit, for telemetry.c */
 	uint64_t tele_incarnation;	      /* the incarnation tele[] counts */
+	uint64_t uledger_ns; /* when its last report went to the usage ledger */
 };
 
 struct cconn {
@@ -90,6 +93,9 @@ struct coord {
 	uint64_t tls_refused;	  /* holders whose certificate does not name them */
 	uint64_t ring_full, key_ledger_full, link_drops; /* allocator failures (telemetry.h) */
 	uint64_t reloads, reloads_refused;		 /* SIGHUP: policies loaded, refused */
+	struct uledger *usage; /* the usage ledger; NULL until a limit is metered */
+	bool usage_unsynced;   /* the metered limits not yet recorded in it */
+	uint64_t usage_failures; /* reports the usage ledger could not record (no grant) */
 };
 
 #endif /* LEASELINE_COORD_STATE_H */

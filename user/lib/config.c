@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "overrides.h"
 #include "lease_clock.h"
 #include "tb_math.h"
 #include "tls.h"
@@ -51,6 +52,7 @@
 /* What the checks of one file need besides the object being filled. */
 struct cfg_state {
 	bool standalone;	/* policy: scope global is refused */
+	bool served;		/* a policy a coordinator served: its global limits' override files are the coordinator's */
 	struct cfg_policy *pol; /* the policy being built, or where an agent's/coordinator's goes */
 	struct cfg_agent *agent;
 };
@@ -147,6 +149,17 @@ const char *cfg_xdp_mode_name(uint8_t mode)
 	return walk_enum_name(xdp_modes, mode);
 }
 
+static const struct walk_enum attach_modes[] = {
+    {"direct", CFG_ATTACH_DIRECT},
+    {"multiprog", CFG_ATTACH_MULTIPROG},
+    {NULL, 0},
+};
+
+const char *cfg_attach_mode_name(uint8_t mode)
+{
+	return walk_enum_name(attach_modes, mode);
+}
+
 const char *cfg_proto_name(uint8_t proto)
 {
 	const struct walk_enum *e;
@@ -203,6 +216,13 @@ static const struct walk_section fallback_section = WALK_SECTION(fallback_fields
 
 static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj);
 
+/* meter: true|false (the usage ledger; reference §6.3). */
+static const struct walk_enum meter_bools[] = {
+    {"false", 0},
+    {"true", 1},
+    {NULL, 0},
+};
+
 static const struct walk_field limit_fields[] = {
     {"name", WALK_NAME, LIM(name), .required = true, .example = "per-client"},
     {"key", WALK_ENUM, LIM(key_mode), .names = key_modes},
@@ -217,6 +237,8 @@ static const struct walk_field limit_fields[] = {
     {"mode", WALK_ENUM, LIM(mode), .names = modes},
     {"on-loss", WALK_ENUM, LIM(on_loss), .names = on_losses},
     {"fallback", WALK_MAP, .sub = &fallback_section},
+    {"overrides", WALK_PATH, LIM(overrides)},
+    {"meter", WALK_ENUM, LIM(meter), .names = meter_bools},
 };
 
 static const struct walk_section limit_section = WALK_SECTION(limit_fields, limit_check);
@@ -296,6 +318,72 @@ static int limit_check_fallback(struct walk_ctx *c, const struct walk_map *m, st
 	return rc ? rc : fallback_within(c, fb, "burst", l->fallback_burst, l->burst);
 }
 
+/* overrides: only for an address key of a local limit; the file is read and
+ * checked whole here, so `check` and a reload refuse a bad one.
+ */
+static int limit_check_overrides(struct walk_ctx *c, const struct walk_map *m,
+				 struct cfg_limit *l)
+{
+	yaml_node_t *n = walk_key(m, "overrides");
+	struct ovr_entry *v = NULL;
+	struct cfg_err inner = {0};
+	size_t k = 0;
+	int rc;
+
+	if (!n)
+		return 0;
+	if (l->key_mode != LL_KEY_SRC_IP && l->key_mode != LL_KEY_DST_IP)
+		return walk_fail(c, n, "overrides apply only to key src-ip or dst-ip (key is '%s')",
+				 cfg_key_mode_name(l->key_mode));
+	if (l->scope == LL_SCOPE_GLOBAL && l->on_loss == LL_ON_LOSS_FALLBACK)
+		return walk_fail(c, n,
+				 "overrides on a global limit with on-loss: fallback are not "
+				 "supported (the fallback share is the limit's, not each key's)");
+	if (l->scope == LL_SCOPE_GLOBAL && state(c)->served)
+		return 0; /* the coordinator read it; per-key grants carry its shares */
+	rc = ovr_load(l->overrides, l->prefix_v4, l->prefix_v6, TB_MAX_RATE, TB_MAX_BURST, &v,
+		      &k, &inner);
+	if (rc == -EINVAL) {
+		*c->err = inner;
+		return rc;
+	}
+	if (rc)
+		return walk_fail(c, walk_get(m, "overrides"), "%s", inner.msg);
+	/* A global limit leases each override as a key of its own: it must
+	 * name exactly one key.
+	 */
+	for (size_t i = 0; l->scope == LL_SCOPE_GLOBAL && i < k; i++) {
+		uint8_t want = v[i].family == 4 ? l->prefix_v4 : l->prefix_v6;
+
+		if (v[i].plen != want) {
+			int w = snprintf(inner.msg, sizeof(inner.msg),
+					 "%.300s:%u: on a scope: global limit an override names one "
+					 "key: its prefix must be /%u (the limit's prefix-v%d), not /%u",
+					 l->overrides, v[i].line, want, v[i].family, v[i].plen);
+
+			(void)w;
+			cfg_err_at(&inner, l->overrides, v[i].line, 0);
+			*c->err = inner;
+			free(v);
+			return -EINVAL;
+		}
+	}
+	free(v);
+	l->n_overrides = (uint32_t)k;
+	return 0;
+}
+
+/* The coordinator meters what agents report of a global limit: nothing else. */
+static int limit_check_meter(struct walk_ctx *c, const struct walk_map *m,
+			     const struct cfg_limit *l)
+{
+	if (l->meter && l->scope != LL_SCOPE_GLOBAL)
+		return walk_fail(c, walk_get(m, "meter"),
+				 "meter applies only to scope global (scope is '%s')",
+				 cfg_scope_name(l->scope));
+	return 0;
+}
+
 static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 {
 	struct cfg_limit *l = obj;
@@ -310,6 +398,10 @@ static int limit_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 		rc = limit_check_scope(c, m, l);
 	if (!rc)
 		rc = limit_check_fallback(c, m, l);
+	if (!rc)
+		rc = limit_check_overrides(c, m, l);
+	if (!rc)
+		rc = limit_check_meter(c, m, l);
 	return rc;
 }
 
@@ -1036,6 +1128,29 @@ static int agent_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	return pol ? load_policy(c, walk_get(m, "policy"), a->policy_path, true) : 0;
 }
 
+/* attach: {mode: direct|multiprog, priority: N}. A priority only orders
+ * programs of a dispatcher: with direct it would be silently meaningless.
+ */
+static const struct walk_field attach_fields[] = {
+    {"mode", WALK_ENUM, AGENT(attach_mode), .names = attach_modes},
+    {"priority", WALK_UINT, AGENT(attach_priority), .min = 0, .max = CFG_MAX_ATTACH_PRIORITY},
+};
+
+static int attach_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	const struct cfg_agent *a = obj;
+	yaml_node_t *prio = walk_get(m, "priority");
+
+	if (prio && a->attach_mode != CFG_ATTACH_MULTIPROG)
+		return walk_fail(
+		    c, prio,
+		    "priority applies only to mode: multiprog (expected mode: multiprog "
+		    "with it, or no priority)");
+	return 0;
+}
+
+static const struct walk_section attach_section = WALK_SECTION(attach_fields, attach_check);
+
 static const struct walk_field agent_fields[] = {
     {"node", WALK_NAME, AGENT(node)},
     {"interfaces", WALK_CUSTOM, .required = true, .example = "[{name: eth0, mode: native}]",
@@ -1047,6 +1162,7 @@ static const struct walk_field agent_fields[] = {
     {"max-keys", WALK_UINT, AGENT(max_keys), .min = 1, .max = CFG_MAX_KEYS_LIMIT},
     {"max-flow-keys", WALK_UINT, AGENT(max_flow_keys), .min = 0, .max = CFG_MAX_KEYS_LIMIT},
     {"tls", WALK_CUSTOM, .fn = agent_tls},
+    {"attach", WALK_MAP, .sub = &attach_section},
 };
 
 static const struct walk_section agent_section = WALK_SECTION(agent_fields, agent_check);
@@ -1150,6 +1266,7 @@ static const struct walk_field coord_fields[] = {
     {"pending-per-address", WALK_UINT, COORD(pending_per_address), .min = 1, .max = 65536},
     {"tls", WALK_CUSTOM, .fn = coord_tls},
     {"insecure", WALK_ENUM, COORD(insecure), .names = bools},
+    {"ledger", WALK_PATH, COORD(ledger_path)},
 };
 
 static const struct walk_section coord_section = WALK_SECTION(coord_fields, coord_check);
@@ -1179,6 +1296,7 @@ static void agent_init(void *obj, struct cfg_state *st)
 	a->node[sizeof(a->node) - 1] = '\0';
 	snprintf(a->pin_dir, sizeof(a->pin_dir), "%s", CFG_DEFAULT_PIN_DIR);
 	a->max_keys = CFG_DEFAULT_MAX_KEYS;
+	a->attach_priority = CFG_DEFAULT_ATTACH_PRIORITY;
 }
 
 static void coord_init(void *obj, struct cfg_state *st)
@@ -1242,6 +1360,15 @@ int cfg_policy_parse(const char *name, const char *text, size_t len, bool standa
 	struct cfg_state st = {.standalone = standalone};
 
 	return cfg_run(&policy_file, name, text ? text : "", text ? len : 0, &st, out, err);
+}
+
+int cfg_policy_parse_served(const char *text, size_t len, struct cfg_policy *out,
+			    struct cfg_err *err)
+{
+	struct cfg_state st = {.standalone = false, .served = true};
+
+	return cfg_run(&policy_file, "coordinator policy", text ? text : "", text ? len : 0, &st,
+		       out, err);
 }
 
 int cfg_agent_load(const char *path, struct cfg_agent *out, struct cfg_policy *policy,

@@ -32,6 +32,13 @@ struct cfg_limit {
 	bool has_fallback;
 	uint64_t fallback_rate;
 	uint64_t fallback_burst;
+	/* overrides: a file of per-key contracts (overrides.h), resolved
+	 * relative to the policy file; "" none. n_overrides: its entries as
+	 * checked at load.
+	 */
+	char overrides[512];
+	uint32_t n_overrides;
+	uint8_t meter; /* 1: the coordinator's usage ledger records it (global only) */
 	int line, col; /* where the limit's mapping starts */
 };
 
@@ -77,6 +84,17 @@ struct cfg_iface {
 	uint8_t mode;  /* enum cfg_xdp_mode; default native */
 };
 
+/* attach.mode: the program alone on the interface (direct), or one program
+ * of a libxdp dispatcher beside others (multiprog).
+ */
+enum cfg_attach_mode {
+	CFG_ATTACH_DIRECT = 0,
+	CFG_ATTACH_MULTIPROG = 1,
+};
+
+#define CFG_DEFAULT_ATTACH_PRIORITY 50 /* libxdp's default; lower runs first */
+#define CFG_MAX_ATTACH_PRIORITY	    1000
+
 struct cfg_agent {
 	char node[64];	   /* default: hostname */
 	uint32_t n_ifaces; /* >= 1 */
@@ -90,6 +108,9 @@ struct cfg_agent {
 	uint32_t max_keys;	/* default 1048576, 1..2^28 */
 	uint32_t max_flow_keys; /* key: flow buckets; default max_keys, 0..2^28 */
 	struct cfg_tls tls;	/* mutual TLS to the coordinator (coordinated agents) */
+
+	uint8_t attach_mode;	  /* enum cfg_attach_mode; default direct */
+	uint32_t attach_priority; /* multiprog run priority; default 50 */
 };
 
 struct cfg_coord {
@@ -106,6 +127,7 @@ struct cfg_coord {
 	uint32_t pending_per_address; /* connections without HELLO one address may hold (4) */
 	struct cfg_tls tls;	      /* mutual TLS with every agent */
 	uint8_t insecure; /* 1: may listen beyond loopback without TLS (insecure: true) */
+	char ledger_path[CFG_PATH_LEN]; /* usage ledger; "" = state-dir/ledger.db */
 };
 
 enum cfg_kind {
@@ -124,6 +146,14 @@ enum cfg_kind {
 int cfg_policy_load(const char *path, bool standalone, struct cfg_policy *out, struct cfg_err *err);
 int cfg_policy_parse(const char *name, const char *text, size_t len, bool standalone,
 		     struct cfg_policy *out, struct cfg_err *err);
+/* A policy a coordinator served (the agent's link): global limits allowed,
+ * and the override files of global limits not read (the coordinator leases
+ * each override as a key of its own; the agent holds per-key grants).
+ * Local limits' override files are read on the gateway: name them by
+ * absolute paths in a policy a coordinator serves.
+ */
+int cfg_policy_parse_served(const char *text, size_t len, struct cfg_policy *out,
+			    struct cfg_err *err);
 /* Loads the agent file and, when it names one (policy:), its policy file
  * with standalone = true into *policy; errors in that file carry its name.
  * policy may be NULL to read the agent file alone; it is left untouched
@@ -151,6 +181,7 @@ const char *cfg_on_loss_name(uint8_t on_loss);
 int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, size_t len);
 const char *cfg_action_name(uint8_t action);
 const char *cfg_xdp_mode_name(uint8_t mode);
+const char *cfg_attach_mode_name(uint8_t mode);
 /* "any", "tcp", "udp", "icmp", "icmpv6"; NULL for other protocol numbers. */
 const char *cfg_proto_name(uint8_t proto);
 

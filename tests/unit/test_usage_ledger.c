@@ -1,0 +1,747 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The usage ledger (user/coord/usage_ledger.c) on a real SQLite file, fed
+ * reports as a fake agent would send them: duplicated, reordered, delayed,
+ * across agent restarts (counters kept or lost), across hour, day and month
+ * boundaries, and in random orders against a reference model. Every test
+ * ends with the ledger's totals equal, exactly, to what the fake agent
+ * counted. Also measures the arrival-to-commit latency and the size of one
+ * (limit, holder, hour) row, and prints both.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <sqlite3.h>
+
+#include "clock.h"
+#include "usage_cmd.h"
+#include "usage_ledger.h"
+
+/* 2026-11-30T23:00:00Z: an hour before a day and a month end. */
+#define T0 1796079600LL
+
+struct fx {
+	char dir[64];
+	char path[96];
+	struct uledger *lg;
+};
+
+static int setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+
+	if (!fx)
+		return -1;
+	snprintf(fx->dir, sizeof(fx->dir), "/var/tmp/ll-uledger-XXXXXX");
+	if (!mkdtemp(fx->dir))
+		return -1;
+	snprintf(fx->path, sizeof(fx->path), "%s/ledger.db", fx->dir);
+	if (uledger_open(&fx->lg, fx->path))
+		return -1;
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	char cmd[128];
+
+	uledger_close(fx->lg);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	if (system(cmd))
+		return -1;
+	free(fx);
+	return 0;
+}
+
+static struct uledger_totals tot(uint64_t a, uint64_t d, uint64_t f, uint64_t b)
+{
+	return (struct uledger_totals){.admitted = a, .denied = d, .fallback = f, .bypass = b};
+}
+
+/* One report of one limit. */
+static void rep(struct fx *fx, const char *holder, uint64_t inc, uint64_t seq, int64_t now,
+		const char *limit, struct uledger_totals t)
+{
+	struct uledger_entry e = {.limit = limit, .t = t};
+
+	assert_int_equal(uledger_record(fx->lg, holder, inc, seq, now, clock_now_ns(), &e, 1), 0);
+}
+
+static int add_row(const struct uledger_row *r, void *arg)
+{
+	struct uledger_totals *t = arg;
+
+	t->admitted += r->t.admitted;
+	t->denied += r->t.denied;
+	t->fallback += r->t.fallback;
+	t->bypass += r->t.bypass;
+	return 0;
+}
+
+/* Everything the ledger holds for (limit, holder), over all periods. */
+static struct uledger_totals ledger_sum(struct fx *fx, const char *limit, const char *holder,
+					enum uledger_period p)
+{
+	struct uledger_query q = {.period = p, .limit = limit, .holder = holder, .by_holder = 1};
+	struct uledger_totals t = {0};
+
+	assert_int_equal(uledger_query(fx->path, &q, add_row, &t), 0);
+	return t;
+}
+
+static void assert_totals(struct uledger_totals got, struct uledger_totals want)
+{
+	assert_int_equal(got.admitted, want.admitted);
+	assert_int_equal(got.denied, want.denied);
+	assert_int_equal(got.fallback, want.fallback);
+	assert_int_equal(got.bypass, want.bypass);
+}
+
+/* A retransmitted or replayed report (same seq, or an old one again) adds
+ * nothing; the totals are the last report's.
+ */
+static void test_duplicate_and_replayed(void **state)
+{
+	struct fx *fx = *state;
+
+	for (uint64_t s = 1; s <= 5; s++)
+		rep(fx, "gw-1", 7, s, T0 + (int64_t)s, "a", tot(100 * s, 10 * s, 0, 0));
+	rep(fx, "gw-1", 7, 5, T0 + 6, "a", tot(500, 50, 0, 0)); /* retransmitted */
+	rep(fx, "gw-1", 7, 3, T0 + 7, "a", tot(300, 30, 0, 0)); /* replayed */
+	rep(fx, "gw-1", 7, 1, T0 + 8, "a", tot(100, 10, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(500, 50, 0, 0));
+	assert_int_equal(uledger_counters(fx->lg)->stale, 3);
+}
+
+/* Seq 3 before 2: 2 is old news (its totals are inside 3's). */
+static void test_reordered(void **state)
+{
+	struct fx *fx = *state;
+
+	rep(fx, "gw-1", 7, 1, T0, "a", tot(10, 1, 0, 0));
+	rep(fx, "gw-1", 7, 3, T0 + 1, "a", tot(30, 3, 0, 0));
+	rep(fx, "gw-1", 7, 2, T0 + 2, "a", tot(20, 2, 0, 0));
+	rep(fx, "gw-1", 7, 4, T0 + 3, "a", tot(40, 4, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(40, 4, 0, 0));
+}
+
+/* A report held up for minutes (sent, stuck, delivered after newer ones):
+ * the clock moves 7 minutes, the old seq comes, nothing is added, and what
+ * the newer reports counted stays where it was recorded.
+ */
+static void test_delayed_minutes(void **state)
+{
+	struct fx *fx = *state;
+
+	rep(fx, "gw-1", 7, 1, T0 + 10, "a", tot(1000, 0, 0, 0));
+	rep(fx, "gw-1", 7, 3, T0 + 20, "a", tot(3000, 0, 0, 0));
+	rep(fx, "gw-1", 7, 2, T0 + 20 + 7 * 60, "a", tot(2000, 0, 0, 0));
+	rep(fx, "gw-1", 7, 4, T0 + 20 + 7 * 60 + 1, "a", tot(4000, 0, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(4000, 0, 0, 0));
+}
+
+/* Agent restarts. Incarnation 8 kept its pinned counters (totals go on
+ * from 7's); 9 lost them (a reboot: totals from 0). A late report of a
+ * closed incarnation counts nothing. Datapath total: 7 counted 100, 8
+ * counted 50 more (150 - 100), 9 counted 30.
+ */
+static void test_agent_restart(void **state)
+{
+	struct fx *fx = *state;
+
+	rep(fx, "gw-1", 7, 1, T0, "a", tot(60, 6, 0, 0));
+	rep(fx, "gw-1", 7, 2, T0 + 1, "a", tot(100, 10, 0, 0));
+	rep(fx, "gw-1", 8, 1, T0 + 2, "a", tot(120, 12, 0, 0)); /* pins kept */
+	rep(fx, "gw-1", 8, 2, T0 + 3, "a", tot(150, 15, 0, 0));
+	rep(fx, "gw-1", 7, 3, T0 + 4, "a", tot(110, 11, 0, 0)); /* closed: stale */
+	rep(fx, "gw-1", 9, 1, T0 + 5, "a", tot(20, 2, 0, 0));	/* pins lost */
+	rep(fx, "gw-1", 9, 2, T0 + 6, "a", tot(30, 3, 0, 0));
+	rep(fx, "gw-1", 8, 3, T0 + 7, "a", tot(160, 16, 0, 0)); /* closed: stale */
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(180, 18, 0, 0));
+	assert_int_equal(uledger_counters(fx->lg)->continued, 1);
+	assert_int_equal(uledger_counters(fx->lg)->restarted, 1);
+	assert_int_equal(uledger_counters(fx->lg)->stale, 2);
+}
+
+/* Totals that go backwards under a newer seq (the agent zeroed a limit's
+ * counters when its slot went to another limit): counted, from 0.
+ */
+static void test_backwards_counted(void **state)
+{
+	struct fx *fx = *state;
+
+	rep(fx, "gw-1", 7, 1, T0, "a", tot(100, 0, 0, 0));
+	rep(fx, "gw-1", 7, 2, T0 + 1, "a", tot(5, 0, 0, 0));
+	rep(fx, "gw-1", 7, 3, T0 + 2, "a", tot(25, 0, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(125, 0, 0, 0));
+	assert_int_equal(uledger_counters(fx->lg)->backwards, 1);
+}
+
+/* Metering turned on over a running agent (its incarnation, its start in
+ * ns, is before the metering began): what it admitted before is not usage
+ * of the metered limit; its first report is the baseline. An agent started
+ * after counts from 0.
+ */
+static void test_metering_starts(void **state)
+{
+	struct fx *fx = *state;
+	const char *const metered[] = {"a"};
+	uint64_t old_inc = (uint64_t)(T0 - 86400) * 1000000000ull;
+	uint64_t new_inc = (uint64_t)(T0 + 10) * 1000000000ull;
+
+	assert_int_equal(uledger_set_metered(fx->lg, metered, 1, T0), 0);
+	rep(fx, "gw-1", old_inc, 40, T0 + 20, "a", tot(5000, 70, 0, 9));
+	rep(fx, "gw-1", old_inc, 41, T0 + 21, "a", tot(5100, 71, 0, 9));
+	rep(fx, "gw-2", new_inc, 1, T0 + 20, "a", tot(30, 0, 0, 0));
+	rep(fx, "gw-2", new_inc, 2, T0 + 21, "a", tot(50, 0, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(100, 1, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-2", ULEDGER_HOUR), tot(50, 0, 0, 0));
+	assert_int_equal(uledger_counters(fx->lg)->first, 1);
+	/* Again at a later start: the first start stands. */
+	assert_int_equal(uledger_set_metered(fx->lg, metered, 1, T0 + 3600), 0);
+	rep(fx, "gw-2", new_inc, 3, T0 + 3700, "a", tot(60, 0, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-2", ULEDGER_HOUR), tot(60, 0, 0, 0));
+}
+
+/* A limit no longer metered drops its marks and start (its usage stays);
+ * metered again, a running agent starts from its next report, not from
+ * what passed meanwhile.
+ */
+static void test_metered_again(void **state)
+{
+	struct fx *fx = *state;
+	const char *const a[] = {"a"}, *const b[] = {"b"};
+	uint64_t inc = (uint64_t)(T0 - 60) * 1000000000ull;
+
+	rep(fx, "gw-1", inc, 1, T0, "a", tot(100, 0, 0, 0)); /* no start recorded: from 0 */
+	assert_int_equal(uledger_set_metered(fx->lg, a, 1, T0), 0);
+	rep(fx, "gw-1", inc, 2, T0 + 10, "a", tot(120, 0, 0, 0));
+	assert_int_equal(uledger_set_metered(fx->lg, b, 1, T0 + 20), 0); /* a: not metered */
+	assert_int_equal(uledger_set_metered(fx->lg, a, 1, T0 + 60), 0); /* metered again */
+	rep(fx, "gw-1", inc, 9, T0 + 61, "a", tot(300, 0, 0, 0));
+	rep(fx, "gw-1", inc, 10, T0 + 62, "a", tot(350, 0, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(170, 0, 0, 0));
+}
+
+struct collect {
+	struct uledger_row r[16];
+	int n;
+};
+
+static int collect_row(const struct uledger_row *r, void *arg)
+{
+	struct collect *c = arg;
+
+	if (c->n < 16)
+		c->r[c->n] = *r;
+	c->n++;
+	return 0;
+}
+
+/* Hour, day and month boundaries (the ledger's clock injected): usage
+ * goes to the period its report arrived in; day and month sum the hours.
+ */
+static void test_period_rollover(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_query q = {.period = ULEDGER_HOUR, .limit = "a", .by_holder = 1};
+	struct collect c = {0};
+
+	rep(fx, "gw-1", 7, 1, T0 + 3599, "a", tot(10, 0, 0, 0));     /* 2026-11-30T23 */
+	rep(fx, "gw-1", 7, 2, T0 + 3600, "a", tot(25, 0, 0, 0));     /* 2026-12-01T00 */
+	rep(fx, "gw-1", 7, 3, T0 + 3600 + 1, "a", tot(26, 0, 0, 0)); /* same hour */
+	rep(fx, "gw-1", 7, 4, T0 + 2 * 3600, "a", tot(40, 1, 0, 0)); /* 2026-12-01T01 */
+	assert_int_equal(uledger_query(fx->path, &q, collect_row, &c), 0);
+	assert_int_equal(c.n, 3);
+	assert_int_equal(c.r[0].start, T0);
+	assert_int_equal(c.r[0].t.admitted, 10);
+	assert_int_equal(c.r[1].start, T0 + 3600);
+	assert_int_equal(c.r[1].t.admitted, 16);
+	assert_int_equal(c.r[2].t.admitted, 14);
+	assert_int_equal(c.r[2].t.denied, 1);
+	memset(&c, 0, sizeof(c));
+	q.period = ULEDGER_MONTH;
+	assert_int_equal(uledger_query(fx->path, &q, collect_row, &c), 0);
+	assert_int_equal(c.n, 2); /* November, December */
+	assert_int_equal(c.r[0].t.admitted, 10);
+	assert_int_equal(c.r[1].t.admitted, 30);
+	assert_int_equal(c.r[1].start, T0 + 3600);
+	assert_int_equal(c.r[1].end, uledger_period_next(ULEDGER_MONTH, T0 + 3600));
+	assert_int_equal(c.r[1].end - c.r[1].start, 31 * 86400);
+	memset(&c, 0, sizeof(c));
+	q.period = ULEDGER_DAY;
+	q.from = T0 + 3600; /* December only */
+	assert_int_equal(uledger_query(fx->path, &q, collect_row, &c), 0);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.r[0].t.admitted, 30);
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_DAY), tot(40, 1, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_MONTH), tot(40, 1, 0, 0));
+}
+
+/* A gateway whose lease expired and that fails open: its bypass totals
+ * appear as bypass, apart from admitted.
+ */
+static void test_bypass_recorded(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_entry e[2] = {{.limit = "a", .t = tot(50, 5, 0, 0)},
+				     {.limit = "b", .t = tot(7, 0, 3, 0)}};
+
+	assert_int_equal(uledger_record(fx->lg, "gw-1", 7, 1, T0, clock_now_ns(), e, 2), 0);
+	e[0].t = tot(50, 5, 0, 400); /* lease dead: fail-open */
+	e[1].t = tot(7, 0, 90, 0);   /* lease dead: fallback share */
+	assert_int_equal(uledger_record(fx->lg, "gw-1", 7, 2, T0 + 5, clock_now_ns(), e, 2), 0);
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(50, 5, 0, 400));
+	assert_totals(ledger_sum(fx, "b", "gw-1", ULEDGER_HOUR), tot(7, 0, 90, 0));
+}
+
+/* ---- the property test ---- */
+
+#define P_INCS	  5
+#define P_SEQS	  12
+#define P_HOLDERS 3
+
+struct p_report {
+	int holder, inc; /* inc index in the holder's life */
+	uint64_t seq;
+	struct uledger_totals t;
+};
+
+/* The reference model: the ledger's rules, written plainly. */
+struct p_mark {
+	bool seen, closed;
+	uint64_t seq;
+	struct uledger_totals t;
+};
+
+struct p_model {
+	struct p_mark m[P_HOLDERS][P_INCS];
+	int cur[P_HOLDERS]; /* -1 none */
+	struct uledger_totals sum[P_HOLDERS];
+};
+
+static bool ge(const struct uledger_totals *a, const struct uledger_totals *b)
+{
+	return a->admitted >= b->admitted && a->denied >= b->denied && a->fallback >= b->fallback &&
+	       a->bypass >= b->bypass;
+}
+
+static void model_apply(struct p_model *md, const struct p_report *r)
+{
+	struct p_mark *mk = &md->m[r->holder][r->inc];
+	struct uledger_totals base = {0};
+
+	if (mk->seen) {
+		if (mk->closed || r->seq <= mk->seq)
+			return;
+		if (ge(&r->t, &mk->t))
+			base = mk->t;
+	} else {
+		int c = md->cur[r->holder];
+
+		if (c >= 0) {
+			if (ge(&r->t, &md->m[r->holder][c].t))
+				base = md->m[r->holder][c].t;
+			md->m[r->holder][c].closed = true;
+		}
+		md->cur[r->holder] = r->inc;
+		mk->seen = true;
+	}
+	mk->seq = r->seq;
+	mk->t = r->t;
+	md->sum[r->holder].admitted += r->t.admitted - base.admitted;
+	md->sum[r->holder].denied += r->t.denied - base.denied;
+	md->sum[r->holder].fallback += r->t.fallback - base.fallback;
+	md->sum[r->holder].bypass += r->t.bypass - base.bypass;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* Random lives: each holder runs P_INCS incarnations of P_SEQS reports with
+ * rising totals; an incarnation keeps its predecessor's counters (pins
+ * kept) or starts below them (pins lost). The datapath's true total is
+ * what each incarnation added. Delivery: each incarnation's first report
+ * first (it follows the hello on a new connection), then its reports
+ * shuffled and duplicated, its last report before the next incarnation
+ * begins, and stale copies of older incarnations sprinkled later. Checks:
+ * ledger = model always; ledger = datapath under that delivery.
+ */
+static void test_property_random_orders(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	static struct p_report ev[P_HOLDERS * P_INCS * P_SEQS * 3];
+
+	for (int round = 0; round < 20; round++) {
+		struct uledger_totals truth[P_HOLDERS] = {{0}};
+		struct p_report lives[P_HOLDERS][P_INCS][P_SEQS];
+		struct p_model md;
+		size_t n = 0;
+		char limit[16];
+
+		memset(&md, 0, sizeof(md));
+		for (int h = 0; h < P_HOLDERS; h++)
+			md.cur[h] = -1;
+		snprintf(limit, sizeof(limit), "p%d", round);
+		for (int h = 0; h < P_HOLDERS; h++) {
+			struct uledger_totals t = {0};
+
+			for (int i = 0; i < P_INCS; i++) {
+				bool kept = i > 0 && rnd(&seed) % 2;
+
+				if (i > 0 && !kept)
+					t = tot(rnd(&seed) % 3, 0, 0, 0); /* below: began again */
+				for (int s = 0; s < P_SEQS; s++) {
+					struct uledger_totals d =
+					    tot(rnd(&seed) % 1000, rnd(&seed) % 100,
+						rnd(&seed) % 4 ? 0 : rnd(&seed) % 50,
+						rnd(&seed) % 5 ? 0 : rnd(&seed) % 50);
+
+					if (s == 0 && i > 0 && !kept) {
+						/* the first report of a reboot: below the last */
+						d = tot(0, 0, 0, 0);
+					}
+					t.admitted += d.admitted;
+					t.denied += d.denied;
+					t.fallback += d.fallback;
+					t.bypass += d.bypass;
+					lives[h][i][s] =
+					    (struct p_report){h, i, (uint64_t)s + 1, t};
+				}
+				/* What the datapath counted in this incarnation. */
+				{
+					struct uledger_totals from = {0};
+
+					if (kept)
+						from = lives[h][i - 1][P_SEQS - 1].t;
+					truth[h].admitted += t.admitted - from.admitted;
+					truth[h].denied += t.denied - from.denied;
+					truth[h].fallback += t.fallback - from.fallback;
+					truth[h].bypass += t.bypass - from.bypass;
+				}
+			}
+		}
+		/* Delivery, holders interleaved incarnation by incarnation. */
+		for (int i = 0; i < P_INCS; i++)
+			for (int h = 0; h < P_HOLDERS; h++) {
+				size_t first = n;
+				int last = P_SEQS - 1;
+
+				ev[n++] = lives[h][i][0];
+				for (int s = 1; s < last; s++) {
+					ev[n++] = lives[h][i][s];
+					if (rnd(&seed) % 4 == 0) /* duplicate */
+						ev[n++] =
+						    lives[h][i][rnd(&seed) % (uint64_t)(s + 1)];
+				}
+				for (size_t k = n - 1; k > first + 1; k--) { /* shuffle */
+					size_t j = first + 1 + rnd(&seed) % (k - first);
+					struct p_report tmp = ev[k];
+
+					ev[k] = ev[j];
+					ev[j] = tmp;
+				}
+				ev[n++] = lives[h][i][last];
+				if (i > 0 && rnd(&seed) % 2) /* a stale copy of an older life */
+					ev[n++] =
+					    lives[h][rnd(&seed) % (uint64_t)i][rnd(&seed) % P_SEQS];
+			}
+		for (size_t k = 0; k < n; k++) {
+			char holder[16];
+
+			snprintf(holder, sizeof(holder), "gw-%d", ev[k].holder);
+			rep(fx, holder, 1000 + (uint64_t)ev[k].inc, ev[k].seq,
+			    T0 + (int64_t)(k * 37), limit, ev[k].t);
+			model_apply(&md, &ev[k]);
+		}
+		for (int h = 0; h < P_HOLDERS; h++) {
+			char holder[16];
+			struct uledger_totals got;
+
+			snprintf(holder, sizeof(holder), "gw-%d", h);
+			got = ledger_sum(fx, limit, holder, ULEDGER_DAY);
+			assert_totals(got, md.sum[h]);
+			assert_totals(got, truth[h]);
+		}
+	}
+}
+
+/* Shuffled delivery with no ordering promise at all: the ledger still
+ * equals the model (it never counts a report twice, whatever the order).
+ */
+static void test_property_any_order_matches_model(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t seed = 0x1234567887654321ull;
+
+	for (int round = 0; round < 20; round++) {
+		struct p_report ev[P_INCS * P_SEQS * 2];
+		struct uledger_totals t = {0};
+		struct p_model md;
+		size_t n = 0;
+		char limit[16];
+
+		memset(&md, 0, sizeof(md));
+		md.cur[0] = -1;
+		snprintf(limit, sizeof(limit), "q%d", round);
+		for (int i = 0; i < P_INCS; i++) {
+			if (i && rnd(&seed) % 2)
+				t = tot(0, 0, 0, 0);
+			for (int s = 0; s < P_SEQS; s++) {
+				t.admitted += rnd(&seed) % 100;
+				t.bypass += rnd(&seed) % 3;
+				ev[n++] = (struct p_report){0, i, (uint64_t)s + 1, t};
+				if (rnd(&seed) % 3 == 0) {
+					ev[n] = ev[n - 1];
+					n++;
+				}
+			}
+		}
+		for (size_t k = n - 1; k > 0; k--) {
+			size_t j = rnd(&seed) % (k + 1);
+			struct p_report tmp = ev[k];
+
+			ev[k] = ev[j];
+			ev[j] = tmp;
+		}
+		for (size_t k = 0; k < n; k++) {
+			rep(fx, "gw-0", 500 + (uint64_t)ev[k].inc, ev[k].seq, T0 + (int64_t)k,
+			    limit, ev[k].t);
+			model_apply(&md, &ev[k]);
+		}
+		assert_totals(ledger_sum(fx, limit, "gw-0", ULEDGER_HOUR), md.sum[0]);
+	}
+}
+
+/* ---- leaseline usage --reconcile ---- */
+
+/* usage_run's stdout and exit code. */
+static int usage_out(struct usage_opts *o, char *out, size_t cap)
+{
+	char path[] = "/tmp/ll-usage-out-XXXXXX";
+	int fd = mkstemp(path), saved = dup(1), rc;
+	ssize_t n;
+
+	assert_true(fd >= 0 && saved >= 0);
+	fflush(stdout);
+	dup2(fd, 1);
+	rc = usage_run(o);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	n = pread(fd, out, cap - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	close(fd);
+	unlink(path);
+	return rc;
+}
+
+/* Contract R 1/s, B 10: an hour's bound is 3610. An hour over it whose
+ * hour before had the room (usage of one arriving in the next): late
+ * reports. Fallback beyond the bound: fallback. Within: not listed.
+ */
+static void test_reconcile_causes(void **state)
+{
+	struct fx *fx = *state;
+	char cfg[160], out[4096];
+	struct usage_opts o = {.period = ULEDGER_HOUR, .reconcile = true, .format = USAGE_TEXT};
+	FILE *f;
+
+	snprintf(cfg, sizeof(cfg), "%s/policy.yaml", fx->dir);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fputs("version: 1\nlimits:\n"
+	      "  - {name: a, scope: global, rate: 1, burst: 10, meter: true}\n"
+	      "  - {name: b, scope: global, rate: 2, burst: 10, meter: true, on-loss: fallback,"
+	      " fallback: {rate: 1, burst: 1}}\n"
+	      "rules:\n  - {name: all, limits: [a, b]}\n",
+	      f);
+	fclose(f);
+	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fputs("policy: policy.yaml\nstate-dir: .\ngateways: 1\n", f);
+	fclose(f);
+	rep(fx, "gw-1", 7, 1, T0 + 10, "a", tot(1000, 0, 0, 0));
+	rep(fx, "gw-1", 7, 2, T0 + 3600 + 10, "a", tot(1000 + 5000, 0, 0, 0)); /* 1390 over */
+	rep(fx, "gw-1", 7, 3, T0 + 7200 + 10, "a", tot(6000 + 100, 0, 0, 0));
+	rep(fx, "gw-1", 7, 1, T0 + 10, "b", tot(100, 0, 0, 0));
+	rep(fx, "gw-1", 7, 2, T0 + 20, "b", tot(100, 0, 8000, 0)); /* fallback: over 7210 */
+	o.config = cfg;
+	assert_int_equal(usage_out(&o, out, sizeof(out)), 1);
+	printf("%s", out);
+	assert_non_null(strstr(out, "2026-12-01T00Z a"));
+	assert_non_null(strstr(out, "by 1390: late reports (the period before had the room)"));
+	assert_non_null(strstr(out, "2026-11-30T23Z b"));
+	assert_non_null(strstr(out, "fallback 8000"));
+	assert_null(strstr(out, "2026-11-30T23Z a"));
+	assert_null(strstr(out, "2026-12-01T01Z"));
+	/* Within the contract: exit 0, said. */
+	o.limit = "a";
+	o.from = T0 + 7200;
+	assert_int_equal(usage_out(&o, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "within B + R*T"));
+	/* CSV of the rows. */
+	o.reconcile = false;
+	o.format = USAGE_CSV;
+	o.from = 0;
+	assert_int_equal(usage_out(&o, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,a,gw-1,packets,5000,"
+				    "0,0,0\n"));
+}
+
+/* ---- figures ---- */
+
+/* Arrival to commit, one report of 4 metered limits a transaction, with
+ * fsync (synchronous FULL) on the machine's disk. Printed.
+ */
+static void test_figure_commit_latency(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t p50, p99;
+	size_t n;
+
+	for (uint64_t s = 1; s <= 400; s++) {
+		struct uledger_entry e[4] = {
+		    {.limit = "a"}, {.limit = "b"}, {.limit = "c"}, {.limit = "d"}};
+
+		for (int i = 0; i < 4; i++)
+			e[i].t = tot(s * 1000, s * 10, 0, 0);
+		assert_int_equal(uledger_record(fx->lg, s % 8 ? "gw-1" : "gw-2", 7, s,
+						T0 + (int64_t)s, clock_now_ns(), e, 4),
+				 0);
+	}
+	uledger_latency(fx->lg, &p50, &p99, &n);
+	printf("usage ledger: arrival to commit over %zu reports (4 limits each, fsync): "
+	       "p50 %.3f ms, p99 %.3f ms\n",
+	       n, (double)p50 / 1e6, (double)p99 / 1e6);
+	assert_int_equal(n, 400);
+	assert_true(p50 > 0 && p99 >= p50);
+}
+
+/* Throughput at the widest report: 64 metered limits (WIRE_MAX_ENTRIES)
+ * in each, one transaction and fsync per report, 8 holders. Printed.
+ */
+static void test_figure_throughput(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_entry e[64];
+	char names[64][16];
+	uint64_t t0, ns;
+	const int reports = 200;
+
+	for (int i = 0; i < 64; i++) {
+		snprintf(names[i], sizeof(names[i]), "tenant-%02d", i);
+		e[i].limit = names[i];
+	}
+	t0 = clock_now_ns();
+	for (int r = 1; r <= reports; r++) {
+		char holder[16];
+
+		snprintf(holder, sizeof(holder), "gw-%d", r % 8);
+		for (int i = 0; i < 64; i++)
+			e[i].t = tot((uint64_t)r * 1000 + (uint64_t)i, (uint64_t)r, 0, 0);
+		assert_int_equal(uledger_record(fx->lg, holder, 7, (uint64_t)r, T0 + r,
+						clock_now_ns(), e, 64),
+				 0);
+	}
+	ns = clock_now_ns() - t0;
+	printf("usage ledger: %d reports of 64 metered limits in %.3f s: %.0f reports/s, %.0f "
+	       "entries/s (fsync each report)\n",
+	       reports, (double)ns / 1e9, reports / ((double)ns / 1e9),
+	       reports * 64 / ((double)ns / 1e9));
+}
+
+/* Bytes per (limit, holder, hour) row: a month of 8 holders x 16 limits,
+ * realistic magnitudes, the file as it stands after a checkpoint. Printed.
+ */
+static void test_figure_row_size(void **state)
+{
+	struct fx *fx = *state;
+	const int holders = 8, limits = 16, hours = 24 * 30;
+	sqlite3 *db;
+	sqlite3_stmt *s;
+	struct stat st;
+	uint64_t seed = 42;
+	long rows = 0;
+
+	uledger_close(fx->lg);
+	fx->lg = NULL;
+	assert_int_equal(sqlite3_open(fx->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "INSERT INTO usage VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+					    -1, &s, NULL),
+			 SQLITE_OK);
+	for (int h = 0; h < hours; h++)
+		for (int l = 0; l < limits; l++)
+			for (int g = 0; g < holders; g++) {
+				char lname[32], hname[32];
+
+				snprintf(lname, sizeof(lname), "tenant-%04d", l);
+				snprintf(hname, sizeof(hname), "gw-%02d.example", g);
+				sqlite3_bind_text(s, 1, lname, -1, SQLITE_TRANSIENT);
+				sqlite3_bind_text(s, 2, hname, -1, SQLITE_TRANSIENT);
+				sqlite3_bind_int64(s, 3, T0 + 3600LL * h);
+				sqlite3_bind_int64(s, 4, (sqlite3_int64)(rnd(&seed) % 100000000));
+				sqlite3_bind_int64(s, 5, (sqlite3_int64)(rnd(&seed) % 1000000));
+				sqlite3_bind_int64(s, 6, (sqlite3_int64)(rnd(&seed) % 1000));
+				sqlite3_bind_int64(s, 7, (sqlite3_int64)(rnd(&seed) % 100));
+				assert_int_equal(sqlite3_step(s), SQLITE_DONE);
+				sqlite3_reset(s);
+				rows++;
+			}
+	sqlite3_finalize(s);
+	assert_int_equal(
+	    sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(stat(fx->path, &st), 0);
+	printf("usage ledger: %ld rows (%d holders x %d limits x %d hours) in %lld bytes: "
+	       "%.1f bytes per (limit, holder, hour) row; %.1f KiB per holder and limit a day\n",
+	       rows, holders, limits, hours, (long long)st.st_size, (double)st.st_size / rows,
+	       (double)st.st_size / rows * 24 / 1024);
+	assert_true(st.st_size > 0);
+	assert_int_equal(uledger_open(&fx->lg, fx->path), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_duplicate_and_replayed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reordered, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_delayed_minutes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_agent_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_backwards_counted, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_metering_starts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_metered_again, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_period_rollover, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bypass_recorded, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reconcile_causes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_property_random_orders, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_property_any_order_matches_model, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_figure_commit_latency, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_figure_throughput, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_figure_row_size, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,797 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The usage ledger inside a real `leaseline coord` process, fed by fake
+ * agents over the wire protocol: metered limits only; duplicates and
+ * replays count once; an hour boundary (the ledger's clock injected with
+ * LEASELINE_LEDGER_NOW_FILE) splits usage by arrival; bypass shows as
+ * bypass; `leaseline usage` prints it (text, CSV, JSON, --reconcile). The
+ * coordinator killed with SIGKILL while it is inside a write (pwrite64,
+ * fdatasync or fsync seen in /proc/PID/syscall), again and again while reports flow:
+ * nothing lost, nothing doubled. A full disk: no grant for the metered
+ * limits, the agent reports again, nothing lost or doubled. meter: turned
+ * on, off and on by SIGHUP over a running agent bills only what it admitted
+ * while metered. Every test ends
+ * with the ledger's totals equal, exactly, to what the fake agents counted.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "clock.h"
+#include "conn.h"
+#include "net.h"
+#include "usage_ledger.h"
+#include "wire.h"
+
+#define TTL_MS	   300
+#define WAIT_MS	   3000
+#define N_LIM	   3 /* a, b metered; c not */
+#define MAX_AGENTS 4
+/* 2026-11-30T23:00:00Z */
+#define T0 1796079600LL
+/* An agent's incarnation is its start (CLOCK_REALTIME ns): these agents
+ * started after the coordinator (clock T0 + 600) began metering, so their
+ * first reports count from 0.
+ */
+#define INC(x) ((uint64_t)(T0 + 700) * 1000000000ull + (x))
+
+struct agent {
+	char name[16];
+	uint64_t inc, seq;
+	struct uledger_totals t[N_LIM];	  /* its counters now (this incarnation's totals) */
+	struct uledger_totals acc[N_LIM]; /* counted by incarnations whose pins were lost */
+	struct conn c;
+	bool up;
+};
+
+struct fx {
+	pid_t pid;
+	int port, metrics_port;
+	char dir[64];
+	char now_file[96];
+	struct wire_msg *m;
+	bool small_disk;
+	struct agent ag[MAX_AGENTS];
+	int n_ag;
+};
+
+static bool want_small_disk;
+static bool want_unmetered; /* b not metered at the start (a is: the ledger opens) */
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    !getsockname(fd, (struct sockaddr *)&sa, &len))
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static const char *bin(void)
+{
+	const char *b = getenv("LL_BIN");
+
+	return b ? b : "build/leaseline";
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	char path[160];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void set_now(struct fx *fx, int64_t t)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%lld\n", (long long)t);
+	write_file(fx->dir, "now", v);
+}
+
+static bool log_has(struct fx *fx, const char *s)
+{
+	char path[128], line[512];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/coord.log", fx->dir);
+	f = fopen(path, "r");
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, s) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* Start (or restart) the coordinator; 0 once it listens. */
+static int coord_start(struct fx *fx)
+{
+	char cfg[128], log[128];
+	uint64_t end;
+
+	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);
+	snprintf(log, sizeof(log), "%s/coord.log", fx->dir);
+	unlink(log); /* a restart must not find the last run's "listening" */
+	fx->pid = fork();
+	if (fx->pid == 0) {
+		int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		dup2(out, 2);
+		setenv("LEASELINE_LEDGER_NOW_FILE", fx->now_file, 1);
+		execl(bin(), bin(), "coord", "-c", cfg, (char *)NULL);
+		_exit(127);
+	}
+	if (fx->pid < 0)
+		return -1;
+	end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC;
+	while (clock_now_ns() < end) {
+		if (log_has(fx, "coordinator listening on"))
+			return 0;
+		if (waitpid(fx->pid, NULL, WNOHANG) == fx->pid) {
+			fx->pid = -1;
+			return -1;
+		}
+		poll(NULL, 0, 5);
+	}
+	return -1;
+}
+
+static int setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	char coord[256], policy[512];
+
+	if (!fx || access(bin(), X_OK))
+		return -1;
+	signal(SIGPIPE, SIG_IGN);
+	fx->port = free_port();
+	fx->metrics_port = free_port();
+	fx->m = malloc(sizeof(*fx->m));
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ll-usage-proto-XXXXXX");
+	if (fx->port < 0 || !fx->m || !mkdtemp(fx->dir))
+		return -1;
+	chmod(fx->dir, 0755); /* the coordinator runs as nobody: it reads the clock file */
+	snprintf(fx->now_file, sizeof(fx->now_file), "%s/now", fx->dir);
+	set_now(fx, T0 + 600);
+	snprintf(policy, sizeof(policy),
+		 "version: 1\nlimits:\n"
+		 "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
+		 "  - {name: b, scope: global, rate: 900, burst: 90%s}\n"
+		 "  - {name: c, scope: global, rate: 900, burst: 90}\n"
+		 "rules:\n  - {name: all, limits: [a, b, c]}\n",
+		 want_unmetered ? "" : ", meter: true");
+	write_file(fx->dir, "policy.yaml", policy);
+	if (want_small_disk) {
+		char st[96];
+
+		snprintf(st, sizeof(st), "%s/state", fx->dir);
+		fx->small_disk =
+		    !mkdir(st, 0700) && !mount("tmpfs", st, "tmpfs", 0, "size=1m,mode=0777");
+	}
+	snprintf(coord, sizeof(coord),
+		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
+		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: 8\nmetrics: 127.0.0.1:%d\n%s",
+		 fx->port, TTL_MS, fx->metrics_port, getuid() == 0 ? "user: nobody\n" : "");
+	write_file(fx->dir, "coord.yaml", coord);
+	*state = fx;
+	return coord_start(fx);
+}
+
+static int setup_unmetered(void **state)
+{
+	int rc;
+
+	want_unmetered = true;
+	rc = setup(state);
+	want_unmetered = false;
+	return rc;
+}
+
+static int setup_small_disk(void **state)
+{
+	int rc;
+
+	want_small_disk = true;
+	rc = setup(state);
+	want_small_disk = false;
+	return rc;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	char cmd[160];
+	int st = 0;
+
+	for (int i = 0; i < fx->n_ag; i++)
+		if (fx->ag[i].up)
+			conn_close(&fx->ag[i].c);
+	if (fx->pid > 0) {
+		kill(fx->pid, SIGTERM);
+		waitpid(fx->pid, &st, 0);
+	}
+	if (fx->small_disk) {
+		snprintf(cmd, sizeof(cmd), "%s/state", fx->dir);
+		umount2(cmd, MNT_DETACH);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	if (system(cmd))
+		return -1;
+	free(fx->m);
+	free(fx);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* ---- fake agents ---- */
+
+static struct agent *agent_new(struct fx *fx, const char *name, uint64_t inc)
+{
+	struct agent *a = &fx->ag[fx->n_ag++];
+
+	memset(a, 0, sizeof(*a));
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	a->inc = inc;
+	return a;
+}
+
+/* Drain what the coordinator sent; count grants per limit (index). */
+static int drain(struct fx *fx, struct agent *a, int *grants)
+{
+	int n = 0, err;
+
+	if (!a->up)
+		return -1;
+	err = conn_read(&a->c);
+	while (conn_next(&a->c, fx->m) > 0) {
+		if (fx->m->type == WIRE_GRANT && grants) {
+			grants[fx->m->grant.limit[0] - 'a']++;
+			n++;
+		}
+	}
+	if (err) {
+		conn_close(&a->c);
+		a->up = false;
+		return -1;
+	}
+	return n;
+}
+
+/* Connect and say hello; false if the coordinator is not there. */
+static bool agent_connect(struct fx *fx, struct agent *a)
+{
+	struct sockaddr_storage sa;
+	char addr[32];
+	socklen_t len;
+	int fd;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", fx->port);
+	assert_int_equal(net_addr(addr, &sa, &len), 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	if (connect(fd, (struct sockaddr *)&sa, len)) {
+		close(fd);
+		return false;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	conn_init(&a->c, fd);
+	WIRE_MSG_CLEAR(fx->m, hello);
+	fx->m->type = WIRE_HELLO;
+	snprintf(fx->m->hello.holder, sizeof(fx->m->hello.holder), "%s", a->name);
+	fx->m->hello.incarnation = a->inc;
+	a->up = conn_send(&a->c, fx->m) == 0;
+	return a->up;
+}
+
+/* Send one report with the agent's totals now, seq `seq`. */
+static int agent_report_seq(struct fx *fx, struct agent *a, uint64_t seq)
+{
+	struct wire_report *r = &fx->m->report;
+
+	WIRE_MSG_CLEAR(fx->m, report.n);
+	fx->m->type = WIRE_REPORT;
+	snprintf(r->holder, sizeof(r->holder), "%s", a->name);
+	r->incarnation = a->inc;
+	r->seq = seq;
+	r->n = N_LIM;
+	for (int l = 0; l < N_LIM; l++) {
+		struct wire_report_entry *e = &r->e[l];
+
+		memset(e, 0, sizeof(*e));
+		snprintf(e->limit, sizeof(e->limit), "%c", 'a' + l);
+		e->admitted = a->t[l].admitted;
+		e->denied = a->t[l].denied;
+		e->fallback = a->t[l].fallback;
+		e->bypass = a->t[l].bypass;
+		e->demand = 100;
+	}
+	return conn_send(&a->c, fx->m);
+}
+
+static int agent_report(struct fx *fx, struct agent *a)
+{
+	return agent_report_seq(fx, a, ++a->seq);
+}
+
+static void agent_count(struct agent *a, uint64_t adm, uint64_t den, uint64_t byp)
+{
+	for (int l = 0; l < N_LIM; l++) {
+		a->t[l].admitted += adm * (uint64_t)(l + 1);
+		a->t[l].denied += den;
+		a->t[l].bypass += byp;
+	}
+}
+
+/* ---- the ledger as written ---- */
+
+static int add_row(const struct uledger_row *r, void *arg)
+{
+	struct uledger_totals *t = arg;
+
+	t->admitted += r->t.admitted;
+	t->denied += r->t.denied;
+	t->fallback += r->t.fallback;
+	t->bypass += r->t.bypass;
+	return 0;
+}
+
+static struct uledger_totals ledger_sum(struct fx *fx, const char *limit, const char *holder)
+{
+	struct uledger_query q = {
+	    .period = ULEDGER_MONTH, .limit = limit, .holder = holder, .by_holder = 1};
+	struct uledger_totals t = {0};
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/state/ledger.db", fx->dir);
+	if (uledger_query(path, &q, add_row, &t))
+		memset(&t, 0xff, sizeof(t));
+	return t;
+}
+
+/* What its datapath counted, all incarnations together. */
+static struct uledger_totals counted(const struct agent *a, int l)
+{
+	return (struct uledger_totals){
+	    .admitted = a->acc[l].admitted + a->t[l].admitted,
+	    .denied = a->acc[l].denied + a->t[l].denied,
+	    .fallback = a->acc[l].fallback + a->t[l].fallback,
+	    .bypass = a->acc[l].bypass + a->t[l].bypass,
+	};
+}
+
+static bool ledger_equals(struct fx *fx, const struct agent *a, int l)
+{
+	char lim[2] = {(char)('a' + l), 0};
+	struct uledger_totals g = ledger_sum(fx, lim, a->name), w = counted(a, l);
+
+	return !memcmp(&g, &w, sizeof(g));
+}
+
+/* The agent restarts: a new incarnation (a later start), seq from 1; its
+ * counters go on if it kept its pins, else begin at 0 (a reboot).
+ */
+static void agent_restart(struct fx *fx, struct agent *a, bool kept_pins)
+{
+	if (a->up)
+		conn_close(&a->c);
+	a->up = false;
+	a->inc += 1000000000ull; /* started a second later */
+	a->seq = 0;
+	if (!kept_pins)
+		for (int l = 0; l < N_LIM; l++) {
+			a->acc[l] = counted(a, l);
+			memset(&a->t[l], 0, sizeof(a->t[l]));
+		}
+	assert_true(agent_connect(fx, a));
+}
+
+/* Report (spaced past the coordinator's 100 ms between records) until the
+ * ledger holds every metered total of every agent; then check exactly.
+ */
+static void settle(struct fx *fx)
+{
+	uint64_t end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
+	bool all;
+
+	do {
+		usleep(120 * 1000);
+		all = true;
+		for (int i = 0; i < fx->n_ag; i++) {
+			struct agent *a = &fx->ag[i];
+
+			drain(fx, a, NULL);
+			if (!a->up)
+				assert_true(agent_connect(fx, a));
+			agent_report(fx, a);
+		}
+		usleep(50 * 1000);
+		for (int i = 0; i < fx->n_ag; i++)
+			for (int l = 0; l < 2; l++)
+				all &= ledger_equals(fx, &fx->ag[i], l);
+	} while (!all && clock_now_ns() < end);
+	for (int i = 0; i < fx->n_ag; i++) {
+		struct uledger_totals g;
+
+		for (int l = 0; l < 2; l++) {
+			char lim[2] = {(char)('a' + l), 0};
+			struct uledger_totals w = counted(&fx->ag[i], l);
+
+			g = ledger_sum(fx, lim, fx->ag[i].name);
+			assert_int_equal(g.admitted, w.admitted);
+			assert_int_equal(g.denied, w.denied);
+			assert_int_equal(g.fallback, w.fallback);
+			assert_int_equal(g.bypass, w.bypass);
+		}
+		g = ledger_sum(fx, "c", fx->ag[i].name); /* not metered: nothing */
+		assert_int_equal(g.admitted, 0);
+	}
+}
+
+/* One sample of the coordinator's /metrics: its value, or -1. */
+static double metric(struct fx *fx, const char *sample)
+{
+	char req[] = "GET /metrics HTTP/1.0\r\n\r\n", *buf = malloc(1 << 20), *p;
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)fx->metrics_port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	size_t n = 0;
+	ssize_t r;
+	double v = -1;
+
+	assert_non_null(buf);
+	if (fd >= 0 && !connect(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    write(fd, req, sizeof(req) - 1) == (ssize_t)sizeof(req) - 1)
+		while (n < (1 << 20) - 1 && (r = read(fd, buf + n, (1 << 20) - 1 - n)) > 0)
+			n += (size_t)r;
+	buf[n] = '\0';
+	p = strstr(buf, sample);
+	if (p)
+		v = strtod(p + strlen(sample), NULL);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return v;
+}
+
+static int run_cli(struct fx *fx, const char *args, char *out, size_t cap)
+{
+	char cmd[512];
+	size_t n;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "%s usage -c %s/coord.yaml %s", bin(), fx->dir, args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, cap - 1, p);
+	out[n] = '\0';
+	return WEXITSTATUS(pclose(p));
+}
+
+/* Duplicates and replays over TCP, agent restarts keeping and losing their
+ * pins, an hour boundary, bypass, and the CLI.
+ */
+static void test_metered_end_to_end(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
+	char out[8192], want[128];
+
+	assert_true(agent_connect(fx, a));
+	for (int i = 0; i < 5; i++) {
+		agent_count(a, 100, 3, 0);
+		assert_int_equal(agent_report(fx, a), 0);
+		usleep(20 * 1000);
+	}
+	assert_int_equal(agent_report_seq(fx, a, a->seq), 0); /* retransmitted */
+	assert_int_equal(agent_report_seq(fx, a, 2), 0);      /* replayed */
+	settle(fx);
+	/* Restarts: one keeping its pins (totals go on), one losing them. */
+	agent_restart(fx, a, true);
+	agent_count(a, 7, 0, 0);
+	settle(fx);
+	agent_restart(fx, a, false);
+	agent_count(a, 3, 0, 0);
+	settle(fx);
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_entries_total{kind=\"continued\"} ") ==
+		    2); /* a and b */
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_entries_total{kind=\"restarted\"} ") ==
+		    2);
+	/* The hour ends: what comes now is the next hour's. */
+	set_now(fx, T0 + 3600 + 5);
+	agent_count(a, 40, 0, 0);
+	settle(fx);
+	/* The lease died and the gateway failed open. */
+	agent_count(a, 0, 0, 1000000000);
+	settle(fx);
+	assert_int_equal(run_cli(fx, "--csv --limit a", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "period_start,period_end,limit,holder,unit,admitted"));
+	assert_non_null(strstr(out, "2026-11-30T23:00:00Z,2026-12-01T00:00:00Z,a,gw-1,packets,"
+				    "510,15,0,0\n"));
+	snprintf(want, sizeof(want),
+		 "2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,a,gw-1,packets,40,0,"
+		 "0,1000000000\n");
+	assert_non_null(strstr(out, want));
+	assert_int_equal(run_cli(fx, "--period month -j", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "\"period\":\"2026-11\""));
+	assert_non_null(strstr(out, "\"bypass\":1000000000"));
+	assert_int_equal(
+	    run_cli(fx, "--period day --holder gw-1 --from 2026-12-01", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "2026-12-01"));
+	assert_null(strstr(out, "2026-11-30"));
+	assert_int_equal(run_cli(fx, "--reconcile", out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "bypass 1000000000"));
+	printf("%s", out);
+}
+
+/* Reports flow from 4 agents; the coordinator is killed with SIGKILL while
+ * inside its ledger commit (pwrite64 of WAL frames, or their fdatasync, as
+ * /proc/PID/syscall shows), restarted, the agents reconnect (same
+ * incarnation, seq going on), KILLS times. Then the ledger holds exactly
+ * what the agents counted.
+ */
+#define KILLS 10
+static void test_kill9_mid_write(void **state)
+{
+	struct fx *fx = *state;
+	int mid_write[2] = {0, 0};
+	uint64_t seed = 7;
+
+	for (int i = 0; i < MAX_AGENTS; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "gw-%d", i + 1);
+		assert_true(agent_connect(fx, agent_new(fx, name, INC(100 + (uint64_t)i))));
+	}
+	for (int round = 0; round < KILLS; round++) {
+		uint64_t end = clock_now_ns() + 2000 * NSEC_PER_MSEC;
+		char path[64], buf[128];
+		bool hit = false;
+
+		snprintf(path, sizeof(path), "/proc/%d/syscall", fx->pid);
+		while (!hit && clock_now_ns() < end) {
+			for (int i = 0; i < fx->n_ag; i++) {
+				struct agent *a = &fx->ag[i];
+
+				seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+				agent_count(a, 1 + (seed >> 33) % 500, (seed >> 20) % 7, 0);
+				drain(fx, a, NULL);
+				agent_report(fx, a);
+			}
+			/* Watch its system call for a while: a write's sync. */
+			for (int k = 0; k < 200 && !hit; k++) {
+				int fd = open(path, O_RDONLY | O_CLOEXEC);
+				ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+				long nr;
+
+				if (fd >= 0)
+					close(fd);
+				if (n <= 0)
+					break;
+				buf[n] = '\0';
+				nr = strtol(buf, NULL, 10);
+				/* Odd rounds: writing the WAL's frames (the commit
+				 * frame not yet there); even: syncing them.
+				 */
+				hit = round % 2 ? nr == SYS_pwrite64
+						: nr == SYS_fdatasync || nr == SYS_fsync;
+			}
+		}
+		mid_write[round % 2] += hit;
+		kill(fx->pid, SIGKILL);
+		waitpid(fx->pid, NULL, 0);
+		fx->pid = -1;
+		/* What the agents count meanwhile is theirs to report later. */
+		for (int i = 0; i < fx->n_ag; i++) {
+			agent_count(&fx->ag[i], 10, 1, 0);
+			if (fx->ag[i].up)
+				conn_close(&fx->ag[i].c);
+			fx->ag[i].up = false;
+		}
+		assert_int_equal(coord_start(fx), 0);
+		for (int i = 0; i < fx->n_ag; i++)
+			assert_true(agent_connect(fx, &fx->ag[i]));
+	}
+	settle(fx);
+	/* What the last run measured: report arrival to ledger commit. */
+	for (int i = 0; i < 30; i++) { /* more reports to measure */
+		usleep(110 * 1000);
+		for (int k = 0; k < fx->n_ag; k++) {
+			drain(fx, &fx->ag[k], NULL);
+			agent_count(&fx->ag[k], 5, 0, 0);
+			agent_report(fx, &fx->ag[k]);
+		}
+	}
+	settle(fx);
+	printf("in the coordinator (4 agents, 2 metered limits a report, fsync): arrival to "
+	       "commit p50 %.3f ms, p99 %.3f ms over %.0f reports\n",
+	       1e3 * metric(fx, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.5\"} "),
+	       1e3 * metric(fx, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.99\"} "),
+	       metric(fx, "leaseline_coord_usage_ledger_reports_total{result=\"recorded\"} "));
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.5\"} ") >
+		    0);
+	printf("coordinator killed %d times while reports flowed: %d inside pwrite64 of the "
+	       "ledger's WAL, %d inside its fdatasync/fsync; ledger = agents' totals\n",
+	       KILLS, mid_write[1], mid_write[0]);
+	assert_true(mid_write[0] + mid_write[1] >= 3);
+}
+
+/* Report until the ledger holds `want` for (limit, holder); bounded. */
+static bool ledger_reaches(struct fx *fx, struct agent *a, const char *limit,
+			   struct uledger_totals want)
+{
+	uint64_t end = clock_now_ns() + 2 * WAIT_MS * NSEC_PER_MSEC;
+	struct uledger_totals g;
+
+	do {
+		usleep(120 * 1000);
+		drain(fx, a, NULL);
+		agent_report(fx, a);
+		usleep(50 * 1000);
+		g = ledger_sum(fx, limit, a->name);
+	} while (memcmp(&g, &want, sizeof(g)) && clock_now_ns() < end);
+	return !memcmp(&g, &want, sizeof(g));
+}
+
+/* meter: true added by a reload over a running agent: what it admitted
+ * before is not billed (its first report after is the baseline); what it
+ * admits after is, exactly. Removed and added again: the gap is not billed.
+ */
+static void test_meter_turned_on_by_reload(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
+	struct uledger_totals want = {0};
+
+	assert_true(agent_connect(fx, a));
+	agent_count(a, 5000, 50, 0); /* b (index 1) not metered yet: 10000 admitted */
+	assert_int_equal(agent_report(fx, a), 0);
+	usleep(150 * 1000);
+	set_now(fx, T0 + 800); /* the agent started at T0 + 700: before the metering */
+	write_file(fx->dir, "policy.yaml",
+		   "version: 2\nlimits:\n"
+		   "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: b, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: c, scope: global, rate: 900, burst: 90}\n"
+		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+	kill(fx->pid, SIGHUP);
+	for (int i = 0; i < 100 && !log_has(fx, "limit 'b' metered from now on"); i++)
+		usleep(20 * 1000);
+	assert_true(log_has(fx, "limit 'b' metered from now on"));
+	/* Baseline: the first report after; then 40 more admitted (x2 for b). */
+	assert_true(ledger_reaches(fx, a, "b", want));
+	agent_count(a, 40, 1, 0);
+	want.admitted = 80;
+	want.denied = 1;
+	assert_true(ledger_reaches(fx, a, "b", want));
+	/* Not metered, 1000 more admitted, metered again: the gap is not billed. */
+	write_file(fx->dir, "policy.yaml",
+		   "version: 3\nlimits:\n"
+		   "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: b, scope: global, rate: 900, burst: 90}\n"
+		   "  - {name: c, scope: global, rate: 900, burst: 90}\n"
+		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+	kill(fx->pid, SIGHUP);
+	for (int i = 0; i < 100 && !log_has(fx, "limit 'b' is not metered now"); i++)
+		usleep(20 * 1000);
+	agent_count(a, 500, 0, 0);
+	agent_report(fx, a);
+	usleep(150 * 1000);
+	write_file(fx->dir, "policy.yaml",
+		   "version: 4\nlimits:\n"
+		   "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: b, scope: global, rate: 900, burst: 90, meter: true}\n"
+		   "  - {name: c, scope: global, rate: 900, burst: 90}\n"
+		   "rules:\n  - {name: all, limits: [a, b, c]}\n");
+	set_now(fx, T0 + 900);
+	kill(fx->pid, SIGHUP);
+	for (int i = 0; i < 100 && !log_has(fx, "policy version 4"); i++)
+		usleep(20 * 1000);
+	assert_true(ledger_reaches(fx, a, "b", want)); /* the baseline again */
+	agent_count(a, 3, 0, 0);
+	want.admitted += 6;
+	assert_true(ledger_reaches(fx, a, "b", want));
+}
+
+static int fill_disk(struct fx *fx)
+{
+	static const char chunk[4096];
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/state/fill", fx->dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	for (int i = 0; i < 1024; i++)
+		if (write(fd, chunk, sizeof(chunk)) < 0)
+			break;
+	close(fd);
+	return errno == ENOSPC ? 0 : -EIO;
+}
+
+/* A full disk: the report whose usage cannot be written gets no grant for
+ * its metered limits (the unmetered one is granted); the agent reports the
+ * same totals again once there is room; nothing lost or doubled.
+ */
+static void test_disk_full(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
+	int grants[N_LIM] = {0};
+	char path[128];
+	uint64_t end;
+
+	if (!fx->small_disk)
+		skip(); /* mounting a tmpfs needs root */
+	assert_true(agent_connect(fx, a));
+	usleep(TTL_MS * 1100 + 100 * 1000); /* the quiet period: grants flow after it */
+	agent_count(a, 100, 1, 0);
+	settle(fx);
+	assert_int_equal(fill_disk(fx), 0);
+	agent_count(a, 250, 2, 0); /* no bypass: the usage log would fail too */
+	usleep(150 * 1000);
+	drain(fx, a, NULL);
+	assert_int_equal(agent_report(fx, a), 0);
+	end = clock_now_ns() + 500 * NSEC_PER_MSEC;
+	while (clock_now_ns() < end && !grants[2]) {
+		poll(NULL, 0, 10);
+		drain(fx, a, grants);
+	}
+	assert_int_equal(grants[0], 0);
+	assert_int_equal(grants[1], 0);
+	assert_int_equal(grants[2], 1);
+	assert_true(log_has(fx, "cannot record usage of 'gw-1' in the usage ledger"));
+	snprintf(path, sizeof(path), "%s/state/fill", fx->dir);
+	assert_int_equal(unlink(path), 0);
+	settle(fx);
+	memset(grants, 0, sizeof(grants));
+	end = clock_now_ns() + 500 * NSEC_PER_MSEC;
+	usleep(150 * 1000);
+	agent_report(fx, a);
+	while (clock_now_ns() < end && !(grants[0] && grants[1])) {
+		poll(NULL, 0, 10);
+		drain(fx, a, grants);
+	}
+	assert_true(grants[0] && grants[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_metered_end_to_end, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_kill9_mid_write, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_meter_turned_on_by_reload, setup_unmetered,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_disk_full, setup_small_disk, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

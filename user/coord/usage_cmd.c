@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `leaseline usage` (see usage_cmd.h). Reads the ledger the coordinator
+ * named by coord.yaml writes (read-only; WAL lets it read while the
+ * coordinator writes), and the policy for each limit's unit and contract.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "out.h"
+#include "usage_cmd.h"
+
+static const char *const period_names[] = {"hour", "day", "month"};
+
+int usage_parse_time(const char *s, int64_t *out)
+{
+	static const char *const fmts[] = {
+	    "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%MZ", "%Y-%m-%dT%H:%M",
+	    "%Y-%m-%dT%HZ",	  "%Y-%m-%dT%H",       "%Y-%m-%d",	  "%Y-%m"};
+	char *end;
+
+	if (s[0] == '@') {
+		long long v = strtoll(s + 1, &end, 10);
+
+		if (end == s + 1 || *end || v < 0)
+			return -EINVAL;
+		*out = v;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		struct tm tm = {.tm_mday = 1};
+
+		end = strptime(s, fmts[i], &tm);
+		if (end && !*end) {
+			*out = (int64_t)timegm(&tm);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static void fmt_time(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The period as people name it: 2026-11-01T10Z, 2026-11-01, 2026-11. */
+static void fmt_period(enum uledger_period p, int64_t t, char *buf, size_t len)
+{
+	static const char *const f[] = {"%Y-%m-%dT%HZ", "%Y-%m-%d", "%Y-%m"};
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, len, f[p], &tm);
+}
+
+struct print_ctx {
+	const struct usage_opts *o;
+	const struct cfg_policy *pol;
+	struct out out;
+	size_t rows;
+	/* reconcile */
+	int64_t now;
+	size_t over;
+	struct {
+		char limit[32];
+		int64_t end;	/* the end of its last period seen */
+		uint64_t slack; /* what that period left of B + R*T */
+	} prev[128];
+	size_t n_prev;
+};
+
+static const struct cfg_limit *policy_limit(const struct cfg_policy *pol, const char *name)
+{
+	for (uint32_t i = 0; i < pol->n_limits; i++)
+		if (!strcmp(pol->limits[i].name, name))
+			return &pol->limits[i];
+	return NULL;
+}
+
+static const char *unit_of(const struct print_ctx *x, const char *limit)
+{
+	const struct cfg_limit *l = policy_limit(x->pol, limit);
+
+	return l ? cfg_unit_name(l->unit) : "";
+}
+
+static int print_row(const struct uledger_row *r, void *arg)
+{
+	struct print_ctx *x = arg;
+	char start[32], end[32], per[32];
+
+	fmt_time(r->start, start, sizeof(start));
+	fmt_time(r->end, end, sizeof(end));
+	fmt_period(x->o->period, r->start, per, sizeof(per));
+	switch (x->o->format) {
+	case USAGE_JSON:
+		out_obj_begin(&x->out, NULL);
+		out_str(&x->out, "period", per);
+		out_str(&x->out, "start", start);
+		out_str(&x->out, "end", end);
+		out_str(&x->out, "limit", r->limit);
+		out_str(&x->out, "holder", r->holder);
+		out_str(&x->out, "unit", unit_of(x, r->limit));
+		out_u64(&x->out, "admitted", r->t.admitted);
+		out_u64(&x->out, "denied", r->t.denied);
+		out_u64(&x->out, "fallback", r->t.fallback);
+		out_u64(&x->out, "bypass", r->t.bypass);
+		out_obj_end(&x->out);
+		break;
+	case USAGE_CSV:
+		printf("%s,%s,%s,%s,%s,%llu,%llu,%llu,%llu\n", start, end, r->limit, r->holder,
+		       unit_of(x, r->limit), (unsigned long long)r->t.admitted,
+		       (unsigned long long)r->t.denied, (unsigned long long)r->t.fallback,
+		       (unsigned long long)r->t.bypass);
+		break;
+	default:
+		printf("%-14s %-20s %-24s %-8s %14llu %14llu %12llu %12llu\n", per, r->limit,
+		       r->holder, unit_of(x, r->limit), (unsigned long long)r->t.admitted,
+		       (unsigned long long)r->t.denied, (unsigned long long)r->t.fallback,
+		       (unsigned long long)r->t.bypass);
+	}
+	x->rows++;
+	return 0;
+}
+
+/* Reconcile one (limit, period) summed over holders: what passed (admitted,
+ * fallback, bypass) against B + R·T, T the period (up to now for the
+ * current one). Over it, the causes: bypass (fail-open, never within the
+ * contract), fallback (beyond its reserve), late reports (admitted alone
+ * over the bound: usage is attributed to the period its report arrived in,
+ * so one period's spending can land in the next).
+ */
+static int reconcile_row(const struct uledger_row *r, void *arg)
+{
+	struct print_ctx *x = arg;
+	const struct cfg_limit *l = policy_limit(x->pol, r->limit);
+	int64_t end = r->end < x->now ? r->end : x->now;
+	uint64_t secs = end > r->start ? (uint64_t)(end - r->start) : 0;
+	uint64_t bound, passed = r->t.admitted + r->t.fallback + r->t.bypass, slack;
+	char per[32], causes[256] = "";
+	size_t n = 0, i;
+
+	if (!l) {
+		fprintf(stderr,
+			"leaseline usage: limit '%s' is not in the policy: not reconciled\n",
+			r->limit);
+		return 0;
+	}
+	bound = l->burst + l->rate * secs;
+	/* The same limit's period before, if it was the one just before. */
+	for (i = 0; i < x->n_prev && strcmp(x->prev[i].limit, r->limit); i++)
+		;
+	if (i == x->n_prev && i < sizeof(x->prev) / sizeof(x->prev[0])) {
+		snprintf(x->prev[i].limit, sizeof(x->prev[i].limit), "%s", r->limit);
+		x->prev[i].end = 0;
+		x->n_prev++;
+	}
+	slack = 0;
+	if (i < x->n_prev) {
+		slack = x->prev[i].end == r->start ? x->prev[i].slack : 0;
+		x->prev[i].end = r->end;
+		x->prev[i].slack = bound > r->t.admitted ? bound - r->t.admitted : 0;
+	}
+	if (passed <= bound)
+		return 0;
+	if (r->t.bypass)
+		n += (size_t)snprintf(causes + n, sizeof(causes) - n, "%sbypass %llu",
+				      n ? ", " : "", (unsigned long long)r->t.bypass);
+	if (r->t.fallback && r->t.admitted + r->t.fallback > bound)
+		n += (size_t)snprintf(causes + n, sizeof(causes) - n, "%sfallback %llu",
+				      n ? ", " : "", (unsigned long long)r->t.fallback);
+	if (r->t.admitted > bound)
+		n += (size_t)snprintf(causes + n, sizeof(causes) - n, "%slate reports%s",
+				      n ? ", " : "",
+				      r->t.admitted - bound <= slack
+					  ? " (the period before had the room)"
+					  : " (more than the period before left: check for "
+					    "a gateway spending an expired lease)");
+	x->over++;
+	fmt_period(x->o->period, r->start, per, sizeof(per));
+	if (x->o->format == USAGE_JSON) {
+		out_obj_begin(&x->out, NULL);
+		out_str(&x->out, "period", per);
+		out_str(&x->out, "limit", r->limit);
+		out_str(&x->out, "unit", cfg_unit_name(l->unit));
+		out_u64(&x->out, "admitted", r->t.admitted);
+		out_u64(&x->out, "fallback", r->t.fallback);
+		out_u64(&x->out, "bypass", r->t.bypass);
+		out_u64(&x->out, "bound", bound);
+		out_u64(&x->out, "excess", passed - bound);
+		out_str(&x->out, "cause", causes);
+		out_obj_end(&x->out);
+	} else if (x->o->format == USAGE_CSV) {
+		printf("%s,%s,%s,%llu,%llu,%llu,%llu,%llu,\"%s\"\n", per, r->limit,
+		       cfg_unit_name(l->unit), (unsigned long long)r->t.admitted,
+		       (unsigned long long)r->t.fallback, (unsigned long long)r->t.bypass,
+		       (unsigned long long)bound, (unsigned long long)(passed - bound), causes);
+	} else {
+		printf("%-14s %-20s passed %llu %s > B + R*T = %llu by %llu: %s\n", per, r->limit,
+		       (unsigned long long)passed, cfg_unit_name(l->unit),
+		       (unsigned long long)bound, (unsigned long long)(passed - bound), causes);
+	}
+	return 0;
+}
+
+int usage_run(const struct usage_opts *o)
+{
+	struct cfg_policy *pol = calloc(1, sizeof(*pol));
+	struct print_ctx x = {.o = o, .pol = pol, .now = uledger_now()};
+	struct uledger_query q = {.period = o->period,
+				  .limit = o->limit,
+				  .holder = o->holder,
+				  .from = o->from,
+				  .to = o->to,
+				  .by_holder = !o->reconcile};
+	struct cfg_coord co;
+	char path[CFG_PATH_LEN + 16];
+	struct cfg_err e;
+	int err;
+
+	if (!pol)
+		return 1;
+	if (cfg_coord_load(o->config, &co, pol, &e)) {
+		fprintf(stderr, "%s\n", e.msg);
+		free(pol);
+		return 2;
+	}
+	if (co.ledger_path[0])
+		snprintf(path, sizeof(path), "%s", co.ledger_path);
+	else
+		snprintf(path, sizeof(path), "%s/ledger.db", co.state_dir);
+	if (access(path, R_OK)) {
+		fprintf(stderr,
+			"leaseline usage: no usage ledger at '%s' (%s): no limit has meter: true, "
+			"or the coordinator has not run with one\n",
+			path, strerror(errno));
+		free(pol);
+		return 1;
+	}
+	if (o->format == USAGE_JSON) {
+		out_init(&x.out, stdout, true);
+		out_obj_begin(&x.out, NULL);
+		out_str(&x.out, "ledger", path);
+		out_str(&x.out, "period", period_names[o->period]);
+		out_arr_begin(&x.out, o->reconcile ? "differences" : "rows");
+	} else if (o->format == USAGE_CSV) {
+		puts(o->reconcile ? "period,limit,unit,admitted,fallback,bypass,bound,excess,cause"
+				  : "period_start,period_end,limit,holder,unit,admitted,denied,"
+				    "fallback,bypass");
+	} else if (!o->reconcile) {
+		printf("%-14s %-20s %-24s %-8s %14s %14s %12s %12s\n", "PERIOD", "LIMIT", "HOLDER",
+		       "UNIT", "ADMITTED", "DENIED", "FALLBACK", "BYPASS");
+	}
+	err = uledger_query(path, &q, o->reconcile ? reconcile_row : print_row, &x);
+	if (o->format == USAGE_JSON) {
+		out_arr_end(&x.out);
+		if (o->reconcile)
+			out_bool(&x.out, "within_contract", !x.over);
+		out_obj_end(&x.out);
+		out_finish(&x.out);
+	} else if (o->reconcile && !x.over && !err && o->format == USAGE_TEXT) {
+		printf("every limit and %s within B + R*T\n", period_names[o->period]);
+	}
+	free(pol);
+	if (err) {
+		fprintf(stderr, "leaseline usage: cannot read the ledger '%s': %s\n", path,
+			strerror(-err));
+		return 1;
+	}
+	return o->reconcile && x.over ? 1 : 0;
+}

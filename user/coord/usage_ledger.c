@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The usage ledger in SQLite (see usage_ledger.h). Two tables:
+ *   usage(limit, holder, hour, admitted, denied, fallback, bypass)
+ *       one row per UTC hour; days and months are summed at query time
+ *   marks(limit, holder, incarnation, seq, admitted.., current)
+ *       the totals last accounted per incarnation, the high-water mark
+ * Invariant: Σ usage over hours of (limit, holder) = Σ over its
+ * incarnations of what each mark accounted, because both change in the same
+ * transaction and only by the same difference.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "clock.h"
+#include "log.h"
+#include "usage_ledger.h"
+
+#define LAT_SAMPLES 4096
+
+enum {
+	ST_MARK_GET,
+	ST_MARK_CUR,
+	ST_MARK_CLOSE,
+	ST_MARK_PUT,
+	ST_USAGE_ADD,
+	ST_SINCE,
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_N,
+};
+
+static const char *const stmt_sql[ST_N] = {
+    [ST_MARK_GET] = "SELECT seq, admitted, denied, fallback, bypass, current FROM marks "
+		    "WHERE limit_name = ?1 AND holder = ?2 AND incarnation = ?3",
+    [ST_MARK_CUR] = "SELECT incarnation, admitted, denied, fallback, bypass FROM marks "
+		    "WHERE limit_name = ?1 AND holder = ?2 AND current = 1",
+    [ST_MARK_CLOSE] = "UPDATE marks SET current = 0 WHERE limit_name = ?1 AND holder = ?2 "
+		      "AND current = 1",
+    [ST_MARK_PUT] =
+	"INSERT INTO marks (limit_name, holder, incarnation, seq, admitted, denied, "
+	"fallback, bypass, current, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, "
+	"?9) ON CONFLICT (limit_name, holder, incarnation) DO UPDATE SET "
+	"seq = excluded.seq, admitted = excluded.admitted, denied = excluded.denied, "
+	"fallback = excluded.fallback, bypass = excluded.bypass, "
+	"updated = excluded.updated",
+    [ST_USAGE_ADD] = "INSERT INTO usage (limit_name, holder, hour, admitted, denied, fallback, "
+		     "bypass) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (limit_name, holder, "
+		     "hour) DO UPDATE SET admitted = admitted + excluded.admitted, "
+		     "denied = denied + excluded.denied, fallback = fallback + excluded.fallback, "
+		     "bypass = bypass + excluded.bypass",
+    [ST_SINCE] = "SELECT since FROM metered WHERE limit_name = ?1",
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+};
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS usage ("
+    " limit_name TEXT NOT NULL, holder TEXT NOT NULL, hour INTEGER NOT NULL,"
+    " admitted INTEGER NOT NULL, denied INTEGER NOT NULL, fallback INTEGER NOT NULL,"
+    " bypass INTEGER NOT NULL, PRIMARY KEY (limit_name, holder, hour)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS marks ("
+    " limit_name TEXT NOT NULL, holder TEXT NOT NULL, incarnation INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, admitted INTEGER NOT NULL, denied INTEGER NOT NULL,"
+    " fallback INTEGER NOT NULL, bypass INTEGER NOT NULL, current INTEGER NOT NULL,"
+    " updated INTEGER NOT NULL, PRIMARY KEY (limit_name, holder, incarnation)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS metered (limit_name TEXT PRIMARY KEY, since INTEGER NOT NULL)"
+    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;"
+    "INSERT OR IGNORE INTO meta VALUES ('schema', '1');";
+
+struct uledger {
+	sqlite3 *db;
+	sqlite3_stmt *st[ST_N];
+	struct uledger_counters c;
+	uint64_t lat[LAT_SAMPLES];
+	size_t n_lat, lat_next;
+};
+
+static int sql_errno(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_DONE:
+	case SQLITE_ROW:
+		return 0;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_CANTOPEN:
+		return -ENOENT;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+		return -EACCES;
+	default:
+		return -EIO;
+	}
+}
+
+int uledger_open(struct uledger **out, const char *path)
+{
+	struct uledger *lg = calloc(1, sizeof(*lg));
+	int rc;
+
+	*out = NULL;
+	if (!lg)
+		return -ENOMEM;
+	rc = sqlite3_open_v2(
+	    path, &lg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	/* WAL: a commit is one append and fsync; readers (leaseline usage)
+	 * never block the coordinator. FULL: a committed report survives a
+	 * power loss too. A small WAL (checkpointed every 256 pages, cut back
+	 * to 1 MiB) keeps the ledger's footprint near its data.
+	 */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(lg->db,
+				  "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+				  "PRAGMA wal_autocheckpoint = 256;"
+				  "PRAGMA journal_size_limit = 1048576;",
+				  NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		sqlite3_busy_timeout(lg->db, 1000);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(lg->db, schema, NULL, NULL, NULL);
+	for (int i = 0; rc == SQLITE_OK && i < ST_N; i++)
+		rc = sqlite3_prepare_v3(lg->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&lg->st[i], NULL);
+	if (rc != SQLITE_OK) {
+		int err = sql_errno(rc);
+
+		pr_warn("usage ledger '%s': %s\n", path,
+			lg->db ? sqlite3_errmsg(lg->db) : sqlite3_errstr(rc));
+		uledger_close(lg);
+		return err ? err : -EIO;
+	}
+	*out = lg;
+	return 0;
+}
+
+void uledger_close(struct uledger *lg)
+{
+	if (!lg)
+		return;
+	for (int i = 0; i < ST_N; i++)
+		sqlite3_finalize(lg->st[i]);
+	sqlite3_close(lg->db);
+	free(lg);
+}
+
+const struct uledger_counters *uledger_counters(const struct uledger *lg)
+{
+	return &lg->c;
+}
+
+static int step_done(sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? 0 : rc;
+}
+
+static void bind_key(sqlite3_stmt *s, const char *limit, const char *holder)
+{
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	sqlite3_bind_text(s, 1, limit, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, holder, -1, SQLITE_STATIC);
+}
+
+static void col_totals(sqlite3_stmt *s, int first, struct uledger_totals *t)
+{
+	t->admitted = (uint64_t)sqlite3_column_int64(s, first);
+	t->denied = (uint64_t)sqlite3_column_int64(s, first + 1);
+	t->fallback = (uint64_t)sqlite3_column_int64(s, first + 2);
+	t->bypass = (uint64_t)sqlite3_column_int64(s, first + 3);
+}
+
+static int totals_ge(const struct uledger_totals *a, const struct uledger_totals *b)
+{
+	return a->admitted >= b->admitted && a->denied >= b->denied && a->fallback >= b->fallback &&
+	       a->bypass >= b->bypass;
+}
+
+/* What entry e adds (into *d) given its marks; 0 = nothing to write, 1 = write. */
+static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uint64_t seq,
+		       const struct uledger_entry *e, struct uledger_totals *d, int *rc)
+{
+	sqlite3_stmt *s = lg->st[ST_MARK_GET];
+	struct uledger_totals base = {0}, mark;
+	int r;
+
+	bind_key(s, e->limit, holder);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)inc);
+	r = sqlite3_step(s);
+	if (r == SQLITE_ROW) {
+		uint64_t mseq = (uint64_t)sqlite3_column_int64(s, 0);
+		int current = sqlite3_column_int(s, 5);
+
+		col_totals(s, 1, &mark);
+		sqlite3_reset(s);
+		if (!current || seq <= mseq) {
+			lg->c.stale++; /* replayed, reordered, or of a closed incarnation */
+			return 0;
+		}
+		if (totals_ge(&e->t, &mark)) {
+			base = mark;
+		} else {
+			lg->c.backwards++; /* the agent's counters began again */
+			pr_warn("usage ledger: '%s' limit '%s': totals went backwards at seq %llu; "
+				"counted from 0\n",
+				holder, e->limit, (unsigned long long)seq);
+		}
+	} else if (r == SQLITE_DONE) {
+		sqlite3_reset(s);
+		s = lg->st[ST_MARK_CUR];
+		bind_key(s, e->limit, holder);
+		r = sqlite3_step(s);
+		if (r == SQLITE_ROW) {
+			col_totals(s, 1, &mark);
+			sqlite3_reset(s);
+			if (totals_ge(&e->t, &mark)) {
+				base = mark; /* a restart that kept its counters */
+				lg->c.continued++;
+			} else {
+				lg->c.restarted++;
+			}
+			bind_key(lg->st[ST_MARK_CLOSE], e->limit, holder);
+			if ((r = step_done(lg->st[ST_MARK_CLOSE])))
+				goto fail;
+		} else if (r == SQLITE_DONE) {
+			sqlite3_reset(s);
+			/* Never metered for this holder. An agent that started
+			 * before the limit was metered holds, in its totals,
+			 * what it admitted unmetered: they are the baseline.
+			 */
+			s = lg->st[ST_SINCE];
+			sqlite3_reset(s);
+			sqlite3_bind_text(s, 1, e->limit, -1, SQLITE_STATIC);
+			r = sqlite3_step(s);
+			if (r == SQLITE_ROW &&
+			    inc / 1000000000ull < (uint64_t)sqlite3_column_int64(s, 0)) {
+				base = e->t;
+				lg->c.first++;
+			} else if (r != SQLITE_ROW && r != SQLITE_DONE) {
+				goto fail;
+			}
+		} else {
+			goto fail;
+		}
+		sqlite3_reset(s);
+	} else {
+		goto fail;
+	}
+	d->admitted = e->t.admitted - base.admitted;
+	d->denied = e->t.denied - base.denied;
+	d->fallback = e->t.fallback - base.fallback;
+	d->bypass = e->t.bypass - base.bypass;
+	return 1;
+fail:
+	sqlite3_reset(s);
+	*rc = r;
+	return -1;
+}
+
+static void bind_totals(sqlite3_stmt *s, int first, const struct uledger_totals *t)
+{
+	sqlite3_bind_int64(s, first, (sqlite3_int64)t->admitted);
+	sqlite3_bind_int64(s, first + 1, (sqlite3_int64)t->denied);
+	sqlite3_bind_int64(s, first + 2, (sqlite3_int64)t->fallback);
+	sqlite3_bind_int64(s, first + 3, (sqlite3_int64)t->bypass);
+}
+
+static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uint64_t seq,
+		       int64_t now_s, const struct uledger_entry *e, const struct uledger_totals *d)
+{
+	sqlite3_stmt *s = lg->st[ST_MARK_PUT];
+	int rc;
+
+	bind_key(s, e->limit, holder);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)inc);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)seq);
+	bind_totals(s, 5, &e->t);
+	sqlite3_bind_int64(s, 9, now_s);
+	if ((rc = step_done(s)))
+		return rc;
+	if (!d->admitted && !d->denied && !d->fallback && !d->bypass)
+		return 0;
+	s = lg->st[ST_USAGE_ADD];
+	bind_key(s, e->limit, holder);
+	sqlite3_bind_int64(s, 3, uledger_period_start(ULEDGER_HOUR, now_s));
+	bind_totals(s, 4, d);
+	return step_done(s);
+}
+
+static void lat_add(struct uledger *lg, uint64_t ns)
+{
+	lg->lat[lg->lat_next] = ns;
+	lg->lat_next = (lg->lat_next + 1) % LAT_SAMPLES;
+	if (lg->n_lat < LAT_SAMPLES)
+		lg->n_lat++;
+}
+
+int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation, uint64_t seq,
+		   int64_t now_s, uint64_t arrival_ns, const struct uledger_entry *e, size_t n)
+{
+	struct uledger_counters saved = lg->c;
+	int rc = step_done(lg->st[ST_BEGIN]);
+
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct uledger_totals d;
+		int r = entry_delta(lg, holder, incarnation, seq, &e[i], &d, &rc);
+
+		if (r > 0)
+			rc = entry_write(lg, holder, incarnation, seq, now_s, &e[i], &d);
+	}
+	if (!rc)
+		rc = step_done(lg->st[ST_COMMIT]);
+	if (rc) {
+		int err = sql_errno(rc);
+
+		pr_warn("usage ledger: report %llu of '%s' not recorded: %s\n",
+			(unsigned long long)seq, holder, sqlite3_errmsg(lg->db));
+		if (!sqlite3_get_autocommit(lg->db))
+			step_done(lg->st[ST_ROLLBACK]);
+		lg->c = saved; /* nothing of it happened */
+		lg->c.failures++;
+		return err ? err : -EIO;
+	}
+	lg->c.reports++;
+	lat_add(lg, clock_now_ns() - arrival_ns);
+	return 0;
+}
+
+static bool listed(const char *const *names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(names[i], name))
+			return true;
+	return false;
+}
+
+int uledger_set_metered(struct uledger *lg, const char *const *limits, size_t n, int64_t now_s)
+{
+	sqlite3_stmt *q = NULL, *d = NULL, *dm = NULL, *ins = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(lg->db,
+				"SELECT limit_name FROM metered UNION SELECT limit_name FROM marks",
+				-1, &q, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(lg->db, "DELETE FROM marks WHERE limit_name = ?1", -1, &d,
+					NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(lg->db, "DELETE FROM metered WHERE limit_name = ?1", -1,
+					&dm, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(lg->db,
+					"INSERT OR IGNORE INTO metered (limit_name, since) VALUES "
+					"(?1, ?2)",
+					-1, &ins, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(lg->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	/* Not metered now: marks and start dropped (usage stays). */
+	while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(q, 0);
+
+		rc = SQLITE_OK;
+		if (listed(limits, n, name))
+			continue;
+		pr_info("usage ledger: limit '%s' is not metered now: its marks are dropped (its "
+			"usage stays)\n",
+			name);
+		sqlite3_bind_text(d, 1, name, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(dm, 1, name, -1, SQLITE_TRANSIENT);
+		rc = step_done(d);
+		if (!rc)
+			rc = step_done(dm);
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	/* Metered now and not before: metering starts now. */
+	for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+		sqlite3_bind_text(ins, 1, limits[i], -1, SQLITE_STATIC);
+		sqlite3_bind_int64(ins, 2, now_s);
+		rc = step_done(ins);
+		if (!rc && sqlite3_changes(lg->db))
+			pr_info("usage ledger: limit '%s' metered from now on\n", limits[i]);
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(lg->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK && !sqlite3_get_autocommit(lg->db))
+		sqlite3_exec(lg->db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_finalize(q);
+	sqlite3_finalize(d);
+	sqlite3_finalize(dm);
+	sqlite3_finalize(ins);
+	return rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void uledger_latency(const struct uledger *lg, uint64_t *p50, uint64_t *p99, size_t *samples)
+{
+	uint64_t s[LAT_SAMPLES];
+
+	*p50 = *p99 = 0;
+	*samples = lg->n_lat;
+	if (!lg->n_lat)
+		return;
+	memcpy(s, lg->lat, lg->n_lat * sizeof(s[0]));
+	qsort(s, lg->n_lat, sizeof(s[0]), cmp_u64);
+	*p50 = s[(lg->n_lat - 1) / 2];
+	*p99 = s[(lg->n_lat - 1) * 99 / 100];
+}
+
+int64_t uledger_now(void)
+{
+	const char *f = getenv("LEASELINE_LEDGER_NOW_FILE");
+
+	if (f && *f) {
+		FILE *fp = fopen(f, "r");
+		long long v;
+
+		if (fp) {
+			int ok = fscanf(fp, "%lld", &v) == 1;
+
+			fclose(fp);
+			if (ok)
+				return v;
+		}
+	}
+	return (int64_t)time(NULL);
+}
+
+int64_t uledger_period_start(enum uledger_period p, int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	switch (p) {
+	case ULEDGER_HOUR:
+		return t - ((t % 3600) + 3600) % 3600;
+	case ULEDGER_DAY:
+		return t - ((t % 86400) + 86400) % 86400;
+	default:
+		gmtime_r(&tt, &tm);
+		tm.tm_mday = 1;
+		tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+		return (int64_t)timegm(&tm);
+	}
+}
+
+int64_t uledger_period_next(enum uledger_period p, int64_t start)
+{
+	time_t tt = (time_t)start;
+	struct tm tm;
+
+	switch (p) {
+	case ULEDGER_HOUR:
+		return start + 3600;
+	case ULEDGER_DAY:
+		return start + 86400;
+	default:
+		gmtime_r(&tt, &tm);
+		tm.tm_mon++; /* timegm normalises December + 1 */
+		tm.tm_mday = 1;
+		tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+		return (int64_t)timegm(&tm);
+	}
+}
+
+int uledger_query(const char *path, const struct uledger_query *q,
+		  int (*cb)(const struct uledger_row *r, void *arg), void *arg)
+{
+	static const char *const pexpr[] = {
+	    [ULEDGER_HOUR] = "hour",
+	    [ULEDGER_DAY] = "(hour - hour % 86400)",
+	    [ULEDGER_MONTH] =
+		"CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
+	};
+	int64_t from = q->from ? uledger_period_start(q->period, q->from) : 0;
+	int64_t to =
+	    q->to ? uledger_period_next(q->period, uledger_period_start(q->period, q->to - 1)) : 0;
+	char sql[1024];
+	sqlite3_stmt *s = NULL;
+	sqlite3 *db = NULL;
+	int rc;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT %s AS p, limit_name, %s, SUM(admitted), SUM(denied), SUM(fallback), "
+		 "SUM(bypass) FROM usage WHERE (?1 IS NULL OR limit_name = ?1) AND "
+		 "(?2 IS NULL OR holder = ?2) AND hour >= ?3 AND (?4 = 0 OR hour < ?4) "
+		 "GROUP BY p, limit_name%s ORDER BY p, limit_name%s",
+		 pexpr[q->period], q->by_holder ? "holder" : "''", q->by_holder ? ", holder" : "",
+		 q->by_holder ? ", holder" : "");
+	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+	if (rc == SQLITE_OK)
+		sqlite3_busy_timeout(db, 2000);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc == SQLITE_OK) {
+		if (q->limit)
+			sqlite3_bind_text(s, 1, q->limit, -1, SQLITE_STATIC);
+		if (q->holder)
+			sqlite3_bind_text(s, 2, q->holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 3, from);
+		sqlite3_bind_int64(s, 4, to);
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			struct uledger_row r = {0};
+
+			r.start = sqlite3_column_int64(s, 0);
+			r.end = uledger_period_next(q->period, r.start);
+			snprintf(r.limit, sizeof(r.limit), "%s",
+				 (const char *)sqlite3_column_text(s, 1));
+			snprintf(r.holder, sizeof(r.holder), "%s",
+				 (const char *)sqlite3_column_text(s, 2));
+			col_totals(s, 3, &r.t);
+			if (cb(&r, arg)) {
+				rc = SQLITE_DONE;
+				break;
+			}
+		}
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_OK)
+		fprintf(stderr, "usage ledger '%s': %s\n", path,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+}

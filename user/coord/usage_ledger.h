@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The usage ledger (reference §6.3): what each holder admitted, denied and
+ * passed by fallback or fail-open (bypass) per metered global limit and UTC
+ * hour, in SQLite (WAL). Kept apart from admission: the lease ledger
+ * (ledger.h) decides, this one only counts.
+ *
+ * Reports carry absolute running totals per (holder, incarnation) and a
+ * seq. For each (limit, holder, incarnation) the ledger keeps the totals it
+ * last accounted (the mark); a report adds only what its totals exceed the
+ * mark by, into the hour the report arrived in, and moves the mark, all in
+ * one transaction. So a retransmitted, reordered, delayed or replayed report
+ * adds nothing, and a crash at any point loses or doubles nothing: the
+ * usage and the mark commit together or not at all, and the agent's next
+ * report carries the same totals again.
+ *
+ * The first report of a (limit, holder) the ledger has no mark for is
+ * diffed against 0, unless its incarnation (the agent's start, CLOCK_REALTIME
+ * ns) is before the limit's metering began: then its totals hold what was
+ * admitted unmetered, and are the baseline.
+ *
+ * A new incarnation of a (limit, holder) is diffed against the latest mark
+ * of the previous incarnation if every total is at or above it (an agent
+ * restart that kept its pinned counters continues them), else against 0
+ * (its counters began again). The previous incarnation is closed then: a
+ * late report of it is stale. Totals that go backwards within an
+ * incarnation (a limit's counters reset by the agent) are counted as
+ * `backwards` and taken as counted from 0.
+ */
+#ifndef LEASELINE_COORD_USAGE_LEDGER_H
+#define LEASELINE_COORD_USAGE_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct uledger;
+
+struct uledger_totals {
+	uint64_t admitted, denied, fallback, bypass;
+};
+
+struct uledger_entry {
+	const char *limit;
+	struct uledger_totals t; /* absolute totals since the incarnation began */
+};
+
+struct uledger_counters {
+	uint64_t reports;   /* report batches committed */
+	uint64_t stale;	    /* entries not above their mark's seq, or of a closed incarnation */
+	uint64_t backwards; /* entries whose totals went below the mark with a newer seq */
+	uint64_t continued; /* new incarnations diffed against the previous one's mark */
+	uint64_t restarted; /* new incarnations diffed against 0 */
+	uint64_t first;	    /* first reports of agents older than the metering: baselines */
+	uint64_t failures;  /* batches that could not be committed (nothing written) */
+};
+
+/* Open (creating) the ledger file: WAL, synchronous FULL. 0 or -errno. */
+int uledger_open(struct uledger **out, const char *path);
+void uledger_close(struct uledger *lg);
+
+/* One report of `holder` (incarnation, seq): its metered entries, in one
+ * transaction, the usage attributed to the UTC hour holding now_s.
+ * arrival_ns (CLOCK_MONOTONIC) is when the report arrived, for the
+ * arrival-to-commit latency. 0, or a negative errno and nothing written.
+ */
+int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation, uint64_t seq,
+		   int64_t now_s, uint64_t arrival_ns, const struct uledger_entry *e, size_t n);
+
+const struct uledger_counters *uledger_counters(const struct uledger *lg);
+
+/* The limits metered now: one not metered before starts its metering at
+ * now_s (UTC seconds); one no longer metered loses its marks and start, so
+ * that metered again it does not count what passed meanwhile. Usage rows
+ * stay. 0 or -errno.
+ */
+int uledger_set_metered(struct uledger *lg, const char *const *limits, size_t n, int64_t now_s);
+
+/* Arrival-to-commit latency of the last (up to 4096) committed batches, ns. */
+void uledger_latency(const struct uledger *lg, uint64_t *p50, uint64_t *p99, size_t *samples);
+
+/* The ledger's notion of now (UTC seconds): time(), unless the file named by
+ * LEASELINE_LEDGER_NOW_FILE (tests only) holds a number of seconds.
+ */
+int64_t uledger_now(void);
+
+/* ---- queries (leaseline usage) ---- */
+
+enum uledger_period {
+	ULEDGER_HOUR = 0,
+	ULEDGER_DAY,
+	ULEDGER_MONTH,
+};
+
+struct uledger_row {
+	char limit[32];
+	char holder[64]; /* "" when summed over holders */
+	int64_t start;	 /* the period's first second, UTC */
+	int64_t end;	 /* the next period's first second */
+	struct uledger_totals t;
+};
+
+struct uledger_query {
+	enum uledger_period period;
+	const char *limit;  /* NULL: every limit */
+	const char *holder; /* NULL: every holder */
+	int64_t from, to;   /* periods overlapping [from, to); to 0 = no end */
+	int by_holder;	    /* 0: one row per (limit, period), holders summed */
+};
+
+/* Rows ordered by period, limit, holder; cb returning non-zero stops.
+ * 0, or a negative errno (-ENOENT: no ledger file).
+ */
+int uledger_query(const char *path, const struct uledger_query *q,
+		  int (*cb)(const struct uledger_row *r, void *arg), void *arg);
+
+/* The first second of the period holding t, and of the next one. */
+int64_t uledger_period_start(enum uledger_period p, int64_t t);
+int64_t uledger_period_next(enum uledger_period p, int64_t start);
+
+#endif /* LEASELINE_COORD_USAGE_LEDGER_H */

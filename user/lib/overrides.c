@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Per-key override files (see overrides.h): read line by line, every field
+ * checked, every error at its line and column.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "overrides.h"
+#include "units.h"
+
+struct ovr_ctx {
+	const char *path;
+	uint32_t line;
+	const char *text; /* the line, for columns */
+	struct cfg_err *err;
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(struct ovr_ctx *c, const char *at,
+						      const char *fmt, ...)
+{
+	size_t col = at ? (size_t)(at - c->text) + 1 : 0;
+	char msg[CFG_ERR_LEN - 64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (c->err) {
+		if (col)
+			snprintf(c->err->msg, sizeof(c->err->msg), "%s:%u:%zu: %s", c->path,
+				 c->line, col, msg);
+		else
+			snprintf(c->err->msg, sizeof(c->err->msg), "%s:%u: %s", c->path, c->line,
+				 msg);
+		cfg_err_at(c->err, c->path, c->line, col);
+	}
+	return -EINVAL;
+}
+
+/* The next blank-separated word of *p (NUL-terminated in place); NULL at the end. */
+static char *word(char **p)
+{
+	char *s = *p, *w;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (!*s || *s == '#')
+		return NULL;
+	w = s;
+	while (*s && *s != ' ' && *s != '\t')
+		s++;
+	if (*s)
+		*s++ = '\0';
+	*p = s;
+	return w;
+}
+
+static int count_arg(struct ovr_ctx *c, char **p, const char *what, uint64_t max,
+		     uint64_t *out)
+{
+	char *w = word(p);
+	int rc;
+
+	if (!w)
+		return fail(c, *p, "'%s' needs a value (expected e.g. %s 1000)", what, what);
+	rc = units_parse_count(w, out);
+	if (rc || *out < 1 || *out > max)
+		return fail(c, w, "%s '%s' is not a count from 1 to %llu (k, M, G allowed)", what,
+			    w, (unsigned long long)max);
+	return 0;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct ovr_entry *x = a, *y = b;
+	int c;
+
+	if (x->family != y->family)
+		return x->family < y->family ? -1 : 1;
+	c = memcmp(x->addr, y->addr, sizeof(x->addr));
+	if (c)
+		return c;
+	return x->plen < y->plen ? -1 : x->plen > y->plen;
+}
+
+/* One line into e: 0, 1 for a blank or comment line, or -EINVAL. */
+static int parse_line(struct ovr_ctx *c, char *s, uint8_t prefix_v4, uint8_t prefix_v6,
+		      uint64_t max_rate, uint64_t max_burst, struct ovr_entry *e)
+{
+	char *p = s, *w = word(&p), *kw;
+	uint8_t keyplen;
+	int rc;
+
+	if (!w)
+		return 1;
+	memset(e, 0, sizeof(*e));
+	e->line = c->line;
+	rc = units_parse_prefix(w, &e->family, e->addr, &e->plen);
+	if (rc == -EDOM) {
+		char buf[INET6_ADDRSTRLEN];
+		uint8_t bits = e->plen, a[16];
+
+		memcpy(a, e->addr, 16);
+		for (int i = 0; i < 16; i++) {
+			int keep = bits >= 8 ? 8 : bits;
+
+			a[i] &= (uint8_t)(0xff << (8 - keep));
+			bits = (uint8_t)(bits - keep);
+		}
+		inet_ntop(e->family == 4 ? AF_INET : AF_INET6, a, buf, sizeof(buf));
+		return fail(c, w, "prefix '%s' has host bits set (did you mean %s/%u?)", w, buf,
+			    e->plen);
+	}
+	if (rc)
+		return fail(c, w, "'%s' is not an address prefix (expected e.g. 198.18.1.0/24 or "
+				  "2001:db8::/48)",
+			    w);
+	keyplen = e->family == 4 ? prefix_v4 : prefix_v6;
+	if (e->plen > keyplen)
+		return fail(c, w,
+			    "prefix '%s' is longer than the limit's key (prefix-v%d %u): an "
+			    "override covers whole keys",
+			    w, e->family, keyplen);
+	kw = word(&p);
+	if (!kw)
+		return fail(c, p, "'%s' needs a contract: rate R burst B, unlimited or deny", w);
+	if (!strcmp(kw, "unlimited")) {
+		e->kind = OVR_UNLIMITED;
+	} else if (!strcmp(kw, "deny")) {
+		e->kind = OVR_DENY;
+	} else if (!strcmp(kw, "rate")) {
+		e->kind = OVR_RATE;
+		if ((rc = count_arg(c, &p, "rate", max_rate, &e->rate)))
+			return rc;
+		kw = word(&p);
+		if (!kw || strcmp(kw, "burst"))
+			return fail(c, kw ? kw : p, "expected 'burst B' after the rate");
+		if ((rc = count_arg(c, &p, "burst", max_burst, &e->burst)))
+			return rc;
+	} else {
+		return fail(c, kw, "'%s' is not a contract (expected rate R burst B, unlimited or "
+				   "deny)",
+			    kw);
+	}
+	kw = word(&p);
+	if (kw)
+		return fail(c, kw, "unexpected '%s' after the contract", kw);
+	return 0;
+}
+
+int ovr_load(const char *path, uint8_t prefix_v4, uint8_t prefix_v6, uint64_t max_rate,
+	     uint64_t max_burst, struct ovr_entry **out, size_t *n, struct cfg_err *err)
+{
+	struct ovr_ctx c = {.path = path, .err = err};
+	char line[OVR_LINE_MAX + 2];
+	struct ovr_entry *v = NULL;
+	size_t cap = 0, k = 0;
+	/* A regular file only: opening a FIFO or a device could block or
+	 * never end (paths come from policy files, a coordinator's included).
+	 */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = 0;
+	struct stat sb;
+	FILE *f = NULL;
+
+	*out = NULL;
+	*n = 0;
+	if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+	}
+	if (fd >= 0 && !(f = fdopen(fd, "r")))
+		close(fd);
+	if (!f) {
+		rc = -errno;
+		if (err) {
+			snprintf(err->msg, sizeof(err->msg), "%s: cannot read overrides: %s", path,
+				 strerror(-rc));
+			cfg_err_at(err, path, 0, 0);
+		}
+		return rc;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		size_t len = strlen(line);
+
+		c.line++;
+		c.text = line;
+		if (len && line[len - 1] == '\n')
+			line[--len] = '\0';
+		else if (len > OVR_LINE_MAX) {
+			rc = fail(&c, NULL, "line longer than %d bytes", OVR_LINE_MAX);
+			break;
+		}
+		if (k == cap) {
+			struct ovr_entry *nv;
+
+			cap = cap ? 2 * cap : 256;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		rc = parse_line(&c, line, prefix_v4, prefix_v6, max_rate, max_burst, &v[k]);
+		if (rc < 0)
+			break;
+		if (rc == 0 && ++k > OVR_MAX_PER_LIMIT) {
+			rc = fail(&c, NULL, "more than %d overrides in one file", OVR_MAX_PER_LIMIT);
+			break;
+		}
+		rc = 0;
+	}
+	if (!rc && ferror(f))
+		rc = -EIO;
+	fclose(f);
+	if (!rc && k) {
+		qsort(v, k, sizeof(*v), entry_cmp);
+		for (size_t i = 1; i < k; i++)
+			if (!entry_cmp(&v[i - 1], &v[i])) {
+				c.line = v[i - 1].line > v[i].line ? v[i - 1].line : v[i].line;
+				rc = fail(&c, NULL, "the same prefix again (first on line %u)",
+					  v[i - 1].line < v[i].line ? v[i - 1].line : v[i].line);
+				break;
+			}
+	}
+	if (rc) {
+		if (rc != -EINVAL && err && !err->msg[0])
+			snprintf(err->msg, sizeof(err->msg), "%s: %s", path, strerror(-rc));
+		free(v);
+		return rc;
+	}
+	*out = v;
+	*n = k;
+	return 0;
+}
