@@ -998,6 +998,66 @@ static void test_match_new_forms(void **state)
 	free(p);
 }
 
+/* A coordinator sends its policy's bytes in one message: a policy the
+ * parser takes (1024 rules) but the wire does not is refused by the
+ * coordinator file, at its policy: line, naming WIRE_MAX_POLICY.
+ */
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void test_coord_policy_wire_bound(void **state)
+{
+	char dir[] = "/tmp/ll-wire-XXXXXX", pol[128], co[128], want[512];
+	size_t size = 1 << 18, n;
+	char *text = malloc(size);
+	struct cfg_policy *cp = calloc(1, sizeof(*cp));
+	struct cfg_coord *cc = calloc(1, sizeof(*cc));
+	struct cfg_err err;
+
+	(void)state;
+	assert_non_null(text);
+	assert_non_null(cp);
+	assert_non_null(cc);
+	assert_non_null(mkdtemp(dir));
+	snprintf(pol, sizeof(pol), "%s/policy.yaml", dir);
+	snprintf(co, sizeof(co), "%s/coord.yaml", dir);
+	snprintf(text, size, "listen: 127.0.0.1:7450\npolicy: policy.yaml\nstate-dir: %s\n", dir);
+	write_text(co, text);
+	n = (size_t)snprintf(text, size, V LIMIT_A "rules:\n");
+	for (int i = 0; i < 600; i++)
+		n += (size_t)snprintf(text + n, size - n,
+				      "  - {name: r%d, match: {proto: udp, dst-port: %d}, limits: [a]}\n",
+				      i, 10000 + i);
+	assert_true(n < 65472);
+	write_text(pol, text);
+	assert_int_equal(cfg_coord_load(co, cc, cp, &err), 0);
+	assert_int_equal(cp->n_rules, 600);
+	for (int i = 600; i < LL_MAX_RULES; i++)
+		n += (size_t)snprintf(text + n, size - n,
+				      "  - {name: r%d, match: {proto: udp, dst-port: %d}, limits: [a]}\n",
+				      i, 10000 + i);
+	write_text(pol, text);
+	assert_int_equal(cfg_policy_load(pol, false, cp, &err), 0); /* the parser takes it */
+	assert_int_equal(cfg_coord_load(co, cc, cp, &err), -EINVAL);
+	snprintf(want, sizeof(want),
+		 "policy '%s' is %zu bytes, more than the 65472 a coordinator sends its agents in "
+		 "one message (WIRE_MAX_POLICY; expected a smaller policy: fewer or shorter rules)",
+		 pol, n);
+	expect_msg(&err, co, "2:9", want);
+	unlink(pol);
+	unlink(co);
+	rmdir(dir);
+	free(text);
+	free(cp);
+	free(cc);
+}
+
 /* Exactly at each maximum is fine; one more is refused at the item that overflows. */
 static void test_maximum_counts(void **state)
 {
@@ -1203,6 +1263,7 @@ int main(void)
 	    cmocka_unit_test(test_rules_before_limits),
 	    cmocka_unit_test(test_match_forms),
 	    cmocka_unit_test(test_match_new_forms),
+	    cmocka_unit_test(test_coord_policy_wire_bound),
 	    cmocka_unit_test(test_maximum_counts),
 	    cmocka_unit_test(test_name_bounds),
 	    cmocka_unit_test(test_names_of_values),

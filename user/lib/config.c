@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "config.h"
@@ -21,6 +22,7 @@
 #include "tls.h"
 #include "units.h"
 #include "walk.h"
+#include "wire.h"
 
 /* Lease times: under a millisecond the refreshes become the workload; over an
  * hour a vanished gateway would sit on its share of the contract for too long.
@@ -978,6 +980,15 @@ static const struct walk_field policy_fields[] = {
 
 static const struct walk_section policy_section = WALK_SECTION(policy_fields, policy_check);
 
+void cfg_policy_too_big(const char *path, uint64_t size, char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 "policy '%.200s' is %" PRIu64 " bytes, more than the %d a coordinator sends its "
+		 "agents in one message (WIRE_MAX_POLICY; expected a smaller policy: fewer or "
+		 "shorter rules)",
+		 path, size, WIRE_MAX_POLICY);
+}
+
 /* An agent's or coordinator's policy file. Its own errors already carry its
  * name; one that cannot be read is reported where the outer file names it.
  */
@@ -1231,6 +1242,7 @@ static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	struct cfg_coord *co = obj;
 	struct cfg_policy *pol = state(c)->pol;
 	char msg[CFG_ERR_LEN - 64];
+	struct stat st;
 	int rc;
 
 	co->has_metrics = walk_get(m, "metrics") != NULL;
@@ -1242,6 +1254,13 @@ static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 				 "agents)",
 				 co->listen);
 	rc = load_policy(c, walk_get(m, "policy"), co->policy_path, false);
+	/* The coordinator sends its agents the policy's very bytes, in one
+	 * message: 1024 rules fit the parser but not always the wire.
+	 */
+	if (!rc && pol && stat(co->policy_path, &st) == 0 && st.st_size > WIRE_MAX_POLICY) {
+		cfg_policy_too_big(co->policy_path, (uint64_t)st.st_size, msg, sizeof(msg));
+		return walk_fail(c, walk_get(m, "policy"), "%s", msg);
+	}
 	for (uint32_t i = 0; !rc && pol && i < pol->n_limits; i++) {
 		const struct cfg_limit *l = &pol->limits[i];
 

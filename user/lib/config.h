@@ -185,4 +185,9 @@ const char *cfg_attach_mode_name(uint8_t mode);
 /* "any", "tcp", "udp", "icmp", "icmpv6"; NULL for other protocol numbers. */
 const char *cfg_proto_name(uint8_t proto);
 
+/* "policy 'PATH' is SIZE bytes, more than the WIRE_MAX_POLICY a coordinator
+ * sends its agents in one message ...": check's and the coordinator's words.
+ */
+void cfg_policy_too_big(const char *path, uint64_t size, char *buf, size_t len);
+
 #endif /* LEASELINE_CONFIG_H */
