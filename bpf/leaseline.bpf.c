@@ -78,8 +78,8 @@ static __always_inline int rule_match(const struct ll_rule *r, const struct pkt_
 	 */
 	if (r->tcp_mask && (!m->has_l4hdr || (m->tcp_flags & r->tcp_mask) != r->tcp_value))
 		return 0;
-	if (r->has_icmp &&
-	    (!m->has_l4hdr || !((r->icmp_types[(m->icmp_type >> 5) & 7] >> (m->icmp_type & 31)) & 1)))
+	if (r->has_icmp && (!m->has_l4hdr ||
+			    !((r->icmp_types[(m->icmp_type >> 5) & 7] >> (m->icmp_type & 31)) & 1)))
 		return 0;
 	return addr_match(m->src, r->src, r->src_mask) && addr_match(m->dst, r->dst, r->dst_mask);
 }

@@ -44,9 +44,9 @@ struct pkt_meta {
 	__u8 has_ports;
 	__u8 frag; /* a non-first fragment */
 	__u32 len; /* frame length, the cost of a packet in bytes mode */
-	__u8 has_l4hdr;	 /* the TCP or ICMP/ICMPv6 header was read (a first fragment) */
-	__u8 tcp_flags;	 /* TCP: the flags byte (FIN 0x01 .. CWR 0x80) */
-	__u8 icmp_type;	 /* ICMP/ICMPv6: the type */
+	__u8 has_l4hdr; /* the TCP or ICMP/ICMPv6 header was read (a first fragment) */
+	__u8 tcp_flags; /* TCP: the flags byte (FIN 0x01 .. CWR 0x80) */
+	__u8 icmp_type; /* ICMP/ICMPv6: the type */
 	__u8 pad1;
 	__u64 now;    /* clock, read by the first limit that needs it; 0 = not yet */
 	__u64 coarse; /* coarse clock, read by the first deny-hint check; 0 = not yet */

@@ -557,7 +557,7 @@ struct ll_rule_stats {
 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win; 4: ll_rule matches
  * tcp-flags, icmp-type and dst-port lists, LL_MAX_RULES 1024 (ll_policy, ll_rule_stats)
  */
-#define LL_LAYOUT_VERSION 4
+#define LL_LAYOUT_VERSION   4
 #define LL_LAYOUT_BUILD_LEN 48
 
 /* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to

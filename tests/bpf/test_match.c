@@ -64,10 +64,10 @@ static void build_tcp(struct pkt *p, enum framing f, uint16_t dport, uint8_t fla
 {
 	struct pkt_layer v4[] = {ETH(), IP4(S4, D4), TCP(40000, dport), {0}};
 	struct pkt_layer v6[] = {ETH(), IP6(S6, D6), TCP(40000, dport), {0}};
-	struct pkt_layer vl4[] = {ETH(), VLAN(ETH_P_8021Q, 10), IP4(S4, D4), TCP(40000, dport), {0}};
-	struct pkt_layer qq6[] = {ETH(),		VLAN(ETH_P_8021AD, 20),
-				  VLAN(ETH_P_8021Q, 10), IP6(S6, D6),
-				  TCP(40000, dport),	{0}};
+	struct pkt_layer vl4[] = {
+	    ETH(), VLAN(ETH_P_8021Q, 10), IP4(S4, D4), TCP(40000, dport), {0}};
+	struct pkt_layer qq6[] = {ETH(),       VLAN(ETH_P_8021AD, 20), VLAN(ETH_P_8021Q, 10),
+				  IP6(S6, D6), TCP(40000, dport),      {0}};
 	const struct pkt_layer *l[F_N] = {v4, v6, vl4, qq6};
 
 	assert_int_equal(pkt_build(p, l[f]), 0);
@@ -78,10 +78,10 @@ static void build_udp(struct pkt *p, enum framing f, uint16_t dport)
 {
 	struct pkt_layer v4[] = {ETH(), IP4(S4, D4), UDP(40000, dport), {0}};
 	struct pkt_layer v6[] = {ETH(), IP6(S6, D6), UDP(40000, dport), {0}};
-	struct pkt_layer vl4[] = {ETH(), VLAN(ETH_P_8021Q, 10), IP4(S4, D4), UDP(40000, dport), {0}};
-	struct pkt_layer qq6[] = {ETH(),		VLAN(ETH_P_8021AD, 20),
-				  VLAN(ETH_P_8021Q, 10), IP6(S6, D6),
-				  UDP(40000, dport),	{0}};
+	struct pkt_layer vl4[] = {
+	    ETH(), VLAN(ETH_P_8021Q, 10), IP4(S4, D4), UDP(40000, dport), {0}};
+	struct pkt_layer qq6[] = {ETH(),       VLAN(ETH_P_8021AD, 20), VLAN(ETH_P_8021Q, 10),
+				  IP6(S6, D6), UDP(40000, dport),      {0}};
 	const struct pkt_layer *l[F_N] = {v4, v6, vl4, qq6};
 
 	assert_int_equal(pkt_build(p, l[f]), 0);
@@ -200,8 +200,12 @@ static void test_truncated_l4_headers(void **state)
 	    {"vlan ipv4 tcp 12 bytes",
 	     {ETH(), VLAN(ETH_P_8021Q, 10), IP4(S4, D4), PROTO(IPPROTO_TCP, 12), {0}}},
 	    {"qinq ipv6 tcp 0 bytes",
-	     {ETH(), VLAN(ETH_P_8021AD, 20), VLAN(ETH_P_8021Q, 10), IP6(S6, D6),
-	      PROTO(IPPROTO_TCP, 0), {0}}},
+	     {ETH(),
+	      VLAN(ETH_P_8021AD, 20),
+	      VLAN(ETH_P_8021Q, 10),
+	      IP6(S6, D6),
+	      PROTO(IPPROTO_TCP, 0),
+	      {0}}},
 	    {"ipv6 hbh tcp 10 bytes", {ETH(), IP6(S6, D6), HBH(8), PROTO(IPPROTO_TCP, 10), {0}}},
 	    {"ipv4 icmp 3 bytes", {ETH(), IP4(S4, D4), PROTO(IPPROTO_ICMP, 3), {0}}},
 	    {"ipv6 icmpv6 1 byte", {ETH(), IP6(S6, D6), PROTO(IPPROTO_ICMPV6, 1), {0}}},
@@ -241,15 +245,15 @@ static void test_icmp_type(void **state)
 		uint8_t type;
 		int rule;
 	} cases[] = {
-	    {false, false, 8, 0},   /* echo-request */
-	    {false, true, 8, 0},    /* the same, VLAN-tagged */
+	    {false, false, 8, 0},    /* echo-request */
+	    {false, true, 8, 0},     /* the same, VLAN-tagged */
 	    {false, false, 0, NONE}, /* echo-reply */
-	    {false, false, 3, 1},   /* 3-5 */
-	    {false, false, 5, 1},   {false, false, 6, NONE},
+	    {false, false, 3, 1},    /* 3-5 */
+	    {false, false, 5, 1},      {false, false, 6, NONE},
 	    {false, false, 128, NONE}, /* the ICMPv6 echo-request number, under ICMP */
 	    {true, false, 128, 2},     /* ICMPv6 echo-request */
 	    {true, true, 128, 2},      {true, false, 135, 2}, /* neighbor-solicitation */
-	    {true, false, 129, NONE},			       /* echo-reply */
+	    {true, false, 129, NONE},			      /* echo-reply */
 	    {true, false, 8, NONE}, /* the ICMP echo-request number, under ICMPv6 */
 	    {true, false, 255, 2},
 	};
@@ -272,8 +276,8 @@ static void test_icmp_type(void **state)
 		struct pkt_layer v4[] = {ETH(), IP4(S4, D4), ICMP(), {0}};
 		struct pkt_layer v6[] = {ETH(), IP6(S6, D6), ICMP6(), {0}};
 		struct pkt_layer vl4[] = {ETH(), VLAN(ETH_P_8021Q, 7), IP4(S4, D4), ICMP(), {0}};
-		struct pkt_layer qq6[] = {ETH(), VLAN(ETH_P_8021AD, 20), VLAN(ETH_P_8021Q, 7),
-					  IP6(S6, D6), ICMP6(), {0}};
+		struct pkt_layer qq6[] = {
+		    ETH(), VLAN(ETH_P_8021AD, 20), VLAN(ETH_P_8021Q, 7), IP6(S6, D6), ICMP6(), {0}};
 
 		assert_int_equal(pkt_build(&p, cases[i].v6 ? (cases[i].vlan ? qq6 : v6)
 							   : (cases[i].vlan ? vl4 : v4)),
@@ -282,8 +286,9 @@ static void test_icmp_type(void **state)
 		int got = matched_rule(fx, &p, 3, &v);
 
 		if (got != cases[i].rule) {
-			print_error("%s%s type %u: rule %d, expected %d\n", cases[i].vlan ? "vlan " : "",
-				    cases[i].v6 ? "icmpv6" : "icmp", cases[i].type, got, cases[i].rule);
+			print_error("%s%s type %u: rule %d, expected %d\n",
+				    cases[i].vlan ? "vlan " : "", cases[i].v6 ? "icmpv6" : "icmp",
+				    cases[i].type, got, cases[i].rule);
 			fails++;
 		}
 	}
@@ -302,11 +307,11 @@ static void test_dport_lists(void **state)
 		uint16_t port;
 		int rule;
 	} cases[] = {
-	    {false, 53, 0},    {false, 54, NONE},  {false, 80, 0},	 {false, 999, NONE},
-	    {false, 1000, 0},  {false, 1500, 0},   {false, 2000, 0},	 {false, 2001, NONE},
-	    {false, 0, NONE},  {false, 65535, NONE}, {true, 0, 1},	 {true, 1, NONE},
-	    {true, 22, 1},     {true, 443, 1},	   {true, 10, 1},	 {true, 15, 1},
-	    {true, 16, NONE},  {true, 65535, 1},   {true, 65534, NONE}, {true, 53, NONE},
+	    {false, 53, 0},   {false, 54, NONE},    {false, 80, 0},	 {false, 999, NONE},
+	    {false, 1000, 0}, {false, 1500, 0},	    {false, 2000, 0},	 {false, 2001, NONE},
+	    {false, 0, NONE}, {false, 65535, NONE}, {true, 0, 1},	 {true, 1, NONE},
+	    {true, 22, 1},    {true, 443, 1},	    {true, 10, 1},	 {true, 15, 1},
+	    {true, 16, NONE}, {true, 65535, 1},	    {true, 65534, NONE}, {true, 53, NONE},
 	};
 	struct pkt p;
 	int v, fails = 0;
@@ -350,8 +355,8 @@ static void test_many_rules(void **state)
 	struct fx *fx = FX(state);
 	size_t size = 1 << 17, n;
 	char *y = malloc(size);
-	static const int hits[] = {0, 1, 31, 32, 33, 63, 64, 500, LL_MAX_RULES - 2,
-				   LL_MAX_RULES - 1};
+	static const int hits[] = {
+	    0, 1, 31, 32, 33, 63, 64, 500, LL_MAX_RULES - 2, LL_MAX_RULES - 1};
 	struct pkt p;
 
 	assert_non_null(y);
@@ -431,8 +436,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_icmp_type, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_dport_lists, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_many_rules, hx_setup, hx_teardown),
-	    cmocka_unit_test_setup_teardown(test_syn_limits_new_connections, hx_setup,
-					    hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_syn_limits_new_connections, hx_setup, hx_teardown),
 	};
 
 	return cmocka_run_group_tests_name("match", tests, NULL, NULL);

@@ -66,16 +66,17 @@ struct text_case {
 #define MATCH(m) RULE_R "    match: " m "\n    limits: [a]\n"
 
 #define PORT_EXPECT                                                                                \
-	"is not a port or port range (expected e.g. 53, 1000-2000, \"53,80,8000-8100\" or [53, 80]; ports 0..65535, low <= high)"
+	"is not a port or port range (expected e.g. 53, 1000-2000, \"53,80,8000-8100\" or [53, "   \
+	"80]; ports 0..65535, low <= high)"
 
 #define TCPF_EXPECT                                                                                \
-	"(expected syn (SYN set, ACK clear), or VALUE/MASK with flags fin, syn, rst, psh, ack, "  \
+	"(expected syn (SYN set, ACK clear), or VALUE/MASK with flags fin, syn, rst, psh, ack, "   \
 	"urg, ece, cwr joined by ',' or '|', none, or numbers: e.g. syn/syn,ack or 0x02/0x12)"
 #define ICMPT_EXPECT                                                                               \
-	"(expected a type 0..255, a range such as 3-5, or a name such as echo-request, "          \
+	"(expected a type 0..255, a range such as 3-5, or a name such as echo-request, "           \
 	"echo-reply, destination-unreachable, time-exceeded; or a list of them)"
 #define DPORT_BOUND                                                                                \
-	"dst-port lists more than 8 ports or ranges (the bound LL_MAX_DPORT_RANGES: each rule "   \
+	"dst-port lists more than 8 ports or ranges (the bound LL_MAX_DPORT_RANGES: each rule "    \
 	"holds 8, checked per packet; expected at most 8, or split the rule)"
 
 static const struct text_case text_cases[] = {
@@ -164,8 +165,8 @@ static const struct text_case text_cases[] = {
      "rule 'r' match: dst-port 'x' " PORT_EXPECT},
     {"dport_list_too_many", MATCH("{proto: tcp, dst-port: [1, 2, 3, 4, 5, 6, 7, 8, 9]}"), false,
      "6:60", "rule 'r' match: " DPORT_BOUND},
-    {"dport_commas_too_many", MATCH("{proto: tcp, dst-port: '1,2,3,4,5,6,7,8,9'}"), false,
-     "6:35", "rule 'r' match: " DPORT_BOUND},
+    {"dport_commas_too_many", MATCH("{proto: tcp, dst-port: '1,2,3,4,5,6,7,8,9'}"), false, "6:35",
+     "rule 'r' match: " DPORT_BOUND},
     {"dport_empty_list", MATCH("{proto: tcp, dst-port: []}"), false, "6:35",
      "rule 'r' match: dst-port is an empty list (expected e.g. [53, 80])"},
     {"dport_item_list", MATCH("{proto: tcp, dst-port: [53, [1]]}"), false, "6:40",
@@ -575,7 +576,8 @@ static void test_spec_policy(void **state)
 	assert_int_equal(p->n_rules, 1);
 	assert_string_equal(r->name, "dns");
 	assert_int_equal(r->proto, IPPROTO_UDP);
-	assert_true(r->has_dport && r->n_dport == 1 && r->dport[0].lo == 53 && r->dport[0].hi == 53);
+	assert_true(r->has_dport && r->n_dport == 1 && r->dport[0].lo == 53 &&
+		    r->dport[0].hi == 53);
 	assert_true(r->has_src && r->src_family == 4 && r->src_plen == 15);
 	assert_memory_equal(r->src_addr, src, 4);
 	assert_true(r->has_dst && r->dst_family == 4 && r->dst_plen == 16);
@@ -957,22 +959,22 @@ static void test_match_forms(void **state)
 /* The matches of issue #13: tcp-flags, icmp-type, dst-port lists. */
 static void test_match_new_forms(void **state)
 {
-	struct cfg_policy *p =
-	    parse_ok(V LIMIT_A "rules:\n"
-			       "  - {name: t1, match: {proto: tcp, tcp-flags: syn}, limits: [a]}\n"
-			       "  - {name: t2, match: {proto: tcp, tcp-flags: 'syn,ack/syn|ack'}, "
-			       "limits: [a]}\n"
-			       "  - {name: t3, match: {proto: tcp, tcp-flags: 'none/rst'}, limits: [a]}\n"
-			       "  - {name: t4, match: {proto: tcp, tcp-flags: 0x02/0x12}, limits: [a]}\n"
-			       "  - {name: i1, match: {proto: icmp, icmp-type: echo-request}, "
-			       "limits: [a]}\n"
-			       "  - {name: i2, match: {proto: icmpv6, icmp-type: [echo-request, 1-4, "
-			       "255]}, limits: [a]}\n"
-			       "  - {name: p1, match: {proto: udp, dst-port: '53, 80,8000-8100'}, "
-			       "limits: [a]}\n"
-			       "  - {name: p2, match: {proto: tcp, dst-port: [22, '443', 1000-2000, 1, 2, "
-			       "3, 4, 5]}, limits: [a]}\n",
-		     true);
+	struct cfg_policy *p = parse_ok(
+	    V LIMIT_A "rules:\n"
+		      "  - {name: t1, match: {proto: tcp, tcp-flags: syn}, limits: [a]}\n"
+		      "  - {name: t2, match: {proto: tcp, tcp-flags: 'syn,ack/syn|ack'}, "
+		      "limits: [a]}\n"
+		      "  - {name: t3, match: {proto: tcp, tcp-flags: 'none/rst'}, limits: [a]}\n"
+		      "  - {name: t4, match: {proto: tcp, tcp-flags: 0x02/0x12}, limits: [a]}\n"
+		      "  - {name: i1, match: {proto: icmp, icmp-type: echo-request}, "
+		      "limits: [a]}\n"
+		      "  - {name: i2, match: {proto: icmpv6, icmp-type: [echo-request, 1-4, "
+		      "255]}, limits: [a]}\n"
+		      "  - {name: p1, match: {proto: udp, dst-port: '53, 80,8000-8100'}, "
+		      "limits: [a]}\n"
+		      "  - {name: p2, match: {proto: tcp, dst-port: [22, '443', 1000-2000, 1, 2, "
+		      "3, 4, 5]}, limits: [a]}\n",
+	    true);
 
 	(void)state;
 	assert_int_equal(p->n_rules, 8);
@@ -984,8 +986,8 @@ static void test_match_new_forms(void **state)
 	assert_true(p->rules[4].has_icmp && p->rules[4].icmp_types[0] == 1u << 8);
 	for (int w = 1; w < 8; w++)
 		assert_int_equal(p->rules[4].icmp_types[w], 0);
-	assert_int_equal(p->rules[5].icmp_types[0], 0x1eu);	     /* 1-4 */
-	assert_int_equal(p->rules[5].icmp_types[4], 1u);	     /* 128 echo-request */
+	assert_int_equal(p->rules[5].icmp_types[0], 0x1eu);    /* 1-4 */
+	assert_int_equal(p->rules[5].icmp_types[4], 1u);       /* 128 echo-request */
 	assert_int_equal(p->rules[5].icmp_types[7], 1u << 31); /* 255 */
 	assert_false(p->rules[0].has_icmp || p->rules[4].has_tcp_flags || p->rules[0].has_dport);
 	assert_true(p->rules[6].has_dport && p->rules[6].n_dport == 3);
@@ -1031,17 +1033,19 @@ static void test_coord_policy_wire_bound(void **state)
 	write_text(co, text);
 	n = (size_t)snprintf(text, size, V LIMIT_A "rules:\n");
 	for (int i = 0; i < 600; i++)
-		n += (size_t)snprintf(text + n, size - n,
-				      "  - {name: r%d, match: {proto: udp, dst-port: %d}, limits: [a]}\n",
-				      i, 10000 + i);
+		n += (size_t)snprintf(
+		    text + n, size - n,
+		    "  - {name: r%d, match: {proto: udp, dst-port: %d}, limits: [a]}\n", i,
+		    10000 + i);
 	assert_true(n < 65472);
 	write_text(pol, text);
 	assert_int_equal(cfg_coord_load(co, cc, cp, &err), 0);
 	assert_int_equal(cp->n_rules, 600);
 	for (int i = 600; i < LL_MAX_RULES; i++)
-		n += (size_t)snprintf(text + n, size - n,
-				      "  - {name: r%d, match: {proto: udp, dst-port: %d}, limits: [a]}\n",
-				      i, 10000 + i);
+		n += (size_t)snprintf(
+		    text + n, size - n,
+		    "  - {name: r%d, match: {proto: udp, dst-port: %d}, limits: [a]}\n", i,
+		    10000 + i);
 	write_text(pol, text);
 	assert_int_equal(cfg_policy_load(pol, false, cp, &err), 0); /* the parser takes it */
 	assert_int_equal(cfg_coord_load(co, cc, cp, &err), -EINVAL);
@@ -1076,7 +1080,8 @@ static void test_maximum_counts(void **state)
 	n += (size_t)snprintf(text + n, size - n, "rules:\n");
 	for (i = 0; i < LL_MAX_RULES; i++)
 		n += (size_t)snprintf(text + n, size - n,
-				      "  - {name: r%zu, limits: [l0, l1, l2, l%zu]}\n", i, i % 61 + 3);
+				      "  - {name: r%zu, limits: [l0, l1, l2, l%zu]}\n", i,
+				      i % 61 + 3);
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), 0);
 	assert_int_equal(p->n_limits, LL_MAX_LIMITS);
 	assert_int_equal(p->n_rules, LL_MAX_RULES);
@@ -1094,11 +1099,11 @@ static void test_maximum_counts(void **state)
 		n += (size_t)snprintf(text + n, size - n, "  - {name: l%zu, rate: 1, burst: 1}\n",
 				      i);
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), -EINVAL);
-	assert_string_equal(err.msg,
-			    "policy.yaml:67:5: too many limits: 65, the bound is 64 (LL_MAX_LIMITS: "
-			    "the per-limit arrays of the pinned maps, and the coordinator's "
-			    "reports carry at most 64 limits (WIRE_MAX_ENTRIES); expected at most "
-			    "64)");
+	assert_string_equal(
+	    err.msg, "policy.yaml:67:5: too many limits: 65, the bound is 64 (LL_MAX_LIMITS: "
+		     "the per-limit arrays of the pinned maps, and the coordinator's "
+		     "reports carry at most 64 limits (WIRE_MAX_ENTRIES); expected at most "
+		     "64)");
 	free(text);
 	free(p);
 }

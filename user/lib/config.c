@@ -465,17 +465,19 @@ static int dport_add(struct walk_ctx *c, const struct walk_field *f, yaml_node_t
 		for (char *e = tok + strlen(tok); e > tok && e[-1] == ' ';)
 			*--e = '\0';
 		if (r->n_dport == LL_MAX_DPORT_RANGES)
-			return walk_fail(c, v,
-					 "dst-port lists more than %d ports or ranges (the bound "
-					 "LL_MAX_DPORT_RANGES: each rule holds %d, checked per packet; "
-					 "expected at most %d, or split the rule)",
-					 LL_MAX_DPORT_RANGES, LL_MAX_DPORT_RANGES, LL_MAX_DPORT_RANGES);
+			return walk_fail(
+			    c, v,
+			    "dst-port lists more than %d ports or ranges (the bound "
+			    "LL_MAX_DPORT_RANGES: each rule holds %d, checked per packet; "
+			    "expected at most %d, or split the rule)",
+			    LL_MAX_DPORT_RANGES, LL_MAX_DPORT_RANGES, LL_MAX_DPORT_RANGES);
 		if (units_parse_port_range(tok, &r->dport[r->n_dport].lo, &r->dport[r->n_dport].hi))
-			return walk_fail(c, v,
-					 "dst-port '%.40s' is not a port or port range (expected e.g. "
-					 "53, 1000-2000, \"53,80,8000-8100\" or [53, 80]; ports "
-					 "0..65535, low <= high)",
-					 tok);
+			return walk_fail(
+			    c, v,
+			    "dst-port '%.40s' is not a port or port range (expected e.g. "
+			    "53, 1000-2000, \"53,80,8000-8100\" or [53, 80]; ports "
+			    "0..65535, low <= high)",
+			    tok);
 		r->n_dport++;
 	}
 	if (!r->n_dport)
@@ -494,7 +496,8 @@ static int match_dport(struct walk_ctx *c, const struct walk_field *f, yaml_node
 	r->n_dport = 0;
 	if (v->type == YAML_SEQUENCE_NODE) {
 		if (v->data.sequence.items.start == v->data.sequence.items.top)
-			return walk_fail(c, v, "dst-port is an empty list (expected e.g. [53, 80])");
+			return walk_fail(c, v,
+					 "dst-port is an empty list (expected e.g. [53, 80])");
 		for (it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
 			yaml_node_t *e = walk_node(c, *it);
 			const char *es = walk_scalar(e);
@@ -541,7 +544,8 @@ static int tcp_flag_set(struct walk_ctx *c, yaml_node_t *v, const char *full, co
 	uint8_t x = 0;
 
 	if (!len || len >= sizeof(buf))
-		return walk_fail(c, v, "tcp-flags '%.60s' has an empty or overlong %s (expected %s)",
+		return walk_fail(c, v,
+				 "tcp-flags '%.60s' has an empty or overlong %s (expected %s)",
 				 full, value ? "value" : "mask", TCP_FLAGS_EXPECT);
 	memcpy(buf, s, len);
 	buf[len] = '\0';
@@ -660,11 +664,10 @@ static const struct icmp_name icmp_names[] = {
 };
 
 #define ICMP_TYPE_EXPECT                                                                           \
-	"a type 0..255, a range such as 3-5, or a name such as echo-request, echo-reply, "        \
+	"a type 0..255, a range such as 3-5, or a name such as echo-request, echo-reply, "         \
 	"destination-unreachable, time-exceeded; or a list of them"
 
-static int icmp_one(struct walk_ctx *c, yaml_node_t *v, const char *s, bool v6,
-		    uint32_t types[8])
+static int icmp_one(struct walk_ctx *c, yaml_node_t *v, const char *s, bool v6, uint32_t types[8])
 {
 	const struct icmp_name *e, *best = NULL;
 	size_t d, best_d = SIZE_MAX;
@@ -681,7 +684,8 @@ static int icmp_one(struct walk_ctx *c, yaml_node_t *v, const char *s, bool v6,
 		if (*end == '-' && end[1] >= '0' && end[1] <= '9')
 			b = strtoul(end + 1, &end, 10);
 		if (*end || a > 255 || b > 255 || a > b)
-			return walk_fail(c, v, "icmp-type '%.40s' is not a type or range (expected %s)",
+			return walk_fail(c, v,
+					 "icmp-type '%.40s' is not a type or range (expected %s)",
 					 s, ICMP_TYPE_EXPECT);
 		lo = (uint16_t)a;
 		hi = (uint16_t)b;
@@ -696,17 +700,18 @@ static int icmp_one(struct walk_ctx *c, yaml_node_t *v, const char *s, bool v6,
 			}
 		}
 		if (!e->name)
-			return walk_fail(c, v, "icmp-type '%.40s' is not a known type%s%s%s (expected %s)",
-					 s, best && 3 * best_d <= strlen(s) + 1 ? "; did you mean '" : "",
-					 best && 3 * best_d <= strlen(s) + 1 ? best->name : "",
-					 best && 3 * best_d <= strlen(s) + 1 ? "'?" : "",
-					 ICMP_TYPE_EXPECT);
+			return walk_fail(
+			    c, v, "icmp-type '%.40s' is not a known type%s%s%s (expected %s)", s,
+			    best && 3 * best_d <= strlen(s) + 1 ? "; did you mean '" : "",
+			    best && 3 * best_d <= strlen(s) + 1 ? best->name : "",
+			    best && 3 * best_d <= strlen(s) + 1 ? "'?" : "", ICMP_TYPE_EXPECT);
 		if ((v6 ? e->v6 : e->v4) < 0)
-			return walk_fail(c, v,
-					 "icmp-type '%s' is an %s type, but proto is %s (expected a "
-					 "number, or proto %s)",
-					 s, v6 ? "ICMP" : "ICMPv6", v6 ? "icmpv6" : "icmp",
-					 v6 ? "icmp" : "icmpv6");
+			return walk_fail(
+			    c, v,
+			    "icmp-type '%s' is an %s type, but proto is %s (expected a "
+			    "number, or proto %s)",
+			    s, v6 ? "ICMP" : "ICMPv6", v6 ? "icmpv6" : "icmp",
+			    v6 ? "icmp" : "icmpv6");
 		lo = hi = (uint16_t)(v6 ? e->v6 : e->v4);
 	}
 	for (unsigned int t = lo; t <= hi; t++)
@@ -722,8 +727,8 @@ static int icmp_types_parse(struct walk_ctx *c, yaml_node_t *v, bool v6, struct 
 	memset(r->icmp_types, 0, sizeof(r->icmp_types));
 	if (v->type == YAML_SEQUENCE_NODE) {
 		if (v->data.sequence.items.start == v->data.sequence.items.top)
-			return walk_fail(c, v,
-					 "icmp-type is an empty list (expected e.g. [echo-request])");
+			return walk_fail(
+			    c, v, "icmp-type is an empty list (expected e.g. [echo-request])");
 		for (it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
 			yaml_node_t *e = walk_node(c, *it);
 
@@ -804,9 +809,10 @@ static int match_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 		return walk_fail(c, walk_key(m, "tcp-flags"),
 				 "tcp-flags needs proto tcp (proto is '%s')", proto);
 	if (r->has_tcp_flags && r->frag == LL_FRAG_ONLY)
-		return walk_fail(c, walk_get(m, "fragments"),
-				 "fragments 'only' never matches with tcp-flags: a non-first "
-				 "fragment carries no TCP header (expected a rule without tcp-flags)");
+		return walk_fail(
+		    c, walk_get(m, "fragments"),
+		    "fragments 'only' never matches with tcp-flags: a non-first "
+		    "fragment carries no TCP header (expected a rule without tcp-flags)");
 	if (walk_get(m, "icmp-type")) {
 		int rc;
 
@@ -815,10 +821,11 @@ static int match_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 					 "icmp-type needs proto icmp or icmpv6 (proto is '%s')",
 					 proto);
 		if (r->frag == LL_FRAG_ONLY)
-			return walk_fail(c, walk_get(m, "fragments"),
-					 "fragments 'only' never matches with icmp-type: a non-first "
-					 "fragment carries no ICMP header (expected a rule without "
-					 "icmp-type)");
+			return walk_fail(
+			    c, walk_get(m, "fragments"),
+			    "fragments 'only' never matches with icmp-type: a non-first "
+			    "fragment carries no ICMP header (expected a rule without "
+			    "icmp-type)");
 		rc = icmp_types_parse(c, walk_get(m, "icmp-type"), r->proto == IPPROTO_ICMPV6, r);
 		if (rc)
 			return rc;

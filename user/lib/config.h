@@ -57,7 +57,7 @@ struct cfg_rule {
 	bool has_tcp_flags;
 	uint8_t tcp_mask, tcp_value; /* (flags & mask) == value; "syn" = SYN set, ACK clear */
 	bool has_icmp;
-	uint32_t icmp_types[8]; /* bit t: ICMP/ICMPv6 type t */
+	uint32_t icmp_types[8];		   /* bit t: ICMP/ICMPv6 type t */
 	uint8_t frag;			   /* enum ll_frag_match */
 	uint8_t n_limits;		   /* 1..LL_MAX_RULE_LIMITS */
 	uint8_t limit[LL_MAX_RULE_LIMITS]; /* indexes into cfg_policy.limits */
