@@ -343,7 +343,8 @@ static int policy_set(struct bench *b, int n, const struct lim_spec *ls, struct 
 	snprintf(r->name, sizeof(r->name), "dns");
 	r->proto = IPPROTO_UDP;
 	r->has_dport = true;
-	r->dport_lo = r->dport_hi = DNS_PORT;
+	r->n_dport = 1;
+	r->dport[0].lo = r->dport[0].hi = DNS_PORT;
 	r->n_limits = n;
 	for (int i = 0; i < n; i++)
 		r->limit[i] = i;

@@ -32,6 +32,7 @@
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/ip.h>
+#include <linux/tcp.h>
 #include <linux/udp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -95,6 +96,7 @@ enum dut_prog {
 	DUT_KFHDR,   /* keyfloor: read the headers, XDP_DROP */
 	DUT_KFLOOR,  /* keyfloor: one clock read + one 8-byte-key lookup, XDP_DROP */
 	DUT_KFLOORC, /* keyfloor with the coarse clock */
+	DUT_LLSYN,   /* leaseline, one per-key limit on TCP SYNs (tcp-flags: syn), default drop */
 	DUT_NPROGS
 };
 
@@ -102,6 +104,7 @@ static const char *const prog_names[] = {
     [DUT_DROP] = "drop",   [DUT_PASS] = "pass",	    [DUT_LL1] = "ll1",
     [DUT_LL4] = "ll4",	   [DUT_LL4F] = "ll4f",	    [DUT_KEEP] = "keep",
     [DUT_KFHDR] = "kfhdr", [DUT_KFLOOR] = "kfloor", [DUT_KFLOORC] = "kfloorc",
+    [DUT_LLSYN] = "llsyn",
 };
 
 struct opts {
@@ -117,6 +120,7 @@ struct opts {
 	int global;	  /* the client limit is a per-key global one, spending a leased share */
 	uint8_t unit;	  /* of the client limit: enum ll_unit */
 	uint32_t src_mul; /* trafgen's tg_src_mul: 1 keeps the sweep's order */
+	int tcp_flags;	  /* -1: UDP frames; else TCP frames with this flags byte */
 };
 
 struct dut {
@@ -366,11 +370,14 @@ static int dut_policy(struct dut *d, const struct opts *o)
 	if (!cp || !pol)
 		goto out;
 	cp->version = 1;
-	cp->default_action = LL_ACT_PASS;
+	/* llsyn: a packet the rule does not match (not a SYN) is dropped by
+	 * the default, so the figure is XDP's and not the stack's.
+	 */
+	cp->default_action = o->prog == DUT_LLSYN ? LL_ACT_DROP : LL_ACT_PASS;
 	lim_set(&cp->limits[0], "client", ckey, 32, o->rate, o->burst);
 	cp->limits[0].unit = o->unit;
 	cp->limits[0].scope = o->global ? LL_SCOPE_GLOBAL : LL_SCOPE_LOCAL;
-	if (o->prog != DUT_LL1) {
+	if (o->prog != DUT_LL1 && o->prog != DUT_LLSYN) {
 		lim_set(&cp->limits[1], "tenant", LL_KEY_SRC_IP, 16, HUGE_RATE, HUGE_BURST);
 		lim_set(&cp->limits[2], "route", LL_KEY_DST_PORT, 32, HUGE_RATE, HUGE_BURST);
 		lim_set(&cp->limits[3], "global", LL_KEY_NONE, 32, HUGE_RATE, HUGE_BURST);
@@ -382,7 +389,15 @@ static int dut_policy(struct dut *d, const struct opts *o)
 	snprintf(r->name, sizeof(r->name), "udp-%u", o->dport);
 	r->proto = IPPROTO_UDP;
 	r->has_dport = true;
-	r->dport_lo = r->dport_hi = o->dport;
+	r->n_dport = 1;
+	r->dport[0].lo = r->dport[0].hi = o->dport;
+	if (o->prog == DUT_LLSYN) {
+		snprintf(r->name, sizeof(r->name), "tcp-syn-%u", o->dport);
+		r->proto = IPPROTO_TCP;
+		r->has_tcp_flags = true;
+		r->tcp_mask = 0x02 | 0x10; /* tcp-flags: syn (SYN set, ACK clear) */
+		r->tcp_value = 0x02;
+	}
 	r->n_limits = n;
 	for (int i = 0; i < n; i++)
 		r->limit[i] = o->prog == DUT_LL4 ? (i + 1) % n : i; /* ll4: 1,2,3,0 */
@@ -482,7 +497,7 @@ static int dut_load(struct dut *d, const struct opts *o)
 /* ---- the generator ---- */
 
 static void frame_build(uint8_t *f, const uint8_t *src_mac, const uint8_t *dst_mac, uint32_t dst,
-			uint16_t dport, uint32_t *csum_base)
+			uint16_t dport, int tcp_flags, uint32_t *csum_base)
 {
 	struct ethhdr *eth = (struct ethhdr *)f;
 	struct iphdr *ip = (struct iphdr *)(eth + 1);
@@ -496,7 +511,7 @@ static void frame_build(uint8_t *f, const uint8_t *src_mac, const uint8_t *dst_m
 	ip->ihl = 5;
 	ip->tot_len = htons(FRAME_LEN - ETH_HLEN);
 	ip->ttl = 64;
-	ip->protocol = IPPROTO_UDP;
+	ip->protocol = tcp_flags >= 0 ? IPPROTO_TCP : IPPROTO_UDP;
 	ip->saddr = 0; /* and check = 0: the generator adds the source per frame */
 	ip->daddr = htonl(dst);
 	*csum_base = csum_partial16(ip, sizeof(*ip));
@@ -506,6 +521,19 @@ static void frame_build(uint8_t *f, const uint8_t *src_mac, const uint8_t *dst_m
 	udp->dest = htons(dport);
 	udp->len = htons(FRAME_LEN - ETH_HLEN - sizeof(*ip));
 	udp->check = 0; /* none: allowed for IPv4 */
+	if (tcp_flags >= 0) {
+		/* TCP: the ports where UDP's are (the generator writes the source
+		 * port at the same offset), no checksum: XDP runs before any check.
+		 */
+		struct tcphdr *th = (struct tcphdr *)(ip + 1);
+
+		memset(th, 0, sizeof(*th));
+		th->source = htons(SPORT_BASE);
+		th->dest = htons(dport);
+		th->doff = sizeof(*th) / 4;
+		((uint8_t *)th)[13] = (uint8_t)tcp_flags;
+		th->window = htons(65535);
+	}
 }
 
 struct gen {
@@ -743,7 +771,8 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    "ring_loss=%.4f allowed=%llu denied=%llu admit_frac=%.4f prog_ns_per_pkt=%.1f "
 	    "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
 	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
-	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f\n",
+	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f "
+	    "tcp_flags=%d\n",
 	    o->label, phase, prog_names[o->prog], o->global ? "g" : "", o->keys, o->flow ? "flow" : "src-ip",
 	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
 	    (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
@@ -759,7 +788,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    (unsigned long long)tot.overflow, a->t - s0->t, (int)napi, s0->t * 1e9,
 	    (unsigned long long)g->skel->bss->tg_first_ns, b->t * 1e9,
 	    (unsigned long long)g->skel->bss->tg_held, (unsigned long long)g->skel->bss->tg_resyncs,
-	    clock_ns, mem_ns, alu_ns);
+	    clock_ns, mem_ns, alu_ns, o->tcp_flags);
 	fflush(stdout);
 }
 
@@ -780,11 +809,11 @@ static void usage(FILE *f)
 	    f,
 	    "usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
 	    "A.B.C.D\n"
-	    "         --prog drop|pass|ll1|ll4|ll4f|keep|kfhdr|kfloor|kfloorc [--pin-dir DIR] "
+	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc [--pin-dir DIR] "
 	    "--keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
 	    "         [--unit packets|bytes] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
-	    "         [--prog-stats] [--global] [--src-mul ODD]\n"
+	    "         [--prog-stats] [--global] [--src-mul ODD] [--tcp-flags BYTE]\n"
 	    "         [--dump-buckets FILE] [--label TEXT]\n"
 	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
 }
@@ -816,6 +845,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"batch", 1, 0, 'v'},
 	    {"global", 0, 0, 'w'},
 	    {"src-mul", 1, 0, 'x'},
+	    {"tcp-flags", 1, 0, 'y'},
 	    {0, 0, 0, 0},
 	};
 	struct in_addr a;
@@ -834,7 +864,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			   .label = "-",
 			   .window = DEF_WINDOW,
 			   .batch = DEF_BATCH,
-			   .src_mul = 1};
+			   .src_mul = 1,
+			   .tcp_flags = -1};
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -917,6 +948,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'x':
 			o->src_mul = strtoul(optarg, NULL, 0);
+			break;
+		case 'y':
+			o->tcp_flags = (int)strtol(optarg, NULL, 0);
+			if (o->tcp_flags < 0 || o->tcp_flags > 0xff)
+				return -EINVAL;
 			break;
 		default:
 			return -EINVAL;
@@ -1015,7 +1051,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	g.fd = bpf_program__fd(g.skel->progs.trafgen);
-	frame_build(g.frame, gen_mac, dut_mac, o.dst, o.dport, &csum_base);
+	frame_build(g.frame, gen_mac, dut_mac, o.dst, o.dport, o.tcp_flags, &csum_base);
 	n_src = o.keys < MAX_SRC ? o.keys : MAX_SRC;
 	g.skel->data->tg_n_keys = o.keys;
 	g.skel->data->tg_n_src = n_src;

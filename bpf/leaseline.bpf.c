@@ -33,24 +33,54 @@ static __always_inline int addr_match(const __u32 *a, const __u32 *net, const __
 	       ((a[2] & mask[2]) == net[2]) & ((a[3] & mask[3]) == net[3]);
 }
 
+/* 1 when port (host order) is in one of r's ranges. Unused ranges are empty
+ * (lo 1, hi 0: the agent fills them so), so all LL_MAX_DPORT_RANGES are
+ * tested without a branch: port is in [lo, hi] iff neither port - lo nor
+ * hi - port is negative. Branch-free because the rule scan is verified once
+ * per rule, and each branch here would multiply its states.
+ */
+static __always_inline int dport_match(const struct ll_rule *r, __u16 port)
+{
+	__s64 out = -1;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < LL_MAX_DPORT_RANGES; i++)
+		out &= ((__s64)port - r->dport[i].lo) | ((__s64)r->dport[i].hi - port);
+	return out >= 0;
+}
+
 static __always_inline int rule_match(const struct ll_rule *r, const struct pkt_meta *m)
 {
-	__u16 port;
-
 	if (r->family && r->family != m->family)
 		return 0;
 	if (r->proto && r->proto != m->proto)
 		return 0;
 	if ((r->frag == LL_FRAG_ONLY && !m->frag) || (r->frag == LL_FRAG_NONE && m->frag))
 		return 0;
-	if (r->dport_lo != 0 || r->dport_hi != 0xffff) {
-		/* A port condition never matches a packet without ports. */
+	if (r->n_dport) {
+		__u16 port = bpf_ntohs(m->dport);
+
+		/* A port condition never matches a packet without ports. One
+		 * port or range, the common case, is tested alone.
+		 */
 		if (!m->has_ports)
 			return 0;
-		port = bpf_ntohs(m->dport);
-		if (port < r->dport_lo || port > r->dport_hi)
+		if (r->n_dport == 1) {
+			if (port < r->dport[0].lo || port > r->dport[0].hi)
+				return 0;
+		} else if (!dport_match(r, port)) {
 			return 0;
+		}
 	}
+	/* Flags and types are read only when the header was: a non-first
+	 * fragment never matches a tcp-flags or icmp-type condition.
+	 */
+	if (r->tcp_mask && (!m->has_l4hdr || (m->tcp_flags & r->tcp_mask) != r->tcp_value))
+		return 0;
+	if (r->has_icmp && (!m->has_l4hdr ||
+			    !((r->icmp_types[(m->icmp_type >> 5) & 7] >> (m->icmp_type & 31)) & 1)))
+		return 0;
 	return addr_match(m->src, r->src, r->src_mask) && addr_match(m->dst, r->dst, r->dst_mask);
 }
 
@@ -268,12 +298,61 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 	return denier >= 0 ? XDP_DROP : XDP_PASS;
 }
 
+/* Rules past the first LL_INLINE_RULES are scanned with bpf_loop: the
+ * verifier walks the inline scan once per rule but a bpf_loop callback only
+ * once, so LL_MAX_RULES is bounded by the policy map's value size and the
+ * per-packet cost of a long scan, not by the verifier (docs/reference.md §2).
+ */
+#define LL_INLINE_RULES 32
+_Static_assert(LL_MAX_RULES >= LL_INLINE_RULES, "the inline scan is of the first rules");
+
+/* Rules per bpf_loop step: a step's call and policy lookup are shared by
+ * this many rules (measured: ~6 ns a rule one per step, see docs/config.md).
+ */
+#define LL_LOOP_RULES 8
+
+struct match_ctx {
+	struct pkt_meta m;
+	__u32 slot;
+	__u32 n;     /* rules in the policy, <= LL_MAX_RULES */
+	__u32 found; /* a rule index, or LL_MAX_RULES */
+};
+
+static long match_step(__u64 i, void *data)
+{
+	struct match_ctx *x = data;
+	struct ll_policy *pol;
+	__u32 slot = x->slot & (LL_POLICY_SLOTS - 1);
+	__u64 base;
+	int j;
+
+	if (i >= (LL_MAX_RULES - LL_INLINE_RULES) / LL_LOOP_RULES)
+		return 1;
+	base = LL_INLINE_RULES + i * LL_LOOP_RULES;
+	pol = bpf_map_lookup_elem(&ll_policy, &slot);
+	if (!pol)
+		return 1;
+	for (j = 0; j < LL_LOOP_RULES; j++) {
+		__u64 idx = base + j;
+
+		if (idx >= x->n)
+			return 1;
+		idx &= LL_MAX_RULES - 1; /* for the verifier: a rule index */
+		if (rule_match(&pol->rules[idx], &x->m)) {
+			x->found = idx;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Index of the first rule of policy slot `slot` that matches m, or
  * LL_MAX_RULES when none does. Global, so the rule scan is verified once.
  */
 __noinline int ll_match(__u32 slot, const struct pkt_meta *m)
 {
 	struct ll_policy *pol;
+	struct match_ctx x;
 	__u32 i, n;
 
 	slot &= LL_POLICY_SLOTS - 1;
@@ -281,13 +360,22 @@ __noinline int ll_match(__u32 slot, const struct pkt_meta *m)
 	if (!pol || !m)
 		return LL_MAX_RULES;
 	n = pol->n_rules;
-	for (i = 0; i < LL_MAX_RULES; i++) {
+	for (i = 0; i < LL_INLINE_RULES; i++) {
 		if (i >= n)
-			break;
+			return LL_MAX_RULES;
 		if (rule_match(&pol->rules[i], m))
 			return i;
 	}
-	return LL_MAX_RULES;
+	if (n <= LL_INLINE_RULES)
+		return LL_MAX_RULES;
+	if (n > LL_MAX_RULES)
+		n = LL_MAX_RULES;
+	__builtin_memcpy(&x.m, m, sizeof(x.m));
+	x.slot = slot;
+	x.n = n;
+	x.found = LL_MAX_RULES;
+	bpf_loop((n - LL_INLINE_RULES + LL_LOOP_RULES - 1) / LL_LOOP_RULES, match_step, &x, 0);
+	return x.found;
 }
 
 SEC("xdp")

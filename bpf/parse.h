@@ -44,7 +44,10 @@ struct pkt_meta {
 	__u8 has_ports;
 	__u8 frag; /* a non-first fragment */
 	__u32 len; /* frame length, the cost of a packet in bytes mode */
-	__u32 pad1;
+	__u8 has_l4hdr; /* the TCP or ICMP/ICMPv6 header was read (a first fragment) */
+	__u8 tcp_flags; /* TCP: the flags byte (FIN 0x01 .. CWR 0x80) */
+	__u8 icmp_type; /* ICMP/ICMPv6: the type */
+	__u8 pad1;
 	__u64 now;    /* clock, read by the first limit that needs it; 0 = not yet */
 	__u64 coarse; /* coarse clock, read by the first deny-hint check; 0 = not yet */
 };
@@ -68,6 +71,8 @@ static __always_inline int parse_l4(void *l4, void *data_end, struct pkt_meta *m
 		m->sport = th->source;
 		m->dport = th->dest;
 		m->has_ports = 1;
+		m->tcp_flags = ((__u8 *)th)[13];
+		m->has_l4hdr = 1;
 	} else if (m->proto == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 
@@ -78,11 +83,12 @@ static __always_inline int parse_l4(void *l4, void *data_end, struct pkt_meta *m
 		m->has_ports = 1;
 	} else if (m->proto == IPPROTO_ICMP || m->proto == IPPROTO_ICMPV6) {
 		/* type, code and checksum: the 4 bytes every ICMP and ICMPv6
-		 * message begins with. Not read, but a message cut shorter is
-		 * truncated.
+		 * message begins with; a message cut shorter is truncated.
 		 */
 		if (l4 + 4 > data_end)
 			return LL_PARSE_TRUNC_L4;
+		m->icmp_type = *(__u8 *)l4;
+		m->has_l4hdr = 1;
 	}
 	return LL_PARSE_OK;
 }

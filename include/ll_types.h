@@ -12,12 +12,20 @@
 #include <linux/types.h>
 #include <linux/bpf.h>
 
-/* Rules evaluated per packet, first match wins; linear scan, so kept small. */
-#define LL_MAX_RULES 32
+/* Rules evaluated per packet, first match wins: a linear scan, so a packet
+ * that matches late pays for every rule before it. The first 32 are scanned
+ * inline, the rest with bpf_loop (verified once whatever their number), so
+ * the bound is the policy map's value size (two slots of ll_policy) and the
+ * scan's cost, not the verifier (docs/reference.md §2). A power of two: the
+ * index is masked.
+ */
+#define LL_MAX_RULES 1024
 /* Distinct limits in one policy: also the size of the per-limit arrays. */
 #define LL_MAX_LIMITS 64
 /* A rule may charge 1 to 4 limits (client, tenant, route, global). */
 #define LL_MAX_RULE_LIMITS 4
+/* dst-port ranges (a single port is a range of one) one rule may list. */
+#define LL_MAX_DPORT_RANGES 8
 /* Names as shown by bpftool and status; YAML names longer than this are refused. */
 #define LL_NAME_LEN 32
 /* Interfaces one agent attaches to. */
@@ -162,18 +170,36 @@ struct ll_ov_key {
 /* Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order,
  * so one comparison path serves both families.
  */
+struct ll_port_range {
+	__u16 lo; /* host order, lo <= hi */
+	__u16 hi;
+};
+
 struct ll_rule {
 	__u32 src[4];
 	__u32 src_mask[4];
 	__u32 dst[4];
 	__u32 dst_mask[4];
-	__u16 dport_lo; /* host order; 0-65535 means any */
-	__u16 dport_hi;
+	/* dst-port: the packet's port is in one of the first n_dport ranges;
+	 * n_dport 0 = any port (and packets without ports match too).
+	 */
+	struct ll_port_range dport[LL_MAX_DPORT_RANGES];
 	__u8 proto;  /* IPPROTO_*, 0 = any */
 	__u8 family; /* 0 any, 4 or 6: set when a prefix pins the family */
 	__u8 n_limits;
 	__u8 frag; /* enum ll_frag_match */
 	__u8 limit[LL_MAX_RULE_LIMITS]; /* limit ids (index into ll_policy.limits) */
+	__u8 n_dport;
+	/* tcp-flags: (flags byte & mask) == value; mask 0 = no condition. A
+	 * packet without a TCP header (non-first fragment) never matches one.
+	 */
+	__u8 tcp_mask;
+	__u8 tcp_value;
+	/* icmp-type: bit t of icmp_types set = ICMP (or ICMPv6) type t matches;
+	 * has_icmp 0 = no condition. A fragment without the header never matches.
+	 */
+	__u8 has_icmp;
+	__u32 icmp_types[8];
 	char name[LL_NAME_LEN];
 };
 
@@ -531,8 +557,11 @@ struct ll_rule_stats {
  * agent also compares each pinned map with its own (sizes, flags and BTF
  * types, field by field), so a change that forgot the bump is refused too.
  */
-#define LL_LAYOUT_VERSION 4 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win;
-			     * 4: ll_state link_up, link_connects, applies */
+/* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win; 4: ll_rule matches
+ * tcp-flags, icmp-type and dst-port lists, LL_MAX_RULES 1024 (ll_policy, ll_rule_stats);
+ * 5: ll_state link_up, link_connects, applies
+ */
+#define LL_LAYOUT_VERSION   5
 #define LL_LAYOUT_BUILD_LEN 48
 
 /* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to

@@ -29,7 +29,8 @@
 # Knobs: BL_REPS (5), BL_DUR (3 s per run), BL_WINDOW (192 frames; 0: overrun the ring),
 #        BL_BATCH (256: test_run's batch, which sizes its page pool),
 #        BL_RATE (1), BL_BURST (1), BL_KEYS ("1 65536 1048576"),
-#        BL_CONFIGS ("drop kfloor ll1 ll1g ll4 ll4f ll1b hashlimit nft"; also kfhdr kfloorc), BL_ONLY ("tput stats acc mem perf"),
+#        BL_CONFIGS ("drop kfloor ll1 ll1g ll4 ll4f ll1b hashlimit nft"; also kfhdr kfloorc,
+#        llsyn llsynack: TCP SYN / ACK frames against a tcp-flags: syn rule), BL_ONLY ("tput stats acc mem perf"),
 #        BL_PERF_CFGS ("ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"),
 #        BL_ACC_S (10), LL_KEEP=1 (keep the temp dir). Raw lines: BUILD/bench-live.txt.
 set -u
@@ -56,7 +57,8 @@ for line in open(sys.argv[1]):
 def med(rs, f):
     return statistics.median(float(r[f]) for r in rs)
 keys = sorted({k for _, k, _ in tput})
-order = ["drop", "kfhdr", "kfloor", "kfloorc", "ll1", "ll1g", "ll4", "ll4f", "ll1b", "hashlimit", "nft"]
+order = ["drop", "kfhdr", "kfloor", "kfloorc", "ll1", "ll1g", "ll4", "ll4f", "ll1b", "llsyn",
+         "llsynack", "hashlimit", "nft"]
 cfgs = [c for c in order if any((c, k, p) in tput for k in keys for p in ("win", "open"))]
 for phase, title in (("win", "DUT saturated, window-limited generator"),
                      ("open", "generator overrunning the veth ring")):
@@ -106,7 +108,12 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
                                ("kfloor", "drop", 1, None, None), ("kfloorc", "drop", 1, None, None),
                                ("ll1", "kfloor", 1, None, None), ("ll1", "kfloor", 65536, None, None),
                                ("hashlimit", "kfloor", 65536, None, None),
-                               ("nft", "kfloor", 65536, None, None)]:
+                               ("nft", "kfloor", 65536, None, None),
+                               ("llsyn", "ll1", 1, None, None), ("llsyn", "ll1", 65536, None, None),
+                               ("llsynack", "ll1", 1, None, None),
+                               ("llsynack", "ll1", 65536, None, None),
+                               ("llsynack", "drop", 1, None, None),
+                               ("llsynack", "drop", 65536, None, None)]:
         rr = ratio(a, b, k)
         if rr is None:
             continue
@@ -275,6 +282,14 @@ tput_run() {
 	ll1b) # the same limit counted in bytes (every frame is FRAME bytes)
 		prog=ll1
 		lim=(--unit bytes --rate $((FRAME * BL_RATE)) --burst $((FRAME * BL_BURST)))
+		;;
+	llsyn) # rule {proto tcp, dst-port, tcp-flags: syn}, default drop; SYN frames: charged
+		prog=llsyn
+		set -- "$@" --tcp-flags 0x02
+		;;
+	llsynack) # the same DUT; ACK frames: not a SYN, the rule is skipped, the default drops
+		prog=llsyn
+		set -- "$@" --tcp-flags 0x10
 		;;
 	*) prog=$cfg ;;
 	esac

@@ -136,6 +136,21 @@ sed 's/    rate: 50/    rate: fast/' "$POL" >"$TMPD/value.yaml"
 expect_rc 2 "check refuses a bad rate" "$LL" check -c "$TMPD/value.yaml"
 L=$(grep -n 'rate: fast' "$TMPD/value.yaml" | cut -d: -f1)
 out_has "bad value reported at its line and column ($L:11)" "^$TMPD/value\.yaml:$L:11: .*rate"
+# The matches of issue #13: good forms check, each bad value exits 2 at its place.
+m_pol() { printf 'version: 1\nlimits:\n  - {name: a, rate: 10, burst: 20}\nrules:\n  - name: r\n    match: %s\n    limits: [a]\n' "$1" >"$2"; }
+m_pol "{proto: tcp, dst-port: [80, 443, 8000-8100], tcp-flags: syn}" "$TMPD/m-ok1.yaml"
+expect_rc 0 "check accepts tcp-flags: syn with a dst-port list" "$LL" check -c "$TMPD/m-ok1.yaml"
+m_pol "{proto: icmpv6, icmp-type: [echo-request, 1-4]}" "$TMPD/m-ok2.yaml"
+expect_rc 0 "check accepts an icmp-type list" "$LL" check -c "$TMPD/m-ok2.yaml"
+m_pol "{proto: tcp, tcp-flags: sin}" "$TMPD/m-flag.yaml"
+expect_rc 2 "check refuses a misspelt TCP flag" "$LL" check -c "$TMPD/m-flag.yaml"
+out_has "  ... at 6:36, suggesting syn" "m-flag\.yaml:6:36: .*unknown TCP flag 'sin'; did you mean 'syn'"
+m_pol "{proto: icmp, icmp-type: neighbor-solicitation}" "$TMPD/m-icmp.yaml"
+expect_rc 2 "check refuses an ICMPv6 type name under icmp" "$LL" check -c "$TMPD/m-icmp.yaml"
+out_has "  ... at 6:37" "m-icmp\.yaml:6:37: .*is an ICMPv6 type, but proto is icmp"
+m_pol "{proto: udp, dst-port: [1, 2, 3, 4, 5, 6, 7, 8, 9]}" "$TMPD/m-ports.yaml"
+expect_rc 2 "check refuses a ninth port range" "$LL" check -c "$TMPD/m-ports.yaml"
+out_has "  ... at the ninth, naming the bound" "m-ports\.yaml:6:60: .*LL_MAX_DPORT_RANGES"
 # A missing file is a configuration error (reference §2: exit 2), for every
 # command that reads one; the message must name it.
 expect_rc 2 "agent on a missing file" "$LL" agent -c "$TMPD/nope.yaml"

@@ -66,7 +66,18 @@ struct text_case {
 #define MATCH(m) RULE_R "    match: " m "\n    limits: [a]\n"
 
 #define PORT_EXPECT                                                                                \
-	"is not a port or port range (expected e.g. 53 or 1000-2000, ports 0..65535, low <= high)"
+	"is not a port or port range (expected e.g. 53, 1000-2000, \"53,80,8000-8100\" or [53, "   \
+	"80]; ports 0..65535, low <= high)"
+
+#define TCPF_EXPECT                                                                                \
+	"(expected syn (SYN set, ACK clear), or VALUE/MASK with flags fin, syn, rst, psh, ack, "   \
+	"urg, ece, cwr joined by ',' or '|', none, or numbers: e.g. syn/syn,ack or 0x02/0x12)"
+#define ICMPT_EXPECT                                                                               \
+	"(expected a type 0..255, a range such as 3-5, or a name such as echo-request, "           \
+	"echo-reply, destination-unreachable, time-exceeded; or a list of them)"
+#define DPORT_BOUND                                                                                \
+	"dst-port lists more than 8 ports or ranges (the bound LL_MAX_DPORT_RANGES: each rule "    \
+	"holds 8, checked per packet; expected at most 8, or split the rule)"
 
 static const struct text_case text_cases[] = {
     /* yaml itself */
@@ -100,8 +111,72 @@ static const struct text_case text_cases[] = {
      "unknown key 'limit' in rule 'r' (expected one of: name, match, limits; did you mean "
      "'limits'?)"},
     {"unknown_key_match", MATCH("{proto: udp, port: 53}"), false, "6:25",
-     "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, src, dst, "
-     "fragments)"},
+     "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, tcp-flags, "
+     "icmp-type, src, dst, fragments)"},
+    /* tcp-flags, icmp-type, dst-port lists (issue #13) */
+    {"tcp_flags_needs_tcp", MATCH("{proto: udp, tcp-flags: syn}"), false, "6:25",
+     "rule 'r' match: tcp-flags needs proto tcp (proto is 'udp')"},
+    {"tcp_flags_typo", MATCH("{proto: tcp, tcp-flags: sin}"), false, "6:36",
+     "rule 'r' match: tcp-flags 'sin': unknown TCP flag 'sin'; did you mean 'syn'? " TCPF_EXPECT},
+    {"tcp_flags_no_mask", MATCH("{proto: tcp, tcp-flags: rst}"), false, "6:36",
+     "rule 'r' match: tcp-flags 'rst' has no mask " TCPF_EXPECT},
+    {"tcp_flags_value_outside_mask", MATCH("{proto: tcp, tcp-flags: syn/ack}"), false, "6:36",
+     "rule 'r' match: tcp-flags 'syn/ack' never matches: the value sets flags outside the mask "
+     "(expected VALUE within MASK, e.g. syn/syn,ack)"},
+    {"tcp_flags_number_range", MATCH("{proto: tcp, tcp-flags: syn/0x100}"), false, "6:36",
+     "rule 'r' match: tcp-flags 'syn/0x100': 0x100 is out of range (expected 0..255, 0xff)"},
+    {"tcp_flags_empty_value", MATCH("{proto: tcp, tcp-flags: /syn}"), false, "6:36",
+     "rule 'r' match: tcp-flags '/syn' has an empty or overlong value " TCPF_EXPECT},
+    {"tcp_flags_empty_mask", MATCH("{proto: tcp, tcp-flags: 'none/0'}"), false, "6:36",
+     "rule 'r' match: tcp-flags 'none/0' has an empty mask: it tests nothing (expected a mask "
+     "with at least one flag, e.g. syn/syn,ack)"},
+    {"tcp_flags_list", MATCH("{proto: tcp, tcp-flags: [syn]}"), false, "6:36",
+     "rule 'r' match: tcp-flags must be a single value, found a list " TCPF_EXPECT},
+    {"tcp_flags_fragments_only", MATCH("{proto: tcp, tcp-flags: syn, fragments: only}"), false,
+     "6:52",
+     "rule 'r' match: fragments 'only' never matches with tcp-flags: a non-first fragment "
+     "carries no TCP header (expected a rule without tcp-flags)"},
+    {"icmp_type_needs_icmp", MATCH("{proto: udp, icmp-type: 8}"), false, "6:25",
+     "rule 'r' match: icmp-type needs proto icmp or icmpv6 (proto is 'udp')"},
+    {"icmp_type_typo", MATCH("{proto: icmp, icmp-type: echo-requst}"), false, "6:37",
+     "rule 'r' match: icmp-type 'echo-requst' is not a known type; did you mean "
+     "'echo-request'? " ICMPT_EXPECT},
+    {"icmp_type_v6_name_under_icmp", MATCH("{proto: icmp, icmp-type: neighbor-solicitation}"),
+     false, "6:37",
+     "rule 'r' match: icmp-type 'neighbor-solicitation' is an ICMPv6 type, but proto is icmp "
+     "(expected a number, or proto icmpv6)"},
+    {"icmp_type_v4_name_under_icmpv6", MATCH("{proto: icmpv6, icmp-type: timestamp-request}"),
+     false, "6:39",
+     "rule 'r' match: icmp-type 'timestamp-request' is an ICMP type, but proto is icmpv6 "
+     "(expected a number, or proto icmp)"},
+    {"icmp_type_out_of_range", MATCH("{proto: icmp, icmp-type: 256}"), false, "6:37",
+     "rule 'r' match: icmp-type '256' is not a type or range " ICMPT_EXPECT},
+    {"icmp_type_range_reversed", MATCH("{proto: icmp, icmp-type: 5-3}"), false, "6:37",
+     "rule 'r' match: icmp-type '5-3' is not a type or range " ICMPT_EXPECT},
+    {"icmp_type_empty_list", MATCH("{proto: icmp, icmp-type: []}"), false, "6:37",
+     "rule 'r' match: icmp-type is an empty list (expected e.g. [echo-request])"},
+    {"icmp_type_item_mapping", MATCH("{proto: icmp, icmp-type: [8, {a: 1}]}"), false, "6:41",
+     "rule 'r' match: icmp-type items must be types, found a mapping " ICMPT_EXPECT},
+    {"icmp_type_fragments_only", MATCH("{proto: icmp, icmp-type: 8, fragments: only}"), false,
+     "6:51",
+     "rule 'r' match: fragments 'only' never matches with icmp-type: a non-first fragment "
+     "carries no ICMP header (expected a rule without icmp-type)"},
+    {"dport_list_bad_item", MATCH("{proto: tcp, dst-port: '53,80,x'}"), false, "6:35",
+     "rule 'r' match: dst-port 'x' " PORT_EXPECT},
+    {"dport_list_too_many", MATCH("{proto: tcp, dst-port: [1, 2, 3, 4, 5, 6, 7, 8, 9]}"), false,
+     "6:60", "rule 'r' match: " DPORT_BOUND},
+    {"dport_commas_too_many", MATCH("{proto: tcp, dst-port: '1,2,3,4,5,6,7,8,9'}"), false, "6:35",
+     "rule 'r' match: " DPORT_BOUND},
+    {"dport_empty_list", MATCH("{proto: tcp, dst-port: []}"), false, "6:35",
+     "rule 'r' match: dst-port is an empty list (expected e.g. [53, 80])"},
+    {"dport_item_list", MATCH("{proto: tcp, dst-port: [53, [1]]}"), false, "6:40",
+     "rule 'r' match: dst-port items must be ports or ranges, found a list (expected e.g. [53, "
+     "1000-2000])"},
+    {"dport_no_port", MATCH("{proto: tcp, dst-port: ','}"), false, "6:35",
+     "rule 'r' match: dst-port ',' names no port (expected e.g. 53 or 1000-2000, ports "
+     "0..65535, low <= high)"},
+    {"dport_list_item_range", MATCH("{proto: tcp, dst-port: [53, 70000]}"), false, "6:40",
+     "rule 'r' match: dst-port '70000' " PORT_EXPECT},
     /* duplicates */
     {"duplicate_key_policy", V "default: pass\ndefault: drop\n", false, "3:1",
      "duplicate key 'default' in policy (first at line 2)"},
@@ -501,7 +576,8 @@ static void test_spec_policy(void **state)
 	assert_int_equal(p->n_rules, 1);
 	assert_string_equal(r->name, "dns");
 	assert_int_equal(r->proto, IPPROTO_UDP);
-	assert_true(r->has_dport && r->dport_lo == 53 && r->dport_hi == 53);
+	assert_true(r->has_dport && r->n_dport == 1 && r->dport[0].lo == 53 &&
+		    r->dport[0].hi == 53);
 	assert_true(r->has_src && r->src_family == 4 && r->src_plen == 15);
 	assert_memory_equal(r->src_addr, src, 4);
 	assert_true(r->has_dst && r->dst_family == 4 && r->dst_plen == 16);
@@ -553,7 +629,7 @@ static void test_coordinator_policy(void **state)
 	assert_int_equal(f->scope, LL_SCOPE_LOCAL);
 	assert_int_equal(p->n_rules, 2);
 	assert_int_equal(p->rules[0].proto, IPPROTO_TCP);
-	assert_true(p->rules[0].dport_lo == 80 && p->rules[0].dport_hi == 443);
+	assert_true(p->rules[0].dport[0].lo == 80 && p->rules[0].dport[0].hi == 443);
 	assert_true(p->rules[0].has_dst && p->rules[0].dst_family == 6);
 	assert_memory_equal(p->rules[0].dst_addr, net, 4);
 	assert_false(p->rules[0].has_src);
@@ -870,7 +946,7 @@ static void test_match_forms(void **state)
 	(void)state;
 	assert_int_equal(p->n_rules, 6);
 	assert_int_equal(p->rules[0].proto, IPPROTO_TCP);
-	assert_true(p->rules[0].dport_lo == 1000 && p->rules[0].dport_hi == 2000);
+	assert_true(p->rules[0].dport[0].lo == 1000 && p->rules[0].dport[0].hi == 2000);
 	assert_int_equal(p->rules[1].src_plen, 32);
 	assert_false(p->rules[2].has_src || p->rules[2].has_dport);
 	assert_false(p->rules[3].has_src || p->rules[3].has_dport);
@@ -880,10 +956,116 @@ static void test_match_forms(void **state)
 	free(p);
 }
 
+/* The matches of issue #13: tcp-flags, icmp-type, dst-port lists. */
+static void test_match_new_forms(void **state)
+{
+	struct cfg_policy *p = parse_ok(
+	    V LIMIT_A "rules:\n"
+		      "  - {name: t1, match: {proto: tcp, tcp-flags: syn}, limits: [a]}\n"
+		      "  - {name: t2, match: {proto: tcp, tcp-flags: 'syn,ack/syn|ack'}, "
+		      "limits: [a]}\n"
+		      "  - {name: t3, match: {proto: tcp, tcp-flags: 'none/rst'}, limits: [a]}\n"
+		      "  - {name: t4, match: {proto: tcp, tcp-flags: 0x02/0x12}, limits: [a]}\n"
+		      "  - {name: i1, match: {proto: icmp, icmp-type: echo-request}, "
+		      "limits: [a]}\n"
+		      "  - {name: i2, match: {proto: icmpv6, icmp-type: [echo-request, 1-4, "
+		      "255]}, limits: [a]}\n"
+		      "  - {name: p1, match: {proto: udp, dst-port: '53, 80,8000-8100'}, "
+		      "limits: [a]}\n"
+		      "  - {name: p2, match: {proto: tcp, dst-port: [22, '443', 1000-2000, 1, 2, "
+		      "3, 4, 5]}, limits: [a]}\n",
+	    true);
+
+	(void)state;
+	assert_int_equal(p->n_rules, 8);
+	assert_true(p->rules[0].has_tcp_flags && p->rules[0].tcp_mask == 0x12 &&
+		    p->rules[0].tcp_value == 0x02);
+	assert_true(p->rules[1].tcp_mask == 0x12 && p->rules[1].tcp_value == 0x12);
+	assert_true(p->rules[2].tcp_mask == 0x04 && p->rules[2].tcp_value == 0);
+	assert_true(p->rules[3].tcp_mask == 0x12 && p->rules[3].tcp_value == 0x02);
+	assert_true(p->rules[4].has_icmp && p->rules[4].icmp_types[0] == 1u << 8);
+	for (int w = 1; w < 8; w++)
+		assert_int_equal(p->rules[4].icmp_types[w], 0);
+	assert_int_equal(p->rules[5].icmp_types[0], 0x1eu);    /* 1-4 */
+	assert_int_equal(p->rules[5].icmp_types[4], 1u);       /* 128 echo-request */
+	assert_int_equal(p->rules[5].icmp_types[7], 1u << 31); /* 255 */
+	assert_false(p->rules[0].has_icmp || p->rules[4].has_tcp_flags || p->rules[0].has_dport);
+	assert_true(p->rules[6].has_dport && p->rules[6].n_dport == 3);
+	assert_true(p->rules[6].dport[0].lo == 53 && p->rules[6].dport[0].hi == 53);
+	assert_true(p->rules[6].dport[1].lo == 80 && p->rules[6].dport[2].lo == 8000 &&
+		    p->rules[6].dport[2].hi == 8100);
+	assert_int_equal(p->rules[7].n_dport, LL_MAX_DPORT_RANGES);
+	assert_true(p->rules[7].dport[2].lo == 1000 && p->rules[7].dport[2].hi == 2000 &&
+		    p->rules[7].dport[7].lo == 5);
+	free(p);
+}
+
+/* A coordinator sends its policy's bytes in one message: a policy the
+ * parser takes (1024 rules) but the wire does not is refused by the
+ * coordinator file, at its policy: line, naming WIRE_MAX_POLICY.
+ */
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void test_coord_policy_wire_bound(void **state)
+{
+	char dir[] = "/tmp/ll-wire-XXXXXX", pol[128], co[128], want[512];
+	size_t size = 1 << 18, n;
+	char *text = malloc(size);
+	struct cfg_policy *cp = calloc(1, sizeof(*cp));
+	struct cfg_coord *cc = calloc(1, sizeof(*cc));
+	struct cfg_err err;
+
+	(void)state;
+	assert_non_null(text);
+	assert_non_null(cp);
+	assert_non_null(cc);
+	assert_non_null(mkdtemp(dir));
+	snprintf(pol, sizeof(pol), "%s/policy.yaml", dir);
+	snprintf(co, sizeof(co), "%s/coord.yaml", dir);
+	snprintf(text, size, "listen: 127.0.0.1:7450\npolicy: policy.yaml\nstate-dir: %s\n", dir);
+	write_text(co, text);
+	n = (size_t)snprintf(text, size, V LIMIT_A "rules:\n");
+	for (int i = 0; i < 600; i++)
+		n += (size_t)snprintf(
+		    text + n, size - n,
+		    "  - {name: r%d, match: {proto: udp, dst-port: %d}, limits: [a]}\n", i,
+		    10000 + i);
+	assert_true(n < 65472);
+	write_text(pol, text);
+	assert_int_equal(cfg_coord_load(co, cc, cp, &err), 0);
+	assert_int_equal(cp->n_rules, 600);
+	for (int i = 600; i < LL_MAX_RULES; i++)
+		n += (size_t)snprintf(
+		    text + n, size - n,
+		    "  - {name: r%d, match: {proto: udp, dst-port: %d}, limits: [a]}\n", i,
+		    10000 + i);
+	write_text(pol, text);
+	assert_int_equal(cfg_policy_load(pol, false, cp, &err), 0); /* the parser takes it */
+	assert_int_equal(cfg_coord_load(co, cc, cp, &err), -EINVAL);
+	snprintf(want, sizeof(want),
+		 "policy '%s' is %zu bytes, more than the 65472 a coordinator sends its agents in "
+		 "one message (WIRE_MAX_POLICY; expected a smaller policy: fewer or shorter rules)",
+		 pol, n);
+	expect_msg(&err, co, "2:9", want);
+	unlink(pol);
+	unlink(co);
+	rmdir(dir);
+	free(text);
+	free(cp);
+	free(cc);
+}
+
 /* Exactly at each maximum is fine; one more is refused at the item that overflows. */
 static void test_maximum_counts(void **state)
 {
-	size_t size = 16384, n, i;
+	size_t size = 1 << 17, n, i;
 	char *text = malloc(size);
 	struct cfg_policy *p = calloc(1, sizeof(*p));
 	struct cfg_err err;
@@ -898,23 +1080,30 @@ static void test_maximum_counts(void **state)
 	n += (size_t)snprintf(text + n, size - n, "rules:\n");
 	for (i = 0; i < LL_MAX_RULES; i++)
 		n += (size_t)snprintf(text + n, size - n,
-				      "  - {name: r%zu, limits: [l0, l1, l2, l%zu]}\n", i, i + 3);
+				      "  - {name: r%zu, limits: [l0, l1, l2, l%zu]}\n", i,
+				      i % 61 + 3);
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), 0);
 	assert_int_equal(p->n_limits, LL_MAX_LIMITS);
 	assert_int_equal(p->n_rules, LL_MAX_RULES);
 	assert_int_equal(p->rules[31].limit[3], 34);
 
-	/* Rule 33 is on line 100: version, limits:, 64 limits, rules:, 32 rules. */
-	n += (size_t)snprintf(text + n, size - n, "  - {name: r99, limits: [l0]}\n");
+	/* Rule 1025 is on line 1092: version, limits:, 64 limits, rules:, 1024 rules. */
+	n += (size_t)snprintf(text + n, size - n, "  - {name: r99999, limits: [l0]}\n");
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), -EINVAL);
-	assert_string_equal(err.msg, "policy.yaml:100:5: too many rules (expected at most 32)");
+	assert_string_equal(err.msg, "policy.yaml:1092:5: too many rules: 1025, the bound is 1024 "
+				     "(LL_MAX_RULES: the policy map holds this many in each of its "
+				     "two slots; expected at most 1024)");
 
 	n = (size_t)snprintf(text, size, V "limits:\n");
 	for (i = 0; i <= LL_MAX_LIMITS; i++)
 		n += (size_t)snprintf(text + n, size - n, "  - {name: l%zu, rate: 1, burst: 1}\n",
 				      i);
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), -EINVAL);
-	assert_string_equal(err.msg, "policy.yaml:67:5: too many limits (expected at most 64)");
+	assert_string_equal(
+	    err.msg, "policy.yaml:67:5: too many limits: 65, the bound is 64 (LL_MAX_LIMITS: "
+		     "the per-limit arrays of the pinned maps, and the coordinator's "
+		     "reports carry at most 64 limits (WIRE_MAX_ENTRIES); expected at most "
+		     "64)");
 	free(text);
 	free(p);
 }
@@ -1078,6 +1267,8 @@ int main(void)
 	    cmocka_unit_test(test_policy_defaults),
 	    cmocka_unit_test(test_rules_before_limits),
 	    cmocka_unit_test(test_match_forms),
+	    cmocka_unit_test(test_match_new_forms),
+	    cmocka_unit_test(test_coord_policy_wire_bound),
 	    cmocka_unit_test(test_maximum_counts),
 	    cmocka_unit_test(test_name_bounds),
 	    cmocka_unit_test(test_names_of_values),

@@ -128,8 +128,20 @@ static void rule_fill(struct ll_rule *r, const struct cfg_rule *cr, const uint8_
 	snprintf(r->name, sizeof(r->name), "%s", cr->name);
 	r->proto = cr->proto;
 	r->frag = cr->frag;
-	r->dport_lo = cr->has_dport ? cr->dport_lo : 0;
-	r->dport_hi = cr->has_dport ? cr->dport_hi : 0xffff;
+	/* Unused ranges empty (lo > hi): the XDP program tests all of them. */
+	r->n_dport = cr->has_dport ? cr->n_dport : 0;
+	for (int i = 0; i < LL_MAX_DPORT_RANGES; i++) {
+		r->dport[i].lo = i < r->n_dport ? cr->dport[i].lo : 1;
+		r->dport[i].hi = i < r->n_dport ? cr->dport[i].hi : 0;
+	}
+	if (cr->has_tcp_flags) {
+		r->tcp_mask = cr->tcp_mask;
+		r->tcp_value = cr->tcp_value;
+	}
+	if (cr->has_icmp) {
+		r->has_icmp = 1;
+		memcpy(r->icmp_types, cr->icmp_types, sizeof(r->icmp_types));
+	}
 	if (cr->has_src) {
 		r->family = cr->src_family;
 		prefix_fill(cr->src_family, cr->src_addr, cr->src_plen, r->src, r->src_mask);

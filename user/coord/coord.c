@@ -21,6 +21,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "config.h"
@@ -272,8 +273,18 @@ static int policy_load(struct coord *co, bool initial)
 	int err = pol && lim ? 0 : -ENOMEM;
 
 	/* Parse the very bytes that will be pushed to the agents. */
-	if (!err && (err = fs_read_file(co->cfg.policy_path, WIRE_MAX_POLICY, &yaml, &len)))
-		pr_warn("cannot read '%s': %s\n", co->cfg.policy_path, strerror(-err));
+	if (!err && (err = fs_read_file(co->cfg.policy_path, WIRE_MAX_POLICY, &yaml, &len))) {
+		char msg[CFG_ERR_LEN];
+		struct stat st;
+
+		if (err == -EFBIG && stat(co->cfg.policy_path, &st) == 0) {
+			cfg_policy_too_big(co->cfg.policy_path, (uint64_t)st.st_size, msg,
+					   sizeof(msg));
+			pr_warn("%s\n", msg);
+		} else {
+			pr_warn("cannot read '%s': %s\n", co->cfg.policy_path, strerror(-err));
+		}
+	}
 	if (!err && (err = cfg_policy_parse(co->cfg.policy_path, yaml, len, false, pol, &e)))
 		pr_warn("%s\n", e.msg);
 	if (!err && co->pol && pol->version <= co->pol->version && !initial) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "config.h"
@@ -21,6 +22,7 @@
 #include "tls.h"
 #include "units.h"
 #include "walk.h"
+#include "wire.h"
 
 /* Lease times: under a millisecond the refreshes become the workload; over an
  * hour a vanished gateway would sit on its share of the contract for too long.
@@ -448,17 +450,299 @@ static int match_proto(struct walk_ctx *c, const struct walk_field *f, yaml_node
 	return walk_bad_value(c, f, v, "is not valid", expect);
 }
 
+/* One "53", "1000-2000" or "53,80,8000-8100" into r's dport ranges. */
+static int dport_add(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v,
+		     struct cfg_rule *r, const char *s)
+{
+	char buf[256], *tok, *save = NULL;
+
+	if (strlen(s) >= sizeof(buf))
+		return walk_bad_value(c, f, v, "is too long", "at most 8 ports or ranges");
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		while (*tok == ' ')
+			tok++;
+		for (char *e = tok + strlen(tok); e > tok && e[-1] == ' ';)
+			*--e = '\0';
+		if (r->n_dport == LL_MAX_DPORT_RANGES)
+			return walk_fail(
+			    c, v,
+			    "dst-port lists more than %d ports or ranges (the bound "
+			    "LL_MAX_DPORT_RANGES: each rule holds %d, checked per packet; "
+			    "expected at most %d, or split the rule)",
+			    LL_MAX_DPORT_RANGES, LL_MAX_DPORT_RANGES, LL_MAX_DPORT_RANGES);
+		if (units_parse_port_range(tok, &r->dport[r->n_dport].lo, &r->dport[r->n_dport].hi))
+			return walk_fail(
+			    c, v,
+			    "dst-port '%.40s' is not a port or port range (expected e.g. "
+			    "53, 1000-2000, \"53,80,8000-8100\" or [53, 80]; ports "
+			    "0..65535, low <= high)",
+			    tok);
+		r->n_dport++;
+	}
+	if (!r->n_dport)
+		return walk_bad_value(c, f, v, "names no port",
+				      "e.g. 53 or 1000-2000, ports 0..65535, low <= high");
+	return 0;
+}
+
 static int match_dport(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
 {
 	struct cfg_rule *r = obj;
 	const char *s = walk_scalar(v);
+	const yaml_node_item_t *it;
+	int rc;
 
-	if (s && !units_parse_port_range(s, &r->dport_lo, &r->dport_hi)) {
-		r->has_dport = true;
+	r->n_dport = 0;
+	if (v->type == YAML_SEQUENCE_NODE) {
+		if (v->data.sequence.items.start == v->data.sequence.items.top)
+			return walk_fail(c, v,
+					 "dst-port is an empty list (expected e.g. [53, 80])");
+		for (it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+			yaml_node_t *e = walk_node(c, *it);
+			const char *es = walk_scalar(e);
+
+			if (!es || !*es)
+				return walk_fail(c, e,
+						 "dst-port items must be ports or ranges, found a "
+						 "%s (expected e.g. [53, 1000-2000])",
+						 walk_kind(e));
+			rc = dport_add(c, f, e, r, es);
+			if (rc)
+				return rc;
+		}
+	} else {
+		if (!s || !*s)
+			return walk_bad_value(c, f, v, "is not a port or port range",
+					      "e.g. 53 or 1000-2000, ports 0..65535, low <= high");
+		rc = dport_add(c, f, v, r, s);
+		if (rc)
+			return rc;
+	}
+	r->has_dport = true;
+	return 0;
+}
+
+/* ---- tcp-flags ---- */
+
+static const struct walk_enum tcp_flag_names[] = {
+    {"syn", 0x02}, {"fin", 0x01}, {"rst", 0x04}, {"psh", 0x08}, {"ack", 0x10},
+    {"urg", 0x20}, {"ece", 0x40}, {"cwr", 0x80}, {NULL, 0},
+};
+
+#define TCP_FLAGS_EXPECT                                                                           \
+	"syn (SYN set, ACK clear), or VALUE/MASK with flags fin, syn, rst, psh, ack, urg, "        \
+	"ece, cwr joined by ',' or '|', none, or numbers: e.g. syn/syn,ack or 0x02/0x12"
+
+/* "syn,ack", "syn|ack", "none", "0x12" or "18" (len bytes at s, a part of
+ * the value full) into *out.
+ */
+static int tcp_flag_set(struct walk_ctx *c, yaml_node_t *v, const char *full, const char *s,
+			size_t len, bool value, uint8_t *out)
+{
+	char buf[64], *tok, *save = NULL;
+	uint8_t x = 0;
+
+	if (!len || len >= sizeof(buf))
+		return walk_fail(c, v,
+				 "tcp-flags '%.60s' has an empty or overlong %s (expected %s)",
+				 full, value ? "value" : "mask", TCP_FLAGS_EXPECT);
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	for (tok = strtok_r(buf, ",|", &save); tok; tok = strtok_r(NULL, ",|", &save)) {
+		const struct walk_enum *e, *best = NULL;
+		size_t d, best_d = SIZE_MAX;
+		char *end;
+		unsigned long n;
+
+		while (*tok == ' ')
+			tok++;
+		for (char *t = tok + strlen(tok); t > tok && t[-1] == ' ';)
+			*--t = '\0';
+		if (value && !strcmp(tok, "none"))
+			continue;
+		n = strtoul(tok, &end, 0);
+		if (*tok >= '0' && *tok <= '9' && !*end) {
+			if (n > 0xff)
+				return walk_fail(c, v,
+						 "tcp-flags '%.60s': %s is out of range (expected "
+						 "0..255, 0xff)",
+						 full, tok);
+			x |= (uint8_t)n;
+			continue;
+		}
+		for (e = tcp_flag_names; e->name; e++) {
+			if (!strcmp(tok, e->name))
+				break;
+			d = walk_edit_distance(tok, e->name);
+			if (d < best_d) {
+				best_d = d;
+				best = e;
+			}
+		}
+		if (e->name) {
+			x |= e->value;
+			continue;
+		}
+		return walk_fail(c, v,
+				 "tcp-flags '%.60s': unknown TCP flag '%.16s'%s%s%s (expected %s)",
+				 full, tok, best && best_d <= 1 ? "; did you mean '" : "",
+				 best && best_d <= 1 ? best->name : "",
+				 best && best_d <= 1 ? "'?" : "", TCP_FLAGS_EXPECT);
+	}
+	*out = x;
+	return 0;
+}
+
+static int match_tcp_flags(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v,
+			   void *obj)
+{
+	struct cfg_rule *r = obj;
+	const char *s = walk_scalar(v), *slash;
+	uint8_t value, mask;
+	int rc;
+
+	if (!s || !*s)
+		return walk_bad_value(c, f, v, "is not valid", TCP_FLAGS_EXPECT);
+	if (!strcmp(s, "syn")) {
+		/* A connection's first packet: SYN without ACK (the SYN-ACK and
+		 * everything after carry ACK).
+		 */
+		r->tcp_mask = 0x02 | 0x10;
+		r->tcp_value = 0x02;
+		r->has_tcp_flags = true;
 		return 0;
 	}
-	return walk_bad_value(c, f, v, "is not a port or port range",
-			      "e.g. 53 or 1000-2000, ports 0..65535, low <= high");
+	slash = strchr(s, '/');
+	if (!slash) {
+		/* Say so of a misspelt flag first: "sin" is more likely than a missing mask. */
+		rc = tcp_flag_set(c, v, s, s, strlen(s), true, &value);
+		return rc ? rc : walk_bad_value(c, f, v, "has no mask", TCP_FLAGS_EXPECT);
+	}
+	rc = tcp_flag_set(c, v, s, s, (size_t)(slash - s), true, &value);
+	if (!rc)
+		rc = tcp_flag_set(c, v, s, slash + 1, strlen(slash + 1), false, &mask);
+	if (rc)
+		return rc;
+	if (!mask)
+		return walk_bad_value(c, f, v, "has an empty mask: it tests nothing",
+				      "a mask with at least one flag, e.g. syn/syn,ack");
+	if (value & ~mask)
+		return walk_fail(c, v,
+				 "tcp-flags '%.60s' never matches: the value sets flags outside "
+				 "the mask (expected VALUE within MASK, e.g. syn/syn,ack)",
+				 s);
+	r->tcp_mask = mask;
+	r->tcp_value = value;
+	r->has_tcp_flags = true;
+	return 0;
+}
+
+/* ---- icmp-type (read by match_check, which knows the protocol) ---- */
+
+struct icmp_name {
+	const char *name;
+	int v4, v6; /* the type under icmp and icmpv6; -1: none */
+};
+
+static const struct icmp_name icmp_names[] = {
+    {"echo-reply", 0, 129},
+    {"destination-unreachable", 3, 1},
+    {"source-quench", 4, -1},
+    {"redirect", 5, 137},
+    {"echo-request", 8, 128},
+    {"router-advertisement", 9, 134},
+    {"router-solicitation", 10, 133},
+    {"time-exceeded", 11, 3},
+    {"parameter-problem", 12, 4},
+    {"timestamp-request", 13, -1},
+    {"timestamp-reply", 14, -1},
+    {"packet-too-big", -1, 2},
+    {"neighbor-solicitation", -1, 135},
+    {"neighbor-advertisement", -1, 136},
+    {NULL, 0, 0},
+};
+
+#define ICMP_TYPE_EXPECT                                                                           \
+	"a type 0..255, a range such as 3-5, or a name such as echo-request, echo-reply, "         \
+	"destination-unreachable, time-exceeded; or a list of them"
+
+static int icmp_one(struct walk_ctx *c, yaml_node_t *v, const char *s, bool v6, uint32_t types[8])
+{
+	const struct icmp_name *e, *best = NULL;
+	size_t d, best_d = SIZE_MAX;
+	uint16_t lo, hi;
+	char *end;
+	unsigned long a, b;
+
+	if (!s || !*s)
+		return walk_fail(c, v, "icmp-type items must be types, found a %s (expected %s)",
+				 walk_kind(v), ICMP_TYPE_EXPECT);
+	if (*s >= '0' && *s <= '9') {
+		a = strtoul(s, &end, 10);
+		b = a;
+		if (*end == '-' && end[1] >= '0' && end[1] <= '9')
+			b = strtoul(end + 1, &end, 10);
+		if (*end || a > 255 || b > 255 || a > b)
+			return walk_fail(c, v,
+					 "icmp-type '%.40s' is not a type or range (expected %s)",
+					 s, ICMP_TYPE_EXPECT);
+		lo = (uint16_t)a;
+		hi = (uint16_t)b;
+	} else {
+		for (e = icmp_names; e->name; e++) {
+			if (!strcmp(s, e->name))
+				break;
+			d = walk_edit_distance(s, e->name);
+			if (d < best_d) {
+				best_d = d;
+				best = e;
+			}
+		}
+		if (!e->name)
+			return walk_fail(
+			    c, v, "icmp-type '%.40s' is not a known type%s%s%s (expected %s)", s,
+			    best && 3 * best_d <= strlen(s) + 1 ? "; did you mean '" : "",
+			    best && 3 * best_d <= strlen(s) + 1 ? best->name : "",
+			    best && 3 * best_d <= strlen(s) + 1 ? "'?" : "", ICMP_TYPE_EXPECT);
+		if ((v6 ? e->v6 : e->v4) < 0)
+			return walk_fail(
+			    c, v,
+			    "icmp-type '%s' is an %s type, but proto is %s (expected a "
+			    "number, or proto %s)",
+			    s, v6 ? "ICMP" : "ICMPv6", v6 ? "icmpv6" : "icmp",
+			    v6 ? "icmp" : "icmpv6");
+		lo = hi = (uint16_t)(v6 ? e->v6 : e->v4);
+	}
+	for (unsigned int t = lo; t <= hi; t++)
+		types[t >> 5] |= 1u << (t & 31);
+	return 0;
+}
+
+static int icmp_types_parse(struct walk_ctx *c, yaml_node_t *v, bool v6, struct cfg_rule *r)
+{
+	const yaml_node_item_t *it;
+	int rc;
+
+	memset(r->icmp_types, 0, sizeof(r->icmp_types));
+	if (v->type == YAML_SEQUENCE_NODE) {
+		if (v->data.sequence.items.start == v->data.sequence.items.top)
+			return walk_fail(
+			    c, v, "icmp-type is an empty list (expected e.g. [echo-request])");
+		for (it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+			yaml_node_t *e = walk_node(c, *it);
+
+			rc = icmp_one(c, e, walk_scalar(e), v6, r->icmp_types);
+			if (rc)
+				return rc;
+		}
+	} else {
+		rc = icmp_one(c, v, walk_scalar(v), v6, r->icmp_types);
+		if (rc)
+			return rc;
+	}
+	r->has_icmp = true;
+	return 0;
 }
 
 static int prefix_error(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, int rc,
@@ -521,6 +805,31 @@ static int match_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 		return walk_fail(c, walk_get(m, "fragments"),
 				 "fragments 'only' never matches with dst-port: a non-first "
 				 "fragment carries no ports (expected a rule without dst-port)");
+	if (r->has_tcp_flags && r->proto != IPPROTO_TCP)
+		return walk_fail(c, walk_key(m, "tcp-flags"),
+				 "tcp-flags needs proto tcp (proto is '%s')", proto);
+	if (r->has_tcp_flags && r->frag == LL_FRAG_ONLY)
+		return walk_fail(
+		    c, walk_get(m, "fragments"),
+		    "fragments 'only' never matches with tcp-flags: a non-first "
+		    "fragment carries no TCP header (expected a rule without tcp-flags)");
+	if (walk_get(m, "icmp-type")) {
+		int rc;
+
+		if (r->proto != IPPROTO_ICMP && r->proto != IPPROTO_ICMPV6)
+			return walk_fail(c, walk_key(m, "icmp-type"),
+					 "icmp-type needs proto icmp or icmpv6 (proto is '%s')",
+					 proto);
+		if (r->frag == LL_FRAG_ONLY)
+			return walk_fail(
+			    c, walk_get(m, "fragments"),
+			    "fragments 'only' never matches with icmp-type: a non-first "
+			    "fragment carries no ICMP header (expected a rule without "
+			    "icmp-type)");
+		rc = icmp_types_parse(c, walk_get(m, "icmp-type"), r->proto == IPPROTO_ICMPV6, r);
+		if (rc)
+			return rc;
+	}
 	if (r->has_src && r->has_dst && r->src_family != r->dst_family)
 		return walk_fail(c, walk_get(m, "dst"),
 				 "dst is IPv%u but src is IPv%u (expected one address family)",
@@ -538,7 +847,9 @@ static const struct walk_enum frag_matches[] = {
 
 static const struct walk_field match_fields[] = {
     {"proto", WALK_CUSTOM, RULE(proto), .fn = match_proto},
-    {"dst-port", WALK_CUSTOM, RULE(dport_lo), .fn = match_dport},
+    {"dst-port", WALK_CUSTOM, RULE(dport), .fn = match_dport},
+    {"tcp-flags", WALK_CUSTOM, RULE(tcp_mask), .fn = match_tcp_flags},
+    {"icmp-type", WALK_CUSTOM, RULE(icmp_types), .fn = NULL}, /* read by match_check */
     {"src", WALK_CUSTOM, RULE(src_addr), .fn = match_prefix},
     {"dst", WALK_CUSTOM, RULE(dst_addr), .fn = match_prefix},
     {"fragments", WALK_ENUM, RULE(frag), .names = frag_matches},
@@ -627,12 +938,39 @@ static int rule_item(struct walk_ctx *c, yaml_node_t *n, size_t i, void *obj)
 
 #define POL(m) WALK_AT(struct cfg_policy, m)
 
+/* More than max items in list n: an error at the first one past the bound,
+ * naming the bound and what sets it.
+ */
+static int too_many(struct walk_ctx *c, yaml_node_t *n, const char *key, size_t max,
+		    const char *why)
+{
+	size_t len;
+
+	if (!n || n->type != YAML_SEQUENCE_NODE)
+		return 0;
+	len = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+	if (len <= max)
+		return 0;
+	return walk_fail(c, walk_node(c, n->data.sequence.items.start[max]),
+			 "too many %s: %zu, the bound is %zu (%s; expected at most %zu)", key, len,
+			 max, why, max);
+}
+
 /* Limits first whatever their place in the file: rules refer to them by name. */
 static int policy_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 {
 	int rc;
 
-	rc = walk_list(c, walk_get(m, "limits"), "limits", "limit", LL_MAX_LIMITS, limit_item, obj);
+	rc = too_many(c, walk_get(m, "limits"), "limits", LL_MAX_LIMITS,
+		      "LL_MAX_LIMITS: the per-limit arrays of the pinned maps, and the "
+		      "coordinator's reports carry at most 64 limits (WIRE_MAX_ENTRIES)");
+	if (!rc)
+		rc = too_many(c, walk_get(m, "rules"), "rules", LL_MAX_RULES,
+			      "LL_MAX_RULES: the policy map holds this many in each of its "
+			      "two slots");
+	if (!rc)
+		rc = walk_list(c, walk_get(m, "limits"), "limits", "limit", LL_MAX_LIMITS,
+			       limit_item, obj);
 	if (rc >= 0)
 		rc = walk_list(c, walk_get(m, "rules"), "rules", "rule", LL_MAX_RULES, rule_item,
 			       obj);
@@ -648,6 +986,15 @@ static const struct walk_field policy_fields[] = {
 };
 
 static const struct walk_section policy_section = WALK_SECTION(policy_fields, policy_check);
+
+void cfg_policy_too_big(const char *path, uint64_t size, char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 "policy '%.200s' is %" PRIu64 " bytes, more than the %d a coordinator sends its "
+		 "agents in one message (WIRE_MAX_POLICY; expected a smaller policy: fewer or "
+		 "shorter rules)",
+		 path, size, WIRE_MAX_POLICY);
+}
 
 /* An agent's or coordinator's policy file. Its own errors already carry its
  * name; one that cannot be read is reported where the outer file names it.
@@ -902,6 +1249,7 @@ static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	struct cfg_coord *co = obj;
 	struct cfg_policy *pol = state(c)->pol;
 	char msg[CFG_ERR_LEN - 64];
+	struct stat st;
 	int rc;
 
 	co->has_metrics = walk_get(m, "metrics") != NULL;
@@ -913,6 +1261,13 @@ static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 				 "agents)",
 				 co->listen);
 	rc = load_policy(c, walk_get(m, "policy"), co->policy_path, false);
+	/* The coordinator sends its agents the policy's very bytes, in one
+	 * message: 1024 rules fit the parser but not always the wire.
+	 */
+	if (!rc && pol && stat(co->policy_path, &st) == 0 && st.st_size > WIRE_MAX_POLICY) {
+		cfg_policy_too_big(co->policy_path, (uint64_t)st.st_size, msg, sizeof(msg));
+		return walk_fail(c, walk_get(m, "policy"), "%s", msg);
+	}
 	for (uint32_t i = 0; !rc && pol && i < pol->n_limits; i++) {
 		const struct cfg_limit *l = &pol->limits[i];
 

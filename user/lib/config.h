@@ -50,7 +50,14 @@ struct cfg_rule {
 	uint8_t src_plen, dst_plen;
 	uint8_t proto; /* 0 any, else IPPROTO_TCP/UDP/ICMP/ICMPV6 */
 	bool has_dport;
-	uint16_t dport_lo, dport_hi;	   /* "53" or "1000-2000" */
+	uint8_t n_dport; /* 1..LL_MAX_DPORT_RANGES when has_dport */
+	struct {
+		uint16_t lo, hi;
+	} dport[LL_MAX_DPORT_RANGES]; /* "53", "1000-2000", "53,80,8000-8100" or a list */
+	bool has_tcp_flags;
+	uint8_t tcp_mask, tcp_value; /* (flags & mask) == value; "syn" = SYN set, ACK clear */
+	bool has_icmp;
+	uint32_t icmp_types[8];		   /* bit t: ICMP/ICMPv6 type t */
 	uint8_t frag;			   /* enum ll_frag_match */
 	uint8_t n_limits;		   /* 1..LL_MAX_RULE_LIMITS */
 	uint8_t limit[LL_MAX_RULE_LIMITS]; /* indexes into cfg_policy.limits */
@@ -177,5 +184,10 @@ const char *cfg_xdp_mode_name(uint8_t mode);
 const char *cfg_attach_mode_name(uint8_t mode);
 /* "any", "tcp", "udp", "icmp", "icmpv6"; NULL for other protocol numbers. */
 const char *cfg_proto_name(uint8_t proto);
+
+/* "policy 'PATH' is SIZE bytes, more than the WIRE_MAX_POLICY a coordinator
+ * sends its agents in one message ...": check's and the coordinator's words.
+ */
+void cfg_policy_too_big(const char *path, uint64_t size, char *buf, size_t len);
 
 #endif /* LEASELINE_CONFIG_H */
