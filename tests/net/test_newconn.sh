@@ -141,11 +141,20 @@ else:
     print("status: rule tcp-syn matched %d dropped %d; limit allowed %d denied %d;"
           " SYNs sent %d" % (r["matched_packets"], r["dropped_packets"], p["allowed"],
                              p["denied"], syns))
-    if r["matched_packets"] != syns:
-        bad.append("rule matched %d packets, expected the %d SYNs" % (r["matched_packets"], syns))
-    if r["dropped_packets"] != p["denied"] or p["denied"] != flood["failed"]:
-        bad.append("dropped %d / denied %d, expected A's %d failures"
-                   % (r["dropped_packets"], p["denied"], flood["failed"]))
+    # An attempt is counted by the client, a SYN by the gateway: on a loaded
+    # box one attempt in a few hundred fails in the client's own stack before
+    # its SYN leaves (seen once in CI: 441 attempts, 440 SYNs matched, 301
+    # failures, 300 drops), so up to SLACK attempts may have no SYN and fail
+    # without a drop. The gateway's own counters must agree exactly.
+    SLACK = 2
+    if not syns - SLACK <= r["matched_packets"] <= syns:
+        bad.append("rule matched %d packets, expected the %d SYNs (less at most %d)"
+                   % (r["matched_packets"], syns, SLACK))
+    if r["dropped_packets"] != p["denied"] or \
+            not flood["failed"] - SLACK <= p["denied"] <= flood["failed"] or \
+            flood["failed"] - p["denied"] > syns - r["matched_packets"]:
+        bad.append("dropped %d / denied %d, expected A's %d failures (less the attempts "
+                   "without a SYN)" % (r["dropped_packets"], p["denied"], flood["failed"]))
     other = [x for x in st["rules"] if x["name"] != "tcp-syn" and x["dropped_packets"]]
     if other:
         bad.append("packets other than SYNs dropped: %r" % other)
