@@ -23,7 +23,7 @@ command -v bpftool >/dev/null || ll_skip "needs 'bpftool'"
 RATE=1
 BURST=100
 # This build's pin layout (include/ll_types.h), so that a bump needs no edit here.
-LAYOUT=$(sed -n 's/^#define LL_LAYOUT_VERSION \([0-9]*\).*/\1/p' "$(dirname "$0")/../../include/ll_types.h")
+LAYOUT=$(sed -n 's/^#define LL_LAYOUT_VERSION *\([0-9]*\).*/\1/p' "$(dirname "$0")/../../include/ll_types.h")
 [ -n "$LAYOUT" ] || ll_fail "cannot read LL_LAYOUT_VERSION from include/ll_types.h"
 NSRC=4
 FAILS=0
