@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "unit/coord_fx.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -52,21 +54,6 @@ struct fx {
 /* The next setup puts the state directory on a small tmpfs. */
 static bool want_small_disk;
 
-/* A port the kernel considers free: bind port 0, read it back, close. */
-static int free_port(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
-	    !getsockname(fd, (struct sockaddr *)&sa, &len))
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 /* Readiness: the coordinator logs "coordinator listening on" once its
  * socket is bound and its quiet period has started. Wait for that line in
  * its log (bounded), or for it to exit.
@@ -94,25 +81,6 @@ static int wait_ready(struct fx *fx)
 		poll(NULL, 0, 5);
 	}
 	return -1;
-}
-
-static const char *bin(void)
-{
-	const char *b = getenv("LL_BIN");
-
-	return b ? b : "build/leaseline";
-}
-
-static void write_file(const char *dir, const char *name, const char *text)
-{
-	char path[128];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
 }
 
 /* A file of overrides the next setup_policy writes beside the policy. */
@@ -745,17 +713,7 @@ static void pk_round(struct fx *fx, struct pk_agent *ag, size_t n, size_t i, boo
 /* Whether the coordinator's log has a line containing s. */
 static bool log_has(struct fx *fx, const char *s)
 {
-	char path[128], line[512];
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/coord.log", fx->dir);
-	f = fopen(path, "r");
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, s) != NULL;
-	if (f)
-		fclose(f);
-	return found;
+	return coord_log_has(fx->dir, s);
 }
 
 /*
@@ -979,19 +937,7 @@ static int setup_small_disk(void **state)
 /* Fill the state tmpfs: 0 once it is full. */
 static int fill_disk(struct fx *fx)
 {
-	static const char chunk[4096];
-	char path[128];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/state/fill", fx->dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	for (int i = 0; i < 1024; i++) /* 4 MiB at most: the tmpfs holds 256 KiB */
-		if (write(fd, chunk, sizeof(chunk)) < 0)
-			break;
-	close(fd);
-	return errno == ENOSPC ? 0 : -EIO;
+	return coord_fill_disk(fx->dir);
 }
 
 /* A full disk at runtime: a report whose fallback totals cannot be recorded

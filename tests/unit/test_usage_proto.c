@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "unit/coord_fx.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -75,39 +77,6 @@ struct fx {
 static bool want_small_disk;
 static bool want_unmetered; /* b not metered at the start (a is: the ledger opens) */
 
-static int free_port(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
-	    !getsockname(fd, (struct sockaddr *)&sa, &len))
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
-static const char *bin(void)
-{
-	const char *b = getenv("LL_BIN");
-
-	return b ? b : "build/leaseline";
-}
-
-static void write_file(const char *dir, const char *name, const char *text)
-{
-	char path[160];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-}
-
 static void set_now(struct fx *fx, int64_t t)
 {
 	char v[32];
@@ -118,17 +87,7 @@ static void set_now(struct fx *fx, int64_t t)
 
 static bool log_has(struct fx *fx, const char *s)
 {
-	char path[128], line[512];
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/coord.log", fx->dir);
-	f = fopen(path, "r");
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, s) != NULL;
-	if (f)
-		fclose(f);
-	return found;
+	return coord_log_has(fx->dir, s);
 }
 
 /* Start (or restart) the coordinator; 0 once it listens. */
@@ -722,19 +681,7 @@ static void test_meter_turned_on_by_reload(void **state)
 
 static int fill_disk(struct fx *fx)
 {
-	static const char chunk[4096];
-	char path[128];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/state/fill", fx->dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	for (int i = 0; i < 1024; i++)
-		if (write(fd, chunk, sizeof(chunk)) < 0)
-			break;
-	close(fd);
-	return errno == ENOSPC ? 0 : -EIO;
+	return coord_fill_disk(fx->dir);
 }
 
 /* A full disk: the report whose usage cannot be written gets no grant for
