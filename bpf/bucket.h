@@ -382,26 +382,29 @@ static __always_inline __u64 hint_until(__u64 h, __u32 class)
 	} while (0)
 #define EV_GRANT()                                                                                 \
 	do {                                                                                       \
-		gp.rate = b->o_rate;                                                               \
-		gp.burst_s = b->o_burst_s;                                                         \
-		gp.fill_ns = b->o_fill_ns;                                                         \
-		ecur = &gp;                                                                        \
-		eprev = &gp;                                                                       \
+		ecur = (const struct tb_params *)&b->o_rate; /* read in place, under the lock */   \
+		eprev = ecur;                                                                      \
 		egen = b->o_gen;                                                                   \
 		eprevgen = 0; /* no bucket is at generation 0 */                                   \
 	} while (0)
+
+_Static_assert(__builtin_offsetof(struct ll_bucket, o_burst_s) ==
+		       __builtin_offsetof(struct ll_bucket, o_rate) + __builtin_offsetof(struct tb_params, burst_s) &&
+		   __builtin_offsetof(struct ll_bucket, o_fill_ns) ==
+		       __builtin_offsetof(struct ll_bucket, o_rate) + __builtin_offsetof(struct tb_params, fill_ns),
+	       "a bucket's o_rate, o_burst_s, o_fill_ns are a struct tb_params");
 
 static __always_inline int bucket_take(struct ll_bucket *b, const struct share_view *v, int grants,
 				       const struct ll_key_grant *ng, __u32 kg, __u8 unit,
 				       __u64 now, __u64 cost_s, __u32 len, int refund,
 				       struct ll_bucket *drain)
 {
-	/* The parameters charged with: v's, or b's grant's (gp; it has no
-	 * previous generation, so eprev is never read with it). Scalars and
-	 * 24 bytes rather than a view on the stack: every inlined copy counts.
+	/* The parameters charged with: v's, or b's grant's (its o_* fields, read
+	 * in place; it has no previous generation, so eprev is never read with
+	 * it). Pointers and scalars rather than a view on the stack: every
+	 * inlined copy counts.
 	 */
 	const struct tb_params *ecur, *eprev;
-	struct tb_params gp;
 	__u32 egen, eprevgen;
 	__u64 tokens, last, hint = 0, units = unit == LL_UNIT_BYTES ? len : 1;
 	__u32 class = hint_class(unit, len), gen, hgen = v->gen;
