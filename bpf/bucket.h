@@ -710,7 +710,6 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 					    __u64 cost_s, int refund)
 {
 	int ov = cfg->flags & LL_LIM_OVERRIDES, copy = 0;
-	__u64 empty = cfg->flags & LL_LIM_EMPTY_START ? cfg->reload_ns : 0;
 	struct ll_key_grant *ng = 0;
 	struct ll_scratch *sc;
 	struct ll_bucket *b;
@@ -751,7 +750,9 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 			return LL_DENY; /* an override caught mid-update: no guess */
 	}
 	if (!b) {
-		b = bucket_create(map, k, &v, ng, copy ? kv : kv - 1, now, id, f, empty);
+		/* Only a new bucket needs to know where it starts. */
+		b = bucket_create(map, k, &v, ng, copy ? kv : kv - 1, now, id, f,
+				  cfg->flags & LL_LIM_EMPTY_START ? cfg->reload_ns : 0);
 		if (!b)
 			goto fallback;
 	}

@@ -602,6 +602,15 @@ int dp_pinned_open(const char *dir, const struct dp_pin *pins, size_t n)
 	if (err)
 		return err;
 	for (size_t i = 0; i < n; i++) {
+		if (pins[i].optional) {
+			char path[4096 + 32];
+
+			snprintf(path, sizeof(path), "%s/%s", dir, pins[i].name);
+			*pins[i].fd = bpf_obj_get(path);
+			if (*pins[i].fd < 0)
+				*pins[i].fd = -1;
+			continue;
+		}
 		*pins[i].fd = dp_pinned_get(dir, pins[i].name);
 		if (*pins[i].fd < 0)
 			return *pins[i].fd;

@@ -94,11 +94,13 @@ int dp_buckets_walk(int fd, size_t key_size,
 		    int (*fn)(void *ctx, const void *key, const struct ll_bucket *b), void *ctx);
 
 /* The maps pinned under dir, each name into its fd; stops at the first
- * missing one (said in a log line) and returns its negative errno.
+ * missing one that is not optional (said in a log line) and returns its
+ * negative errno.
  */
 struct dp_pin {
 	const char *name;
 	int *fd;
+	bool optional; /* unreadable: *fd is -1, not an error (a map older pins may lack) */
 };
 int dp_pinned_open(const char *dir, const struct dp_pin *pins, size_t n);
 

@@ -192,13 +192,15 @@ static uint64_t hot_with_headroom(uint64_t rate)
 	return rate + rate / HOT_HEADROOM_DIV + 1;
 }
 
-/* The most a key of limit c can ask for: the contract, or where keys have
- * contracts of their own (overrides the coordinator leases), the most any
- * contract holds (the coordinator's max-min caps it by the key's own).
+/* The most a key of limit c can ask for: what it may be granted (the
+ * coordinator's max-min caps it by the key's own contract).
  */
 static uint64_t key_contract(const struct ll_limit_cfg *c)
 {
-	return c->flags & LL_LIM_KEY_CONTRACTS ? TB_MAX_RATE : c->rate;
+	uint64_t rate, burst;
+
+	lease_key_bound(c, &rate, &burst);
+	return rate;
 }
 
 /* Demand of key e for this report, or 0 to leave it out. */

@@ -222,14 +222,23 @@ static int key_cmp(const void *a, const void *b)
 	return memcmp(a, b, sizeof(struct ll_key_id)); /* key is each struct's first member */
 }
 
+void lease_key_bound(const struct ll_limit_cfg *cfg, uint64_t *rate, uint64_t *burst)
+{
+	if (cfg->flags & LL_LIM_KEY_CONTRACTS) {
+		*rate = TB_MAX_RATE;
+		*burst = TB_MAX_BURST;
+		return;
+	}
+	*rate = cfg->rate < TB_MAX_RATE ? cfg->rate : TB_MAX_RATE;
+	*burst = cfg->burst_s / TB_SCALE < TB_MAX_BURST ? cfg->burst_s / TB_SCALE : TB_MAX_BURST;
+}
+
 int lease_keys_clamp(const struct ll_limit_cfg *cfg, struct lease_key *want, size_t n)
 {
-	uint64_t max_rate = cfg->rate < TB_MAX_RATE ? cfg->rate : TB_MAX_RATE;
-	uint64_t max_burst = cfg->burst_s / TB_SCALE;
+	uint64_t max_rate, max_burst;
 	int clamped = 0;
 
-	if (max_burst > TB_MAX_BURST)
-		max_burst = TB_MAX_BURST;
+	lease_key_bound(cfg, &max_rate, &max_burst);
 	for (size_t i = 0; i < n; i++) {
 		if (lease_key_check(cfg, &want[i].key))
 			return -EINVAL;

@@ -118,8 +118,15 @@ struct lease_key_plan {
  */
 int lease_key_check(const struct ll_limit_cfg *cfg, const struct ll_key_id *k);
 
+/* The most one key of limit cfg may be granted (rate, burst in tokens):
+ * the contract, or where keys have contracts of their own
+ * (LL_LIM_KEY_CONTRACTS: overrides the coordinator leases) the most the
+ * token math holds.
+ */
+void lease_key_bound(const struct ll_limit_cfg *cfg, uint64_t *rate, uint64_t *burst);
+
 /* Check every key of a grant's set and clamp its rate and burst to the
- * contract (a key's share is never more than its contract). -EINVAL if a
+ * contract (a key's share is never more than its contract: lease_key_bound). -EINVAL if a
  * key is malformed or named twice: then the whole grant is refused (a key
  * dropped from the set would spend the share instead of a cut). Otherwise
  * the number of entries clamped.

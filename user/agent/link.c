@@ -22,7 +22,6 @@
 #include "log.h"
 #include "policy.h"
 #include "stats.h"
-#include "tb_math.h"
 
 #define LINK_BACKOFF_MIN_NS	100000000ull /* 100 ms */
 #define LINK_BACKOFF_MAX_NS	NSEC_PER_SEC /* back within a second of a link returning */
@@ -423,15 +422,7 @@ static int grant_limit(struct dp *dp, const struct wire_grant *g, struct ll_limi
 static int grant_keys(struct link *l, const struct wire_grant *g, const struct ll_limit_cfg *cfg,
 		      struct lease_key **out)
 {
-	/* Keys with contracts of their own (overrides the coordinator leases)
-	 * are bounded by the largest contract, not the limit's.
-	 */
-	struct ll_limit_cfg bound = *cfg;
 
-	if (cfg->flags & LL_LIM_KEY_CONTRACTS) {
-		bound.rate = TB_MAX_RATE;
-		bound.burst_s = TB_MAX_BURST * TB_SCALE;
-	}
 	struct lease_key *k = calloc(g->n_keys + 1, sizeof(*k));
 	int n;
 
@@ -445,7 +436,7 @@ static int grant_keys(struct link *l, const struct wire_grant *g, const struct l
 					  .remove = g->keys[i].op == WIRE_KEY_REMOVE};
 	/* A whole set names no key to remove. */
 	n = (g->n_keys && cfg->key_mode == LL_KEY_NONE) ? -EINVAL
-							 : lease_keys_clamp(&bound, k, g->n_keys);
+							 : lease_keys_clamp(cfg, k, g->n_keys);
 	for (uint32_t i = 0; n >= 0 && g->keys_full && i < g->n_keys; i++)
 		if (k[i].remove)
 			n = -EINVAL;

@@ -35,23 +35,20 @@ struct pinned {
 static int pinned_open(const char *dir, struct pinned *p)
 {
 	const struct dp_pin pins[] = {
-	    {"ll_state", &p->state},
-	    {"ll_policy", &p->policy},
-	    {"ll_buckets", &p->buckets},
-	    {"ll_flow_buckets", &p->flow_buckets},
-	    {"ll_limit_stats", &p->limit_stats},
-	    {"ll_rule_stats", &p->rule_stats},
-	    {"ll_parse_stats", &p->parse_stats},
-	    {"ll_leases", &p->leases},
-	    {"ll_fence", &p->fence},
+	    {"ll_state", &p->state, false},
+	    {"ll_policy", &p->policy, false},
+	    {"ll_buckets", &p->buckets, false},
+	    {"ll_flow_buckets", &p->flow_buckets, false},
+	    {"ll_limit_stats", &p->limit_stats, false},
+	    {"ll_rule_stats", &p->rule_stats, false},
+	    {"ll_parse_stats", &p->parse_stats, false},
+	    {"ll_leases", &p->leases, false},
+	    {"ll_fence", &p->fence, false},
+	    {"ll_shadow_win", &p->shadow_win, true},
 	};
 
-	char path[4096 + 32];
-	int err = dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
-
-	snprintf(path, sizeof(path), "%s/ll_shadow_win", dir);
-	p->shadow_win = err ? -1 : bpf_obj_get(path);
-	return err;
+	p->shadow_win = -1;
+	return dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
 }
 
 /* Add the keys of one bucket map (ll_buckets or ll_flow_buckets, whose keys

@@ -70,20 +70,17 @@ struct top_pins {
 static int pins_open(const char *dir, struct top_pins *p)
 {
 	const struct dp_pin pins[] = {
-	    {"ll_state", &p->state},
-	    {"ll_policy", &p->policy},
-	    {"ll_buckets", &p->buckets},
-	    {"ll_flow_buckets", &p->flow_buckets},
-	    {"ll_limit_stats", &p->limit_stats},
-	    {"ll_leases", &p->leases},
+	    {"ll_state", &p->state, false},
+	    {"ll_policy", &p->policy, false},
+	    {"ll_buckets", &p->buckets, false},
+	    {"ll_flow_buckets", &p->flow_buckets, false},
+	    {"ll_limit_stats", &p->limit_stats, false},
+	    {"ll_leases", &p->leases, false},
+	    {"ll_shadow_win", &p->shadow_win, true},
 	};
 
-	char path[4096 + 32];
-	int err = dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
-
-	snprintf(path, sizeof(path), "%s/ll_shadow_win", dir);
-	p->shadow_win = err ? -1 : bpf_obj_get(path);
-	return err;
+	p->shadow_win = -1;
+	return dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
 }
 
 static void pins_close(struct top_pins *p)
