@@ -50,6 +50,15 @@ static __always_inline int dport_match(const struct ll_rule *r, __u16 port)
 	return out >= 0;
 }
 
+/* 1 when address a (IPv6 or v4-mapped) is in prefix set id: one LPM lookup. */
+static __always_inline int set_has(__u32 id, const __u32 *a)
+{
+	struct ll_set_key k = {.prefixlen = 32 + 128, .set_id = id};
+
+	__builtin_memcpy(k.addr, a, sizeof(k.addr));
+	return bpf_map_lookup_elem(&ll_sets, &k) != 0;
+}
+
 static __always_inline int rule_match(const struct ll_rule *r, const struct pkt_meta *m)
 {
 	if (r->family && r->family != m->family)
@@ -81,7 +90,12 @@ static __always_inline int rule_match(const struct ll_rule *r, const struct pkt_
 	if (r->has_icmp && (!m->has_l4hdr ||
 			    !((r->icmp_types[(m->icmp_type >> 5) & 7] >> (m->icmp_type & 31)) & 1)))
 		return 0;
-	return addr_match(m->src, r->src, r->src_mask) && addr_match(m->dst, r->dst, r->dst_mask);
+	if (!(addr_match(m->src, r->src, r->src_mask) && addr_match(m->dst, r->dst, r->dst_mask)))
+		return 0;
+	/* Sets last: a lookup only for a packet every cheaper condition let by. */
+	if (r->src_set && !set_has(r->src_set, m->src))
+		return 0;
+	return !r->dst_set || set_has(r->dst_set, m->dst);
 }
 
 static __always_inline void count_rule(__u32 idx, __u32 len, int dropped)
@@ -405,7 +419,13 @@ int leaseline(struct xdp_md *ctx)
 	i = ll_match(slot, &m);
 	if (i < LL_MAX_RULES) {
 		i &= LL_MAX_RULES - 1; /* for the verifier: i is a rule index */
-		verdict = rule_charge(pol, slot, &pol->rules[i], &m);
+		/* An allow or deny rule charges nothing: its verdict is its action. */
+		if (pol->rules[i].action == LL_RULE_PASS)
+			verdict = XDP_PASS;
+		else if (pol->rules[i].action == LL_RULE_DROP)
+			verdict = XDP_DROP;
+		else
+			verdict = rule_charge(pol, slot, &pol->rules[i], &m);
 		count_rule(i, m.len, verdict == XDP_DROP);
 		return verdict;
 	}

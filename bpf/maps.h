@@ -193,6 +193,20 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_overrides SEC(".maps");
 
+/* Prefix sets of rule matches src-set and dst-set (include/ll_types.h,
+ * struct ll_set_key): one LPM lookup per set condition a scanned rule
+ * reaches. Written by the agent, a whole set under a fresh id before the
+ * policy naming that id goes live; the old id's entries are deleted after.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, LL_SET_MAP_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ll_set_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_sets SEC(".maps");
+
 /* Keys of global limits denied while the lease lives (struct
  * ll_hot_event), for the agent to report as hot. Not pinned: only the
  * running agent reads it.

@@ -164,7 +164,37 @@ enum {
 struct ll_ov_key {
 	__u32 prefixlen;
 	__u32 limit_uid;
-	__u32 addr[4]; /* network order */
+	__u32 addr[4]; /* network order; a dst-port limit's: the port in bytes 0-1 */
+};
+
+/* Prefix sets (rule matches src-set and dst-set, ll_sets, an LPM trie): every
+ * prefix of every set file the live policy names, keyed by the set's id (a
+ * unique ll_state.next_uid, new whenever a file's content changes, so a
+ * policy never points at a set being written) and the prefix. prefixlen
+ * counts the 32 bits of the id, then the address's (IPv4 as v4-mapped: 96 +
+ * its prefix). The value is the prefix's line in its file.
+ *
+ * LL_MAX_SET_ENTRIES bounds the prefixes of all the sets of one policy (a
+ * file named by several rules counts once); the map holds twice that, so a
+ * reload can write a whole new generation of sets while the running policy
+ * still matches against the old one.
+ */
+#define LL_MAX_SET_ENTRIES 262144
+#define LL_SET_MAP_ENTRIES (2 * LL_MAX_SET_ENTRIES)
+/* Distinct set files one policy may name. */
+#define LL_MAX_SETS 64
+
+struct ll_set_key {
+	__u32 prefixlen;
+	__u32 set_id;
+	__u32 addr[4]; /* network order, IPv4 as ::ffff:a.b.c.d */
+};
+
+/* ll_rule.action: what a matching packet gets. */
+enum ll_rule_action {
+	LL_RULE_LIMIT = 0, /* charged to the rule's 1 to 4 limits */
+	LL_RULE_PASS = 1,  /* passed: exempt from every later rule, counted */
+	LL_RULE_DROP = 2,  /* dropped, counted */
 };
 
 /* Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order,
@@ -200,6 +230,11 @@ struct ll_rule {
 	 */
 	__u8 has_icmp;
 	__u32 icmp_types[8];
+	/* src-set, dst-set: the address is in set id (ll_sets); 0 = no condition. */
+	__u32 src_set;
+	__u32 dst_set;
+	__u8 action; /* enum ll_rule_action; n_limits is 0 unless LL_RULE_LIMIT */
+	__u8 pad1[3];
 	char name[LL_NAME_LEN];
 };
 
@@ -559,9 +594,10 @@ struct ll_rule_stats {
  */
 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win; 4: ll_rule matches
  * tcp-flags, icmp-type and dst-port lists, LL_MAX_RULES 1024 (ll_policy, ll_rule_stats);
- * 5: ll_state link_up, link_connects, applies
+ * 5: ll_state link_up, link_connects, applies; 6: ll_rule src_set, dst_set, action,
+ * ll_sets (prefix sets), ll_overrides keys of dst-port limits
  */
-#define LL_LAYOUT_VERSION   5
+#define LL_LAYOUT_VERSION   6
 #define LL_LAYOUT_BUILD_LEN 48
 
 /* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to

@@ -108,11 +108,11 @@ static const struct text_case text_cases[] = {
      "unknown key 'brust' in limit 'a' fallback (expected one of: rate, burst; did you mean "
      "'burst'?)"},
     {"unknown_key_rule", RULE_R "    limit: [a]\n", false, "6:5",
-     "unknown key 'limit' in rule 'r' (expected one of: name, match, limits; did you mean "
+     "unknown key 'limit' in rule 'r' (expected one of: name, match, action, limits; did you mean "
      "'limits'?)"},
     {"unknown_key_match", MATCH("{proto: udp, port: 53}"), false, "6:25",
      "unknown key 'port' in rule 'r' match (expected one of: proto, dst-port, tcp-flags, "
-     "icmp-type, src, dst, fragments)"},
+     "icmp-type, src, dst, src-set, dst-set, fragments)"},
     /* tcp-flags, icmp-type, dst-port lists (issue #13) */
     {"tcp_flags_needs_tcp", MATCH("{proto: udp, tcp-flags: syn}"), false, "6:25",
      "rule 'r' match: tcp-flags needs proto tcp (proto is 'udp')"},
@@ -258,7 +258,8 @@ static const struct text_case text_cases[] = {
     {"missing_rule_name", V LIMIT_A "rules:\n  - {limits: [a]}\n", false, "5:5",
      "rule #1: missing required key 'name' (expected e.g. name: dns)"},
     {"missing_rule_limits", RULE_R, false, "5:5",
-     "rule 'r': missing required key 'limits' (expected e.g. limits: [per-client])"},
+     "rule 'r': missing required key 'limits' (expected e.g. limits: [per-client], or action: "
+     "pass or drop)"},
     {"missing_fallback_burst",
      LIM_A "    scope: global\n    on-loss: fallback\n    fallback: {rate: 5}\n", true, "8:15",
      "limit 'a' fallback: missing required key 'burst' (expected e.g. burst: 50)"},

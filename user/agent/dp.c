@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "dp.h"
+#include "set_map.h"
 #include "lease.h"
 #include "leaseline.skel.h"
 #include "log.h"
@@ -171,6 +172,7 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->fence_fd = bpf_map__fd(dp->skel->maps.ll_fence);
 	dp->key_grants_fd = bpf_map__fd(dp->skel->maps.ll_key_grants);
 	dp->overrides_fd = bpf_map__fd(dp->skel->maps.ll_overrides);
+	dp->sets_fd = bpf_map__fd(dp->skel->maps.ll_sets);
 	dp->hot_fd = bpf_map__fd(dp->skel->maps.ll_hot);
 	dp->prefix_buckets_fd = bpf_map__fd(dp->skel->maps.ll_prefix_buckets);
 	err = fill_init(dp);
@@ -199,6 +201,7 @@ void dp_close(struct dp *dp)
 	if (dp->rcu_fd >= 0)
 		close(dp->rcu_fd);
 	dp->rcu_fd = -1;
+	set_map_free(dp);
 	leaseline_bpf__destroy(dp->skel);
 	dp->skel = NULL;
 }

@@ -30,6 +30,8 @@ struct dp {
 	int leases_fd, fence_fd;
 	int key_grants_fd;     /* ll_key_grants: per-key grants of global limits */
 	int overrides_fd;      /* ll_overrides: per-key overrides of local limits */
+	int sets_fd;	       /* ll_sets: prefix sets of rule matches */
+	void *sets_memo;       /* set_map.c: the sets written for the live policy */
 	int hot_fd;	       /* ll_hot: ring buffer of keys denied under a live lease */
 	int rcu_fd;	       /* map-in-map whose update waits for an RCU grace period */
 	int prefix_buckets_fd; /* ll_prefix_buckets: fallback buckets of key prefixes */

@@ -15,6 +15,7 @@
 #include "lease.h"
 #include "log.h"
 #include "ovr_map.h"
+#include "set_map.h"
 #include "policy.h"
 #include "tb_math.h"
 
@@ -122,9 +123,15 @@ static void prefix_fill(uint8_t family, const uint8_t *addr, uint8_t plen, uint3
 		net[i] &= mask[i];
 }
 
-static void rule_fill(struct ll_rule *r, const struct cfg_rule *cr, const uint8_t *ids)
+static void rule_fill(struct ll_rule *r, const struct cfg_rule *cr, const uint8_t *ids,
+		      const uint32_t *set_ids)
 {
 	memset(r, 0, sizeof(*r));
+	r->action = cr->action;
+	if (cr->src_set)
+		r->src_set = set_ids[cr->src_set - 1];
+	if (cr->dst_set)
+		r->dst_set = set_ids[cr->dst_set - 1];
 	snprintf(r->name, sizeof(r->name), "%s", cr->name);
 	r->proto = cr->proto;
 	r->frag = cr->frag;
@@ -210,9 +217,19 @@ int policy_compile(const struct cfg_policy *cp, const struct policy_compile_opts
 			l->reload_ns = opts->now_ns;
 		}
 	}
+	/* A set condition without its set would match every address. */
+	if (cp->n_sets && !opts->set_ids) {
+		snprintf(err, errlen, "the policy's prefix sets are not written");
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < cp->n_sets; i++)
+		if (!opts->set_ids[i]) {
+			snprintf(err, errlen, "set %s has no id", cp->sets[i].path);
+			return -EINVAL;
+		}
 	out->n_rules = cp->n_rules;
 	for (uint32_t i = 0; i < cp->n_rules; i++)
-		rule_fill(&out->rules[i], &cp->rules[i], ids);
+		rule_fill(&out->rules[i], &cp->rules[i], ids, opts->set_ids);
 	return 0;
 }
 
@@ -220,6 +237,8 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 {
 	struct ll_policy *prev = calloc(1, sizeof(*prev)), *pol = calloc(1, sizeof(*pol));
 	struct ll_lease *leases = calloc(LL_MAX_LIMITS, sizeof(*leases));
+	uint32_t set_ids[LL_MAX_SETS] = {0};
+	bool sets_written = false;
 	const char *stage = "cannot read the running policy";
 	uint64_t now = clock_now_ns();
 	bool fence_changed = false;
@@ -238,11 +257,26 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 		goto fail;
 	if (st.next_uid == 0)
 		st.next_uid = 1;
+	if (prev->version && cp->version < prev->version) {
+		snprintf(err, errlen, "policy version %llu is older than the running version %llu",
+			 (unsigned long long)cp->version, (unsigned long long)prev->version);
+		ret = -ESTALE;
+		goto out;
+	}
+	/* Sets first, each whole beside the running ones: the policy below
+	 * names their ids.
+	 */
+	ret = set_map_write(dp, cp, prev->version ? prev : NULL, &st.next_uid, set_ids, err,
+			    errlen);
+	if (ret)
+		goto out;
+	sets_written = true;
 	struct policy_compile_opts o = {
 	    .prev = prev->version ? prev : NULL,
 	    .next_uid = &st.next_uid,
 	    .now_ns = now,
 	    .ncpus = dp->ncpus,
+	    .set_ids = set_ids,
 	};
 	ret = policy_compile(cp, &o, pol, err, errlen);
 	if (ret)
@@ -269,6 +303,8 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 	ret = dp_policy_commit(dp, pol, prev, leases, &st, now, &stage);
 	if (ret)
 		goto fail;
+	sets_written = false;
+	set_map_settle(dp, pol, true);
 	ovr_map_prune(dp, pol);
 	/* An id that changed hands starts with a clean fence: grants of the
 	 * limit it served are refused by name, and the new limit's are numbered
@@ -302,6 +338,9 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 fail:
 	snprintf(err, errlen, "%s: %s", stage, strerror(-ret));
 out:
+	/* Refused after its sets were written: the running policy's stay. */
+	if (sets_written)
+		set_map_settle(dp, prev, false);
 	free(prev);
 	free(pol);
 	free(leases);

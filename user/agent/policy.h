@@ -20,6 +20,10 @@ struct policy_compile_opts {
 	uint32_t *next_uid;	      /* in/out: source of fresh limit uids */
 	uint64_t now_ns;	      /* CLOCK_MONOTONIC of the reload */
 	unsigned int ncpus;	      /* sizes per-CPU chunks of key-none limits */
+	/* The ll_sets id of each of cp's sets (set_map_write); a policy with
+	 * sets does not compile without them.
+	 */
+	const uint32_t *set_ids;
 };
 
 /* Returns 0, or -ESTALE (older version) / -EINVAL with err filled. */

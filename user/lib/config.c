@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "config.h"
 #include "overrides.h"
+#include "sets.h"
 #include "lease_clock.h"
 #include "tb_math.h"
 #include "tls.h"
@@ -842,6 +843,56 @@ static int match_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	return 0;
 }
 
+/* src-set and dst-set: a file of prefixes (sets.h), read and checked whole
+ * here, once however many rules name it, so `check` and a reload refuse a
+ * bad one; every set of the policy counts against LL_MAX_SET_ENTRIES.
+ */
+static int match_set(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	struct cfg_rule *r = obj;
+	struct cfg_policy *pol = state(c)->pol;
+	const char *s = walk_scalar(v), *slash = strrchr(c->file, '/');
+	int dir = s && s[0] != '/' && slash ? (int)(slash - c->file + 1) : 0, n, rc;
+	struct cfg_err inner = {0};
+	struct set_entry *e = NULL;
+	char path[CFG_PATH_LEN];
+	uint32_t i;
+	size_t k = 0;
+
+	if (!s || !*s)
+		return walk_bad_value(c, f, v, "is not a file name",
+				      "a file of prefixes, e.g. allow.txt (relative to the policy)");
+	n = snprintf(path, sizeof(path), "%.*s%s", dir, c->file, s);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return walk_bad_value(c, f, v, "is too long", "a path of at most 4095 bytes");
+	for (i = 0; i < pol->n_sets && strcmp(pol->sets[i].path, path); i++)
+		;
+	if (i == pol->n_sets) {
+		if (pol->n_sets == LL_MAX_SETS)
+			return walk_fail(c, v,
+					 "more than %d set files in one policy (the bound "
+					 "LL_MAX_SETS; expected at most %d: merge sets into fewer "
+					 "files)",
+					 LL_MAX_SETS, LL_MAX_SETS);
+		rc = set_load(path, LL_MAX_SET_ENTRIES - pol->set_entries, pol->set_entries, &e, &k,
+			      &inner);
+		free(e);
+		if (rc == -EINVAL) {
+			*c->err = inner;
+			return rc;
+		}
+		if (rc)
+			return walk_fail(c, v, "%s", inner.msg);
+		snprintf(pol->sets[i].path, sizeof(pol->sets[i].path), "%s", path);
+		pol->sets[i].n = (uint32_t)k;
+		set_pos(v, &pol->sets[i].line, &pol->sets[i].col);
+		pol->set_entries += (uint32_t)k;
+		pol->n_sets++;
+	}
+	*(!strcmp(f->key, "src-set") ? &r->src_set : &r->dst_set) = (uint8_t)(i + 1);
+	return 0;
+}
+
 static const struct walk_enum frag_matches[] = {
     {"any", LL_FRAG_ANY}, {"only", LL_FRAG_ONLY}, {"none", LL_FRAG_NONE}, {NULL, 0}};
 
@@ -852,6 +903,8 @@ static const struct walk_field match_fields[] = {
     {"icmp-type", WALK_CUSTOM, RULE(icmp_types), .fn = NULL}, /* read by match_check */
     {"src", WALK_CUSTOM, RULE(src_addr), .fn = match_prefix},
     {"dst", WALK_CUSTOM, RULE(dst_addr), .fn = match_prefix},
+    {"src-set", WALK_CUSTOM, RULE(src_set), .fn = match_set},
+    {"dst-set", WALK_CUSTOM, RULE(dst_set), .fn = match_set},
     {"fragments", WALK_ENUM, RULE(frag), .names = frag_matches},
 };
 
@@ -903,19 +956,41 @@ static int rule_limits(struct walk_ctx *c, const struct walk_field *f, yaml_node
 				  "[per-client]");
 }
 
+/* action: limit (charge the rule's limits), pass or drop (charge nothing). */
+static const struct walk_enum rule_actions[] = {
+    {"limit", LL_RULE_LIMIT},
+    {"pass", LL_RULE_PASS},
+    {"drop", LL_RULE_DROP},
+    {NULL, 0},
+};
+
 static int rule_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 {
 	struct cfg_rule *r = obj;
 	struct cfg_policy *pol = state(c)->pol;
+	int rc;
 
-	return check_unique(c, m, "rule", pol->rules, (size_t)(r - pol->rules), sizeof(*r),
-			    offsetof(struct cfg_rule, line));
+	rc = check_unique(c, m, "rule", pol->rules, (size_t)(r - pol->rules), sizeof(*r),
+			  offsetof(struct cfg_rule, line));
+	if (rc)
+		return rc;
+	if (r->action == LL_RULE_LIMIT && !walk_key(m, "limits"))
+		return walk_fail(c, m->node,
+				 "missing required key 'limits' (expected e.g. limits: "
+				 "[per-client], or action: pass or drop)");
+	if (r->action != LL_RULE_LIMIT && walk_key(m, "limits"))
+		return walk_fail(c, walk_key(m, "limits"),
+				 "limits apply only to action limit (action is '%s': it charges "
+				 "nothing; expected no limits, or action: limit)",
+				 r->action == LL_RULE_PASS ? "pass" : "drop");
+	return 0;
 }
 
 static const struct walk_field rule_fields[] = {
     {"name", WALK_NAME, RULE(name), .required = true, .example = "dns"},
     {"match", WALK_MAP, .sub = &match_section},
-    {"limits", WALK_CUSTOM, .required = true, .example = "[per-client]", .fn = rule_limits},
+    {"action", WALK_ENUM, RULE(action), .names = rule_actions},
+    {"limits", WALK_CUSTOM, .example = "[per-client]", .fn = rule_limits},
 };
 
 static const struct walk_section rule_section = WALK_SECTION(rule_fields, rule_check);

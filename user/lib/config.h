@@ -59,9 +59,19 @@ struct cfg_rule {
 	bool has_icmp;
 	uint32_t icmp_types[8];		   /* bit t: ICMP/ICMPv6 type t */
 	uint8_t frag;			   /* enum ll_frag_match */
-	uint8_t n_limits;		   /* 1..LL_MAX_RULE_LIMITS */
+	/* src-set, dst-set: 1 + an index into cfg_policy.sets; 0 none */
+	uint8_t src_set, dst_set;
+	uint8_t action;			   /* enum ll_rule_action; default limit */
+	uint8_t n_limits;		   /* 1..LL_MAX_RULE_LIMITS with action limit, else 0 */
 	uint8_t limit[LL_MAX_RULE_LIMITS]; /* indexes into cfg_policy.limits */
 	int line, col;
+};
+
+/* A prefix set file (sets.h) the rules name, once however many name it. */
+struct cfg_set {
+	char path[CFG_PATH_LEN]; /* resolved relative to the policy file */
+	uint32_t n;		 /* its prefixes, as checked at load */
+	int line, col;		 /* where a rule first names it */
 };
 
 struct cfg_policy {
@@ -71,6 +81,9 @@ struct cfg_policy {
 	struct cfg_limit limits[LL_MAX_LIMITS];
 	uint32_t n_rules;
 	struct cfg_rule rules[LL_MAX_RULES];
+	uint32_t n_sets;
+	uint32_t set_entries; /* the prefixes of all sets, <= LL_MAX_SET_ENTRIES */
+	struct cfg_set sets[LL_MAX_SETS];
 };
 
 enum cfg_xdp_mode {
