@@ -1249,6 +1249,108 @@ static void test_overrides_file(void **state)
 	free(cp);
 }
 
+/* Prefix sets: every bad line of a set file at its place; one file named
+ * twice is one set; the bound on the prefixes of all sets at the line past it.
+ */
+static void test_set_files(void **state)
+{
+	static const struct {
+		const char *name, *text, *at, *msg;
+	} bad[] = {
+	    {"host bits", "198.18.1.0/24\n198.18.2.1/24\n", "2:1",
+	     "prefix '198.18.2.1/24' has host bits set (did you mean 198.18.2.0/24?)"},
+	    {"v6 host bits", "# c\n  2001:db8::1/48\n", "2:3",
+	     "prefix '2001:db8::1/48' has host bits set (did you mean 2001:db8::/48?)"},
+	    {"not a prefix", "\n198.18.1.0/24\nfoo\n", "3:1",
+	     "'foo' is not an address prefix (expected e.g. 198.18.1.0/24, 198.18.1.7 or "
+	     "2001:db8::/48)"},
+	    {"too long", "198.18.1.0/33\n", "1:1",
+	     "prefix '198.18.1.0/33' is longer than its family's /32 or /128"},
+	    {"two on a line", "198.18.1.0/24 198.18.2.0/24\n", "1:15",
+	     "unexpected '198.18.2.0/24' after the prefix (one prefix a line; '#' starts a "
+	     "comment)"},
+	    {"twice", "198.18.1.0/24\n2001:db8::/32\n198.18.1.0/24 # again\n", "3:1",
+	     "the same prefix again (first on line 1)"},
+	};
+	char dir[] = "/tmp/ll-set-XXXXXX", pol[128], set[128], text[512];
+	struct cfg_policy *cp = calloc(1, sizeof(*cp));
+	struct cfg_err err;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(cp);
+	assert_non_null(mkdtemp(dir));
+	snprintf(pol, sizeof(pol), "%s/policy.yaml", dir);
+	snprintf(set, sizeof(set), "%s/deny.txt", dir);
+	snprintf(text, sizeof(text),
+		 V LIMIT_A "rules:\n  - {name: d, match: {src-set: deny.txt}, action: drop}\n"
+			   "  - {name: p, match: {dst-set: deny.txt, proto: udp}, action: pass}\n"
+			   "  - {name: r, limits: [a]}\n");
+	f = fopen(pol, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		f = fopen(set, "w");
+		assert_non_null(f);
+		fputs(bad[i].text, f);
+		fclose(f);
+		memset(&err, 0, sizeof(err));
+		if (cfg_policy_load(pol, true, cp, &err) != -EINVAL)
+			fail_msg("%s: accepted", bad[i].name);
+		expect_msg(&err, set, bad[i].at, bad[i].msg);
+	}
+	/* A good one, named twice: one set. */
+	f = fopen(set, "w");
+	fputs("# deny\n198.18.1.0/24\n198.18.1.7\n2001:db8::/32  # v6\n\n", f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), 0);
+	assert_int_equal(cp->n_sets, 1);
+	assert_int_equal(cp->sets[0].n, 3);
+	assert_string_equal(cp->sets[0].path, set);
+	assert_int_equal(cp->rules[0].src_set, 1);
+	assert_int_equal(cp->rules[1].dst_set, 1);
+	assert_int_equal(cp->rules[0].action, LL_RULE_DROP);
+	assert_int_equal(cp->rules[1].action, LL_RULE_PASS);
+	assert_int_equal(cp->rules[2].action, LL_RULE_LIMIT);
+	assert_int_equal(cp->rules[0].n_limits, 0);
+	/* Past the bound: the first prefix over it, at its line. */
+	f = fopen(set, "w");
+	for (int i = 0; i <= LL_MAX_SET_ENTRIES; i++)
+		fprintf(f, "2001:db8:%x:%x::/64\n", i >> 16, i & 0xffff);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	snprintf(text, sizeof(text), "%d:1", LL_MAX_SET_ENTRIES + 1);
+	expect_msg(&err, set, text,
+		   "one prefix too many: the sets of one policy hold at most 262144 prefixes in "
+		   "all (LL_MAX_SET_ENTRIES: ll_sets holds two policies' worth, so a reload can "
+		   "write new sets beside the running ones; 0 are in the policy's other sets)");
+	/* A file that is not there: at the key that names it. */
+	unlink(set);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "cannot read the prefix set: No such file or directory"));
+	assert_non_null(strstr(err.msg, "policy.yaml:5:32: rule 'd' match: "));
+	/* Actions: limits only with action limit; a limit rule needs them. */
+	snprintf(text, sizeof(text),
+		 V LIMIT_A "rules:\n  - {name: d, match: {proto: udp}, action: drop, limits: [a]}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	expect_msg(&err, pol, "5:50",
+		   "rule 'd': limits apply only to action limit (action is 'drop': it charges "
+		   "nothing; expected no limits, or action: limit)");
+	snprintf(text, sizeof(text), V LIMIT_A "rules:\n  - {name: d, action: deny}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "policy.yaml:5:23: "));
+	unlink(pol);
+	rmdir(dir);
+	free(cp);
+}
+
 int main(void)
 {
 	static const struct CMUnitTest plain[] = {
@@ -1275,6 +1377,7 @@ int main(void)
 	    cmocka_unit_test(test_names_of_values),
 	    cmocka_unit_test(test_null_err_is_allowed),
 	    cmocka_unit_test(test_overrides_file),
+	    cmocka_unit_test(test_set_files),
 	};
 	size_t n = ARRAY_SIZE(plain) + ARRAY_SIZE(text_cases) + ARRAY_SIZE(file_cases), k, i;
 	struct CMUnitTest *tests = calloc(n, sizeof(*tests));
