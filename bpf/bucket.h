@@ -572,8 +572,8 @@ static __always_inline int key_grant_read(const void *k, __u32 key_size, struct 
 	return key_grant_ok(g) ? 0 : -1;
 }
 
-/* The override of address key k (an ll_key) into *g, gen 0 when no prefix
- * of ll_overrides covers it. 0, or -1 when the copy is not consistent.
+/* The override of key k (an ll_key of an address, or of a dst port) into
+ * *g, gen 0 when no prefix of ll_overrides covers it. 0, or -1 when the copy is not consistent.
  */
 static __always_inline int override_read(const void *k, struct ll_scratch *sc)
 {
@@ -584,6 +584,9 @@ static __always_inline int override_read(const void *k, struct ll_scratch *sc)
 	ok->prefixlen = 32 + 128;
 	ok->limit_uid = kk->limit_uid;
 	__builtin_memcpy(ok->addr, kk->addr, sizeof(ok->addr));
+	/* A dst-port key (family 0, address zero): its port in bytes 0-1. */
+	if (!kk->family)
+		ok->addr[0] = kk->dport;
 	e = bpf_map_lookup_elem(&ll_overrides, ok);
 	if (!e) {
 		__builtin_memset(g, 0, sizeof(*g));

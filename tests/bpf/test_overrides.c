@@ -162,6 +162,70 @@ static void test_unit_change(void **state)
 	}
 }
 
+/* Local dst-port limit p (rate 1, burst 10 per port) with OVR_FILE, version v. */
+static int apply_p(struct fx *fx, int v)
+{
+	return hx_applyf(fx,
+			 "version: %d\nlimits:\n"
+			 "  - {name: p, key: dst-port, rate: 1, burst: 10, overrides: %s}\n"
+			 "rules:\n  - {name: all, match: {proto: udp}, limits: [p]}\n",
+			 v, OVR_FILE);
+}
+
+static int send_port(struct fx *fx, uint16_t port, int n)
+{
+	struct pkt p;
+
+	hx_udp4(&p, "198.18.0.1", DST, 1000, port, 16);
+	return hx_send(fx, &p, n, NULL);
+}
+
+/* Overrides of a dst-port limit: a port, a range (split into blocks), the
+ * edges of a range, unlimited and deny; a reload migrates a port's bucket
+ * as an address key's (a lower burst clamps, no fresh burst); IPv6 packets
+ * to the same port share its contract.
+ */
+static void test_dst_port(void **state)
+{
+	struct fx *fx = FX(state);
+	struct pkt p;
+
+	write_ovr("# ports\n"
+		  "53          rate 1 burst 30\n"
+		  "8000-8099   deny\n"
+		  "9000-9999   unlimited\n"
+		  "1000-1002   rate 1 burst 3\n");
+	assert_int_equal(apply_p(fx, 1), 0);
+	assert_int_equal(send_port(fx, 53, 100), 30);
+	assert_int_equal(send_port(fx, 54, 100), 10); /* the limit's own */
+	assert_int_equal(send_port(fx, 8000, 5), 0);
+	assert_int_equal(send_port(fx, 8063, 5), 0);
+	assert_int_equal(send_port(fx, 8099, 5), 0);
+	assert_int_equal(send_port(fx, 8100, 100), 10);
+	assert_int_equal(send_port(fx, 7999, 100), 10);
+	assert_int_equal(send_port(fx, 9000, 500), 500);
+	assert_int_equal(send_port(fx, 9999, 500), 500);
+	assert_int_equal(send_port(fx, 10000, 100), 10);
+	assert_int_equal(send_port(fx, 1000, 10), 3);
+	assert_int_equal(send_port(fx, 1002, 10), 3);
+	assert_int_equal(send_port(fx, 1003, 20), 10);
+	hx_udp6(&p, "2001:db8::9", "2001:db8:ff::1", 1000, 9500);
+	assert_int_equal(hx_send(fx, &p, 300, NULL), 300);
+	/* Reload: 54 (spent at the limit's 10) gets burst 40 (no deposit); 1003
+	 * leaves the limit for deny; 53 keeps its contract and its bucket.
+	 */
+	write_ovr("53 rate 1 burst 30\n54 rate 1 burst 40\n1003 deny\n");
+	assert_int_equal(apply_p(fx, 2), 0);
+	assert_true(send_port(fx, 54, 20) <= 1);
+	assert_int_equal(send_port(fx, 1003, 5), 0);
+	assert_true(send_port(fx, 53, 20) <= 1);
+	/* The deny gone: 8000 returns to the limit's contract without a fresh
+	 * burst; a port of the old range never seen gets the limit's burst.
+	 */
+	assert_true(send_port(fx, 8000, 100) <= 1);
+	assert_int_equal(send_port(fx, 8001, 100), 10);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -169,6 +233,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_reload_migrates, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_file_keeps_running, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_unit_change, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_dst_port, hx_setup, hx_teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 

@@ -1210,13 +1210,14 @@ static void test_overrides_file(void **state)
 	assert_string_equal(cp->limits[0].overrides, ovr);
 	/* Only for an address key of a local limit; a file that is not there. */
 	snprintf(text, sizeof(text),
-		 V "limits:\n  - {name: a, key: dst-port, rate: 5, burst: 10, overrides: tiers.txt}\n");
+		 V "limits:\n  - {name: a, key: flow, rate: 5, burst: 10, overrides: tiers.txt}\n");
 	f = fopen(pol, "w");
 	fputs(text, f);
 	fclose(f);
 	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
-	expect_msg(&err, pol, "3:50",
-		   "limit 'a': overrides apply only to key src-ip or dst-ip (key is 'dst-port')");
+	expect_msg(&err, pol, "3:46",
+		   "limit 'a': overrides apply only to key src-ip, dst-ip or dst-port (key is "
+		   "'flow')");
 	snprintf(text, sizeof(text),
 		 V "limits:\n  - {name: a, key: src-ip, scope: global, rate: 5, burst: 10, overrides: "
 		   "tiers.txt}\n");
@@ -1351,6 +1352,79 @@ static void test_set_files(void **state)
 	free(cp);
 }
 
+/* Overrides of a dst-port limit: ports and ranges, each line checked where
+ * it is, overlapping ranges refused at the later line; local only.
+ */
+static void test_port_overrides_file(void **state)
+{
+	static const struct {
+		const char *name, *text, *at, *msg;
+	} bad[] = {
+	    {"not a port", "53 deny\nhttp deny\n", "2:1",
+	     "'http' is not a port or port range (expected e.g. 53 or 8000-8100; ports "
+	     "0..65535, low <= high)"},
+	    {"above 65535", "65536 deny\n", "1:1",
+	     "'65536' is not a port or port range (expected e.g. 53 or 8000-8100; ports "
+	     "0..65535, low <= high)"},
+	    {"reversed", "9000-8000 deny\n", "1:1",
+	     "'9000-8000' is not a port or port range (expected e.g. 53 or 8000-8100; ports "
+	     "0..65535, low <= high)"},
+	    {"no contract", "53\n", "1:3", "'53' needs a contract: rate R burst B, unlimited or deny"},
+	    {"overlap", "8000-8100 deny\n# x\n53 unlimited\n8100 rate 5 burst 5\n", "4:1",
+	     "ports 8100-8100 overlap ports 8000-8100 of line 1"},
+	    {"twice", "53 deny\n53 unlimited\n", "2:1", "ports 53-53 overlap ports 53-53 of line 1"},
+	};
+	char dir[] = "/tmp/ll-povr-XXXXXX", pol[128], ovr[128], text[512];
+	struct cfg_policy *cp = calloc(1, sizeof(*cp));
+	struct cfg_err err;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(cp);
+	assert_non_null(mkdtemp(dir));
+	snprintf(pol, sizeof(pol), "%s/policy.yaml", dir);
+	snprintf(ovr, sizeof(ovr), "%s/ports.txt", dir);
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: dst-port, rate: 5, burst: 10, overrides: ports.txt}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		f = fopen(ovr, "w");
+		fputs(bad[i].text, f);
+		fclose(f);
+		memset(&err, 0, sizeof(err));
+		if (cfg_policy_load(pol, true, cp, &err) != -EINVAL)
+			fail_msg("%s: accepted", bad[i].name);
+		expect_msg(&err, ovr, bad[i].at, bad[i].msg);
+	}
+	f = fopen(ovr, "w");
+	fputs("53 rate 10k burst 20k\n0-1023 deny\n", f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL); /* 53 is in 0-1023 */
+	f = fopen(ovr, "w");
+	fputs("53 rate 10k burst 20k\n1024-65535 unlimited\n8 deny\n", f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), 0);
+	/* The blocks: 53, 8, and 1024-65535 as 6 aligned blocks (1024, 2048,
+	 * ..., 32768 wide).
+	 */
+	assert_int_equal(cp->limits[0].n_overrides, 8);
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: dst-port, scope: global, rate: 5, burst: 10, "
+		   "overrides: ports.txt}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, false, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "overrides of a key: dst-port limit apply only to scope "
+					"local"));
+	unlink(ovr);
+	unlink(pol);
+	rmdir(dir);
+	free(cp);
+}
+
 int main(void)
 {
 	static const struct CMUnitTest plain[] = {
@@ -1378,6 +1452,7 @@ int main(void)
 	    cmocka_unit_test(test_null_err_is_allowed),
 	    cmocka_unit_test(test_overrides_file),
 	    cmocka_unit_test(test_set_files),
+	    cmocka_unit_test(test_port_overrides_file),
 	};
 	size_t n = ARRAY_SIZE(plain) + ARRAY_SIZE(text_cases) + ARRAY_SIZE(file_cases), k, i;
 	struct CMUnitTest *tests = calloc(n, sizeof(*tests));

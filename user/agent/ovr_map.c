@@ -33,7 +33,10 @@ static struct ll_ov_key ov_key(uint32_t uid, const struct ovr_entry *e)
 	struct ll_ov_key k = {.limit_uid = uid};
 	uint8_t *a = (uint8_t *)k.addr;
 
-	if (e->family == 4) {
+	if (e->family == 0) { /* a block of dst ports (ovr_load_ports) */
+		memcpy(a, e->addr, 2);
+		k.prefixlen = 32 + e->plen;
+	} else if (e->family == 4) {
 		a[10] = a[11] = 0xff;
 		memcpy(a + 12, e->addr, 4);
 		k.prefixlen = 32 + 96 + e->plen;
@@ -113,8 +116,11 @@ static int limit_write(struct dp *dp, const struct cfg_limit *cl, const struct l
 
 	*changed = false;
 	if (cl && cl->overrides[0]) {
-		rc = ovr_load(cl->overrides, cl->prefix_v4, cl->prefix_v6, TB_MAX_RATE,
-			      TB_MAX_BURST, &e, &n, &ce);
+		if (cl->key_mode == LL_KEY_DST_PORT)
+			rc = ovr_load_ports(cl->overrides, TB_MAX_RATE, TB_MAX_BURST, &e, &n, &ce);
+		else
+			rc = ovr_load(cl->overrides, cl->prefix_v4, cl->prefix_v6, TB_MAX_RATE,
+				      TB_MAX_BURST, &e, &n, &ce);
 		if (rc) {
 			snprintf(err, errlen, "%s", ce.msg);
 			return rc;

@@ -335,17 +335,31 @@ static int limit_check_overrides(struct walk_ctx *c, const struct walk_map *m,
 
 	if (!n)
 		return 0;
-	if (l->key_mode != LL_KEY_SRC_IP && l->key_mode != LL_KEY_DST_IP)
-		return walk_fail(c, n, "overrides apply only to key src-ip or dst-ip (key is '%s')",
+	if (l->key_mode != LL_KEY_SRC_IP && l->key_mode != LL_KEY_DST_IP &&
+	    l->key_mode != LL_KEY_DST_PORT)
+		return walk_fail(c, n,
+				 "overrides apply only to key src-ip, dst-ip or dst-port (key is "
+				 "'%s')",
 				 cfg_key_mode_name(l->key_mode));
+	/* A global limit's overrides are leased as keys of their own, and a
+	 * dst-port key is a protocol and a port: a line names only the port.
+	 */
+	if (l->key_mode == LL_KEY_DST_PORT && l->scope == LL_SCOPE_GLOBAL)
+		return walk_fail(c, n,
+				 "overrides of a key: dst-port limit apply only to scope local "
+				 "(the coordinator leases an override as one key, and a port "
+				 "override names no protocol)");
 	if (l->scope == LL_SCOPE_GLOBAL && l->on_loss == LL_ON_LOSS_FALLBACK)
 		return walk_fail(c, n,
 				 "overrides on a global limit with on-loss: fallback are not "
 				 "supported (the fallback share is the limit's, not each key's)");
 	if (l->scope == LL_SCOPE_GLOBAL && state(c)->served)
 		return 0; /* the coordinator read it; per-key grants carry its shares */
-	rc = ovr_load(l->overrides, l->prefix_v4, l->prefix_v6, TB_MAX_RATE, TB_MAX_BURST, &v,
-		      &k, &inner);
+	if (l->key_mode == LL_KEY_DST_PORT)
+		rc = ovr_load_ports(l->overrides, TB_MAX_RATE, TB_MAX_BURST, &v, &k, &inner);
+	else
+		rc = ovr_load(l->overrides, l->prefix_v4, l->prefix_v6, TB_MAX_RATE, TB_MAX_BURST,
+			      &v, &k, &inner);
 	if (rc == -EINVAL) {
 		*c->err = inner;
 		return rc;
