@@ -95,16 +95,16 @@ static void test_allow_and_deny(void **state)
 		const char *src;
 		int passed; /* of 20 */
 	} cases[] = {
-	    {F_V4, "198.18.7.1", 20},	      /* allowed: in the /24 */
-	    {F_VLAN_V4, "198.18.7.200", 20},  /* the same through a VLAN tag */
-	    {F_V4, "198.18.9.9", 20},	      /* allowed /32 inside the denied /16 */
-	    {F_V4, "198.18.9.10", 0},	      /* denied: the /16 */
-	    {F_VLAN_V4, "198.18.200.3", 0},   /* denied, tagged */
-	    {F_V4, "10.1.2.3", 0},	      /* denied: a /8 */
-	    {F_V6, "2001:db8:a::1", 20},      /* allowed /48 */
+	    {F_V4, "198.18.7.1", 20},		 /* allowed: in the /24 */
+	    {F_VLAN_V4, "198.18.7.200", 20},	 /* the same through a VLAN tag */
+	    {F_V4, "198.18.9.9", 20},		 /* allowed /32 inside the denied /16 */
+	    {F_V4, "198.18.9.10", 0},		 /* denied: the /16 */
+	    {F_VLAN_V4, "198.18.200.3", 0},	 /* denied, tagged */
+	    {F_V4, "10.1.2.3", 0},		 /* denied: a /8 */
+	    {F_V6, "2001:db8:a::1", 20},	 /* allowed /48 */
 	    {F_QINQ_V6, "2001:db8:a:ff::9", 20}, /* the same, double-tagged */
-	    {F_V6, "2001:db8:b::1", 0},	      /* denied /48 */
-	    {F_V6, "2001:db8:c::1", 5},	      /* in neither: the limit */
+	    {F_V6, "2001:db8:b::1", 0},		 /* denied /48 */
+	    {F_V6, "2001:db8:c::1", 5},		 /* in neither: the limit */
 	};
 	uint64_t allow0, deny0;
 
@@ -156,10 +156,10 @@ static void test_dst_set_and_late_rules(void **state)
 			      "}, action: drop}\n");
 	assert_true(n < sizeof(yaml));
 	assert_int_equal(hx_apply(fx, yaml), 0);
-	assert_int_equal(send_from(fx, F_V4, "198.18.1.1", 10), 0);    /* both hold */
-	assert_int_equal(send_from(fx, F_V4, "198.17.1.1", 10), 10);   /* src does not */
-	assert_int_equal(send_from(fx, F_V6, "2001:db8::1", 10), 10);  /* src (v4) does not */
-	hx_udp4(&p, "198.18.1.1", "198.19.1.1", 1, 53, 16);	       /* dst not in the set */
+	assert_int_equal(send_from(fx, F_V4, "198.18.1.1", 10), 0);   /* both hold */
+	assert_int_equal(send_from(fx, F_V4, "198.17.1.1", 10), 10);  /* src does not */
+	assert_int_equal(send_from(fx, F_V6, "2001:db8::1", 10), 10); /* src (v4) does not */
+	hx_udp4(&p, "198.18.1.1", "198.19.1.1", 1, 53, 16);	      /* dst not in the set */
 	assert_int_equal(hx_send(fx, &p, 10, NULL), 10);
 	assert_int_equal(hx_rule_stats(fx, 40).dropped_pkts, 10);
 }
@@ -180,8 +180,8 @@ static void test_100k(void **state)
 	assert_int_equal(apply_lists(fx, 1), 0);
 	assert_int_equal(set_entries(fx), 100000);
 	assert_int_equal(send_from(fx, F_V4, "198.18.0.0", 3), 0);
-	assert_int_equal(send_from(fx, F_V4, "198.18.195.79", 3), 0); /* 49999 */
-	assert_int_equal(send_from(fx, F_V4, "198.18.195.80", 3), 3); /* 50000: not listed */
+	assert_int_equal(send_from(fx, F_V4, "198.18.195.79", 3), 0);	  /* 49999 */
+	assert_int_equal(send_from(fx, F_V4, "198.18.195.80", 3), 3);	  /* 50000: not listed */
 	assert_int_equal(send_from(fx, F_V6, "2001:db8:c3:4f::7", 3), 0); /* 49999 */
 	assert_int_equal(send_from(fx, F_V6, "2001:db8:c3:50::7", 3), 2); /* the limit: 5 - 3 */
 }

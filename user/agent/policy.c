@@ -266,8 +266,8 @@ int policy_apply(struct dp *dp, const struct cfg_policy *cp, char *err, size_t e
 	/* Sets first, each whole beside the running ones: the policy below
 	 * names their ids.
 	 */
-	ret = set_map_write(dp, cp, prev->version ? prev : NULL, &st.next_uid, set_ids, err,
-			    errlen);
+	ret =
+	    set_map_write(dp, cp, prev->version ? prev : NULL, &st.next_uid, set_ids, err, errlen);
 	if (ret)
 		goto out;
 	sets_written = true;

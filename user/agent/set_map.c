@@ -95,7 +95,8 @@ static void prune(struct dp *dp, const uint32_t *keep, size_t n)
 		if (id_in(k.set_id, keep, n))
 			continue;
 		if (ng == cap) {
-			struct ll_set_key *g = realloc(gone, (cap = cap ? 2 * cap : 1024) * sizeof(*g));
+			struct ll_set_key *g =
+			    realloc(gone, (cap = cap ? 2 * cap : 1024) * sizeof(*g));
 
 			if (!g)
 				break;
@@ -144,7 +145,8 @@ int set_map_write(struct dp *dp, const struct cfg_policy *cp, const struct ll_po
 		used += n;
 		digest = set_digest(e, n);
 		for (j = 0; j < m->n_live; j++)
-			if (m->live[j].digest == digest && !strcmp(m->live[j].path, cp->sets[i].path))
+			if (m->live[j].digest == digest &&
+			    !strcmp(m->live[j].path, cp->sets[i].path))
 				break;
 		if (j < m->n_live) {
 			ids[i] = m->live[j].id; /* the running policy's, unchanged */

@@ -65,7 +65,7 @@ int ovr_load(const char *path, uint8_t prefix_v4, uint8_t prefix_v6, uint64_t ma
  * (network order), plen 16 - log2(its size); the trie finds a port's block
  * by longest prefix as it finds an address's.
  */
-int ovr_load_ports(const char *path, uint64_t max_rate, uint64_t max_burst,
-		   struct ovr_entry **out, size_t *n, struct cfg_err *err);
+int ovr_load_ports(const char *path, uint64_t max_rate, uint64_t max_burst, struct ovr_entry **out,
+		   size_t *n, struct cfg_err *err);
 
 #endif /* LEASELINE_OVERRIDES_H */

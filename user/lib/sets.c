@@ -79,8 +79,9 @@ static int parse_line(struct set_ctx *c, char *s, struct set_entry *e)
 		while (*rest == ' ' || *rest == '\t' || *rest == '\r')
 			rest++;
 		if (*rest && *rest != '#')
-			return fail(c, rest, "unexpected '%.40s' after the prefix (one prefix a line; "
-					     "'#' starts a comment)",
+			return fail(c, rest,
+				    "unexpected '%.40s' after the prefix (one prefix a line; "
+				    "'#' starts a comment)",
 				    rest);
 	}
 	memset(e, 0, sizeof(*e));
@@ -166,12 +167,13 @@ int set_load(const char *path, size_t budget, size_t used, struct set_entry **ou
 
 			while (*w == ' ' || *w == '\t')
 				w++;
-			rc = fail(&c, w,
-				  "one prefix too many: the sets of one policy hold at most %d "
-				  "prefixes in all (LL_MAX_SET_ENTRIES: ll_sets holds two policies' "
-				  "worth, so a reload can write new sets beside the running ones; "
-				  "%zu are in the policy's other sets)",
-				  LL_MAX_SET_ENTRIES, used);
+			rc =
+			    fail(&c, w,
+				 "one prefix too many: the sets of one policy hold at most %d "
+				 "prefixes in all (LL_MAX_SET_ENTRIES: ll_sets holds two policies' "
+				 "worth, so a reload can write new sets beside the running ones; "
+				 "%zu are in the policy's other sets)",
+				 LL_MAX_SET_ENTRIES, used);
 			break;
 		}
 		rc = 0;
