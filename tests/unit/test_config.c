@@ -1270,6 +1270,10 @@ static void test_set_files(void **state)
 	    {"two on a line", "198.18.1.0/24 198.18.2.0/24\n", "1:15",
 	     "unexpected '198.18.2.0/24' after the prefix (one prefix a line; '#' starts a "
 	     "comment)"},
+	    {"v6 over v4", "::/0\n", "1:1",
+	     "prefix '::/0' covers ::ffff:0:0/96, where IPv4 addresses are held: it would match "
+	     "every IPv4 packet too (expected IPv6 prefixes beside it, e.g. 2000::/3, and "
+	     "0.0.0.0/0 for IPv4)"},
 	    {"twice", "198.18.1.0/24\n2001:db8::/32\n198.18.1.0/24 # again\n", "3:1",
 	     "the same prefix again (first on line 1)"},
 	};

@@ -99,6 +99,20 @@ static int parse_line(struct set_ctx *c, char *s, struct set_entry *e)
 	}
 	if (rc == -ERANGE)
 		return fail(c, w, "prefix '%.60s' is longer than its family's /32 or /128", w);
+	if (!rc && e->family == 6 && e->plen <= 96) {
+		/* IPv4 is held as ::ffff:a.b.c.d: an IPv6 prefix covering that
+		 * range would match every IPv4 packet too.
+		 */
+		uint8_t m[16] = {[10] = 0xff, [11] = 0xff};
+
+		units_prefix_mask(6, m, e->plen);
+		if (!memcmp(m, e->addr, 16))
+			return fail(c, w,
+				    "prefix '%.60s' covers ::ffff:0:0/96, where IPv4 addresses are "
+				    "held: it would match every IPv4 packet too (expected IPv6 "
+				    "prefixes beside it, e.g. 2000::/3, and 0.0.0.0/0 for IPv4)",
+				    w);
+	}
 	if (rc)
 		return fail(c, w,
 			    "'%.60s' is not an address prefix (expected e.g. 198.18.1.0/24, "
