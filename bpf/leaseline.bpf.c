@@ -50,13 +50,29 @@ static __always_inline int dport_match(const struct ll_rule *r, __u16 port)
 	return out >= 0;
 }
 
-/* 1 when address a (IPv6 or v4-mapped) is in prefix set id: one LPM lookup. */
-static __always_inline int set_has(__u32 id, const __u32 *a)
+/* 1 when rule r's src-set and dst-set conditions (each: the address is in
+ * that set, one LPM lookup) hold for m. Global, so the 32 inline copies of
+ * rule_match verify a call, not the lookups.
+ */
+__noinline int ll_sets_match(const struct ll_rule *r, const struct pkt_meta *m)
 {
-	struct ll_set_key k = {.prefixlen = 32 + 128, .set_id = id};
+	struct ll_set_key k = {.prefixlen = 32 + 128};
 
-	__builtin_memcpy(k.addr, a, sizeof(k.addr));
-	return bpf_map_lookup_elem(&ll_sets, &k) != 0;
+	if (!r || !m)
+		return 0;
+	if (r->src_set) {
+		k.set_id = r->src_set;
+		__builtin_memcpy(k.addr, m->src, sizeof(k.addr));
+		if (!bpf_map_lookup_elem(&ll_sets, &k))
+			return 0;
+	}
+	if (r->dst_set) {
+		k.set_id = r->dst_set;
+		__builtin_memcpy(k.addr, m->dst, sizeof(k.addr));
+		if (!bpf_map_lookup_elem(&ll_sets, &k))
+			return 0;
+	}
+	return 1;
 }
 
 static __always_inline int rule_match(const struct ll_rule *r, const struct pkt_meta *m)
@@ -93,9 +109,7 @@ static __always_inline int rule_match(const struct ll_rule *r, const struct pkt_
 	if (!(addr_match(m->src, r->src, r->src_mask) && addr_match(m->dst, r->dst, r->dst_mask)))
 		return 0;
 	/* Sets last: a lookup only for a packet every cheaper condition let by. */
-	if (r->src_set && !set_has(r->src_set, m->src))
-		return 0;
-	return !r->dst_set || set_has(r->dst_set, m->dst);
+	return !(r->src_set | r->dst_set) || ll_sets_match(r, m);
 }
 
 static __always_inline void count_rule(__u32 idx, __u32 len, int dropped)
