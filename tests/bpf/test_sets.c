@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
+#include "set_map.h"
 
 #define ALLOW "/tmp/leaseline-test-allow.txt"
 #define DENY  "/tmp/leaseline-test-deny.txt"
@@ -217,6 +218,16 @@ static void test_reload(void **state)
 	assert_int_equal(apply_lists(fx, 4), -EINVAL);
 	assert_int_equal(dp_state_read(fx->dp.state_fd, &st), 0);
 	assert_int_equal(st.version, 3);
+	assert_int_equal(set_entries(fx), 3);
+	assert_int_equal(send_from(fx, F_V4, "198.18.10.1", 5), 0);
+	/* An agent that starts anew knows nothing of the sets written: it
+	 * writes them afresh and deletes the running ones after the flip.
+	 */
+	set_map_free(&fx->dp);
+	write_file(DENY, "198.18.8.0/24\n198.18.10.0/24\n");
+	assert_int_equal(apply_lists(fx, 4), 0);
+	assert_int_equal(dp_policy_read(fx->dp.policy_fd, fx->dp.state_fd, &pol), 0);
+	assert_int_not_equal(pol.rules[1].src_set, id2);
 	assert_int_equal(set_entries(fx), 3);
 	assert_int_equal(send_from(fx, F_V4, "198.18.10.1", 5), 0);
 	/* A file gone: the same. */

@@ -128,7 +128,24 @@ int set_map_write(struct dp *dp, const struct cfg_policy *cp, const struct ll_po
 	 * that died mid-write) would take the room the new sets need.
 	 */
 	if (!m->clean && cp->n_sets) {
-		prune(dp, keep, policy_ids(prev, keep));
+		size_t nk = policy_ids(prev, keep);
+
+		prune(dp, keep, nk);
+		/* The running policy's sets, of unknown files: written anew
+		 * below, and deleted once the new policy is live.
+		 */
+		m->n_live = 0;
+		for (size_t j = 0; j < nk; j++) {
+			size_t i;
+
+			for (i = 0; i < m->n_live && m->live[i].id != keep[j]; i++)
+				;
+			if (i == m->n_live && m->n_live < LL_MAX_SETS) {
+				memset(&m->live[i], 0, sizeof(m->live[i]));
+				m->live[i].id = keep[j];
+				m->n_live++;
+			}
+		}
 		m->clean = true;
 	}
 	for (uint32_t i = 0; !rc && i < cp->n_sets; i++) {
@@ -171,6 +188,9 @@ int set_map_write(struct dp *dp, const struct cfg_policy *cp, const struct ll_po
 				break;
 			}
 		}
+		if (!rc && j == m->n_live)
+			pr_info("set %s: %zu prefixes written under id %u\n", cp->sets[i].path, n,
+				ids[i]);
 		free(e);
 	}
 	/* Only the running policy's ids stay. */
