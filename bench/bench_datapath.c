@@ -821,6 +821,7 @@ static int bench_sets(struct bench *b, uint8_t *frame)
 			       *const fout = "/tmp/leaseline-bench-set-out.txt";
 	struct meas plain_drop, set_drop, plain_pass, set_pass, plain_miss, set_miss;
 	double ms_new = 0, ms_same = 0, ms_changed = 0, ms;
+	long long mem_empty = fdinfo_memlock(b->dp.sets_fd), mem_set = -1;
 	int err;
 
 	if ((err = set_file(fin, 1)) || (err = set_file(fout, 0)))
@@ -832,6 +833,7 @@ static int bench_sets(struct bench *b, uint8_t *frame)
 	if (!err && !(err = set_policy(b, NULL, fin, LL_RULE_DROP, &ms_new)) &&
 	    !(err = measure(b, b->dp.prog_fd, frame, 1, &set_drop)))
 		row("rule src-set (100k, source in it), action drop", &set_drop);
+	mem_set = fdinfo_memlock(b->dp.sets_fd);
 	if (!err && !(err = set_policy(b, NULL, fin, LL_RULE_DROP, &ms_same)))
 		err = set_policy(b, NULL, fout, LL_RULE_DROP, &ms_changed);
 	if (!err && !(err = set_policy(b, "198.18.0.0/16", NULL, LL_RULE_PASS, NULL)) &&
@@ -854,6 +856,11 @@ static int bench_sets(struct bench *b, uint8_t *frame)
 		       "trie written); unchanged %.1f ms (read, nothing written); changed %.1f ms "
 		       "(written beside the old, old deleted)\n",
 		       SET_BENCH_N + 1, ms_new, ms_same, ms_changed);
+		if (mem_empty >= 0 && mem_set >= 0)
+			printf("  ll_sets memlock: %lld bytes empty, %lld with the %d prefixes (%.0f "
+			       "bytes a prefix)\n",
+			       mem_empty, mem_set, SET_BENCH_N + 1,
+			       (double)(mem_set - mem_empty) / (SET_BENCH_N + 1));
 	}
 	unlink(fin);
 	unlink(fout);
