@@ -116,6 +116,9 @@ delta = {n: (rule(st1, n)["matched_packets"] - rule(st0, n)["matched_packets"],
          for n in ("allow", "deny", "test-udp")}
 print("  %s gateway rules (matched, dropped): %r; ethtool xdp_drops +%s"
       % (name, delta, (int(d1) - int(d0)) if d0 and d1 else "n/a"))
+acts = {x["name"]: x.get("action") for x in st1["rules"]}
+if (acts.get("allow"), acts.get("deny"), acts.get("test-udp")) != ("pass", "drop", None):
+    bad.append("status shows the rules' actions as %r" % acts)
 if delta["allow"] != (tot["allow"][0], 0):
     bad.append("rule allow counted %r, sent %d" % (delta["allow"], tot["allow"][0]))
 if delta["deny"] != (tot["deny"][0], tot["deny"][0]):

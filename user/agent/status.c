@@ -211,6 +211,10 @@ static void print_rules(struct out *o, const struct pinned *p, const struct ll_p
 		stats_rule(p->rule_stats, idx, &rs);
 		out_obj_begin(o, NULL);
 		out_str(o, "name", idx == LL_MAX_RULES ? "(default)" : pol->rules[i].name);
+		/* An allow or deny rule says so; a limit rule as before. */
+		if (idx != LL_MAX_RULES && pol->rules[i].action != LL_RULE_LIMIT)
+			out_str(o, "action",
+				pol->rules[i].action == LL_RULE_PASS ? "pass" : "drop");
 		out_u64(o, "matched_packets", rs.matched_pkts);
 		out_u64(o, "dropped_packets", rs.dropped_pkts);
 		out_obj_end(o);
