@@ -286,14 +286,23 @@ static int check_file(const char *path, bool json)
 		out_u64(&o, "policy_version", pol->version);
 		out_u64(&o, "limits", pol->n_limits);
 		out_u64(&o, "rules", pol->n_rules);
+		if (pol->n_sets) {
+			out_u64(&o, "sets", pol->n_sets);
+			out_u64(&o, "set_prefixes", pol->set_entries);
+		}
 		if (noted)
 			out_str(&o, "note", note);
 		out_obj_end(&o);
 		out_finish(&o);
 		json_done = true;
 	} else {
-		printf("%s: ok (%s; policy version %llu, %u limits, %u rules)\n", path, kind_name,
-		       (unsigned long long)pol->version, pol->n_limits, pol->n_rules);
+		char sets[64] = "";
+
+		if (pol->n_sets)
+			snprintf(sets, sizeof(sets), ", %u prefix sets of %u prefixes", pol->n_sets,
+				 pol->set_entries);
+		printf("%s: ok (%s; policy version %llu, %u limits, %u rules%s)\n", path, kind_name,
+		       (unsigned long long)pol->version, pol->n_limits, pol->n_rules, sets);
 		if (noted)
 			printf("note: %s\n", note);
 	}

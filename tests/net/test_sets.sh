@@ -48,7 +48,9 @@ rules:
     match: {proto: udp, dst-port: $LL_PORT, src: 198.18.0.0/15}
     limits: [per-client]
 EOF
-"$LL" check "$TMPD/policy.yaml" >/dev/null || ll_fail "leaseline check refused the policy"
+"$LL" check "$TMPD/policy.yaml" >"$TMPD/check.out" || ll_fail "leaseline check refused the policy"
+grep -q "3 rules, 2 prefix sets of 100003 prefixes)" "$TMPD/check.out" ||
+	ll_fail "leaseline check does not count the sets: $(cat "$TMPD/check.out")"
 ll_agent_cfg "$TMPD/agent.yaml" policy.yaml
 ll_agent_start "$TMPD/agent.yaml" "$TMPD/agent.log"
 
