@@ -39,16 +39,23 @@ static struct set_memo *memo(struct dp *dp)
 	return dp->sets_memo;
 }
 
-/* The set ids pol's rules name, into ids (room for 2 * LL_MAX_RULES). */
+static bool id_in(uint32_t id, const uint32_t *ids, size_t n);
+
+/* The distinct set ids pol's rules name, into ids (room for 2 *
+ * LL_MAX_RULES; a policy names at most LL_MAX_SETS), so that a walk of the
+ * trie compares each entry with a few ids, not one per rule.
+ */
 static size_t policy_ids(const struct ll_policy *pol, uint32_t *ids)
 {
 	size_t n = 0;
 
 	for (uint32_t i = 0; pol && i < pol->n_rules && i < LL_MAX_RULES; i++) {
-		if (pol->rules[i].src_set)
-			ids[n++] = pol->rules[i].src_set;
-		if (pol->rules[i].dst_set)
-			ids[n++] = pol->rules[i].dst_set;
+		uint32_t s = pol->rules[i].src_set, d = pol->rules[i].dst_set;
+
+		if (s && !id_in(s, ids, n))
+			ids[n++] = s;
+		if (d && !id_in(d, ids, n))
+			ids[n++] = d;
 	}
 	return n;
 }
