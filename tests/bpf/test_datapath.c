@@ -24,6 +24,7 @@
 #include "bpf/harness.h"
 #include "lease.h"
 #include "link.h"
+#include "metrics.h"
 #include "stats.h"
 
 #define S4  "198.18.0.1"
@@ -517,6 +518,29 @@ static int apply_256(struct fx *fx, uint64_t version)
 	return rc;
 }
 
+/* /metrics of the 256-limit policy: every limit's counters, l255's with
+ * what it admitted (n packets) and its lease.
+ */
+static void metrics_256(struct fx *fx, int n)
+{
+	char *text = NULL, want[128], *p;
+	size_t len = 0;
+	int lines = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	assert_non_null(f);
+	assert_int_equal(metrics_write(f, &fx->dp), 0);
+	fclose(f);
+	for (p = text; (p = strstr(p, "leaseline_packets_total{limit=\"")); p++)
+		lines++;
+	assert_int_equal(lines, 256 * 5); /* five verdicts a limit */
+	snprintf(want, sizeof(want), "leaseline_packets_total{limit=\"l255\",verdict=\"allowed\"} %d\n",
+		 n);
+	assert_non_null(strstr(text, want));
+	assert_non_null(strstr(text, "leaseline_lease_rate{limit=\"l255\"} 1\n"));
+	free(text);
+}
+
 /* LL_MAX_LIMITS 256: limit id 255, the last a rule's __u8 names, is charged
  * on the real kernel with its own stats and lease slot, and a reload that
  * keeps all 256 limits keeps their ids (255 is a kept id, not a free one).
@@ -552,6 +576,7 @@ static void test_limit_id_255(void **state)
 	assert_int_equal(st.denied_pkts, 8 - n);
 	assert_int_equal(hx_limit_stats(fx, 254).allowed_pkts, 0);
 	assert_int_equal(hx_limit_stats(fx, 0).allowed_pkts, 0);
+	metrics_256(fx, n);
 
 	/* A reload of the same 256 limits: every one keeps its id and uid. */
 	assert_int_equal(apply_256(fx, 2), 0);
