@@ -506,12 +506,13 @@ static int apply_256(struct fx *fx, uint64_t version)
 	assert_non_null(yaml);
 	n = (size_t)snprintf(yaml, size, "version: %llu\nlimits:\n", (unsigned long long)version);
 	for (int i = 0; i < 255; i++)
-		n += (size_t)snprintf(yaml + n, size - n, "  - {name: l%d, rate: 1000, burst: 1000}\n",
-				      i);
-	n += (size_t)snprintf(yaml + n, size - n,
-			      "  - {name: l255, key: src-ip, scope: global, rate: 1000, burst: 1000, "
-			      "on-loss: fail-closed}\n"
-			      "rules:\n  - {name: last, limits: [l255]}\n");
+		n += (size_t)snprintf(yaml + n, size - n,
+				      "  - {name: l%d, rate: 1000, burst: 1000}\n", i);
+	n += (size_t)snprintf(
+	    yaml + n, size - n,
+	    "  - {name: l255, key: src-ip, scope: global, rate: 1000, burst: 1000, "
+	    "on-loss: fail-closed}\n"
+	    "rules:\n  - {name: last, limits: [l255]}\n");
 	assert_true(n < size);
 	rc = hx_apply_as(fx, yaml, true);
 	free(yaml);
@@ -534,8 +535,8 @@ static void metrics_256(struct fx *fx, int n)
 	for (p = text; (p = strstr(p, "leaseline_packets_total{limit=\"")); p++)
 		lines++;
 	assert_int_equal(lines, 256 * 5); /* five verdicts a limit */
-	snprintf(want, sizeof(want), "leaseline_packets_total{limit=\"l255\",verdict=\"allowed\"} %d\n",
-		 n);
+	snprintf(want, sizeof(want),
+		 "leaseline_packets_total{limit=\"l255\",verdict=\"allowed\"} %d\n", n);
 	assert_non_null(strstr(text, want));
 	assert_non_null(strstr(text, "leaseline_lease_rate{limit=\"l255\"} 1\n"));
 	free(text);
@@ -1086,12 +1087,14 @@ static void overflow_case(struct fx *fx, int flow)
 	char *yaml = malloc(size);
 
 	assert_non_null(yaml);
-	n = (size_t)snprintf(yaml, size, "version: 1\nlimits:\n  - {name: l, key: %s, rate: 1, "
-					 "burst: 2}\n",
+	n = (size_t)snprintf(yaml, size,
+			     "version: 1\nlimits:\n  - {name: l, key: %s, rate: 1, "
+			     "burst: 2}\n",
 			     flow ? "flow" : "src-ip");
 	for (int i = 0; i < OVERFLOW_OTHERS; i++)
-		n += (size_t)snprintf(yaml + n, size - n, "  - {name: o%d, key: %s, rate: 1, burst: 1}\n",
-				      i, flow ? "flow" : "src-ip");
+		n += (size_t)snprintf(yaml + n, size - n,
+				      "  - {name: o%d, key: %s, rate: 1, burst: 1}\n", i,
+				      flow ? "flow" : "src-ip");
 	n += (size_t)snprintf(yaml + n, size - n, "rules:\n  - {name: all, limits: [l]}\n");
 	assert_true(n < size);
 	assert_int_equal(hx_apply(fx, yaml), 0);

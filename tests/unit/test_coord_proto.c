@@ -394,9 +394,9 @@ static int setup_many(void **state)
 		return -1;
 	n = (size_t)snprintf(policy, size, "version: 1\nlimits:\n");
 	for (int l = 0; l < M_LIMITS; l++)
-		n += (size_t)snprintf(policy + n, size - n,
-				      "  - {name: t%d, key: none, scope: global, rate: %d, burst: 90}\n",
-				      l, RATE);
+		n += (size_t)snprintf(
+		    policy + n, size - n,
+		    "  - {name: t%d, key: none, scope: global, rate: %d, burst: 90}\n", l, RATE);
 	snprintf(policy + n, size - n, "rules:\n  - {name: all, limits: [t0, t127, t254, t255]}\n");
 	rc = setup_policy(state, policy);
 	free(policy);
@@ -426,8 +426,8 @@ static void report_many(struct fx *fx, struct conn *c, const char *holder, uint6
 }
 
 /* The grants answering report seq (at most one per limit): how many came. */
-static int grants_many(struct fx *fx, struct conn *c, uint64_t seq, uint64_t *rate,
-		       uint64_t *gseq, uint64_t *epoch)
+static int grants_many(struct fx *fx, struct conn *c, uint64_t seq, uint64_t *rate, uint64_t *gseq,
+		       uint64_t *epoch)
 {
 	int n = 0;
 

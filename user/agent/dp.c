@@ -533,8 +533,8 @@ static int reap_map(struct dp *dp, int fd, const struct bpf_map *map, unsigned i
 /* Per-key grants of limits that are no longer global per-key limits of the
  * policy: nothing reads them any more.
  */
-static int key_grants_reap(struct dp *dp, const struct ll_policy *pol,
-			   const struct reap_uid *uids, size_t n_uids)
+static int key_grants_reap(struct dp *dp, const struct ll_policy *pol, const struct reap_uid *uids,
+			   size_t n_uids)
 {
 	struct ll_flow_key k, next, *prev = NULL;
 	int n = 0;

@@ -759,7 +759,8 @@ static int nap(uint64_t ns)
 int top_run(const struct top_opts *o)
 {
 	struct top_pins p = {-1, -1, -1, -1, -1, -1, -1};
-	/* Two snapshots of every per-limit array: ~80 kB each at LL_MAX_LIMITS 256, not for the stack. */
+	/* Two snapshots of every per-limit array: ~80 kB each at LL_MAX_LIMITS 256, not for the
+	 * stack. */
 	struct top_snap *snaps = calloc(2, sizeof(*snaps)), *cur = snaps, *prev = NULL;
 	int err = -ENOMEM;
 

@@ -53,12 +53,12 @@ struct cholder {
 	bool used;
 	char name[WIRE_HOLDER_LEN];
 	uint64_t incarnation;
-	int conn;		 /* index in coord.conns, -1 if not connected */
-	uint64_t report_seq;	 /* highest report seen from this incarnation */
-	uint64_t last_report_ns; /* a holder silent for a lease's life asks for nothing */
-	bool asking;		 /* counted in the targets (connected and reporting) */
+	int conn;		   /* index in coord.conns, -1 if not connected */
+	uint64_t report_seq;	   /* highest report seen from this incarnation */
+	uint64_t last_report_ns;   /* a holder silent for a lease's life asks for nothing */
+	bool asking;		   /* counted in the targets (connected and reporting) */
 	uint64_t tele_incarnation; /* the incarnation its tele slots count */
-	uint64_t uledger_ns; /* when its last report went to the usage ledger */
+	uint64_t uledger_ns;	   /* when its last report went to the usage ledger */
 };
 
 struct cconn {
