@@ -262,6 +262,8 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 	return err;
 }
 
+static void holder_asking(struct coord *co, int hi, bool asking);
+
 /* Room in co->hl for n limits per holder: a larger table, rows copied, when
  * a policy has more global limits than any before. 0 or -ENOMEM (the
  * policy is then refused and the running one stays).
@@ -338,6 +340,13 @@ static int policy_load(struct coord *co, bool initial)
 		for (uint32_t i = 0; i < n; i++)
 			if (ledger_over(&co->lim[i].led, clock_now_ns()))
 				co->lim[i].drain_since_ns = clock_now_ns();
+		/* A limit new in this policy starts with every holder inactive:
+		 * the holders asking now ask for it too, or it would grant them
+		 * nothing until they reconnect.
+		 */
+		for (int hi = 0; co->h && hi < (int)co->cfg.gateways; hi++)
+			if (co->h[hi].used && co->h[hi].asking)
+				holder_asking(co, hi, true);
 		pol = NULL;
 		yaml = NULL;
 		pr_info("policy version %llu loaded (%u global limits)\n",
