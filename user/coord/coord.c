@@ -72,12 +72,39 @@ _Static_assert(COORD_ACCEPT_BATCH * 4 <= COORD_SPARE_CONNS, "a batch must not fi
 
 /* ---- policy ---- */
 
+/* A report names up to 256 limits: each found in log2(n) comparisons, not
+ * a walk of all of them (a walk made a report's lookups quadratic).
+ */
 static struct climit *limit_by_name(struct coord *co, const char *name)
 {
-	for (uint32_t i = 0; i < co->n_limits; i++)
-		if (!strcmp(co->lim[i].name, name))
-			return &co->lim[i];
+	uint32_t lo = 0, hi = co->n_limits;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(co->lim[co->by_name[mid]].name, name);
+
+		if (!c)
+			return &co->lim[co->by_name[mid]];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return NULL;
+}
+
+/* co->by_name for the n_limits of co->lim (insertion sort: at most 256). */
+static void limits_index(struct coord *co)
+{
+	for (uint32_t i = 0; i < co->n_limits; i++) {
+		uint32_t j = i;
+
+		while (j > 0 && strcmp(co->lim[co->by_name[j - 1]].name, co->lim[i].name) > 0) {
+			co->by_name[j] = co->by_name[j - 1];
+			j--;
+		}
+		co->by_name[j] = (uint16_t)i;
+	}
 }
 
 static void climit_free(struct climit *c)
@@ -337,6 +364,7 @@ static int policy_load(struct coord *co, bool initial)
 		limits_free(co->lim, co->n_limits);
 		memcpy(co->lim, lim, sizeof(co->lim));
 		co->n_limits = n;
+		limits_index(co);
 		for (uint32_t i = 0; i < n; i++)
 			if (ledger_over(&co->lim[i].led, clock_now_ns()))
 				co->lim[i].drain_since_ns = clock_now_ns();

@@ -80,6 +80,7 @@ struct coord {
 	uint64_t quiet_until;
 	uint32_t n_limits;
 	struct climit lim[LL_MAX_LIMITS];
+	uint16_t by_name[LL_MAX_LIMITS]; /* indexes of lim[], sorted by name (limit_by_name) */
 	struct cholder *h; /* cfg.gateways of them */
 	/* Per holder and limit: cfg.gateways rows of hl_cap, the most global
 	 * limits a policy has had, so memory follows the limits configured,
