@@ -16,8 +16,12 @@
  * lasts until all are told; after that each report tells LL_BENCH_CHURN
  * (default 16) keys of a neighbour a demand that moves (R/4, then 0, ...),
  * whose new targets change two holders' entries for each. LL_BENCH_AGENTS (default 8) and
- * LL_BENCH_LIMITS (default 10, at most 64) set the rest; LL_BENCH_PORT
+ * LL_BENCH_LIMITS (default 10, at most LL_MAX_LIMITS) set the rest; LL_BENCH_PORT
  * moves the ports (default 17450 and 17451).
+ *
+ * The default mode takes LL_BENCH_LIMITS too (global limits per agent), and
+ * LL_BENCH_AGENTS, when set, runs that one number of agents instead of the
+ * series.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -139,9 +143,13 @@ static int write_file(const char *dir, const char *name, const char *text)
 	return 0;
 }
 
+/* Room for LL_MAX_LIMITS limit lines of ~80 bytes and the rule. */
+#define BENCH_POLICY_MAX (LL_MAX_LIMITS * 96 + 512)
+
 static int start_coord(struct run *r, const char *bin)
 {
-	char policy[8192], coord[512], cfg[128];
+	static char policy[BENCH_POLICY_MAX];
+	char coord[512], cfg[128];
 	size_t off;
 
 	snprintf(r->dir, sizeof(r->dir), "/tmp/ll-bench-coord-XXXXXX");
@@ -629,14 +637,22 @@ int main(int argc, char **argv)
 	if (getenv("LL_BENCH_HOT"))
 		return bench_hot(bin, (uint32_t)env_int("LL_BENCH_HOT", 0, 1, HOTKEYS_BENCH_MAX),
 				 port, q);
+	int limits = env_int("LL_BENCH_LIMITS", N_LIMITS, 1, LL_MAX_LIMITS);
+	static size_t one[1];
+
+	if (getenv("LL_BENCH_AGENTS")) {
+		one[0] = (size_t)env_int("LL_BENCH_AGENTS", 100, 1, 10000);
+		sizes = one;
+		nsizes = 1;
+	}
 	printf("Coordinator scale: %d global limits per agent, every agent keeps one report in\n"
 	       "flight; a message is a report or a grant. Coordinator on CPU %d, load generator\n"
 	       "on CPU %d, TCP over loopback; %d s measured after 1 s of warm-up.\n\n",
-	       N_LIMITS, COORD_CPU, BENCH_CPU, q ? QUICK_SECONDS : LOAD_SECONDS);
+	       limits, COORD_CPU, BENCH_CPU, q ? QUICK_SECONDS : LOAD_SECONDS);
 	printf("  agents   msgs/s     coord  grant latency ms (p50 p90 p99)  RSS KiB  B/lease  "
 	       "recompute ms\n");
 	for (size_t k = 0; k < nsizes; k++)
-		if (bench_one(bin, sizes[k], N_LIMITS, 0, port, q ? QUICK_SECONDS : LOAD_SECONDS)) {
+		if (bench_one(bin, sizes[k], limits, 0, port, q ? QUICK_SECONDS : LOAD_SECONDS)) {
 			printf("  %6zu  failed\n", sizes[k]);
 			rc = 1;
 		}

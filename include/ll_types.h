@@ -20,8 +20,13 @@
  * index is masked.
  */
 #define LL_MAX_RULES 1024
-/* Distinct limits in one policy: also the size of the per-limit arrays. */
-#define LL_MAX_LIMITS 64
+/* Distinct limits in one policy: also the size of the per-limit arrays.
+ * Not bounded by the verifier (the program verifies the same at 64 and
+ * 256); by the pinned per-limit arrays, the policy map value and the wire
+ * (a report carries one entry per limit, docs/config.md "Bounds"). Limit
+ * ids are a rule's __u8: at most 256. A power of two: ids are masked.
+ */
+#define LL_MAX_LIMITS 256
 /* A rule may charge 1 to 4 limits (client, tenant, route, global). */
 #define LL_MAX_RULE_LIMITS 4
 /* dst-port ranges (a single port is a range of one) one rule may list. */
@@ -43,6 +48,7 @@
  */
 #define LL_IS_POW2(n) ((n) > 0 && ((n) & ((n) - 1)) == 0)
 _Static_assert(LL_IS_POW2(LL_MAX_LIMITS), "ids are masked with LL_MAX_LIMITS - 1");
+_Static_assert(LL_MAX_LIMITS <= 256, "a rule names its limits by __u8 id");
 _Static_assert(LL_IS_POW2(LL_POLICY_SLOTS), "slots are masked with LL_POLICY_SLOTS - 1");
 _Static_assert(LL_IS_POW2(LL_MAX_RULES), "rule indexes are masked with LL_MAX_RULES - 1");
 
@@ -594,8 +600,9 @@ struct ll_rule_stats {
  */
 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win; 4: ll_rule matches
  * tcp-flags, icmp-type and dst-port lists, LL_MAX_RULES 1024 (ll_policy, ll_rule_stats);
- * 5: ll_state link_up, link_connects, applies; 6: ll_rule src_set, dst_set, action,
- * ll_sets (prefix sets), ll_overrides keys of dst-port limits
+ * 5: ll_state link_up, link_connects, applies;
+ * 6: LL_MAX_LIMITS 256 (ll_policy limits[], ll_fence, and the entries of every per-limit array);
+ * ll_rule src_set, dst_set, action, ll_sets (prefix sets), ll_overrides keys of dst-port limits
  */
 #define LL_LAYOUT_VERSION   6
 #define LL_LAYOUT_BUILD_LEN 48

@@ -22,6 +22,9 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
+#include "lease.h"
+#include "link.h"
+#include "metrics.h"
 #include "stats.h"
 
 #define S4  "198.18.0.1"
@@ -491,6 +494,102 @@ static int expect_burst(struct fx *fx, const struct pkt *p, int n, int burst, ui
 	return passed;
 }
 
+/* A policy of 256 limits, l0..l255, l255 global: applied fresh, ids follow
+ * the file. Returns 0 or what the apply returned.
+ */
+static int apply_256(struct fx *fx, uint64_t version)
+{
+	size_t size = 256 * 64 + 256, n;
+	char *yaml = malloc(size);
+	int rc;
+
+	assert_non_null(yaml);
+	n = (size_t)snprintf(yaml, size, "version: %llu\nlimits:\n", (unsigned long long)version);
+	for (int i = 0; i < 255; i++)
+		n += (size_t)snprintf(yaml + n, size - n,
+				      "  - {name: l%d, rate: 1000, burst: 1000}\n", i);
+	n += (size_t)snprintf(
+	    yaml + n, size - n,
+	    "  - {name: l255, key: src-ip, scope: global, rate: 1000, burst: 1000, "
+	    "on-loss: fail-closed}\n"
+	    "rules:\n  - {name: last, limits: [l255]}\n");
+	assert_true(n < size);
+	rc = hx_apply_as(fx, yaml, true);
+	free(yaml);
+	return rc;
+}
+
+/* /metrics of the 256-limit policy: every limit's counters, l255's with
+ * what it admitted (n packets) and its lease.
+ */
+static void metrics_256(struct fx *fx, int n)
+{
+	char *text = NULL, want[128], *p;
+	size_t len = 0;
+	int lines = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	assert_non_null(f);
+	assert_int_equal(metrics_write(f, &fx->dp), 0);
+	fclose(f);
+	for (p = text; (p = strstr(p, "leaseline_packets_total{limit=\"")); p++)
+		lines++;
+	assert_int_equal(lines, 256 * 5); /* five verdicts a limit */
+	snprintf(want, sizeof(want),
+		 "leaseline_packets_total{limit=\"l255\",verdict=\"allowed\"} %d\n", n);
+	assert_non_null(strstr(text, want));
+	assert_non_null(strstr(text, "leaseline_lease_rate{limit=\"l255\"} 1\n"));
+	free(text);
+}
+
+/* LL_MAX_LIMITS 256: limit id 255, the last a rule's __u8 names, is charged
+ * on the real kernel with its own stats and lease slot, and a reload that
+ * keeps all 256 limits keeps their ids (255 is a kept id, not a free one).
+ */
+static void test_limit_id_255(void **state)
+{
+	struct fx *fx = FX(state);
+	struct lease_grant g = {.epoch = 1, .seq = 1, .rate = 1, .burst = 3};
+	uint64_t t0 = clock_now_ns();
+	struct ll_limit_stats st;
+	struct ll_limit_cfg cfg;
+	struct ll_lease ls;
+	struct pkt p;
+	uint32_t uid;
+	int n;
+
+	assert_int_equal(apply_256(fx, 1), 0);
+	assert_int_equal(hx_limit(fx, "l255", &cfg), 255);
+	assert_int_equal(hx_limit_id(fx, "l0"), 0);
+	uid = cfg.uid;
+	g.expiry_ns = clock_now_ns() + 3600 * NSEC_PER_SEC;
+	assert_int_equal(link_lease_apply(&fx->dp, 255, &g, clock_now_ns()), 0);
+	assert_int_equal(dp_lease_read(&fx->dp, 255, &ls), 0);
+	assert_int_equal(ls.rate, 1);
+	assert_int_equal(ls.seq, 1);
+
+	/* The lease's burst of 3 passes, the rest is denied, all on id 255. */
+	hx_udp4(&p, S4, D4, 1000, 53, 10);
+	n = hx_send(fx, &p, 8, NULL);
+	assert_in_range(n, 3, 3 + hx_slack(1, t0));
+	st = hx_limit_stats(fx, 255);
+	assert_int_equal(st.allowed_pkts, n);
+	assert_int_equal(st.denied_pkts, 8 - n);
+	assert_int_equal(hx_limit_stats(fx, 254).allowed_pkts, 0);
+	assert_int_equal(hx_limit_stats(fx, 0).allowed_pkts, 0);
+	metrics_256(fx, n);
+
+	/* A reload of the same 256 limits: every one keeps its id and uid. */
+	assert_int_equal(apply_256(fx, 2), 0);
+	assert_int_equal(hx_limit(fx, "l255", &cfg), 255);
+	assert_int_equal(cfg.uid, uid);
+	assert_int_equal(hx_limit_id(fx, "l254"), 254);
+	assert_int_equal(dp_lease_read(&fx->dp, 255, &ls), 0);
+	assert_int_equal(ls.seq, 1); /* the lease stayed with its limit */
+	/* and no fresh burst: only what 1 token/s refilled passes. */
+	assert_in_range(hx_send(fx, &p, 4, NULL), 0, hx_slack(1, t0));
+}
+
 static void test_src_ip_burst(void **state)
 {
 	struct fx *fx = FX(state);
@@ -954,8 +1053,14 @@ static void test_prefix_rules(void **state)
  * ll_buckets (ll_flow_buckets) has room: max-keys plus one slot per
  * possible limit, less the limit's overflow bucket.
  */
-#define OWN_KEYS	  (OVERFLOW_MAX_KEYS + LL_MAX_LIMITS - 1)
 #define OVERFLOW_MAX_KEYS 4
+/* Other limits whose overflow buckets take their slots, so that the keys
+ * of the limit under test fill ll_buckets before its fallback buckets run
+ * out (LL_PREFIX_MIN of them): as many slots left as at 64 limits.
+ */
+#define OVERFLOW_OTHERS (LL_MAX_LIMITS - 64)
+#define OWN_KEYS	(OVERFLOW_MAX_KEYS + LL_MAX_LIMITS - OVERFLOW_OTHERS - 1)
+_Static_assert(OWN_KEYS < LL_PREFIX_MIN, "the limit's own keys fill ll_buckets first");
 
 static int overflow_setup(void **state)
 {
@@ -978,10 +1083,22 @@ static void overflow_case(struct fx *fx, int flow)
 	int prefixes = (int)bpf_map__max_entries(fx->dp.skel->maps.ll_prefix_buckets);
 	int own = 0, shared = 0;
 
-	assert_int_equal(
-	    apply_one(fx, 1,
-		      flow ? "key: flow, rate: 1, burst: 2" : "key: src-ip, rate: 1, burst: 2"),
-	    0);
+	size_t size = OVERFLOW_OTHERS * 64 + 256, n;
+	char *yaml = malloc(size);
+
+	assert_non_null(yaml);
+	n = (size_t)snprintf(yaml, size,
+			     "version: 1\nlimits:\n  - {name: l, key: %s, rate: 1, "
+			     "burst: 2}\n",
+			     flow ? "flow" : "src-ip");
+	for (int i = 0; i < OVERFLOW_OTHERS; i++)
+		n += (size_t)snprintf(yaml + n, size - n,
+				      "  - {name: o%d, key: %s, rate: 1, burst: 1}\n", i,
+				      flow ? "flow" : "src-ip");
+	n += (size_t)snprintf(yaml + n, size - n, "rules:\n  - {name: all, limits: [l]}\n");
+	assert_true(n < size);
+	assert_int_equal(hx_apply(fx, yaml), 0);
+	free(yaml);
 	hx_pressure(fx, flow ? LL_FILL_FLOWS : LL_FILL_KEYS, 1);
 	hx_limit(fx, "l", &cfg);
 	memset(&k, 0, sizeof(k));
@@ -1015,7 +1132,9 @@ static void overflow_case(struct fx *fx, int flow)
 	assert_int_equal(st.graduated, OWN_KEYS);
 	assert_int_equal(st.allowed_pkts, (uint64_t)(own + shared));
 	assert_int_equal(hx_count_buckets(fx, cfg.uid), OWN_KEYS);
-	assert_int_equal(hx_fill(fx, flow ? LL_FILL_FLOWS : LL_FILL_KEYS).live, OWN_KEYS + 1);
+	/* and every limit's overflow bucket */
+	assert_int_equal(hx_fill(fx, flow ? LL_FILL_FLOWS : LL_FILL_KEYS).live,
+			 OWN_KEYS + 1 + OVERFLOW_OTHERS);
 	assert_int_equal(flow ? hx_flow_bucket(fx, &k, &b) : hx_bucket(fx, (void *)&k, &b), 0);
 	assert_in_range(b.tokens, 0, hx_refill_max(1, t0, b.last_ns));
 }
@@ -1771,6 +1890,7 @@ int main(void)
 	    T(test_reload_rename_no_inherit),
 	    T(test_reload_reused_id_counters),
 	    cmocka_unit_test_setup_teardown(test_restart_readopts_pinned, hx_setup, pin_teardown),
+	    cmocka_unit_test_setup_teardown(test_limit_id_255, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_deny_hint_never_overdenies, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_deny_hint_bytes_smaller_packet_passes, hx_setup,
 					    hx_teardown),

@@ -275,7 +275,9 @@ static void test_window_forgets(void **state)
 /* ---- reaping, stale keys ------------------------------------------------------------------ */
 
 #define SMALL_KEYS 4
-#define FILL_KEYS  40
+/* Past half of ll_buckets (max-keys + one overflow bucket per possible limit). */
+#define FILL_KEYS ((SMALL_KEYS + LL_MAX_LIMITS) / 2 + 8)
+_Static_assert(FILL_KEYS + 2 < 256, "one key per /24 of 198.18.0.0/16");
 
 static int setup_small(void **state)
 {

@@ -33,7 +33,7 @@ BPF_MAP_LOOKUP_ELEM = 1
 BPF_OBJ_GET = 7
 BPF_OBJ_GET_INFO_BY_FD = 15
 BPF_F_LOCK = 4
-LL_MAX_LIMITS = 64
+LL_MAX_LIMITS = 256  # include/ll_types.h
 # struct ll_lease (include/ll_types.h): checked against the map's value size.
 LEASE = struct.Struct("<IIII B3x I QQQQQ QQQQ QQQQ QQ")
 LEASE_SIZE = 144

@@ -35,7 +35,7 @@ import sys
 import time
 
 WIRE_MAGIC = 0x4C4C5731
-WIRE_VERSION = 4
+WIRE_VERSION = 5
 HELLO, POLICY, GRANT, REPORT = 1, 2, 3, 4
 U64_MAX = (1 << 64) - 1
 

@@ -24,6 +24,10 @@ RATE=1
 BURST=100
 # This build's pin layout (include/ll_types.h), so that a bump needs no edit here.
 LAYOUT=$(sed -n 's/^#define LL_LAYOUT_VERSION *\([0-9]*\).*/\1/p' "$(dirname "$0")/../../include/ll_types.h")
+# Bucket maps hold max-keys plus one overflow bucket per possible limit.
+MAXLIM=$(sed -n 's/^#define LL_MAX_LIMITS *\([0-9]*\).*/\1/p' "$(dirname "$0")/../../include/ll_types.h")
+B4K=$((4096 + MAXLIM))
+B8K=$((8192 + MAXLIM))
 [ -n "$LAYOUT" ] || ll_fail "cannot read LL_LAYOUT_VERSION from include/ll_types.h"
 NSRC=4
 FAILS=0
@@ -186,20 +190,20 @@ rm "$PIN/ll_fence" && mv "$TMPD/bpffs/fence-kept" "$PIN/ll_fence" || ll_fail "ca
 
 echo "a new max-keys:"
 refused "max-keys 8192 while the program uses the buckets" "$TMPD/agent-8k.yaml" \
-	"ll_buckets has 4160 entries and this agent's max-keys/max-flow-keys ask for 8256" \
+	"ll_buckets has $B4K entries and this agent's max-keys/max-flow-keys ask for $B8K" \
 	"XDP program id $PROG, attached to $LL_G_IF" "leaseline detach IFACE"
 same_buckets "  ... buckets untouched"
 no_old_pins
-[ "$(bpftool -j map show pinned "$PIN/ll_buckets" | python3 -c 'import json,sys; print(json.load(sys.stdin)["max_entries"])')" = 4160 ] &&
-	ok "  ... ll_buckets still 4160 entries" || bad "  ... ll_buckets resized"
+[ "$(bpftool -j map show pinned "$PIN/ll_buckets" | python3 -c 'import json,sys; print(json.load(sys.stdin)["max_entries"])')" = "$B4K" ] &&
+	ok "  ... ll_buckets still $B4K entries" || bad "  ... ll_buckets resized"
 in_g "$LL" detach "$LL_G_IF" >/dev/null || bad "detach failed"
 ll_agent_start "$TMPD/agent-8k.yaml" "$TMPD/agent-8k.log"
-grep -q "ll_buckets: [0-9]* buckets moved into a map of 8256 entries" "$TMPD/agent-8k.log" &&
+grep -q "ll_buckets: [0-9]* buckets moved into a map of $B8K entries" "$TMPD/agent-8k.log" &&
 	ok "detached, the agent moves the buckets: $(grep -o 'll_buckets: [0-9]* buckets moved.*' "$TMPD/agent-8k.log")" ||
 	bad "no move logged: $(tail -5 "$TMPD/agent-8k.log" | tr '\n' ' ')"
 for m in ll_buckets ll_flow_buckets; do
-	[ "$(bpftool -j map show pinned "$PIN/$m" | python3 -c 'import json,sys; print(json.load(sys.stdin)["max_entries"])')" = 8256 ] &&
-		ok "  ... $m has 8256 entries" || bad "  ... $m not resized"
+	[ "$(bpftool -j map show pinned "$PIN/$m" | python3 -c 'import json,sys; print(json.load(sys.stdin)["max_entries"])')" = "$B8K" ] &&
+		ok "  ... $m has $B8K entries" || bad "  ... $m not resized"
 done
 same_buckets "  ... every bucket as it was"
 no_old_pins

@@ -1082,16 +1082,17 @@ static void test_maximum_counts(void **state)
 	for (i = 0; i < LL_MAX_RULES; i++)
 		n += (size_t)snprintf(text + n, size - n,
 				      "  - {name: r%zu, limits: [l0, l1, l2, l%zu]}\n", i,
-				      i % 61 + 3);
+				      i % 253 + 3);
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), 0);
-	assert_int_equal(p->n_limits, LL_MAX_LIMITS);
+	assert_int_equal(p->n_limits, 256);
 	assert_int_equal(p->n_rules, LL_MAX_RULES);
 	assert_int_equal(p->rules[31].limit[3], 34);
+	assert_int_equal(p->rules[252].limit[3], 255); /* the last id a rule's __u8 names */
 
-	/* Rule 1025 is on line 1092: version, limits:, 64 limits, rules:, 1024 rules. */
+	/* Rule 1025 is on line 1284: version, limits:, 256 limits, rules:, 1024 rules. */
 	n += (size_t)snprintf(text + n, size - n, "  - {name: r99999, limits: [l0]}\n");
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), -EINVAL);
-	assert_string_equal(err.msg, "policy.yaml:1092:5: too many rules: 1025, the bound is 1024 "
+	assert_string_equal(err.msg, "policy.yaml:1284:5: too many rules: 1025, the bound is 1024 "
 				     "(LL_MAX_RULES: the policy map holds this many in each of its "
 				     "two slots; expected at most 1024)");
 
@@ -1100,11 +1101,12 @@ static void test_maximum_counts(void **state)
 		n += (size_t)snprintf(text + n, size - n, "  - {name: l%zu, rate: 1, burst: 1}\n",
 				      i);
 	assert_int_equal(cfg_policy_parse("policy.yaml", text, n, true, p, &err), -EINVAL);
+	/* Limit 257 is on line 259: version, limits:, 256 limits. */
 	assert_string_equal(
-	    err.msg, "policy.yaml:67:5: too many limits: 65, the bound is 64 (LL_MAX_LIMITS: "
-		     "the per-limit arrays of the pinned maps, and the coordinator's "
-		     "reports carry at most 64 limits (WIRE_MAX_ENTRIES); expected at most "
-		     "64)");
+	    err.msg, "policy.yaml:259:5: too many limits: 257, the bound is 256 (LL_MAX_LIMITS: "
+		     "a rule names a limit by an 8-bit id, and the pinned per-limit arrays and "
+		     "a coordinator report's entries (WIRE_MAX_ENTRIES) hold this many; "
+		     "expected at most 256)");
 	free(text);
 	free(p);
 }

@@ -379,6 +379,254 @@ static void test_every_limit_granted_within_contract(void **state)
 	conn_close(&c2);
 }
 
+/* 256 global limits, t0..t255 (LL_MAX_LIMITS): the policy, every report
+ * and the grants answering it carry all of them.
+ */
+#define M_LIMITS 256
+
+static int setup_many(void **state)
+{
+	size_t size = M_LIMITS * 80 + 128, n;
+	char *policy = malloc(size);
+	int rc;
+
+	if (!policy)
+		return -1;
+	n = (size_t)snprintf(policy, size, "version: 1\nlimits:\n");
+	for (int l = 0; l < M_LIMITS; l++)
+		n += (size_t)snprintf(
+		    policy + n, size - n,
+		    "  - {name: t%d, key: none, scope: global, rate: %d, burst: 90}\n", l, RATE);
+	snprintf(policy + n, size - n, "rules:\n  - {name: all, limits: [t0, t127, t254, t255]}\n");
+	rc = setup_policy(state, policy);
+	free(policy);
+	return rc;
+}
+
+/* A report naming all M_LIMITS limits, acknowledging the grants in applied. */
+static void report_many(struct fx *fx, struct conn *c, const char *holder, uint64_t seq,
+			uint64_t epoch, const uint64_t *applied)
+{
+	WIRE_MSG_CLEAR(fx->m, report.n);
+	fx->m->type = WIRE_REPORT;
+	snprintf(fx->m->report.holder, sizeof(fx->m->report.holder), "%s", holder);
+	fx->m->report.incarnation = 7;
+	fx->m->report.seq = seq;
+	fx->m->report.n = M_LIMITS;
+	for (int l = 0; l < M_LIMITS; l++) {
+		struct wire_report_entry *e = &fx->m->report.e[l];
+
+		memset(e, 0, sizeof(*e));
+		snprintf(e->limit, sizeof(e->limit), "t%d", l);
+		e->applied_epoch = epoch;
+		e->applied_seq = applied[l];
+		e->demand = 10000;
+	}
+	assert_int_equal(conn_send(c, fx->m), 0);
+}
+
+/* The grants answering report seq (at most one per limit): how many came. */
+static int grants_many(struct fx *fx, struct conn *c, uint64_t seq, uint64_t *rate, uint64_t *gseq,
+		       uint64_t *epoch)
+{
+	int n = 0;
+
+	while (n < M_LIMITS && recv_msg(c, fx->m, n ? WAIT_MS : WAIT_MS / 10) == 1) {
+		int l;
+
+		assert_int_equal(fx->m->type, WIRE_GRANT);
+		assert_int_equal(fx->m->grant.report_seq, seq);
+		assert_int_equal(fx->m->grant.limit[0], 't');
+		l = atoi(fx->m->grant.limit + 1);
+		assert_in_range(l, 0, M_LIMITS - 1);
+		rate[l] = fx->m->grant.rate;
+		gseq[l] = fx->m->grant.seq;
+		*epoch = fx->m->grant.epoch;
+		n++;
+	}
+	return n;
+}
+
+/* Two agents report all 256 limits until each holds half of every one:
+ * every grant of every limit answers, and at every step the two latest
+ * shares of each limit sum to at most its contract R.
+ */
+static void test_256_limits_granted_within_contract(void **state)
+{
+	struct fx *fx = *state;
+	static uint64_t rate[2][M_LIMITS], gseq[2][M_LIMITS];
+	const char *name[2] = {"gw-1", "gw-2"};
+	uint64_t epoch = 0, seq[2] = {1, 1};
+	uint64_t end = clock_now_ns() + 6 * WAIT_MS * NSEC_PER_MSEC;
+	struct conn c[2];
+	bool half = false;
+
+	memset(rate, 0, sizeof(rate));
+	memset(gseq, 0, sizeof(gseq));
+	for (int a = 0; a < 2; a++) {
+		dial(fx, &c[a]);
+		hello(fx, &c[a], name[a]);
+	}
+	while (!half) {
+		assert_true(clock_now_ns() < end);
+		for (int a = 0; a < 2; a++) {
+			int n;
+
+			report_many(fx, &c[a], name[a], seq[a], epoch, gseq[a]);
+			n = grants_many(fx, &c[a], seq[a]++, rate[a], gseq[a], &epoch);
+			/* None in the quiet period, then one for every limit. */
+			assert_true(n == 0 || n == M_LIMITS);
+		}
+		half = true;
+		for (int l = 0; l < M_LIMITS; l++) {
+			assert_true(rate[0][l] + rate[1][l] <= RATE);
+			half &= rate[0][l] == RATE / 2 && rate[1][l] == RATE / 2;
+		}
+	}
+	assert_int_equal(rate[0][255], RATE / 2);
+	assert_int_equal(rate[1][255], RATE / 2);
+	conn_close(&c[0]);
+	conn_close(&c[1]);
+}
+
+/* Limit l of the policies below: a, b, c, then t3..t255. */
+static void lim_name(char *buf, size_t len, int l)
+{
+	if (l < 3)
+		snprintf(buf, len, "%c", 'a' + l);
+	else
+		snprintf(buf, len, "t%d", l);
+}
+
+static int lim_index(const char *name)
+{
+	return name[0] == 't' ? atoi(name + 1) : name[0] - 'a';
+}
+
+/* A report of limits 0..n-1, a, b and c with `bypass` admitted fail-open. */
+static void report_list(struct fx *fx, struct conn *c, const char *holder, uint64_t seq,
+			uint64_t epoch, const uint64_t *applied, int n, uint64_t bypass)
+{
+	WIRE_MSG_CLEAR(fx->m, report.n);
+	fx->m->type = WIRE_REPORT;
+	snprintf(fx->m->report.holder, sizeof(fx->m->report.holder), "%s", holder);
+	fx->m->report.incarnation = 7;
+	fx->m->report.seq = seq;
+	fx->m->report.n = (uint32_t)n;
+	for (int l = 0; l < n; l++) {
+		struct wire_report_entry *e = &fx->m->report.e[l];
+
+		memset(e, 0, sizeof(*e));
+		lim_name(e->limit, sizeof(e->limit), l);
+		e->applied_epoch = epoch;
+		e->applied_seq = applied[l];
+		e->demand = 10000;
+		e->bypass = l < 3 ? bypass : 0;
+	}
+	assert_int_equal(conn_send(c, fx->m), 0);
+}
+
+/* Grants answering report seq, limits named as lim_name: how many came. */
+static int grants_list(struct fx *fx, struct conn *c, uint64_t seq, int n, uint64_t *rate,
+		       uint64_t *gseq, uint64_t *epoch)
+{
+	int got = 0;
+
+	while (got < n && recv_msg(c, fx->m, got ? WAIT_MS : WAIT_MS / 10) == 1) {
+		int l;
+
+		if (fx->m->type == WIRE_POLICY)
+			continue; /* the reload's, before its grants */
+		assert_int_equal(fx->m->type, WIRE_GRANT);
+		assert_int_equal(fx->m->grant.report_seq, seq);
+		l = lim_index(fx->m->grant.limit);
+		assert_in_range(l, 0, n - 1);
+		rate[l] = fx->m->grant.rate;
+		gseq[l] = fx->m->grant.seq;
+		*epoch = fx->m->grant.epoch;
+		got++;
+	}
+	return got;
+}
+
+/* Lines of the coordinator's log containing s. */
+static int log_count(struct fx *fx, const char *s)
+{
+	char path[160], line[512];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/coord.log", fx->dir);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, s) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* A reload from 3 global limits to 256 while a holder is connected: the
+ * coordinator's per-holder table grows and keeps what it held (the holder's
+ * durable bypass totals of a, b and c are not news again), and every one of
+ * the 256 limits is granted.
+ */
+static void test_reload_3_to_256_limits(void **state)
+{
+	struct fx *fx = *state;
+	static uint64_t rate[M_LIMITS], gseq[M_LIMITS];
+	size_t size = M_LIMITS * 80 + 128, n;
+	char *policy = malloc(size);
+	uint64_t epoch = 0, seq = 1, end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
+	struct conn c;
+	int got;
+
+	assert_non_null(policy);
+	memset(rate, 0, sizeof(rate));
+	memset(gseq, 0, sizeof(gseq));
+	dial(fx, &c);
+	hello(fx, &c, "gw-1");
+	do {
+		assert_true(clock_now_ns() < end);
+		report_list(fx, &c, "gw-1", seq, epoch, gseq, N_LIMITS, 5);
+		got = grants_list(fx, &c, seq++, N_LIMITS, rate, gseq, &epoch);
+	} while (got < N_LIMITS);
+	assert_int_equal(log_count(fx, "packets admitted fail-open in total"), N_LIMITS);
+
+	n = (size_t)snprintf(policy, size, "version: 2\nlimits:\n");
+	for (int l = 0; l < M_LIMITS; l++) {
+		char name[8];
+
+		lim_name(name, sizeof(name), l);
+		n += (size_t)snprintf(
+		    policy + n, size - n,
+		    "  - {name: %s, key: none, scope: global, rate: %d, burst: 90}\n", name, RATE);
+	}
+	snprintf(policy + n, size - n, "rules:\n  - {name: all, limits: [a, b, c, t255]}\n");
+	/* Readable by the coordinator once it runs as nobody. */
+	assert_int_equal(chmod(fx->dir, 0755), 0);
+	write_file(fx->dir, "policy.yaml", policy);
+	free(policy);
+	assert_int_equal(kill(fx->pid, SIGHUP), 0);
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), 1);
+	assert_int_equal(fx->m->type, WIRE_POLICY);
+	assert_int_equal(fx->m->policy.version, 2);
+	assert_true(coord_log_has(fx->dir, "policy version 2 loaded (256 global limits)"));
+
+	end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
+	do {
+		assert_true(clock_now_ns() < end);
+		report_list(fx, &c, "gw-1", seq, epoch, gseq, M_LIMITS, 5);
+		got = grants_list(fx, &c, seq++, M_LIMITS, rate, gseq, &epoch);
+		assert_true(got == 0 || got == M_LIMITS);
+	} while (got < M_LIMITS || rate[255] != RATE);
+	for (int l = 0; l < M_LIMITS; l++)
+		assert_true(rate[l] <= RATE);
+	/* The same totals after the reload: nothing new to log. */
+	assert_int_equal(log_count(fx, "packets admitted fail-open in total"), N_LIMITS);
+	assert_false(coord_log_has(fx->dir, "INVARIANT VIOLATED"));
+	conn_close(&c);
+}
+
 static void test_malformed_frame_costs_only_that_connection(void **state)
 {
 	struct fx *fx = *state;
@@ -978,6 +1226,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_every_limit_granted_within_contract, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_256_limits_granted_within_contract, setup_many,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_reload_3_to_256_limits, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),

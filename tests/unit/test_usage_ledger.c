@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "usage_cmd.h"
 #include "usage_ledger.h"
+#include "wire.h"
 
 /* 2026-11-30T23:00:00Z: an hour before a day and a month end. */
 #define T0 1796079600LL
@@ -637,19 +638,19 @@ static void test_figure_commit_latency(void **state)
 	assert_true(p50 > 0 && p99 >= p50);
 }
 
-/* Throughput at the widest report: 64 metered limits (WIRE_MAX_ENTRIES)
+/* Throughput at the widest report: WIRE_MAX_ENTRIES (256) metered limits
  * in each, one transaction and fsync per report, 8 holders. Printed.
  */
 static void test_figure_throughput(void **state)
 {
 	struct fx *fx = *state;
-	struct uledger_entry e[64];
-	char names[64][16];
+	static struct uledger_entry e[WIRE_MAX_ENTRIES];
+	static char names[WIRE_MAX_ENTRIES][16];
 	uint64_t t0, ns;
-	const int reports = 200;
+	const int reports = 200, n = WIRE_MAX_ENTRIES;
 
-	for (int i = 0; i < 64; i++) {
-		snprintf(names[i], sizeof(names[i]), "tenant-%02d", i);
+	for (int i = 0; i < n; i++) {
+		snprintf(names[i], sizeof(names[i]), "tenant-%03d", i);
 		e[i].limit = names[i];
 	}
 	t0 = clock_now_ns();
@@ -657,17 +658,17 @@ static void test_figure_throughput(void **state)
 		char holder[16];
 
 		snprintf(holder, sizeof(holder), "gw-%d", r % 8);
-		for (int i = 0; i < 64; i++)
+		for (int i = 0; i < n; i++)
 			e[i].t = tot((uint64_t)r * 1000 + (uint64_t)i, (uint64_t)r, 0, 0);
 		assert_int_equal(uledger_record(fx->lg, holder, 7, (uint64_t)r, T0 + r,
-						clock_now_ns(), e, 64),
+						clock_now_ns(), e, (size_t)n),
 				 0);
 	}
 	ns = clock_now_ns() - t0;
-	printf("usage ledger: %d reports of 64 metered limits in %.3f s: %.0f reports/s, %.0f "
+	printf("usage ledger: %d reports of %d metered limits in %.3f s: %.0f reports/s, %.0f "
 	       "entries/s (fsync each report)\n",
-	       reports, (double)ns / 1e9, reports / ((double)ns / 1e9),
-	       reports * 64 / ((double)ns / 1e9));
+	       reports, n, (double)ns / 1e9, reports / ((double)ns / 1e9),
+	       reports * n / ((double)ns / 1e9));
 }
 
 /* Bytes per (limit, holder, hour) row: a month of 8 holders x 16 limits,

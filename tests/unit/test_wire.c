@@ -219,7 +219,7 @@ static const struct sample {
      GRANT_FRAME + LL_NAME_LEN - 1 - 9 + WIRE_HOLDER_LEN - 1 - 4 + WIRE_MAX_KEY_GRANTS * KEY_GRANT},
     {"report", sample_report, REPORT_FRAME},
     {"report, no entries", sample_report_empty, REPORT_E0 + 2},
-    {"report, 64 entries and every hot key", sample_report_max, MAX_REPORT_FRAME},
+    {"report, 256 entries and every hot key", sample_report_max, MAX_REPORT_FRAME},
 };
 
 enum {
@@ -338,7 +338,7 @@ static void test_round_trip(void **state)
 static void test_hello_bytes(void **state)
 {
 	static const uint8_t expect[] = {
-	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x04, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1d, /* header */
+	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x05, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1d, /* header */
 	    0x04, 'g',	'w',  '-',  '1',					    /* holder */
 	    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* incarnation */
 	    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, /* max_epoch_seen */
@@ -413,9 +413,9 @@ static const struct corruption payload_cases[] = {
     {"limit name length 32", S_GRANT_MAX, GRANT_LIMIT, 1, LL_NAME_LEN, false, -EPROTO},
     {"limit name with '*'", S_GRANT, GRANT_LIMIT + 9, 1, '*', false, -EPROTO},
     {"grant one byte long", S_GRANT, HDR_LENGTH, 4, 1, true, -EPROTO},
-    {"report n 65", S_REPORT, REPORT_N, 2, WIRE_MAX_ENTRIES + 1, false, -EPROTO},
+    {"report n 257", S_REPORT, REPORT_N, 2, WIRE_MAX_ENTRIES + 1, false, -EPROTO},
     {"report n 65535", S_REPORT, REPORT_N, 2, 65535, false, -EPROTO},
-    {"report n 65 with 64 entries", S_REPORT_MAX, MAX_REPORT_N, 2, 1, true, -EPROTO},
+    {"report n 257 with 256 entries", S_REPORT_MAX, MAX_REPORT_N, 2, 1, true, -EPROTO},
     {"report n one more than sent", S_REPORT, REPORT_N, 2, 1, true, -EPROTO},
     {"report n one fewer than sent", S_REPORT, REPORT_N, 2, -1, true, -EPROTO},
     {"entry name length 0", S_REPORT, REPORT_E0, 1, 0, false, -EPROTO},
@@ -658,12 +658,21 @@ static void test_bounds_by_hand(void **state)
 	assert_int_equal(craft_report(buf, WIRE_MAX_ENTRIES + 1, 1), -EPROTO);
 	assert_int_equal(craft_report(buf, 1, LL_NAME_LEN), -EPROTO);
 	assert_int_equal(craft_report(buf, 1, 0), -EPROTO);
+	/* Version 5: a report carries one entry for each of 256 limits, not one more. */
+	assert_int_equal(craft_report(buf, 256, LL_NAME_LEN - 1), FRAME_OK);
+	assert_int_equal(out->report.n, 256);
+	assert_int_equal(out->report.e[255].applied_epoch, 255);
+	assert_int_equal(craft_report(buf, 257, 1), -EPROTO);
 
 	assert_int_equal(craft_hot(buf, WIRE_MAX_HOT, WIRE_MAX_ENTRIES - 1), FRAME_OK);
 	assert_int_equal(out->report.n_hot, WIRE_MAX_HOT);
 	assert_int_equal(out->report.hot[WIRE_MAX_HOT - 1].demand, WIRE_MAX_HOT - 1);
 	assert_int_equal(craft_hot(buf, WIRE_MAX_HOT + 1, 0), -EPROTO);
-	assert_int_equal(craft_hot(buf, 1, WIRE_MAX_ENTRIES), -EPROTO);
+	/* Every u8 names an entry a report may have (256 of them): one past
+	 * this report's n decodes, and the coordinator ignores it (on_report).
+	 */
+	assert_int_equal(craft_hot(buf, 1, WIRE_MAX_ENTRIES - 1), FRAME_OK);
+	assert_int_equal(out->report.hot[0].entry, 255);
 
 	assert_int_equal(craft_policy(buf, 0), FRAME_OK);
 	assert_int_equal(craft_policy(buf, WIRE_MAX_POLICY), FRAME_OK);
@@ -813,10 +822,10 @@ static void grant_holder_slash(struct wire_msg *m)
 	strcpy(m->grant.holder, "gw/1");
 }
 
-/* A valid 65th entry sits just past the array (still inside the union): only the count check
+/* A valid 257th entry sits just past the array (still inside the union): only the count check
  * can refuse this report.
  */
-static void report_n_65(struct wire_msg *m)
+static void report_n_257(struct wire_msg *m)
 {
 	struct wire_report_entry extra;
 	size_t at = offsetof(struct wire_msg, report.e) + WIRE_MAX_ENTRIES * sizeof(extra);
@@ -854,7 +863,7 @@ static const struct bad_msg bad_msgs[] = {
     {"holder with a space", S_HELLO, holder_space, -EINVAL},
     {"limit name of 32 bytes, no NUL", S_GRANT, limit_no_nul, -EINVAL},
     {"grant holder with '/'", S_GRANT, grant_holder_slash, -EINVAL},
-    {"report n 65", S_REPORT_MAX, report_n_65, -EINVAL},
+    {"report n 257", S_REPORT_MAX, report_n_257, -EINVAL},
     {"entry with an empty name", S_REPORT, entry_empty_name, -EINVAL},
     {"policy longer than WIRE_MAX_POLICY", S_POLICY_MAX, policy_too_long, -EINVAL},
     {"type 0", S_HELLO, type_0, -EINVAL},

@@ -348,18 +348,48 @@ static void reap_shares(struct dp *dp, const struct ll_policy *pol, uint64_t now
 	}
 }
 
+/* The policy's limits by uid, sorted: a bucket finds its limit in log2(n)
+ * steps, not a walk of all LL_MAX_LIMITS slots (at 256 slots that walk was
+ * most of a reap pass).
+ */
+struct reap_uid {
+	uint32_t uid;
+	uint32_t id;
+};
+
+static int reap_uid_cmp(const void *a, const void *b)
+{
+	const struct reap_uid *x = a, *y = b;
+
+	return x->uid < y->uid ? -1 : x->uid > y->uid;
+}
+
+static size_t reap_uids(const struct ll_policy *pol, struct reap_uid *u)
+{
+	size_t n = 0;
+
+	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)
+		if (pol->limits[id].in_use)
+			u[n++] = (struct reap_uid){pol->limits[id].uid, id};
+	qsort(u, n, sizeof(*u), reap_uid_cmp);
+	return n;
+}
+
 /* A bucket deleted now would come back full on the next packet; delete only
  * when it is full anyway (REAP_IDLE) or its limit is gone (REAP_GONE).
  */
 static enum reap_class bucket_class(const struct ll_policy *pol, const struct reap_share *sh,
+				    const struct reap_uid *uids, size_t n_uids,
 				    const struct ll_key_head *k, const struct ll_bucket *b,
 				    uint64_t now)
 {
-	for (int i = 0; i < LL_MAX_LIMITS; i++) {
+	struct reap_uid want = {.uid = k->limit_uid};
+	const struct reap_uid *u = bsearch(&want, uids, n_uids, sizeof(*uids), reap_uid_cmp);
+
+	if (u) {
+		uint32_t i = u->id;
 		const struct ll_limit_cfg *l = &pol->limits[i];
 
-		if (!l->in_use || l->uid != k->limit_uid)
-			continue;
 		if (k->family == LL_OVERFLOW_FAMILY || now < b->last_ns + REAP_MIN_IDLE_NS)
 			return REAP_KEEP; /* overflow stays */
 		/* A key charged with its override: the contract it carries. */
@@ -439,6 +469,8 @@ out:
 struct reap_scan {
 	const struct ll_policy *pol;
 	const struct reap_share *sh;
+	const struct reap_uid *uids;
+	size_t n_uids;
 	uint64_t now;
 	struct reap_list *idle, *gone;
 	size_t total;
@@ -448,7 +480,7 @@ struct reap_scan {
 static int reap_one(void *ctx, const void *k, const struct ll_bucket *b)
 {
 	struct reap_scan *rs = ctx;
-	enum reap_class c = bucket_class(rs->pol, rs->sh, k, b, rs->now);
+	enum reap_class c = bucket_class(rs->pol, rs->sh, rs->uids, rs->n_uids, k, b, rs->now);
 
 	rs->total++;
 	if (c == REAP_IDLE)
@@ -479,14 +511,15 @@ static int reap_delete(int fd, const struct reap_list *l)
  * never late.
  */
 static int reap_map(struct dp *dp, int fd, const struct bpf_map *map, unsigned int fill,
-		    const struct ll_policy *pol, const struct reap_share *sh, uint64_t now)
+		    const struct ll_policy *pol, const struct reap_share *sh,
+		    const struct reap_uid *uids, size_t n_uids, uint64_t now)
 {
 	size_t ks = bpf_map__key_size(map);
 	struct reap_list idle = {.key_size = ks}, gone = {.key_size = ks};
 	uint64_t before = fill < LL_FILL_MAPS && dp->fill
 			      ? __atomic_load_n(&dp->fill[fill].live, __ATOMIC_RELAXED)
 			      : 0;
-	struct reap_scan rs = {pol, sh, now, &idle, &gone, 0};
+	struct reap_scan rs = {pol, sh, uids, n_uids, now, &idle, &gone, 0};
 	int err = dp_buckets_walk(fd, ks, reap_one, &rs);
 
 	if (!err) {
@@ -503,20 +536,23 @@ static int reap_map(struct dp *dp, int fd, const struct bpf_map *map, unsigned i
 /* Per-key grants of limits that are no longer global per-key limits of the
  * policy: nothing reads them any more.
  */
-static int key_grants_reap(struct dp *dp, const struct ll_policy *pol)
+static int key_grants_reap(struct dp *dp, const struct ll_policy *pol, const struct reap_uid *uids,
+			   size_t n_uids)
 {
 	struct ll_flow_key k, next, *prev = NULL;
 	int n = 0;
 
 	while (!bpf_map_get_next_key(dp->key_grants_fd, prev, &next)) {
-		bool live = false;
+		struct reap_uid want;
+		const struct reap_uid *u;
+		bool live;
 
 		k = next;
 		prev = &k;
-		for (int i = 0; i < LL_MAX_LIMITS && !live; i++)
-			live = pol->limits[i].in_use && pol->limits[i].uid == k.limit_uid &&
-			       pol->limits[i].scope == LL_SCOPE_GLOBAL &&
-			       pol->limits[i].key_mode != LL_KEY_NONE;
+		want.uid = k.limit_uid;
+		u = bsearch(&want, uids, n_uids, sizeof(*uids), reap_uid_cmp);
+		live = u && pol->limits[u->id].scope == LL_SCOPE_GLOBAL &&
+		       pol->limits[u->id].key_mode != LL_KEY_NONE;
 		if (!live && !bpf_map_delete_elem(dp->key_grants_fd, &k)) {
 			n++;
 			prev = NULL; /* the walk restarts: the deleted key is no cursor */
@@ -529,6 +565,8 @@ int dp_buckets_reap(struct dp *dp, uint64_t now)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
 	struct reap_share sh[LL_MAX_LIMITS];
+	struct reap_uid uids[LL_MAX_LIMITS];
+	size_t nu = 0;
 	int err, n = 0;
 
 	if (!pol)
@@ -536,22 +574,23 @@ int dp_buckets_reap(struct dp *dp, uint64_t now)
 	err = dp_policy_read(dp->policy_fd, dp->state_fd, pol);
 	if (!err) {
 		reap_shares(dp, pol, now, sh);
+		nu = reap_uids(pol, uids);
 		err = reap_map(dp, dp->buckets_fd, dp->skel->maps.ll_buckets, LL_FILL_KEYS, pol, sh,
-			       now);
+			       uids, nu, now);
 	}
 	if (err >= 0) {
 		n = err;
 		err = reap_map(dp, dp->flow_buckets_fd, dp->skel->maps.ll_flow_buckets,
-			       LL_FILL_FLOWS, pol, sh, now);
+			       LL_FILL_FLOWS, pol, sh, uids, nu, now);
 	}
 	if (err >= 0) {
 		n += err;
 		err = reap_map(dp, dp->prefix_buckets_fd, dp->skel->maps.ll_prefix_buckets,
-			       LL_FILL_MAPS, pol, sh, now);
+			       LL_FILL_MAPS, pol, sh, uids, nu, now);
 	}
 	if (err >= 0) {
 		n += err;
-		err = key_grants_reap(dp, pol);
+		err = key_grants_reap(dp, pol, uids, nu);
 	}
 	free(pol);
 	return err < 0 ? err : n + err;

@@ -167,6 +167,8 @@ int policy_compile(const struct cfg_policy *cp, const struct policy_compile_opts
 {
 	const struct ll_policy *prev = opts->prev;
 	uint8_t ids[LL_MAX_LIMITS];
+	/* Whether limit i keeps its running id: every u8 is an id at 256 limits. */
+	bool kept[LL_MAX_LIMITS];
 
 	if (prev && prev->version && cp->version < prev->version) {
 		snprintf(err, errlen, "policy version %llu is older than the running version %llu",
@@ -181,13 +183,14 @@ int policy_compile(const struct cfg_policy *cp, const struct policy_compile_opts
 	for (uint32_t i = 0; i < cp->n_limits; i++) {
 		int id = prev ? policy_limit_id(prev, cp->limits[i].name) : -1;
 
-		ids[i] = id < 0 ? 0xff : (uint8_t)id;
-		if (id >= 0)
+		kept[i] = id >= 0;
+		ids[i] = kept[i] ? (uint8_t)id : 0;
+		if (kept[i])
 			out->limits[id].in_use = 1;
 	}
 	for (uint32_t i = 0; i < cp->n_limits; i++) {
 		struct ll_limit_cfg *l;
-		int id = ids[i] == 0xff ? free_id(out, prev) : ids[i];
+		int id = kept[i] ? ids[i] : free_id(out, prev);
 
 		if (id < 0) {
 			snprintf(err, errlen, "no free limit slot (at most %d limits)",

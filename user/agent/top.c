@@ -759,9 +759,13 @@ static int nap(uint64_t ns)
 int top_run(const struct top_opts *o)
 {
 	struct top_pins p = {-1, -1, -1, -1, -1, -1, -1};
-	struct top_snap snaps[2] = {0}, *cur = &snaps[0], *prev = NULL;
+	/* Two snapshots of every per-limit array: ~80 kB each at LL_MAX_LIMITS 256, not for the
+	 * stack. */
+	struct top_snap *snaps = calloc(2, sizeof(*snaps)), *cur = snaps, *prev = NULL;
 	int err = -ENOMEM;
 
+	if (!snaps)
+		return err;
 	snaps[0].pol = calloc(1, sizeof(*snaps[0].pol));
 	snaps[1].pol = calloc(1, sizeof(*snaps[1].pol));
 	if (!snaps[0].pol || !snaps[1].pol)
@@ -793,5 +797,6 @@ out:
 		free(snaps[i].pol);
 		free(snaps[i].e);
 	}
+	free(snaps);
 	return err;
 }

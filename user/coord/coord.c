@@ -72,12 +72,39 @@ _Static_assert(COORD_ACCEPT_BATCH * 4 <= COORD_SPARE_CONNS, "a batch must not fi
 
 /* ---- policy ---- */
 
+/* A report names up to 256 limits: each found in log2(n) comparisons, not
+ * a walk of all of them (a walk made a report's lookups quadratic).
+ */
 static struct climit *limit_by_name(struct coord *co, const char *name)
 {
-	for (uint32_t i = 0; i < co->n_limits; i++)
-		if (!strcmp(co->lim[i].name, name))
-			return &co->lim[i];
+	uint32_t lo = 0, hi = co->n_limits;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(co->lim[co->by_name[mid]].name, name);
+
+		if (!c)
+			return &co->lim[co->by_name[mid]];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return NULL;
+}
+
+/* co->by_name for the n_limits of co->lim (insertion sort: at most 256). */
+static void limits_index(struct coord *co)
+{
+	for (uint32_t i = 0; i < co->n_limits; i++) {
+		uint32_t j = i;
+
+		while (j > 0 && strcmp(co->lim[co->by_name[j - 1]].name, co->lim[i].name) > 0) {
+			co->by_name[j] = co->by_name[j - 1];
+			j--;
+		}
+		co->by_name[j] = (uint16_t)i;
+	}
 }
 
 static void climit_free(struct climit *c)
@@ -262,6 +289,36 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 	return err;
 }
 
+static void holder_asking(struct coord *co, int hi, bool asking);
+
+/* Room in co->hl for n limits per holder: a larger table, rows copied, when
+ * a policy has more global limits than any before. 0 or -ENOMEM (the
+ * policy is then refused and the running one stays).
+ */
+static int holders_grow(struct coord *co, uint32_t n)
+{
+	struct cholder_limit *t;
+
+	if (n <= co->hl_cap)
+		return 0;
+	t = calloc((size_t)co->cfg.gateways * n, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	for (size_t hi = 0; co->hl && hi < co->cfg.gateways; hi++)
+		memcpy(&t[hi * n], &co->hl[hi * co->hl_cap], co->hl_cap * sizeof(*t));
+	free(co->hl);
+	co->hl = t;
+	co->hl_cap = n;
+	return 0;
+}
+
+/* A holder slot taken or given up: its per-limit state starts at 0. */
+static void holder_lim_clear(struct coord *co, int hi)
+{
+	if (co->hl_cap)
+		memset(holder_lim(co, hi, 0), 0, co->hl_cap * sizeof(struct cholder_limit));
+}
+
 static int policy_load(struct coord *co, bool initial)
 {
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
@@ -294,6 +351,10 @@ static int policy_load(struct coord *co, bool initial)
 	}
 	if (!err)
 		err = limits_build(co, pol, lim, &n);
+	if (!err && (err = holders_grow(co, n))) {
+		pr_warn("no memory for %u global limits of %u gateways\n", n, co->cfg.gateways);
+		limits_free(lim, n);
+	}
 	if (!err) {
 		free(co->pol);
 		free(co->yaml);
@@ -303,9 +364,17 @@ static int policy_load(struct coord *co, bool initial)
 		limits_free(co->lim, co->n_limits);
 		memcpy(co->lim, lim, sizeof(co->lim));
 		co->n_limits = n;
+		limits_index(co);
 		for (uint32_t i = 0; i < n; i++)
 			if (ledger_over(&co->lim[i].led, clock_now_ns()))
 				co->lim[i].drain_since_ns = clock_now_ns();
+		/* A limit new in this policy starts with every holder inactive:
+		 * the holders asking now ask for it too, or it would grant them
+		 * nothing until they reconnect.
+		 */
+		for (int hi = 0; co->h && hi < (int)co->cfg.gateways; hi++)
+			if (co->h[hi].used && co->h[hi].asking)
+				holder_asking(co, hi, true);
 		pol = NULL;
 		yaml = NULL;
 		pr_info("policy version %llu loaded (%u global limits)\n",
@@ -413,6 +482,7 @@ static bool holder_reclaim(struct coord *co, int hi, uint64_t now)
 		co->lim[l].dirty = true;
 	}
 	memset(h, 0, sizeof(*h));
+	holder_lim_clear(co, hi);
 	h->conn = -1;
 	co->holders_reclaimed++;
 	return true;
@@ -500,11 +570,13 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		conn_drop(co, h->conn, "replaced by a new connection");
 	if (!h->used) {
 		memset(h, 0, sizeof(*h));
+		holder_lim_clear(co, hi);
 		h->used = true;
 		snprintf(h->name, sizeof(h->name), "%s", m->holder);
 		for (uint32_t l = 0; l < co->n_limits; l++)
 			coord_store_usage_read(co->cfg.state_dir, h->name, co->lim[l].name,
-					       &h->fallback[l], &h->bypass[l]);
+					       &holder_lim(co, hi, l)->fallback,
+					       &holder_lim(co, hi, l)->bypass);
 	}
 	if (h->incarnation != m->incarnation)
 		h->report_seq = 0;
@@ -532,26 +604,28 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 static int record_usage(struct coord *co, struct cholder *h, uint32_t l,
 			const struct wire_report_entry *e, uint64_t now)
 {
-	if (e->fallback <= h->fallback[l] && e->bypass <= h->bypass[l])
+	struct cholder_limit *hl = holder_lim(co, (int)(h - co->h), l);
+
+	if (e->fallback <= hl->fallback && e->bypass <= hl->bypass)
 		return 0;
 	/* At most one record per holder and limit per interval: a peer sending
 	 * rising totals as fast as it can gets no fsync storm, and no grant for
 	 * totals not yet durable (it reports them again within a refresh).
 	 */
-	if (now - h->usage_ns[l] < COORD_USAGE_MIN_INTERVAL_NS)
+	if (now - hl->usage_ns < COORD_USAGE_MIN_INTERVAL_NS)
 		return -EAGAIN;
-	h->usage_ns[l] = now;
+	hl->usage_ns = now;
 	if (coord_store_usage(&co->store, h->name, co->lim[l].name, e->fallback, e->bypass)) {
 		co->store_failures++;
 		pr_warn("cannot record usage of '%s': %s; no grant until it can\n", h->name,
 			strerror(errno));
 		return -EIO;
 	}
-	if (e->bypass > h->bypass[l])
+	if (e->bypass > hl->bypass)
 		pr_info("holder '%s' limit '%s': %llu packets admitted fail-open in total\n",
 			h->name, co->lim[l].name, (unsigned long long)e->bypass);
-	h->fallback[l] = e->fallback > h->fallback[l] ? e->fallback : h->fallback[l];
-	h->bypass[l] = e->bypass > h->bypass[l] ? e->bypass : h->bypass[l];
+	hl->fallback = e->fallback > hl->fallback ? e->fallback : hl->fallback;
+	hl->bypass = e->bypass > hl->bypass ? e->bypass : hl->bypass;
 	return 0;
 }
 
@@ -1243,6 +1317,7 @@ int coord_run(const char *config_path)
 		close(co->ep);
 	limits_free(co->lim, co->n_limits);
 	free(co->h);
+	free(co->hl);
 	free(co->conns);
 	coord_store_close(&co->store);
 	uledger_close(co->usage);

@@ -168,9 +168,11 @@ int hotkeys_init(struct hotkeys *t, const char *name, size_t holders, uint32_t m
 		max = HOTKEYS_MAX;
 	while (slots < 2 * max)
 		slots *= 2;
-	t->slot = calloc(slots, sizeof(*t->slot));
+	/* The hash table (2 x max slots, 128 KiB at HOTKEYS_MAX) comes with
+	 * the first hot key (key_add): 256 keyed limits cost nothing until used.
+	 */
 	t->hl = calloc(holders ? holders : 1, sizeof(*t->hl));
-	if (!t->slot || !t->hl) {
+	if (!t->hl) {
 		hotkeys_free(t);
 		return -ENOMEM;
 	}
@@ -230,12 +232,13 @@ int hotkeys_copy(struct hotkeys *dst, const struct hotkeys *src)
 	memset(&dst->dirty_keys, 0, sizeof(dst->dirty_keys));
 	if (!src->on)
 		return 0;
-	dst->slot = malloc((src->mask + 1) * sizeof(*dst->slot));
+	dst->slot = src->slot ? malloc((src->mask + 1) * sizeof(*dst->slot)) : NULL;
 	dst->hl = calloc(nh, sizeof(*dst->hl));
 	dst->k = src->top ? calloc(src->top, sizeof(*dst->k)) : NULL;
-	if (!dst->slot || !dst->hl || (src->top && !dst->k))
+	if ((src->slot && !dst->slot) || !dst->hl || (src->top && !dst->k))
 		goto fail;
-	memcpy(dst->slot, src->slot, (src->mask + 1) * sizeof(*dst->slot));
+	if (src->slot)
+		memcpy(dst->slot, src->slot, (src->mask + 1) * sizeof(*dst->slot));
 	dst->alloc = src->top;
 	if (list_copy(&dst->free_slots, &src->free_slots) || list_copy(&dst->cool, &src->cool) ||
 	    list_copy(&dst->dirty_keys, &src->dirty_keys))
@@ -343,6 +346,8 @@ static int key_add(struct hotkeys *t, const struct ledger *lim, const struct ll_
 	struct hotkey *k;
 	uint32_t s, idx;
 
+	if (!t->slot && !(t->slot = calloc(t->mask + 1, sizeof(*t->slot))))
+		return -ENOMEM;
 	if (t->free_slots.n) {
 		idx = t->free_slots.i[--t->free_slots.n];
 	} else {

@@ -118,7 +118,7 @@ struct hotkeys {
 	uint32_t top, alloc;	 /* slots of k[] in use (live or free), room in k[] */
 	struct hotkey *k;	 /* k[0..top): live or free */
 	struct hotkeys_list free_slots;
-	uint32_t *slot;		 /* hash table: index in k[] + 1, 0 empty; linear probing */
+	uint32_t *slot;		 /* hash table: index in k[] + 1, 0 empty; linear probing; NULL till a key */
 	uint32_t mask;		 /* slots - 1 */
 	uint64_t seed;		 /* of the hash: keys come from the network */
 	struct hotkeys_hl *hl;	 /* holders entries */

@@ -42,8 +42,8 @@ V(key_sets, c->hot.full_sets)
 V(stranded, hotkeys_stranded(&c->hot, now))
 V(lease_rate, ledger_committed_rate(&c->led, hi, now))
 V(demand, c->led.h[hi].demand)
-V(fallback, co->h[hi].fallback[l])
-V(bypass, co->h[hi].bypass[l])
+V(fallback, holder_lim(co, (int)hi, l)->fallback)
+V(bypass, holder_lim(co, (int)hi, l)->bypass)
 V(epoch, co->store.epoch)
 V(version, co->pol->version)
 V(quiet, co->quiet_until > now ? ns_to_s(co->quiet_until - now) : 0.0)
@@ -222,9 +222,10 @@ static void write_fairness(FILE *f, struct coord *co)
 		for (uint32_t hi = 0; hi < co->cfg.gateways && hi < c->led.cap; hi++) {
 			const struct cholder *h = &co->h[hi];
 
-			if (h->used && h->asking && h->tele[l].key == key)
-				tele_fair_add(&fr, c->led.h[hi].demand, c->t_rate[hi],
-					      h->tele[l].rate);
+			const struct tele_slot *t = &holder_lim(co, (int)hi, l)->tele;
+
+			if (h->used && h->asking && t->key == key)
+				tele_fair_add(&fr, c->led.h[hi].demand, c->t_rate[hi], t->rate);
 		}
 		for (int k = 0; k < TELE_COHORTS; k++)
 			if (fr.fair[k] > 0) {

@@ -42,19 +42,23 @@ struct climit {
 	bool meter;   /* meter: true: its reported totals go to the usage ledger */
 };
 
+/* What the coordinator keeps per holder and global limit (holder_lim). */
+struct cholder_limit {
+	uint64_t fallback, bypass; /* durable totals */
+	uint64_t usage_ns;	   /* when last recorded */
+	struct tele_slot tele;	   /* admissions, for telemetry.c */
+};
+
 struct cholder {
 	bool used;
 	char name[WIRE_HOLDER_LEN];
 	uint64_t incarnation;
-	int conn;		 /* index in coord.conns, -1 if not connected */
-	uint64_t report_seq;	 /* highest report seen from this incarnation */
-	uint64_t last_report_ns; /* a holder silent for a lease's life asks for nothing */
-	bool asking;		 /* counted in the targets (connected and reporting) */
-	uint64_t fallback[LL_MAX_LIMITS], bypass[LL_MAX_LIMITS]; /* durable totals */
-	uint64_t usage_ns[LL_MAX_LIMITS];			 /* when last recorded */
-	struct tele_slot tele[LL_MAX_LIMITS]; /* admissions per limit, for telemetry.c */
-	uint64_t tele_incarnation;	      /* the incarnation tele[] counts */
-	uint64_t uledger_ns; /* when its last report went to the usage ledger */
+	int conn;		   /* index in coord.conns, -1 if not connected */
+	uint64_t report_seq;	   /* highest report seen from this incarnation */
+	uint64_t last_report_ns;   /* a holder silent for a lease's life asks for nothing */
+	bool asking;		   /* counted in the targets (connected and reporting) */
+	uint64_t tele_incarnation; /* the incarnation its tele slots count */
+	uint64_t uledger_ns;	   /* when its last report went to the usage ledger */
 };
 
 struct cconn {
@@ -76,7 +80,14 @@ struct coord {
 	uint64_t quiet_until;
 	uint32_t n_limits;
 	struct climit lim[LL_MAX_LIMITS];
+	uint16_t by_name[LL_MAX_LIMITS]; /* indexes of lim[], sorted by name (limit_by_name) */
 	struct cholder *h; /* cfg.gateways of them */
+	/* Per holder and limit: cfg.gateways rows of hl_cap, the most global
+	 * limits a policy has had, so memory follows the limits configured,
+	 * not LL_MAX_LIMITS (holder_lim).
+	 */
+	struct cholder_limit *hl;
+	uint32_t hl_cap;
 	struct cconn **conns;
 	size_t max_conns;
 	int listen_fd, ep;
@@ -97,5 +108,11 @@ struct coord {
 	bool usage_unsynced;   /* the metered limits not yet recorded in it */
 	uint64_t usage_failures; /* reports the usage ledger could not record (no grant) */
 };
+
+/* Holder hi's state for limit l (< co->n_limits <= co->hl_cap). */
+static inline struct cholder_limit *holder_lim(const struct coord *co, int hi, uint32_t l)
+{
+	return &co->hl[(size_t)hi * co->hl_cap + l];
+}
 
 #endif /* LEASELINE_COORD_STATE_H */

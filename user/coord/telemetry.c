@@ -105,10 +105,11 @@ void telemetry_report(struct coord *co, int hi, struct climit *c, uint32_t l,
 	double waste;
 
 	if (h->tele_incarnation != h->incarnation) {
-		memset(h->tele, 0, sizeof(h->tele)); /* totals start again at 0 */
+		for (uint32_t i = 0; i < co->hl_cap; i++) /* totals start again at 0 */
+			memset(&holder_lim(co, hi, i)->tele, 0, sizeof(struct tele_slot));
 		h->tele_incarnation = h->incarnation;
 	}
-	waste = tele_interval(&h->tele[l], tele_key(c->name), e->admitted, now,
+	waste = tele_interval(&holder_lim(co, hi, l)->tele, tele_key(c->name), e->admitted, now,
 			      TELE_MAX_GAP_REFRESH * co->cfg.refresh_ns,
 			      ledger_committed_rate(&c->led, (size_t)hi, now));
 	/* A per-key limit's share is every key's: admissions of all keys

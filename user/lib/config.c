@@ -1051,8 +1051,9 @@ static int policy_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	int rc;
 
 	rc = too_many(c, walk_get(m, "limits"), "limits", LL_MAX_LIMITS,
-		      "LL_MAX_LIMITS: the per-limit arrays of the pinned maps, and the "
-		      "coordinator's reports carry at most 64 limits (WIRE_MAX_ENTRIES)");
+		      "LL_MAX_LIMITS: a rule names a limit by an 8-bit id, and the pinned "
+		      "per-limit arrays and a coordinator report's entries (WIRE_MAX_ENTRIES) "
+		      "hold this many");
 	if (!rc)
 		rc = too_many(c, walk_get(m, "rules"), "rules", LL_MAX_RULES,
 			      "LL_MAX_RULES: the policy map holds this many in each of its "

@@ -20,11 +20,16 @@
 #include "ll_types.h"
 
 #define WIRE_MAGIC	 0x4c4c5731u /* "LLW1" */
-#define WIRE_VERSION	 4 /* 2: grants no longer carry the failure policy; 3: per-key grants;
-			    * 4: per-key grants carry changes only */
+#define WIRE_VERSION	 5 /* 2: grants no longer carry the failure policy; 3: per-key grants;
+			    * 4: per-key grants carry changes only; 5: reports carry up to 256
+			    * limit entries (LL_MAX_LIMITS), frames up to 128 KiB */
 #define WIRE_HDR_LEN	 12
-#define WIRE_MAX_PAYLOAD (64 * 1024) /* a policy document must fit */
-#define WIRE_MAX_POLICY	 (WIRE_MAX_PAYLOAD - 64)
+/* A frame's payload: a full report (256 entries and WIRE_MAX_HOT hot keys,
+ * ~72 kB) must fit. Buffers grow with what is in flight, not to this.
+ */
+#define WIRE_MAX_PAYLOAD (128 * 1024)
+/* A policy document: 64 KiB less its message's fields, as in version 4. */
+#define WIRE_MAX_POLICY	 (64 * 1024 - 64)
 #define WIRE_HOLDER_LEN	 64 /* holder ids (node names), NUL included */
 #define WIRE_MAX_ENTRIES LL_MAX_LIMITS
 /* Per-key grants in one grant (one limit), hot keys in one report (all limits). */
