@@ -150,6 +150,11 @@ enum {
 	 * limit's, and a denied key asks for as much as it can get.
 	 */
 	LL_LIM_KEY_CONTRACTS = 4,
+	/* A metered global limit with a key (meter: true): every packet's
+	 * outcome is counted per key in ll_meter (struct ll_meter), for the
+	 * usage ledger (reference §6.3). Unmetered limits pay nothing.
+	 */
+	LL_LIM_METER = 8,
 };
 
 /* Per-key overrides of local limits (ll_overrides, an LPM trie): a prefix
@@ -542,6 +547,44 @@ struct ll_shadow_win {
 	__u64 bytes[LL_WIN_SLOTS]; /* their frame bytes */
 };
 
+/* Per-key metering (ll_meter, a per-CPU hash keyed by ll_flow_key: limit
+ * uid + ll_key_id): running totals of each metered key's outcomes, by
+ * class, packets and bytes. Never reaped with buckets; only the agent
+ * deletes entries (of limits gone from the policy, once reported). When the
+ * map is full a new key is counted under its limit's overflow key (family
+ * LL_OVERFLOW_FAMILY, pre-created by the agent) and in ll_meter_info.full;
+ * with no overflow entry either, in ll_meter_info.lost_*. Totals only grow
+ * while ll_meter_info.ident stays: a new ident (pins lost) starts from zero.
+ */
+#define LL_MAX_METER_KEYS 65536 /* default entries of ll_meter, all limits */
+
+enum ll_meter_class {
+	LL_METER_ADMITTED = 0, /* under a live lease (or its share) */
+	LL_METER_DENIED = 1,
+	LL_METER_FALLBACK = 2, /* by the fallback share after the lease died */
+	LL_METER_BYPASS = 3,   /* fail-open after the lease died */
+	LL_METER_CLASSES,
+};
+
+struct ll_meter {
+	__u64 pkts[LL_METER_CLASSES];
+	__u64 bytes[LL_METER_CLASSES]; /* frame bytes */
+};
+
+/* ll_meter_info, entry 0: the counters' identity and what could not be
+ * metered per key. ident: random, written by the agent when it finds 0 (new
+ * pins, whose ll_meter it empties first); an agent restart that keeps the
+ * pins keeps it, a reboot that lost them makes a new one.
+ */
+struct ll_meter_info {
+	__u64 ident;
+	__u64 created_ns; /* CLOCK_REALTIME when ident was made */
+	__u64 full;	  /* packets counted under an overflow key: ll_meter was full */
+	__u64 lost_pkts;  /* packets not metered at all (no overflow entry either) */
+	__u64 lost_bytes;
+	__u64 pad0[3];
+};
+
 /* Per-CPU counters of one rule (index: rule position; LL_MAX_RULES = default). */
 struct ll_rule_stats {
 	__u64 matched_pkts;
@@ -559,9 +602,10 @@ struct ll_rule_stats {
  */
 /* 2: ll_limit_cfg ov_ver and flags, ll_overrides; 3: ll_shadow_win; 4: ll_rule matches
  * tcp-flags, icmp-type and dst-port lists, LL_MAX_RULES 1024 (ll_policy, ll_rule_stats);
- * 5: ll_state link_up, link_connects, applies
+ * 5: ll_state link_up, link_connects, applies; 6: ll_meter, ll_meter_info (per-key metering),
+ * LL_LIM_METER
  */
-#define LL_LAYOUT_VERSION   5
+#define LL_LAYOUT_VERSION   6
 #define LL_LAYOUT_BUILD_LEN 48
 
 /* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to

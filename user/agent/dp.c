@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -129,6 +130,9 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 		bpf_map__set_max_entries(
 		    dp->skel->maps.ll_flow_buckets,
 		    (opts->flow_keys_set ? opts->max_flow_keys : opts->max_keys) + LL_MAX_LIMITS);
+	if (opts->max_meter_keys)
+		bpf_map__set_max_entries(dp->skel->maps.ll_meter,
+					 opts->max_meter_keys + LL_MAX_LIMITS);
 	/* Fallback buckets: one per prefix new keys come from under pressure. */
 	prefixes = bpf_map__max_entries(dp->skel->maps.ll_buckets);
 	if (bpf_map__max_entries(dp->skel->maps.ll_flow_buckets) > prefixes)
@@ -173,6 +177,13 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->overrides_fd = bpf_map__fd(dp->skel->maps.ll_overrides);
 	dp->hot_fd = bpf_map__fd(dp->skel->maps.ll_hot);
 	dp->prefix_buckets_fd = bpf_map__fd(dp->skel->maps.ll_prefix_buckets);
+	dp->meter_fd = bpf_map__fd(dp->skel->maps.ll_meter);
+	dp->meter_info_fd = bpf_map__fd(dp->skel->maps.ll_meter_info);
+	err = dp_meter_ident(dp);
+	if (err) {
+		pr_warn("cannot set up per-key metering: %s\n", strerror(-err));
+		goto fail;
+	}
 	err = fill_init(dp);
 	if (err) {
 		pr_warn("cannot map ll_fill: %s\n", strerror(-err));
@@ -201,6 +212,107 @@ void dp_close(struct dp *dp)
 	dp->rcu_fd = -1;
 	leaseline_bpf__destroy(dp->skel);
 	dp->skel = NULL;
+}
+
+int dp_meter_info_read(struct dp *dp, struct ll_meter_info *info)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(dp->meter_info_fd, &k, info) ? -errno : 0;
+}
+
+int dp_meter_ident(struct dp *dp)
+{
+	struct ll_meter_info info = {0};
+	struct ll_flow_key k, next;
+	struct timespec ts;
+	__u32 z = 0;
+	int err = dp_meter_info_read(dp, &info);
+
+	if (err)
+		return err;
+	if (info.ident) {
+		dp->meter_ident = info.ident;
+		return 0;
+	}
+	/* New pins (or never metered): whatever ll_meter holds predates this
+	 * identity, so it goes; then totals under the identity only grow.
+	 */
+	while (!bpf_map_get_next_key(dp->meter_fd, NULL, &next)) {
+		k = next;
+		if (bpf_map_delete_elem(dp->meter_fd, &k) && errno != ENOENT)
+			return -errno;
+	}
+	while (!info.ident)
+		if (getrandom(&info.ident, sizeof(info.ident), 0) != (ssize_t)sizeof(info.ident))
+			return -EIO;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	info.created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (bpf_map_update_elem(dp->meter_info_fd, &z, &info, BPF_ANY))
+		return -errno;
+	dp->meter_ident = info.ident;
+	return 0;
+}
+
+int dp_meter_read(struct dp *dp, struct ll_flow_key **keys, struct ll_meter **vals, size_t *n)
+{
+	size_t cap = 1024, got = 0;
+	struct ll_flow_key *ks = malloc(cap * sizeof(*ks)), k, next;
+	struct ll_meter *vs = malloc(cap * sizeof(*vs));
+	struct ll_meter *pc = calloc(dp->ncpus, sizeof(*pc));
+	bool first = true;
+	int err = 0;
+
+	*keys = NULL;
+	*vals = NULL;
+	*n = 0;
+	if (!ks || !vs || !pc) {
+		err = -ENOMEM;
+		goto out;
+	}
+	while (!bpf_map_get_next_key(dp->meter_fd, first ? NULL : &k, &next)) {
+		struct ll_meter sum = {0};
+
+		first = false;
+		k = next;
+		if (bpf_map_lookup_elem(dp->meter_fd, &k, pc))
+			continue; /* deleted meanwhile */
+		for (unsigned int c = 0; c < dp->ncpus; c++)
+			for (int i = 0; i < LL_METER_CLASSES; i++) {
+				sum.pkts[i] += pc[c].pkts[i];
+				sum.bytes[i] += pc[c].bytes[i];
+			}
+		if (got == cap) {
+			void *a = realloc(ks, 2 * cap * sizeof(*ks)), *b;
+
+			if (!a) {
+				err = -ENOMEM;
+				goto out;
+			}
+			ks = a;
+			b = realloc(vs, 2 * cap * sizeof(*vs));
+			if (!b) {
+				err = -ENOMEM;
+				goto out;
+			}
+			vs = b;
+			cap *= 2;
+		}
+		ks[got] = k;
+		vs[got] = sum;
+		got++;
+	}
+out:
+	free(pc);
+	if (err) {
+		free(ks);
+		free(vs);
+		return err;
+	}
+	*keys = ks;
+	*vals = vs;
+	*n = got;
+	return 0;
 }
 
 int dp_state_read(int state_fd, struct ll_state *st)
@@ -260,11 +372,42 @@ static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 	return 0;
 }
 
+/* Each metered limit's overflow entry in ll_meter, before its first packet
+ * is metered: a key that finds the map full is counted there. Entries of a
+ * limit metered before keep their totals (EEXIST). A full map leaves the
+ * limit without one: its keys that find no room count as lost.
+ */
+static int meter_overflow_init(struct dp *dp, const struct ll_policy *pol)
+{
+	struct ll_meter *zero = calloc(dp->ncpus, sizeof(*zero));
+	int err = zero ? 0 : -ENOMEM;
+
+	for (__u32 id = 0; !err && id < LL_MAX_LIMITS; id++) {
+		const struct ll_limit_cfg *l = &pol->limits[id];
+		struct ll_flow_key fk = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
+
+		if (!l->in_use || !(l->flags & LL_LIM_METER))
+			continue;
+		if (bpf_map_update_elem(dp->meter_fd, &fk, zero, BPF_NOEXIST) && errno != EEXIST) {
+			if (errno != E2BIG)
+				err = -errno;
+			else
+				pr_warn("ll_meter is full: limit '%s' has no overflow entry\n",
+					l->name);
+		}
+	}
+	free(zero);
+	return err;
+}
+
 static int limits_init(struct dp *dp, const struct ll_policy *pol, const struct ll_policy *prev,
 		       uint64_t now)
 {
 	void *zero_stats = calloc(dp->ncpus, sizeof(struct ll_limit_stats));
 	int err = zero_stats ? limits_init_each(dp, pol, prev, now, zero_stats) : -ENOMEM;
+
+	if (!err)
+		err = meter_overflow_init(dp, pol);
 
 	free(zero_stats);
 	return err;
