@@ -29,6 +29,7 @@
 #include "coord.h"
 #include "fs.h"
 #include "hotkeys.h"
+#include "keyfmt.h"
 #include "overrides.h"
 #include "tb_math.h"
 #include "http.h"
@@ -509,6 +510,7 @@ static void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 	if (h->incarnation != m->incarnation)
 		h->report_seq = 0;
 	h->incarnation = m->incarnation;
+	h->counters_ident = m->counters_ident;
 	h->conn = ci;
 	/* What it holds of per-key grants is not known on a new connection. */
 	for (uint32_t l = 0; l < co->n_limits; l++)
@@ -821,12 +823,135 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 	}
 }
 
+/* ---- per-key usage (METER) ---- */
+
+static void meter_ack(struct coord *co, int ci, uint64_t ident, uint64_t seq, uint8_t status)
+{
+	struct wire_msg *m = co->out;
+
+	WIRE_MSG_CLEAR(m, meter_ack);
+	m->type = WIRE_METER_ACK;
+	m->meter_ack.ident = ident;
+	m->meter_ack.seq = seq;
+	m->meter_ack.status = status;
+	if (status == WIRE_METER_RECORDED)
+		co->meter_recorded++;
+	else if (status == WIRE_METER_RETRY)
+		co->meter_retry++;
+	else
+		co->meter_refused++;
+	send_msg(co, ci, m);
+}
+
+static const struct cfg_limit *policy_limit_named(const struct coord *co, const char *name)
+{
+	for (uint32_t i = 0; co->pol && i < co->pol->n_limits; i++)
+		if (!strcmp(co->pol->limits[i].name, name))
+			return &co->pol->limits[i];
+	return NULL;
+}
+
+/* A batch of one metered limit's per-key totals, into the transaction of
+ * this turn of the loop (meter_flush commits it and sends the acks). Not
+ * metered here: refused (the agent drops it). Not writable: the agent sends
+ * it again. Admission never waits for any of it.
+ */
+static void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint64_t now)
+{
+	static struct uledger_key_entry e[WIRE_MAX_METER];
+	static char text[WIRE_MAX_METER][KEYFMT_LEN];
+	int hi = co->conns[ci]->holder;
+	const struct cfg_limit *l;
+	struct meter_pending *p;
+	int err;
+
+	if (hi < 0 || strcmp(co->h[hi].name, mt->holder) ||
+	    co->h[hi].incarnation != mt->incarnation) {
+		co->protocol_errors++;
+		conn_drop(co, ci, "meter batch from a holder that did not say hello");
+		return;
+	}
+	l = policy_limit_named(co, mt->limit);
+	if (!l || !l->meter || l->scope != LL_SCOPE_GLOBAL || l->key_mode == LL_KEY_NONE ||
+	    !mt->ident) {
+		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
+		return;
+	}
+	if (co->n_mpend == co->cap_mpend) {
+		size_t cap = co->cap_mpend ? 2 * co->cap_mpend : 64;
+		void *np = realloc(co->mpend, cap * sizeof(*co->mpend));
+
+		if (!np) {
+			meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_RETRY);
+			return;
+		}
+		co->mpend = np;
+		co->cap_mpend = cap;
+	}
+	err = co->usage && !co->usage_unsynced ? 0 : usage_ledger_ensure(co);
+	if (!err && !co->meter_txn) {
+		err = uledger_keys_begin(co->usage);
+		co->meter_txn = !err;
+		co->meter_txn_failed = false;
+	}
+	if (err) {
+		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_RETRY);
+		return;
+	}
+	for (uint32_t i = 0; i < mt->n; i++) {
+		memset(&e[i], 0, sizeof(e[i]));
+		e[i].key = mt->e[i].key;
+		keyfmt_key(&mt->e[i].key, l->key_mode, l->prefix_v4, l->prefix_v6, text[i],
+			   sizeof(text[i]));
+		e[i].key_text = text[i];
+		memcpy(e[i].pkts, mt->e[i].pkts, sizeof(e[i].pkts));
+		memcpy(e[i].bytes, mt->e[i].bytes, sizeof(e[i].bytes));
+	}
+	if (!co->meter_txn_failed &&
+	    uledger_keys_add(co->usage, mt->holder, mt->ident, mt->limit_uid, mt->limit,
+			     uledger_now(), e, mt->n))
+		co->meter_txn_failed = true;
+	p = &co->mpend[co->n_mpend++];
+	*p = (struct meter_pending){
+	    .ci = ci, .hi = hi, .ident = mt->ident, .seq = mt->seq, .arrival_ns = now};
+}
+
+/* End of a turn: commit the per-key transaction, then ack every batch in
+ * it, recorded or (nothing of it written) to be sent again.
+ */
+static void meter_flush(struct coord *co)
+{
+	uint8_t status = WIRE_METER_RECORDED;
+
+	if (!co->meter_txn)
+		return;
+	co->meter_txn = false;
+	if (co->meter_txn_failed) {
+		uledger_keys_abort(co->usage);
+		status = WIRE_METER_RETRY;
+	} else if (uledger_keys_commit(co->usage, co->n_mpend ? co->mpend[0].arrival_ns
+							      : clock_now_ns())) {
+		status = WIRE_METER_RETRY;
+	}
+	if (status != WIRE_METER_RECORDED)
+		co->usage_failures++;
+	for (size_t i = 0; i < co->n_mpend; i++) {
+		const struct meter_pending *p = &co->mpend[i];
+
+		if (co->conns[p->ci] && co->conns[p->ci]->holder == p->hi)
+			meter_ack(co, p->ci, p->ident, p->seq, status);
+	}
+	co->n_mpend = 0;
+}
+
 static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
 {
 	if (m->type == WIRE_HELLO && co->conns[ci]->holder < 0)
 		on_hello(co, ci, &m->hello);
 	else if (m->type == WIRE_REPORT)
 		on_report(co, ci, &m->report);
+	else if (m->type == WIRE_METER)
+		on_meter(co, ci, &m->meter, clock_now_ns());
 	else {
 		co->protocol_errors++;
 		conn_drop(co, ci, "unexpected message");
@@ -1231,6 +1356,7 @@ int coord_run(const char *config_path)
 			reload(co);
 		}
 		handle_events(co, ev, n);
+		meter_flush(co);
 		tick(co);
 		pthread_mutex_unlock(&co->lock);
 	}
@@ -1245,7 +1371,9 @@ int coord_run(const char *config_path)
 	free(co->h);
 	free(co->conns);
 	coord_store_close(&co->store);
+	meter_flush(co);
 	uledger_close(co->usage);
+	free(co->mpend);
 	free(co->pol);
 	free(co->yaml);
 	tls_ctx_free(&co->tls);
