@@ -851,6 +851,46 @@ static const struct cfg_limit *policy_limit_named(const struct coord *co, const 
 	return NULL;
 }
 
+static bool zeroes(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/* A key as the limit's key mode builds it (fields it does not use zero; a
+ * family the address can have) or the limit's overflow key: anything else
+ * would make a series of its own for the same key and count it twice.
+ */
+static bool meter_key_ok(const struct cfg_limit *l, const struct ll_key_id *k)
+{
+	bool v4 = k->family == 4 && !k->addr[0] && !k->addr[1] && k->addr[2] == htonl(0xffff),
+	     fam = v4 || k->family == 6;
+
+	if (k->pad0)
+		return false;
+	if (k->family == LL_OVERFLOW_FAMILY)
+		return !k->proto && !k->dport && !k->sport && zeroes(k->addr, sizeof(k->addr)) &&
+		       zeroes(k->addr2, sizeof(k->addr2));
+	switch (l->key_mode) {
+	case LL_KEY_SRC_IP:
+	case LL_KEY_DST_IP:
+		return fam && !k->proto && !k->dport && !k->sport &&
+		       zeroes(k->addr2, sizeof(k->addr2));
+	case LL_KEY_DST_PORT:
+		return !k->family && !k->sport && zeroes(k->addr, sizeof(k->addr)) &&
+		       zeroes(k->addr2, sizeof(k->addr2));
+	case LL_KEY_FLOW:
+		return fam && (k->family == 6 || (!k->addr2[0] && !k->addr2[1] &&
+						  k->addr2[2] == htonl(0xffff)));
+	default:
+		return false;
+	}
+}
+
 /* A batch of one metered limit's per-key totals, into the transaction of
  * this turn of the loop (meter_flush commits it and sends the acks). Not
  * metered here: refused (the agent drops it). Not writable: the agent sends
@@ -877,6 +917,15 @@ static void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint
 		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
 		return;
 	}
+	for (uint32_t i = 0; i < mt->n; i++)
+		if (!meter_key_ok(l, &mt->e[i].key)) {
+			co->protocol_errors++;
+			pr_warn("meter batch %llu of '%s' (limit '%s') names a malformed key: "
+				"refused\n",
+				(unsigned long long)mt->seq, mt->holder, mt->limit);
+			meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
+			return;
+		}
 	if (co->n_mpend == co->cap_mpend) {
 		size_t cap = co->cap_mpend ? 2 * co->cap_mpend : 64;
 		void *np = realloc(co->mpend, cap * sizeof(*co->mpend));
