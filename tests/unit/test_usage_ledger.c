@@ -178,6 +178,30 @@ static void test_agent_restart(void **state)
 /* Totals that go backwards under a newer seq (the agent zeroed a limit's
  * counters when its slot went to another limit): counted, from 0.
  */
+/* The counters identity (HELLO) settles what totals cannot: a reboot whose
+ * new counters passed every old total before its first report is a restart
+ * from 0 (all of it counts), and a restart that kept its pins with the same
+ * identity continues.
+ */
+static void test_reboot_identity(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_entry e = {.limit = "a"};
+
+	e.t = tot(100, 10, 0, 0);
+	assert_int_equal(
+	    uledger_record_ident(fx->lg, "gw-1", 7, 0xaa, 1, T0, clock_now_ns(), &e, 1), 0);
+	e.t = tot(130, 12, 0, 0); /* pins kept: same identity, a new incarnation */
+	assert_int_equal(
+	    uledger_record_ident(fx->lg, "gw-1", 8, 0xaa, 1, T0 + 1, clock_now_ns(), &e, 1), 0);
+	e.t = tot(500, 50, 0, 0); /* rebooted, and busy before its first report */
+	assert_int_equal(
+	    uledger_record_ident(fx->lg, "gw-1", 9, 0xbb, 1, T0 + 2, clock_now_ns(), &e, 1), 0);
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(630, 62, 0, 0));
+	assert_int_equal(uledger_counters(fx->lg)->continued, 1);
+	assert_int_equal(uledger_counters(fx->lg)->restarted, 1);
+}
+
 static void test_backwards_counted(void **state)
 {
 	struct fx *fx = *state;
@@ -1070,6 +1094,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_reordered, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_delayed_minutes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_agent_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reboot_identity, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backwards_counted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_metering_starts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_metered_again, setup, teardown),

@@ -741,7 +741,8 @@ static void record_metered(struct coord *co, struct cholder *h, const struct wir
 	 */
 	err = co->usage && !co->usage_unsynced ? 0 : usage_ledger_ensure(co);
 	if (!err)
-		err = uledger_record(co->usage, h->name, h->incarnation, r->seq, uledger_now(), now,
+		err = uledger_record_ident(co->usage, h->name, h->incarnation, h->counters_ident,
+					   r->seq, uledger_now(), now,
 				     e, n);
 	if (!err) {
 		h->uledger_ns = now;

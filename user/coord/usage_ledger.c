@@ -43,17 +43,17 @@ enum {
 static const char *const stmt_sql[ST_N] = {
     [ST_MARK_GET] = "SELECT seq, admitted, denied, fallback, bypass, current FROM marks "
 		    "WHERE limit_name = ?1 AND holder = ?2 AND incarnation = ?3",
-    [ST_MARK_CUR] = "SELECT incarnation, admitted, denied, fallback, bypass FROM marks "
+    [ST_MARK_CUR] = "SELECT incarnation, admitted, denied, fallback, bypass, ident FROM marks "
 		    "WHERE limit_name = ?1 AND holder = ?2 AND current = 1",
     [ST_MARK_CLOSE] = "UPDATE marks SET current = 0 WHERE limit_name = ?1 AND holder = ?2 "
 		      "AND current = 1",
     [ST_MARK_PUT] =
 	"INSERT INTO marks (limit_name, holder, incarnation, seq, admitted, denied, "
-	"fallback, bypass, current, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, "
-	"?9) ON CONFLICT (limit_name, holder, incarnation) DO UPDATE SET "
+	"fallback, bypass, current, updated, ident) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, "
+	"?9, ?10) ON CONFLICT (limit_name, holder, incarnation) DO UPDATE SET "
 	"seq = excluded.seq, admitted = excluded.admitted, denied = excluded.denied, "
 	"fallback = excluded.fallback, bypass = excluded.bypass, "
-	"updated = excluded.updated",
+	"updated = excluded.updated, ident = excluded.ident",
     [ST_USAGE_ADD] = "INSERT INTO usage (limit_name, holder, hour, admitted, denied, fallback, "
 		     "bypass) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (limit_name, holder, "
 		     "hour) DO UPDATE SET admitted = admitted + excluded.admitted, "
@@ -163,6 +163,12 @@ int uledger_open(struct uledger **out, const char *path)
 		sqlite3_busy_timeout(lg->db, 1000);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(lg->db, schema, NULL, NULL, NULL);
+	/* Marks of a ledger written before the counters identity: 0, unknown. */
+	if (rc == SQLITE_OK &&
+	    sqlite3_exec(lg->db, "SELECT ident FROM marks LIMIT 0", NULL, NULL, NULL) != SQLITE_OK)
+		rc = sqlite3_exec(lg->db,
+				  "ALTER TABLE marks ADD COLUMN ident INTEGER NOT NULL DEFAULT 0",
+				  NULL, NULL, NULL);
 	for (int i = 0; rc == SQLITE_OK && i < ST_N; i++)
 		rc = sqlite3_prepare_v3(lg->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					&lg->st[i], NULL);
@@ -224,8 +230,8 @@ static int totals_ge(const struct uledger_totals *a, const struct uledger_totals
 }
 
 /* What entry e adds (into *d) given its marks; 0 = nothing to write, 1 = write. */
-static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uint64_t seq,
-		       const struct uledger_entry *e, struct uledger_totals *d, int *rc)
+static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uint64_t ident,
+		       uint64_t seq, const struct uledger_entry *e, struct uledger_totals *d, int *rc)
 {
 	sqlite3_stmt *s = lg->st[ST_MARK_GET];
 	struct uledger_totals base = {0}, mark;
@@ -258,9 +264,16 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 		bind_key(s, e->limit, holder);
 		r = sqlite3_step(s);
 		if (r == SQLITE_ROW) {
+			uint64_t mident = (uint64_t)sqlite3_column_int64(s, 5);
+
 			col_totals(s, 1, &mark);
 			sqlite3_reset(s);
-			if (totals_ge(&e->t, &mark)) {
+			/* Both identities known: they say whether the pins (and
+			 * the counters) were kept. Else the totals guess it.
+			 */
+			if (ident && mident && ident != mident) {
+				lg->c.restarted++;
+			} else if (totals_ge(&e->t, &mark)) {
 				base = mark; /* a restart that kept its counters */
 				lg->c.continued++;
 			} else {
@@ -312,8 +325,9 @@ static void bind_totals(sqlite3_stmt *s, int first, const struct uledger_totals 
 	sqlite3_bind_int64(s, first + 3, (sqlite3_int64)t->bypass);
 }
 
-static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uint64_t seq,
-		       int64_t now_s, const struct uledger_entry *e, const struct uledger_totals *d)
+static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uint64_t ident,
+		       uint64_t seq, int64_t now_s, const struct uledger_entry *e,
+		       const struct uledger_totals *d)
 {
 	sqlite3_stmt *s = lg->st[ST_MARK_PUT];
 	int rc;
@@ -323,6 +337,7 @@ static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uin
 	sqlite3_bind_int64(s, 4, (sqlite3_int64)seq);
 	bind_totals(s, 5, &e->t);
 	sqlite3_bind_int64(s, 9, now_s);
+	sqlite3_bind_int64(s, 10, (sqlite3_int64)ident);
 	if ((rc = step_done(s)))
 		return rc;
 	if (!d->admitted && !d->denied && !d->fallback && !d->bypass)
@@ -345,15 +360,22 @@ static void lat_add(struct uledger *lg, uint64_t ns)
 int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation, uint64_t seq,
 		   int64_t now_s, uint64_t arrival_ns, const struct uledger_entry *e, size_t n)
 {
+	return uledger_record_ident(lg, holder, incarnation, 0, seq, now_s, arrival_ns, e, n);
+}
+
+int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarnation,
+			 uint64_t ident, uint64_t seq, int64_t now_s, uint64_t arrival_ns,
+			 const struct uledger_entry *e, size_t n)
+{
 	struct uledger_counters saved = lg->c;
 	int rc = step_done(lg->st[ST_BEGIN]);
 
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct uledger_totals d;
-		int r = entry_delta(lg, holder, incarnation, seq, &e[i], &d, &rc);
+		int r = entry_delta(lg, holder, incarnation, ident, seq, &e[i], &d, &rc);
 
 		if (r > 0)
-			rc = entry_write(lg, holder, incarnation, seq, now_s, &e[i], &d);
+			rc = entry_write(lg, holder, incarnation, ident, seq, now_s, &e[i], &d);
 	}
 	if (!rc)
 		rc = step_done(lg->st[ST_COMMIT]);

@@ -74,6 +74,15 @@ void uledger_close(struct uledger *lg);
 int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation, uint64_t seq,
 		   int64_t now_s, uint64_t arrival_ns, const struct uledger_entry *e, size_t n);
 
+/* The same with the holder's counters identity (its HELLO's, 0 unknown): a
+ * new incarnation whose identity differs from the last one's (both known)
+ * began its counters again, whatever its totals; the same identity kept
+ * them. Unknown on either side: the totals decide, as above.
+ */
+int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarnation,
+			 uint64_t ident, uint64_t seq, int64_t now_s, uint64_t arrival_ns,
+			 const struct uledger_entry *e, size_t n);
+
 const struct uledger_counters *uledger_counters(const struct uledger *lg);
 
 /* The limits metered now: one not metered before starts its metering at
