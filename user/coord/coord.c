@@ -974,8 +974,8 @@ static void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint
  * loop until it is this old or this large, so that one fsync covers many
  * batches (8 gateways x 100k keys per 10 s is 160 batches a second).
  */
-#define COORD_METER_COMMIT_NS	   (50 * NSEC_PER_MSEC)
-#define COORD_METER_COMMIT_BATCHES 256
+#define COORD_METER_COMMIT_NS	   (200 * NSEC_PER_MSEC)
+#define COORD_METER_COMMIT_BATCHES 1024
 
 /* Commit the per-key transaction when due (force: now), then ack every
  * batch in it, recorded or (nothing of it written) to be sent again.
