@@ -49,7 +49,8 @@
 #include "wire.h"
 
 #define N_LIMITS 10 /* the default */
-/* Hot mode: the coordinator keeps at most LL_MAX_LIMIT_KEY_GRANTS hot keys a limit; more are refused. */
+/* Hot mode: the coordinator keeps at most LL_MAX_LIMIT_KEY_GRANTS hot keys a limit; more are
+ * refused. */
 #define HOTKEYS_BENCH_MAX (2 * LL_MAX_LIMIT_KEY_GRANTS)
 #define PORT_BASE	  17450
 #define COORD_CPU	  1
@@ -683,7 +684,8 @@ static long file_size(const char *dir, const char *name)
 static int bench_meter(const char *bin, uint32_t keys, int port)
 {
 	size_t n = (size_t)env_int("LL_BENCH_AGENTS", 8, 1, 64);
-	int period = env_int("LL_BENCH_PERIOD", 10, 1, 600), periods = env_int("LL_BENCH_PERIODS", 3, 1, 100);
+	int period = env_int("LL_BENCH_PERIOD", 10, 1, 600),
+	    periods = env_int("LL_BENCH_PERIODS", 3, 1, 100);
 	struct run r = {.n = n, .ep = -1, .limits = 1, .port = port, .meter = keys};
 	uint64_t total_batches, acked = 0, retry = 0, t_end, max_lag = 0;
 	double cpu0, cpu1, elapsed;
@@ -715,9 +717,9 @@ static int bench_meter(const char *bin, uint32_t keys, int port)
 	g_meter_t0 = clock_now_ns();
 	t_end = g_meter_t0 + (uint64_t)periods * g_meter_period_ns;
 	while (clock_now_ns() < t_end + 30 * 1000000000ull) {
-		uint64_t now = clock_now_ns(), due = now < t_end ? (now - g_meter_t0) * g_meter_frames /
-								   g_meter_period_ns
-								 : total_batches;
+		uint64_t now = clock_now_ns(),
+			 due = now < t_end ? (now - g_meter_t0) * g_meter_frames / g_meter_period_ns
+					   : total_batches;
 
 		acked = retry = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -755,10 +757,11 @@ static int bench_meter(const char *bin, uint32_t keys, int port)
 		FILE *p;
 
 		snprintf(dbp, sizeof(dbp), "%s/state/ledger.db", r.dir);
-		snprintf(cmd, sizeof(cmd),
-			 "sqlite3 '%s' 'PRAGMA wal_checkpoint(TRUNCATE); SELECT (SELECT COUNT(*) "
-			 "FROM key_usage) + (SELECT COUNT(*) FROM key_marks);' 2>/dev/null | tail -1",
-			 dbp);
+		snprintf(
+		    cmd, sizeof(cmd),
+		    "sqlite3 '%s' 'PRAGMA wal_checkpoint(TRUNCATE); SELECT (SELECT COUNT(*) "
+		    "FROM key_usage) + (SELECT COUNT(*) FROM key_marks);' 2>/dev/null | tail -1",
+		    dbp);
 		p = popen(cmd, "r");
 		if (p && fscanf(p, "%ld", &rows) != 1)
 			rows = 0;
@@ -778,10 +781,11 @@ static int bench_meter(const char *bin, uint32_t keys, int port)
 		       g_nmlat ? g_mlat[(g_nmlat - 1) * 99 / 100] / 1e6 : 0.0, max_lag / 1e6);
 		printf("  coordinator: %.0f%% of a core, RSS %.1f MiB\n",
 		       100.0 * (cpu1 - cpu0) / elapsed, rss1 / 1024.0);
-		printf("  ledger: %ld bytes (%ld WAL) for %ld rows (usage + marks): %.0f bytes a row; "
-		       "a day of hourly rows for these keys: %.2f GiB\n",
-		       db, wal, rows, rows ? (double)db / rows : 0.0,
-		       rows ? 24.0 * (double)n * keys * ((double)db / rows) / (1 << 30) : 0.0);
+		printf(
+		    "  ledger: %ld bytes (%ld WAL) for %ld rows (usage + marks): %.0f bytes a row; "
+		    "a day of hourly rows for these keys: %.2f GiB\n",
+		    db, wal, rows, rows ? (double)db / rows : 0.0,
+		    rows ? 24.0 * (double)n * keys * ((double)db / rows) / (1 << 30) : 0.0);
 		if (!getenv("LL_BENCH_KEEP")) {
 			snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r.dir);
 			if (system(cmd))
@@ -846,7 +850,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	pin(BENCH_CPU);
 	if (getenv("LL_BENCH_METER"))
-		return bench_meter(bin, (uint32_t)env_int("LL_BENCH_METER", 100000, 1, 131072), port);
+		return bench_meter(bin, (uint32_t)env_int("LL_BENCH_METER", 100000, 1, 131072),
+				   port);
 	if (getenv("LL_BENCH_HOT"))
 		return bench_hot(bin, (uint32_t)env_int("LL_BENCH_HOT", 0, 1, HOTKEYS_BENCH_MAX),
 				 port, q);

@@ -277,7 +277,7 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 			continue;
 		}
 		if (pol->limits[id].flags & LL_LIM_METER) {
-			__u32 cls = denier >= 0			      ? LL_METER_DENIED
+			__u32 cls = denier >= 0			   ? LL_METER_DENIED
 				    : verdict == LL_ADMIT_FALLBACK ? LL_METER_FALLBACK
 				    : verdict == LL_ADMIT_BYPASS   ? LL_METER_BYPASS
 								   : LL_METER_ADMITTED;

@@ -27,12 +27,13 @@
 
 static int apply_g(struct fx *fx, const char *meter, const char *extra)
 {
-	return hx_applyf_global(fx,
-				"version: 1\nlimits:\n"
-				"  - {name: g, key: src-ip, scope: global, rate: 1000, burst: 1000, "
-				"meter: %s%s}\n"
-				"rules:\n  - {name: all, limits: [g]}\n",
-				meter, extra);
+	return hx_applyf_global(
+	    fx,
+	    "version: 1\nlimits:\n"
+	    "  - {name: g, key: src-ip, scope: global, rate: 1000, burst: 1000, "
+	    "meter: %s%s}\n"
+	    "rules:\n  - {name: all, limits: [g]}\n",
+	    meter, extra);
 }
 
 static int share(struct fx *fx, uint64_t rate, uint64_t burst)
@@ -182,11 +183,12 @@ static void test_meter_bypass_fallback(void **state)
 	assert_int_equal(s.bypass_pkts, 4);
 
 	/* The same limit (same uid) now with a fallback share of 3. */
-	assert_int_equal(hx_applyf_global(fx, "version: 2\nlimits:\n"
-					      "  - {name: g, key: src-ip, scope: global, rate: 1000, "
-					      "burst: 1000, meter: true, on-loss: fallback, "
-					      "fallback: {rate: 1, burst: 3}}\n"
-					      "rules:\n  - {name: all, limits: [g]}\n"),
+	assert_int_equal(hx_applyf_global(fx,
+					  "version: 2\nlimits:\n"
+					  "  - {name: g, key: src-ip, scope: global, rate: 1000, "
+					  "burst: 1000, meter: true, on-loss: fallback, "
+					  "fallback: {rate: 1, burst: 3}}\n"
+					  "rules:\n  - {name: all, limits: [g]}\n"),
 			 0);
 	assert_int_equal(hx_send(fx, &p, 5, NULL), 3);
 	assert_int_equal(meter_of(fx, &a, &m), 0);
@@ -363,13 +365,14 @@ static void test_figure_meter_cost(void **state)
 		int metered = round % 2;
 		double ns;
 
-		assert_int_equal(hx_applyf_global(fx,
-						  "version: %d\nlimits:\n"
-						  "  - {name: g, key: src-ip, scope: global, rate: 1G, "
-						  "burst: 1G, meter: %s, on-loss: fail-closed}\n"
-						  "rules:\n  - {name: all, limits: [g]}\n",
-						  round + 1, metered ? "true" : "false"),
-				 0);
+		assert_int_equal(
+		    hx_applyf_global(fx,
+				     "version: %d\nlimits:\n"
+				     "  - {name: g, key: src-ip, scope: global, rate: 1G, "
+				     "burst: 1G, meter: %s, on-loss: fail-closed}\n"
+				     "rules:\n  - {name: all, limits: [g]}\n",
+				     round + 1, metered ? "true" : "false"),
+		    0);
 		{
 			struct lease_grant g = {.epoch = 1,
 						.seq = (uint64_t)round + 1,

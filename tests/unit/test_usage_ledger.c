@@ -888,8 +888,8 @@ static void test_keys_period_rollover(void **state)
 	assert_int_equal(k.rows, 2);
 	assert_ksum(k, &b);
 	{
-		struct uledger_query q = {.period = ULEDGER_DAY, .limit = "per-src",
-					  .from = T0 + 3600, .by_holder = 1};
+		struct uledger_query q = {
+		    .period = ULEDGER_DAY, .limit = "per-src", .from = T0 + 3600, .by_holder = 1};
 		struct ksum d = {0};
 
 		assert_int_equal(uledger_query_keys(fx->path, &q, NULL, add_krow, &d), 0);
@@ -1029,8 +1029,10 @@ static void test_keys_property_model(void **state)
 						struct uledger_key_entry *e = &life[h][i][k][s];
 
 						for (int c = 0; c < LL_METER_CLASSES; c++)
-							t[c] += rnd(&seed) % 3 ? rnd(&seed) % 50 : 0;
-						*e = kent((uint32_t)k, txt[k], t[0], t[1], t[2], t[3]);
+							t[c] +=
+							    rnd(&seed) % 3 ? rnd(&seed) % 50 : 0;
+						*e = kent((uint32_t)k, txt[k], t[0], t[1], t[2],
+							  t[3]);
 						for (int c = 0; c < LL_METER_CLASSES; c++)
 							e->bytes[c] = t[c] * 64;
 					}
@@ -1069,10 +1071,10 @@ static void test_keys_property_model(void **state)
 				char holder[16];
 
 				snprintf(holder, sizeof(holder), "gw-%d", h);
-				assert_int_equal(uledger_keys_add(fx->lg, holder, KIDENT + (uint64_t)i,
-								  7, limit, T0 + (int64_t)j,
-								  &life[h][i][k][s], 1),
-						 0);
+				assert_int_equal(
+				    uledger_keys_add(fx->lg, holder, KIDENT + (uint64_t)i, 7, limit,
+						     T0 + (int64_t)j, &life[h][i][k][s], 1),
+				    0);
 			}
 			assert_int_equal(uledger_keys_commit(fx->lg, clock_now_ns()), 0);
 		}

@@ -828,7 +828,8 @@ static bool kled_equals(struct fx *fx, const char *holder, const struct kstate *
 	if (getenv("KDEBUG"))
 		for (int i = 0; i < NK; i++)
 			fprintf(stderr, "key %d: got %llu/%llu want %llu/%llu\n", i,
-				(unsigned long long)got.pkts[i][0], (unsigned long long)got.bytes[i][0],
+				(unsigned long long)got.pkts[i][0],
+				(unsigned long long)got.bytes[i][0],
 				(unsigned long long)want->pkts[i][0],
 				(unsigned long long)want->bytes[i][0]);
 	return !memcmp(got.pkts, want->pkts, sizeof(got.pkts)) &&

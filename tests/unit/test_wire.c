@@ -202,8 +202,8 @@ static void sample_report_max(struct wire_msg *m)
 	}
 }
 
-#define METER_ENTRY (KEY_LEN + 8 * 8)
-#define METER_FRAME (P + 1 + 4 + 3 * 8 + 1 + 5 + 8 + 2 + 2 * METER_ENTRY)
+#define METER_ENTRY	(KEY_LEN + 8 * 8)
+#define METER_FRAME	(P + 1 + 4 + 3 * 8 + 1 + 5 + 8 + 2 + 2 * METER_ENTRY)
 #define METER_ACK_FRAME (P + 8 + 8 + 1)
 
 static void sample_meter(struct wire_msg *m)
@@ -261,7 +261,7 @@ static const struct sample {
     {"grant, longest names", sample_grant_max,
      GRANT_FRAME + LL_NAME_LEN - 1 - 9 + WIRE_HOLDER_LEN - 1 - 4},
     {"grant, every per-key grant", sample_grant_keys,
-     GRANT_FRAME + LL_NAME_LEN - 1 - 9 + WIRE_HOLDER_LEN - 1 - 4 + WIRE_MAX_KEY_GRANTS * KEY_GRANT},
+     GRANT_FRAME + LL_NAME_LEN - 1 - 9 + WIRE_HOLDER_LEN - 1 - 4 + WIRE_MAX_KEY_GRANTS *KEY_GRANT},
     {"report", sample_report, REPORT_FRAME},
     {"report, no entries", sample_report_empty, REPORT_E0 + 2},
     {"report, 64 entries and every hot key", sample_report_max, MAX_REPORT_FRAME},

@@ -211,8 +211,8 @@ void meter_step(struct meter *m, struct dp *dp, struct conn *c, struct wire_msg 
 		scan(m, dp, pol);
 	}
 	/* Send while the output has room for a frame beside a report. */
-	while (m->q_next < m->n_queue && c->out_len + 2 * (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD) <=
-						 CONN_MAX_OUT) {
+	while (m->q_next < m->n_queue &&
+	       c->out_len + 2 * (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD) <= CONN_MAX_OUT) {
 		struct wire_meter *mt = &out->meter;
 		uint32_t uid = m->tab[m->queue[m->q_next]].key.limit_uid;
 		struct meter_batch *b;
@@ -246,7 +246,8 @@ void meter_step(struct meter *m, struct dp *dp, struct conn *c, struct wire_msg 
 			m->q_next++;
 			if (id < 0)
 				continue; /* its limit left the policy meanwhile */
-			memcpy(&mt->e[mt->n].key, (const uint8_t *)&me->key + sizeof(me->key.limit_uid),
+			memcpy(&mt->e[mt->n].key,
+			       (const uint8_t *)&me->key + sizeof(me->key.limit_uid),
 			       sizeof(mt->e[mt->n].key));
 			memcpy(mt->e[mt->n].pkts, me->cur.pkts, sizeof(me->cur.pkts));
 			memcpy(mt->e[mt->n].bytes, me->cur.bytes, sizeof(me->cur.bytes));

@@ -746,8 +746,7 @@ static void record_metered(struct coord *co, struct cholder *h, const struct wir
 	meter_flush(co, true); /* the per-key transaction commits first */
 	if (!err)
 		err = uledger_record_ident(co->usage, h->name, h->incarnation, h->counters_ident,
-					   r->seq, uledger_now(), now,
-				     e, n);
+					   r->seq, uledger_now(), now, e, n);
 	if (!err) {
 		h->uledger_ns = now;
 		return;
@@ -889,8 +888,8 @@ static bool meter_key_ok(const struct cfg_limit *l, const struct ll_key_id *k)
 		return !k->family && !k->sport && zeroes(k->addr, sizeof(k->addr)) &&
 		       zeroes(k->addr2, sizeof(k->addr2));
 	case LL_KEY_FLOW:
-		return fam && (k->family == 6 || (!k->addr2[0] && !k->addr2[1] &&
-						  k->addr2[2] == htonl(0xffff)));
+		return fam && (k->family == 6 ||
+			       (!k->addr2[0] && !k->addr2[1] && k->addr2[2] == htonl(0xffff)));
 	default:
 		return false;
 	}
@@ -993,8 +992,8 @@ static void meter_flush(struct coord *co, bool force)
 	if (co->meter_txn_failed) {
 		uledger_keys_abort(co->usage);
 		status = WIRE_METER_RETRY;
-	} else if (uledger_keys_commit(co->usage, co->n_mpend ? co->mpend[0].arrival_ns
-							      : clock_now_ns())) {
+	} else if (uledger_keys_commit(co->usage,
+				       co->n_mpend ? co->mpend[0].arrival_ns : clock_now_ns())) {
 		status = WIRE_METER_RETRY;
 	}
 	if (status != WIRE_METER_RECORDED)

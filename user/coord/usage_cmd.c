@@ -412,8 +412,9 @@ static void contracts_load(const struct cfg_policy *pol)
 		if (l->overrides[0] &&
 		    ovr_load(l->overrides, l->prefix_v4, l->prefix_v6, TB_MAX_RATE, TB_MAX_BURST,
 			     &contracts[i].ov, &contracts[i].n_ov, &e))
-			fprintf(stderr, "leaseline usage: %s: keys reconciled against the limit's "
-					"contract\n",
+			fprintf(stderr,
+				"leaseline usage: %s: keys reconciled against the limit's "
+				"contract\n",
 				e.msg);
 	}
 }

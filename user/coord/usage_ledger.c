@@ -234,7 +234,8 @@ static int totals_ge(const struct uledger_totals *a, const struct uledger_totals
 
 /* What entry e adds (into *d) given its marks; 0 = nothing to write, 1 = write. */
 static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uint64_t ident,
-		       uint64_t seq, const struct uledger_entry *e, struct uledger_totals *d, int *rc)
+		       uint64_t seq, const struct uledger_entry *e, struct uledger_totals *d,
+		       int *rc)
 {
 	sqlite3_stmt *s = lg->st[ST_MARK_GET];
 	struct uledger_totals base = {0}, mark;
@@ -488,8 +489,8 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 		rc = step_done(s);
 	}
 	if (rc) {
-		pr_warn("usage ledger: per-key usage of '%s' (limit '%s') not recorded: %s\n", holder,
-			limit, sqlite3_errmsg(lg->db));
+		pr_warn("usage ledger: per-key usage of '%s' (limit '%s') not recorded: %s\n",
+			holder, limit, sqlite3_errmsg(lg->db));
 		return sql_errno(rc) ? sql_errno(rc) : -EIO;
 	}
 	lg->c.key_batches++;

@@ -115,8 +115,8 @@ int64_t uledger_now(void);
  * (the agent's pins lost) is a new series, from 0.
  */
 struct uledger_key_entry {
-	struct ll_key_id key;	   /* the series' key, as the agent sent it */
-	const char *key_text;	   /* the key as people write it (keyfmt), for the usage rows */
+	struct ll_key_id key; /* the series' key, as the agent sent it */
+	const char *key_text; /* the key as people write it (keyfmt), for the usage rows */
 	uint64_t pkts[LL_METER_CLASSES]; /* absolute totals, enum ll_meter_class */
 	uint64_t bytes[LL_METER_CLASSES];
 };
@@ -142,7 +142,6 @@ struct uledger_key_row {
 	int64_t start, end;
 	uint64_t pkts[LL_METER_CLASSES], bytes[LL_METER_CLASSES];
 };
-
 
 /* ---- queries (leaseline usage) ---- */
 

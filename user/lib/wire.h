@@ -20,9 +20,11 @@
 #include "ll_types.h"
 
 #define WIRE_MAGIC	 0x4c4c5731u /* "LLW1" */
-#define WIRE_VERSION	 5 /* 2: grants no longer carry the failure policy; 3: per-key grants;
-			    * 4: per-key grants carry changes only; 5: HELLO's counters identity,
-			    * METER and METER_ACK (per-key usage) */
+/* 2: grants no longer carry the failure policy; 3: per-key grants; 4: per-key
+ * grants carry changes only; 5: HELLO's counters identity, METER and METER_ACK
+ * (per-key usage)
+ */
+#define WIRE_VERSION	 5
 #define WIRE_HDR_LEN	 12
 #define WIRE_MAX_PAYLOAD (64 * 1024) /* a policy document must fit */
 #define WIRE_MAX_POLICY	 (WIRE_MAX_PAYLOAD - 64)
@@ -35,11 +37,11 @@
 #define WIRE_MAX_METER 512
 
 enum wire_type {
-	WIRE_HELLO = 1,	 /* agent -> coord, first frame */
-	WIRE_POLICY = 2, /* coord -> agent */
-	WIRE_GRANT = 3,	 /* coord -> agent */
-	WIRE_REPORT = 4, /* agent -> coord; also the acknowledgement of grants */
-	WIRE_METER = 5,	 /* agent -> coord: per-key usage of one metered limit */
+	WIRE_HELLO = 1,	    /* agent -> coord, first frame */
+	WIRE_POLICY = 2,    /* coord -> agent */
+	WIRE_GRANT = 3,	    /* coord -> agent */
+	WIRE_REPORT = 4,    /* agent -> coord; also the acknowledgement of grants */
+	WIRE_METER = 5,	    /* agent -> coord: per-key usage of one metered limit */
 	WIRE_METER_ACK = 6, /* coord -> agent: a METER batch recorded (or not) */
 };
 
@@ -48,7 +50,7 @@ struct wire_hello {
 	uint64_t incarnation;	 /* changes every agent start (e.g. boot time ns) */
 	uint64_t max_epoch_seen; /* highest coordinator epoch this holder has seen */
 	uint64_t policy_version; /* version the agent runs, 0 if none */
-	uint64_t counters_ident; /* the pinned counters' identity (ll_meter_info.ident), 0 unknown */
+	uint64_t counters_ident; /* ll_meter_info.ident of its pins, 0 unknown */
 };
 
 struct wire_policy {
@@ -151,8 +153,8 @@ struct wire_meter_entry {
 struct wire_meter {
 	char holder[WIRE_HOLDER_LEN];
 	uint64_t incarnation;
-	uint64_t ident;	    /* counters identity (ll_meter_info.ident), never 0 */
-	uint64_t seq;	    /* batch number, increasing per incarnation: what the ack names */
+	uint64_t ident; /* counters identity (ll_meter_info.ident), never 0 */
+	uint64_t seq;	/* batch number, increasing per incarnation: what the ack names */
 	char limit[LL_NAME_LEN];
 	uint64_t limit_uid; /* the limit's uid on the agent: its keys' series */
 	uint32_t n;
