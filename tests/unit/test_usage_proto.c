@@ -915,6 +915,10 @@ static void test_keys_end_to_end(void **state)
 	assert_int_equal(meter_send(fx, a, &k, ++k.seq, "nope"), 0);
 	assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_REFUSED);
 	assert_true(kled_equals(fx, "gw-1", &k));
+	assert_true(
+	    metric(fx, "leaseline_coord_usage_ledger_key_batches_total{result=\"refused\"} ") == 3);
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_key_entries_total{kind=\"stale\"} ") >=
+		    3 * NK);
 
 	assert_int_equal(run_cli(fx, "--keys --period month", out, sizeof(out)), 0);
 	printf("%s", out);
@@ -1051,6 +1055,8 @@ static void test_keys_disk_full(void **state)
 			fill_disk(fx);
 	}
 	assert_int_equal(st, WIRE_METER_RETRY);
+	assert_true(
+	    metric(fx, "leaseline_coord_usage_ledger_key_batches_total{result=\"retry\"} ") >= 1);
 	snprintf(path, sizeof(path), "%s/state/fill", fx->dir);
 	assert_int_equal(unlink(path), 0);
 	ksettle(fx, a, &k);

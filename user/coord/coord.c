@@ -996,8 +996,6 @@ static void meter_flush(struct coord *co, bool force)
 				       co->n_mpend ? co->mpend[0].arrival_ns : clock_now_ns())) {
 		status = WIRE_METER_RETRY;
 	}
-	if (status != WIRE_METER_RECORDED)
-		co->usage_failures++;
 	for (size_t i = 0; i < co->n_mpend; i++) {
 		const struct meter_pending *p = &co->mpend[i];
 
