@@ -254,56 +254,87 @@ int dp_meter_ident(struct dp *dp)
 	return 0;
 }
 
+/* Append one entry (its per-CPU values summed) to the growing arrays. */
+static int meter_push(struct ll_flow_key **ks, struct ll_meter **vs, size_t *got, size_t *cap,
+		      const struct ll_flow_key *k, const struct ll_meter *pc, unsigned int ncpus)
+{
+	struct ll_meter sum = {0};
+
+	for (unsigned int c = 0; c < ncpus; c++)
+		for (int i = 0; i < LL_METER_CLASSES; i++) {
+			sum.pkts[i] += pc[c].pkts[i];
+			sum.bytes[i] += pc[c].bytes[i];
+		}
+	if (*got == *cap) {
+		size_t nc = *cap ? 2 * *cap : 1024;
+		void *a = realloc(*ks, nc * sizeof(**ks)), *b;
+
+		if (!a)
+			return -ENOMEM;
+		*ks = a;
+		b = realloc(*vs, nc * sizeof(**vs));
+		if (!b)
+			return -ENOMEM;
+		*vs = b;
+		*cap = nc;
+	}
+	(*ks)[*got] = *k;
+	(*vs)[*got] = sum;
+	(*got)++;
+	return 0;
+}
+
+/* Entries per batch lookup: one syscall for this many keys. */
+#define METER_READ_BATCH 4096
+
 int dp_meter_read(struct dp *dp, struct ll_flow_key **keys, struct ll_meter **vals, size_t *n)
 {
-	size_t cap = 1024, got = 0;
-	struct ll_flow_key *ks = malloc(cap * sizeof(*ks)), k, next;
-	struct ll_meter *vs = malloc(cap * sizeof(*vs));
-	struct ll_meter *pc = calloc(dp->ncpus, sizeof(*pc));
-	bool first = true;
-	int err = 0;
+	struct ll_flow_key *ks = NULL, *bk = malloc(METER_READ_BATCH * sizeof(*bk)), k, next;
+	struct ll_meter *vs = NULL, *bv = calloc((size_t)METER_READ_BATCH * dp->ncpus, sizeof(*bv));
+	size_t got = 0, cap = 0;
+	bool first = true, batched = true;
+	__u32 in_b = 0, out_b = 0;
+	int err = bk && bv ? 0 : -ENOMEM;
 
 	*keys = NULL;
 	*vals = NULL;
 	*n = 0;
-	if (!ks || !vs || !pc) {
-		err = -ENOMEM;
-		goto out;
-	}
-	while (!bpf_map_get_next_key(dp->meter_fd, first ? NULL : &k, &next)) {
-		struct ll_meter sum = {0};
+	/* One syscall per METER_READ_BATCH keys (a key a syscall costs the
+	 * agent 100k syscalls a second at 100k keys); the whole map, without
+	 * the per-key walk's misses when keys come and go meanwhile.
+	 */
+	while (!err && batched) {
+		__u32 count = METER_READ_BATCH;
+		int r = bpf_map_lookup_batch(dp->meter_fd, first ? NULL : &in_b, &out_b, bk, bv,
+					     &count, NULL);
+		int e = r ? errno : 0;
 
+		if (r && e != ENOENT) {
+			if (first && (e == EINVAL || e == ENOTSUP || e == EOPNOTSUPP)) {
+				batched = false; /* an older kernel: key by key below */
+				break;
+			}
+			err = -e;
+			break;
+		}
+		for (__u32 i = 0; !err && i < count; i++)
+			err = meter_push(&ks, &vs, &got, &cap, &bk[i], &bv[(size_t)i * dp->ncpus],
+					 dp->ncpus);
+		first = false;
+		in_b = out_b;
+		if (e == ENOENT)
+			break;
+	}
+	first = true;
+	while (!err && !batched && !bpf_map_get_next_key(dp->meter_fd, first ? NULL : &k, &next)) {
 		first = false;
 		k = next;
-		if (bpf_map_lookup_elem(dp->meter_fd, &k, pc))
+		if (bpf_map_lookup_elem(dp->meter_fd, &k, bv))
 			continue; /* deleted meanwhile */
-		for (unsigned int c = 0; c < dp->ncpus; c++)
-			for (int i = 0; i < LL_METER_CLASSES; i++) {
-				sum.pkts[i] += pc[c].pkts[i];
-				sum.bytes[i] += pc[c].bytes[i];
-			}
-		if (got == cap) {
-			void *a = realloc(ks, 2 * cap * sizeof(*ks)), *b;
-
-			if (!a) {
-				err = -ENOMEM;
-				goto out;
-			}
-			ks = a;
-			b = realloc(vs, 2 * cap * sizeof(*vs));
-			if (!b) {
-				err = -ENOMEM;
-				goto out;
-			}
-			vs = b;
-			cap *= 2;
-		}
-		ks[got] = k;
-		vs[got] = sum;
-		got++;
+		err = meter_push(&ks, &vs, &got, &cap, &k, bv, dp->ncpus);
 	}
-out:
-	free(pc);
+	free(bk);
+	free(bv);
 	if (err) {
 		free(ks);
 		free(vs);
