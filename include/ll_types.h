@@ -556,7 +556,11 @@ struct ll_shadow_win {
  * with no overflow entry either, in ll_meter_info.lost_*. Totals only grow
  * while ll_meter_info.ident stays: a new ident (pins lost) starts from zero.
  */
-#define LL_MAX_METER_KEYS 65536 /* default entries of ll_meter, all limits */
+/* Entries of ll_meter, all limits: room for the 100k metered keys a gateway
+ * may hold (issue #12) and then some. Allocated as keys appear: the size
+ * costs the hash table 16 bytes an entry, a key in use 64 bytes a CPU.
+ */
+#define LL_MAX_METER_KEYS 262144
 
 enum ll_meter_class {
 	LL_METER_ADMITTED = 0, /* under a live lease (or its share) */

@@ -130,9 +130,10 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 		bpf_map__set_max_entries(
 		    dp->skel->maps.ll_flow_buckets,
 		    (opts->flow_keys_set ? opts->max_flow_keys : opts->max_keys) + LL_MAX_LIMITS);
-	if (opts->max_meter_keys)
-		bpf_map__set_max_entries(dp->skel->maps.ll_meter,
-					 opts->max_meter_keys + LL_MAX_LIMITS);
+	/* One overflow entry per limit comes on top of the keys. */
+	bpf_map__set_max_entries(dp->skel->maps.ll_meter,
+				 (opts->max_meter_keys ? opts->max_meter_keys : LL_MAX_METER_KEYS) +
+				     LL_MAX_LIMITS);
 	/* Fallback buckets: one per prefix new keys come from under pressure. */
 	prefixes = bpf_map__max_entries(dp->skel->maps.ll_buckets);
 	if (bpf_map__max_entries(dp->skel->maps.ll_flow_buckets) > prefixes)
