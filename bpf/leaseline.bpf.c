@@ -335,6 +335,7 @@ __noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *
 	}
 	v = bpf_map_lookup_elem(&ll_meter, &fk);
 	if (!v) {
+		zero.born = bpf_ktime_get_ns();
 		bpf_map_update_elem(&ll_meter, &fk, &zero, BPF_NOEXIST);
 		v = bpf_map_lookup_elem(&ll_meter, &fk);
 	}

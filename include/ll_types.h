@@ -573,6 +573,11 @@ enum ll_meter_class {
 struct ll_meter {
 	__u64 pkts[LL_METER_CLASSES];
 	__u64 bytes[LL_METER_CLASSES]; /* frame bytes */
+	/* CLOCK_MONOTONIC ns when the entry was made, in the making CPU's copy
+	 * (0 in the others: a reader takes the maximum). A key whose entry the
+	 * agent retired and that comes back is a new series from 0.
+	 */
+	__u64 born;
 };
 
 /* ll_meter_info, entry 0: the counters' identity and what could not be

@@ -871,6 +871,25 @@ static void test_keys_restart_and_reboot(void **state)
 	assert_ksum(ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR), &want);
 }
 
+/* A key whose kernel entry the agent retired (idle, all acknowledged) and
+ * that came back has a new entry (a later born): a series of its own from
+ * 0, not a continuation below the old mark.
+ */
+static void test_keys_retired_key_returns(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e = kent(1, "198.18.0.1", 100, 4, 0, 0), want;
+
+	e.born = 1000;
+	krec(fx, "gw-1", KIDENT, T0, &e, 1);
+	e = kent(1, "198.18.0.1", 5, 1, 0, 0); /* back, counted from 0 */
+	e.born = 2000;
+	krec(fx, "gw-1", KIDENT, T0 + 700, &e, 1);
+	krec(fx, "gw-1", KIDENT, T0 + 701, &e, 1);
+	want = kent(1, "198.18.0.1", 105, 5, 0, 0);
+	assert_ksum(ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR), &want);
+}
+
 /* Usage goes to the hour its batch arrived in; days and months sum hours. */
 static void test_keys_period_rollover(void **state)
 {
@@ -1107,6 +1126,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_property_any_order_matches_model, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_replayed_reordered_delayed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_restart_and_reboot, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_retired_key_returns, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_period_rollover, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_bypass_after_expiry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_crash_mid_batch, setup, teardown),

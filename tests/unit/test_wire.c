@@ -202,7 +202,7 @@ static void sample_report_max(struct wire_msg *m)
 	}
 }
 
-#define METER_ENTRY	(KEY_LEN + 8 * 8)
+#define METER_ENTRY	(KEY_LEN + 9 * 8)
 #define METER_FRAME	(P + 1 + 4 + 3 * 8 + 1 + 5 + 8 + 2 + 2 * METER_ENTRY)
 #define METER_ACK_FRAME (P + 8 + 8 + 1)
 
@@ -218,6 +218,7 @@ static void sample_meter(struct wire_msg *m)
 	m->meter.n = 2;
 	for (uint32_t i = 0; i < 2; i++) {
 		set_key(&m->meter.e[i].key, i);
+		m->meter.e[i].born = 0x1000 + i;
 		for (int c = 0; c < LL_METER_CLASSES; c++) {
 			m->meter.e[i].pkts[c] = i * 100 + (uint64_t)c;
 			m->meter.e[i].bytes[c] = UINT64_MAX - i - (uint64_t)c;
@@ -687,6 +688,7 @@ static int craft_meter(uint8_t *buf, size_t count, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		memset(p.b + p.n, 0x5a, KEY_LEN);
 		p.n += KEY_LEN;
+		pb_put(&p, 99, 8); /* born */
 		for (int c = 0; c < 8; c++)
 			pb_put(&p, i + (size_t)c, 8);
 	}

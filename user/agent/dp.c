@@ -261,11 +261,13 @@ static int meter_push(struct ll_flow_key **ks, struct ll_meter **vs, size_t *got
 {
 	struct ll_meter sum = {0};
 
-	for (unsigned int c = 0; c < ncpus; c++)
+	for (unsigned int c = 0; c < ncpus; c++) {
 		for (int i = 0; i < LL_METER_CLASSES; i++) {
 			sum.pkts[i] += pc[c].pkts[i];
 			sum.bytes[i] += pc[c].bytes[i];
 		}
+		sum.born = pc[c].born > sum.born ? pc[c].born : sum.born;
+	}
 	if (*got == *cap) {
 		size_t nc = *cap ? 2 * *cap : 1024;
 		void *a = realloc(*ks, nc * sizeof(**ks)), *b;
@@ -412,7 +414,12 @@ static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 static int meter_overflow_init(struct dp *dp, const struct ll_policy *pol)
 {
 	struct ll_meter *zero = calloc(dp->ncpus, sizeof(*zero));
+	struct timespec ts;
 	int err = zero ? 0 : -ENOMEM;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (zero)
+		zero[0].born = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 
 	for (__u32 id = 0; !err && id < LL_MAX_LIMITS; id++) {
 		const struct ll_limit_cfg *l = &pol->limits[id];

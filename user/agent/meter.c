@@ -249,6 +249,7 @@ void meter_step(struct meter *m, struct dp *dp, struct conn *c, struct wire_msg 
 			memcpy(&mt->e[mt->n].key,
 			       (const uint8_t *)&me->key + sizeof(me->key.limit_uid),
 			       sizeof(mt->e[mt->n].key));
+			mt->e[mt->n].born = me->cur.born;
 			memcpy(mt->e[mt->n].pkts, me->cur.pkts, sizeof(me->cur.pkts));
 			memcpy(mt->e[mt->n].bytes, me->cur.bytes, sizeof(me->cur.bytes));
 			me->sent_seq = mt->seq;

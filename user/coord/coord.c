@@ -954,6 +954,7 @@ static void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint
 	for (uint32_t i = 0; i < mt->n; i++) {
 		memset(&e[i], 0, sizeof(e[i]));
 		e[i].key = mt->e[i].key;
+		e[i].born = mt->e[i].born;
 		keyfmt_key(&mt->e[i].key, l->key_mode, l->prefix_v4, l->prefix_v6, text[i],
 			   sizeof(text[i]));
 		e[i].key_text = text[i];

@@ -64,11 +64,11 @@ static const char *const stmt_sql[ST_N] = {
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_KMARK_GET] = "SELECT ap, ab, dp, db, fp, fb, bp, bb FROM key_marks WHERE holder = ?1 AND "
-		     "ident = ?2 AND limit_uid = ?3 AND key = ?4 AND limit_name = ?5",
+		     "ident = ?2 AND limit_uid = ?3 AND key = ?4 AND limit_name = ?5 AND born = ?6",
     [ST_KMARK_PUT] =
 	"INSERT INTO key_marks (holder, ident, limit_uid, key, limit_name, ap, ab, dp, db, fp, fb, "
-	"bp, bb, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
-	"ON CONFLICT (holder, ident, limit_name, limit_uid, key) DO UPDATE SET ap = excluded.ap, "
+	"bp, bb, updated, born) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+	"?14, ?15) ON CONFLICT (holder, ident, limit_name, limit_uid, key, born) DO UPDATE SET ap = excluded.ap, "
 	"ab = excluded.ab, dp = excluded.dp, db = excluded.db, fp = excluded.fp, "
 	"fb = excluded.fb, bp = excluded.bp, bb = excluded.bb, updated = excluded.updated",
     [ST_KUSAGE_ADD] =
@@ -101,7 +101,8 @@ static const char schema[] =
     " limit_name TEXT NOT NULL,"
     " ap INTEGER NOT NULL, ab INTEGER NOT NULL, dp INTEGER NOT NULL, db INTEGER NOT NULL,"
     " fp INTEGER NOT NULL, fb INTEGER NOT NULL, bp INTEGER NOT NULL, bb INTEGER NOT NULL,"
-    " updated INTEGER NOT NULL, PRIMARY KEY (holder, ident, limit_name, limit_uid, key))"
+    " updated INTEGER NOT NULL, born INTEGER NOT NULL,"
+    " PRIMARY KEY (holder, ident, limit_name, limit_uid, key, born))"
     " WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;"
     "INSERT OR IGNORE INTO meta VALUES ('schema', '1');";
@@ -438,6 +439,7 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 		sqlite3_bind_int64(s, 3, (sqlite3_int64)limit_uid);
 		sqlite3_bind_blob(s, 4, &e[i].key, sizeof(e[i].key), SQLITE_STATIC);
 		sqlite3_bind_text(s, 5, limit, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 6, (sqlite3_int64)e[i].born);
 		r = sqlite3_step(s);
 		if (r == SQLITE_ROW)
 			for (int f = 0; f < 8; f++)
@@ -474,6 +476,7 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 		for (int f = 0; f < 8; f++)
 			sqlite3_bind_int64(s, 6 + f, (sqlite3_int64)mark[f]);
 		sqlite3_bind_int64(s, 14, now_s);
+		sqlite3_bind_int64(s, 15, (sqlite3_int64)e[i].born);
 		if ((rc = step_done(s)) || !add)
 			continue;
 		lg->c.key_counted++;

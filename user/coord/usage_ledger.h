@@ -116,6 +116,7 @@ int64_t uledger_now(void);
  */
 struct uledger_key_entry {
 	struct ll_key_id key; /* the series' key, as the agent sent it */
+	uint64_t born;	      /* when the agent's entry for it was made (ll_meter.born) */
 	const char *key_text; /* the key as people write it (keyfmt), for the usage rows */
 	uint64_t pkts[LL_METER_CLASSES]; /* absolute totals, enum ll_meter_class */
 	uint64_t bytes[LL_METER_CLASSES];

@@ -34,7 +34,7 @@
 	(WIRE_LIMIT_MAX + WIRE_HOLDER_MAX + 10 * 8 + 1 + WIRE_COUNT_LEN_BYTES +                        \
 	 WIRE_MAX_KEY_GRANTS * WIRE_KEY_GRANT_MAX)
 #define WIRE_POLICY_MAX (2 * 8 + WIRE_BLOB_LEN_BYTES + WIRE_MAX_POLICY)
-#define WIRE_METER_ENTRY_MAX (WIRE_KEY_LEN + 2 * LL_METER_CLASSES * 8)
+#define WIRE_METER_ENTRY_MAX (WIRE_KEY_LEN + 8 + 2 * LL_METER_CLASSES * 8)
 #define WIRE_METER_MAX                                                                             \
 	(WIRE_HOLDER_MAX + 3 * 8 + WIRE_LIMIT_MAX + 8 + WIRE_COUNT_LEN_BYTES +                     \
 	 WIRE_MAX_METER * WIRE_METER_ENTRY_MAX)
@@ -163,6 +163,7 @@ static const struct wire_field report_fields[] = {
 
 static const struct wire_field meter_entry_fields[] = {
 	F_BYTES(ME, key),
+	F_U64(ME, born),
 	F_U64(ME, pkts[0]), F_U64(ME, pkts[1]), F_U64(ME, pkts[2]), F_U64(ME, pkts[3]),
 	F_U64(ME, bytes[0]), F_U64(ME, bytes[1]), F_U64(ME, bytes[2]), F_U64(ME, bytes[3]),
 	F_END,

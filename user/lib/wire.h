@@ -33,7 +33,7 @@
 /* Per-key grants in one grant (one limit), hot keys in one report (all limits). */
 #define WIRE_MAX_KEY_GRANTS 1024 /* per grant frame: a set larger than that goes in steps */
 #define WIRE_MAX_HOT	    1024
-/* Per-key usage entries in one METER frame (one limit): 104 bytes each. */
+/* Per-key usage entries in one METER frame (one limit): 112 bytes each. */
 #define WIRE_MAX_METER 512
 
 enum wire_type {
@@ -141,6 +141,7 @@ struct wire_report {
  */
 struct wire_meter_entry {
 	struct ll_key_id key;
+	uint64_t born; /* the kernel entry's ll_meter.born: with the key, the series */
 	uint64_t pkts[LL_METER_CLASSES];
 	uint64_t bytes[LL_METER_CLASSES];
 };
