@@ -18,9 +18,14 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include <sys/socket.h>
+
 #include "bpf/harness.h"
+#include "conn.h"
 #include "lease.h"
 #include "link.h"
+#include "meter.h"
+#include "wire.h"
 
 #define FAR_FUTURE (clock_now_ns() + 3600 * NSEC_PER_SEC)
 #define DST	   "198.18.1.1"
@@ -340,6 +345,135 @@ static void test_meter_ident_pins(void **state)
 	rmdir(dir);
 }
 
+/* The agent's side (meter.c) over the real kernel map: what it sends is
+ * what the kernel counted; acknowledged, nothing is sent again; a retry
+ * ack sends it again; under pressure, idle acknowledged series are retired
+ * (deleted from ll_meter), and a retired key that comes back is a new
+ * series (a later born) from 0.
+ */
+struct sent {
+	uint64_t seq[64];
+	size_t n_seq, n_keys;
+	struct wire_meter_entry e[256];
+};
+
+static void drain_frames(struct conn *peer, struct wire_msg *msg, struct sent *s)
+{
+	memset(s, 0, sizeof(*s));
+	conn_read(peer);
+	while (conn_next(peer, msg) > 0) {
+		assert_int_equal(msg->type, WIRE_METER);
+		assert_true(s->n_seq < 64);
+		s->seq[s->n_seq++] = msg->meter.seq;
+		for (uint32_t i = 0; i < msg->meter.n && s->n_keys < 256; i++)
+			s->e[s->n_keys++] = msg->meter.e[i];
+	}
+}
+
+static void ack_all(struct meter *mt, uint64_t ident, const struct sent *s, uint8_t status)
+{
+	for (size_t i = 0; i < s->n_seq; i++) {
+		struct wire_meter_ack a = {.ident = ident, .seq = s->seq[i], .status = status};
+
+		meter_on_ack(mt, ident, &a);
+	}
+}
+
+static void test_agent_meter_step(void **state)
+{
+	struct fx *fx = *state, small;
+	struct dp_opts o = {.max_keys = HX_MAX_KEYS, .max_meter_keys = 8};
+	struct wire_msg *out = malloc(sizeof(*out)), *in = malloc(sizeof(*in));
+	struct conn c, peer;
+	struct meter mt;
+	struct sent *s = calloc(1, sizeof(*s));
+	uint64_t t = 1000 * NSEC_PER_SEC, born0 = 0;
+	struct ll_flow_key *k;
+	struct ll_meter *v;
+	size_t n;
+	int sv[2];
+	const int nkeys = 40; /* > half of 8 + 64 entries: under pressure */
+
+	if (!fx)
+		skip();
+	assert_non_null(out);
+	assert_non_null(in);
+	memset(&small, 0, sizeof(small));
+	assert_int_equal(hx_dp_open_quiet(&small.dp, &o), 0);
+	hx_unpin_all(&small.dp);
+	small.ncpus = small.dp.ncpus;
+	assert_int_equal(apply_g(&small, "true", ", on-loss: fail-open"), 0);
+	for (int i = 0; i < nkeys; i++) {
+		char src[32];
+		struct pkt p;
+
+		snprintf(src, sizeof(src), "198.18.3.%d", 1 + i);
+		hx_udp4(&p, src, DST, 1000, 53, 0);
+		assert_int_equal(hx_send(&small, &p, 1 + i % 3, NULL), 1 + i % 3);
+	}
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	conn_init(&c, sv[0]);
+	conn_init(&peer, sv[1]);
+	assert_int_equal(meter_init(&mt), 0);
+
+	/* The first scan sends every key, with what the kernel counted. */
+	meter_step(&mt, &small.dp, &c, out, "gw-1", 7, t);
+	conn_flush(&c);
+	drain_frames(&peer, in, s);
+	assert_int_equal(s->n_keys, nkeys);
+	for (size_t i = 0; i < s->n_keys; i++) {
+		unsigned last = ntohl(s->e[i].key.addr[3]) & 0xff;
+
+		assert_int_equal(s->e[i].pkts[LL_METER_BYPASS], 1 + (last - 1) % 3);
+		assert_true(s->e[i].born != 0);
+		if (last == 1)
+			born0 = s->e[i].born;
+	}
+	assert_true(born0 != 0);
+	/* A retry ack: sent again at the next scan. */
+	ack_all(&mt, small.dp.meter_ident, s, WIRE_METER_RETRY);
+	meter_step(&mt, &small.dp, &c, out, "gw-1", 7, t + 2 * NSEC_PER_SEC);
+	conn_flush(&c);
+	drain_frames(&peer, in, s);
+	assert_int_equal(s->n_keys, nkeys);
+	/* Recorded: nothing more to send. */
+	ack_all(&mt, small.dp.meter_ident, s, WIRE_METER_RECORDED);
+	meter_step(&mt, &small.dp, &c, out, "gw-1", 7, t + 4 * NSEC_PER_SEC);
+	conn_flush(&c);
+	drain_frames(&peer, in, s);
+	assert_int_equal(s->n_keys, 0);
+	/* Idle past METER_IDLE_NS under pressure: retired from the map. */
+	meter_step(&mt, &small.dp, &c, out, "gw-1", 7, t + METER_IDLE_NS + 5 * NSEC_PER_SEC);
+	conn_flush(&c);
+	drain_frames(&peer, in, s);
+	assert_int_equal(s->n_keys, 0);
+	assert_int_equal(mt.retired, nkeys);
+	assert_int_equal(dp_meter_read(&small.dp, &k, &v, &n), 0);
+	assert_int_equal(n, 1); /* the overflow entry stays */
+	free(k);
+	free(v);
+	/* The first key comes back: a new series from 0. */
+	{
+		struct pkt p;
+
+		hx_udp4(&p, "198.18.3.1", DST, 1000, 53, 0);
+		assert_int_equal(hx_send(&small, &p, 2, NULL), 2);
+	}
+	meter_step(&mt, &small.dp, &c, out, "gw-1", 7, t + METER_IDLE_NS + 7 * NSEC_PER_SEC);
+	conn_flush(&c);
+	drain_frames(&peer, in, s);
+	assert_int_equal(s->n_keys, 1);
+	assert_int_equal(s->e[0].pkts[LL_METER_BYPASS], 2);
+	assert_true(s->e[0].born > born0);
+	meter_free(&mt);
+	conn_close(&c);
+	conn_close(&peer);
+	dp_close(&small.dp);
+	free(s);
+	free(in);
+	free(out);
+}
+
 /* ns per packet through bpf_prog_test_run (repeat) of frame p: a figure. */
 static double ns_per_pkt(struct fx *fx, const struct pkt *p, uint32_t repeat)
 {
@@ -403,6 +537,7 @@ int main(void)
 					    hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_meter_full_counted, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_meter_ident_pins, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_agent_meter_step, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_meter_cost, hx_setup, hx_teardown),
 	};
 

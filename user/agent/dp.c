@@ -180,6 +180,7 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->prefix_buckets_fd = bpf_map__fd(dp->skel->maps.ll_prefix_buckets);
 	dp->meter_fd = bpf_map__fd(dp->skel->maps.ll_meter);
 	dp->meter_info_fd = bpf_map__fd(dp->skel->maps.ll_meter_info);
+	dp->meter_capacity = bpf_map__max_entries(dp->skel->maps.ll_meter);
 	err = dp_meter_ident(dp);
 	if (err) {
 		pr_warn("cannot set up per-key metering: %s\n", strerror(-err));

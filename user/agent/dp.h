@@ -37,6 +37,7 @@ struct dp {
 	int meter_fd;	       /* ll_meter: per-key totals of metered limits (per CPU) */
 	int meter_info_fd;     /* ll_meter_info: the counters' identity, what was not metered */
 	uint64_t meter_ident;  /* ll_meter_info.ident as dp_open found or made it */
+	uint32_t meter_capacity; /* ll_meter entries, overflow entries included */
 	unsigned int ncpus;
 	uint32_t flow_capacity; /* ll_flow_buckets entries, overflow buckets included */
 };

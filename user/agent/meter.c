@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * Per-key usage reports, the agent's side (see meter.h). Entries live in a
- * dense array (their index is stable: batches and the queue name them), a
- * hash of indexes finds a key's entry.
+ * dense array (their index is stable until a compaction, which runs only
+ * with nothing queued or in flight: batches and the queue name entries by
+ * index), a hash of indexes finds a series' entry. A series is a kernel
+ * entry: its key and when it was made (ll_meter.born).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <bpf/bpf.h>
 
 #include "conn.h"
 #include "dp.h"
@@ -15,62 +19,54 @@
 
 #define EMPTY UINT32_MAX
 
-/* The dense array and its index (the index has twice the room, a power of two). */
-struct meter_idx {
-	uint32_t *slot;
-	size_t cap;
-};
-
-static struct meter_idx g_idx; /* one agent, one meter */
-
-static uint64_t key_hash(const struct ll_flow_key *k)
+static uint64_t ent_hash(const struct ll_flow_key *k, uint64_t born)
 {
 	const uint8_t *b = (const uint8_t *)k;
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = 0xcbf29ce484222325ull ^ born;
 
 	for (size_t i = 0; i < sizeof(*k); i++)
 		h = (h ^ b[i]) * 0x100000001b3ull;
 	return h;
 }
 
-static int idx_grow(struct meter *m, size_t want)
+static int idx_build(struct meter *m, size_t want)
 {
-	size_t cap = g_idx.cap ? g_idx.cap : 1024;
+	size_t cap = 1024;
 	uint32_t *s;
 
 	while (cap < 2 * want)
 		cap *= 2;
-	if (cap == g_idx.cap)
-		return 0;
 	s = malloc(cap * sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	memset(s, 0xff, cap * sizeof(*s));
 	for (size_t i = 0; i < m->used; i++) {
-		size_t h = key_hash(&m->tab[i].key) & (cap - 1);
+		size_t h = ent_hash(&m->tab[i].key, m->tab[i].cur.born) & (cap - 1);
 
 		while (s[h] != EMPTY)
 			h = (h + 1) & (cap - 1);
 		s[h] = (uint32_t)i;
 	}
-	free(g_idx.slot);
-	g_idx.slot = s;
-	g_idx.cap = cap;
+	free(m->idx);
+	m->idx = s;
+	m->idx_cap = cap;
 	return 0;
 }
 
-/* The entry of key k, made if new; -1 without memory. */
-static long ent_of(struct meter *m, const struct ll_flow_key *k)
+/* The entry of series (k, born), made if new; -1 without memory. */
+static long ent_of(struct meter *m, const struct ll_flow_key *k, uint64_t born)
 {
 	size_t h;
 
-	if ((m->used + 1) * 2 > g_idx.cap && idx_grow(m, m->used + 1))
+	if ((m->used + 1) * 2 > m->idx_cap && idx_build(m, m->used + 1))
 		return -1;
-	h = key_hash(k) & (g_idx.cap - 1);
-	while (g_idx.slot[h] != EMPTY) {
-		if (!memcmp(&m->tab[g_idx.slot[h]].key, k, sizeof(*k)))
-			return g_idx.slot[h];
-		h = (h + 1) & (g_idx.cap - 1);
+	h = ent_hash(k, born) & (m->idx_cap - 1);
+	while (m->idx[h] != EMPTY) {
+		const struct meter_ent *e = &m->tab[m->idx[h]];
+
+		if (e->cur.born == born && !memcmp(&e->key, k, sizeof(*k)))
+			return m->idx[h];
+		h = (h + 1) & (m->idx_cap - 1);
 	}
 	if (m->used == m->cap) {
 		size_t cap = m->cap ? 2 * m->cap : 1024;
@@ -83,8 +79,9 @@ static long ent_of(struct meter *m, const struct ll_flow_key *k)
 	}
 	memset(&m->tab[m->used], 0, sizeof(m->tab[0]));
 	m->tab[m->used].key = *k;
-	m->tab[m->used].used = true;
-	g_idx.slot[h] = (uint32_t)m->used;
+	m->tab[m->used].cur.born = born;
+	m->tab[m->used].acked.born = born;
+	m->idx[h] = (uint32_t)m->used;
 	return (long)m->used++;
 }
 
@@ -99,10 +96,9 @@ int meter_init(struct meter *m)
 void meter_free(struct meter *m)
 {
 	free(m->tab);
+	free(m->idx);
 	free(m->queue);
 	free(m->ring);
-	free(g_idx.slot);
-	memset(&g_idx, 0, sizeof(g_idx));
 	memset(m, 0, sizeof(*m));
 }
 
@@ -146,37 +142,118 @@ static void expire(struct meter *m, uint64_t now)
 	}
 }
 
-/* Read ll_meter; queue the keys of limits in the policy whose totals are
- * not what was acknowledged and that are not in flight.
- */
-static void scan(struct meter *m, struct dp *dp, const struct ll_policy *pol)
+static bool in_flight(const struct meter *m)
 {
+	if (m->q_next < m->n_queue)
+		return true;
+	for (size_t i = 0; i < METER_INFLIGHT; i++)
+		if (m->ring[i].seq)
+			return true;
+	return false;
+}
+
+/* Drop the entries of retired series whose last totals were acknowledged:
+ * only with nothing queued or in flight (indexes change).
+ */
+static void compact(struct meter *m)
+{
+	size_t w = 0;
+
+	if (in_flight(m))
+		return;
+	for (size_t i = 0; i < m->used; i++) {
+		if (m->tab[i].retired && same(&m->tab[i].cur, &m->tab[i].acked))
+			continue;
+		m->tab[w++] = m->tab[i];
+	}
+	if (w == m->used)
+		return;
+	m->used = w;
+	if (idx_build(m, w))
+		m->idx_cap = 0; /* rebuilt on the next ent_of */
+}
+
+/* Retire (delete from ll_meter) an idle series whose totals were all
+ * acknowledged. What a packet added between the read and the delete is in
+ * the totals the delete returns: they are sent as the series' last.
+ */
+static void retire(struct meter *m, struct dp *dp, struct meter_ent *me, struct ll_meter *pc)
+{
+	struct ll_meter last = {0};
+
+	if (bpf_map_lookup_and_delete_elem(dp->meter_fd, &me->key, pc)) {
+		if (errno == EINVAL || errno == ENOTSUP || errno == EOPNOTSUPP)
+			m->no_retire = true; /* a kernel without it: entries stay */
+		return;
+	}
+	for (unsigned int c = 0; c < dp->ncpus; c++) {
+		for (int i = 0; i < LL_METER_CLASSES; i++) {
+			last.pkts[i] += pc[c].pkts[i];
+			last.bytes[i] += pc[c].bytes[i];
+		}
+		last.born = pc[c].born > last.born ? pc[c].born : last.born;
+	}
+	if (last.born != me->cur.born)
+		return; /* not the series we knew: it went, then the key came back */
+	me->cur = last;
+	me->retired = true;
+	m->retired++;
+}
+
+/* Read ll_meter; queue the series of limits in the policy whose totals are
+ * not what was acknowledged and that are not in flight; retire idle ones
+ * when the map is more than half full.
+ */
+static void scan(struct meter *m, struct dp *dp, const struct ll_policy *pol, uint64_t now)
+{
+	uint32_t cap = dp->meter_capacity;
+	struct ll_meter *pc = calloc(dp->ncpus, sizeof(*pc));
 	struct ll_flow_key *k = NULL;
 	struct ll_meter *v = NULL;
 	size_t n = 0;
-	int err = dp_meter_read(dp, &k, &v, &n);
+	int err = pc ? dp_meter_read(dp, &k, &v, &n) : -ENOMEM;
+	bool pressed = n > cap / 2 && !m->no_retire;
 
 	m->n_queue = m->q_next = 0;
+	m->scans++;
 	if (err) {
 		pr_warn("cannot read ll_meter: %s\n", strerror(-err));
+		free(pc);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		long e;
+		struct meter_ent *me;
 		bool known = false;
+		long e;
 
 		for (uint32_t id = 0; id < LL_MAX_LIMITS && !known; id++)
 			known = pol->limits[id].in_use && pol->limits[id].uid == k[i].limit_uid &&
 				(pol->limits[id].flags & LL_LIM_METER);
-		if (!known)
+		if (!known) {
+			/* A limit no longer metered (or gone): under pressure
+			 * its entries go; metered again, its keys start anew.
+			 */
+			if (pressed)
+				bpf_map_delete_elem(dp->meter_fd, &k[i]);
 			continue;
-		e = ent_of(m, &k[i]);
+		}
+		e = ent_of(m, &k[i], v[i].born);
 		if (e < 0)
 			break;
-		if (m->tab[e].sent_seq)
-			continue; /* in flight: its ack decides */
-		m->tab[e].cur = v[i];
-		if (same(&m->tab[e].cur, &m->tab[e].acked))
+		me = &m->tab[e];
+		me->seen = m->scans;
+		if (me->sent_seq || me->retired)
+			continue; /* in flight (its ack decides), or already gone */
+		if (!same(&me->cur, &v[i])) {
+			me->cur = v[i];
+			me->changed_ns = now;
+		} else if (!me->changed_ns) {
+			me->changed_ns = now; /* first seen by this agent */
+		}
+		if (pressed && k[i].family != LL_OVERFLOW_FAMILY &&
+		    same(&me->cur, &me->acked) && now - me->changed_ns >= METER_IDLE_NS)
+			retire(m, dp, me, pc);
+		if (same(&me->cur, &me->acked))
 			continue;
 		if (m->n_queue == METER_MAX_QUEUE) {
 			m->carried++;
@@ -184,9 +261,18 @@ static void scan(struct meter *m, struct dp *dp, const struct ll_policy *pol)
 		}
 		m->queue[m->n_queue++] = (uint32_t)e;
 	}
+	/* Retired series whose last totals are not acknowledged yet. */
+	for (size_t e = 0; e < m->used && m->n_queue < METER_MAX_QUEUE; e++) {
+		struct meter_ent *me = &m->tab[e];
+
+		if (me->retired && me->seen != m->scans && !me->sent_seq &&
+		    !same(&me->cur, &me->acked))
+			m->queue[m->n_queue++] = (uint32_t)e;
+	}
 	qsort_r(m->queue, m->n_queue, sizeof(m->queue[0]), cmp_uid, m);
 	free(k);
 	free(v);
+	free(pc);
 }
 
 static int limit_of_uid(const struct ll_policy *pol, uint32_t uid)
@@ -207,8 +293,9 @@ void meter_step(struct meter *m, struct dp *dp, struct conn *c, struct wire_msg 
 		pol = calloc(1, sizeof(*pol));
 		if (!pol || dp_policy_read(dp->policy_fd, dp->state_fd, pol))
 			goto out;
+		compact(m);
 		m->next_scan_ns = now + METER_PERIOD_NS;
-		scan(m, dp, pol);
+		scan(m, dp, pol, now);
 	}
 	/* Send while the output has room for a frame beside a report. */
 	while (m->q_next < m->n_queue &&
@@ -240,18 +327,18 @@ void meter_step(struct meter *m, struct dp *dp, struct conn *c, struct wire_msg 
 		while (m->q_next < m->n_queue && mt->n < WIRE_MAX_METER) {
 			uint32_t e = m->queue[m->q_next];
 			struct meter_ent *me = &m->tab[e];
+			struct wire_meter_entry *we = &mt->e[mt->n];
 
 			if (me->key.limit_uid != uid)
 				break;
 			m->q_next++;
 			if (id < 0)
 				continue; /* its limit left the policy meanwhile */
-			memcpy(&mt->e[mt->n].key,
-			       (const uint8_t *)&me->key + sizeof(me->key.limit_uid),
-			       sizeof(mt->e[mt->n].key));
-			mt->e[mt->n].born = me->cur.born;
-			memcpy(mt->e[mt->n].pkts, me->cur.pkts, sizeof(me->cur.pkts));
-			memcpy(mt->e[mt->n].bytes, me->cur.bytes, sizeof(me->cur.bytes));
+			memcpy(&we->key, (const uint8_t *)&me->key + sizeof(me->key.limit_uid),
+			       sizeof(we->key));
+			we->born = me->cur.born;
+			memcpy(we->pkts, me->cur.pkts, sizeof(me->cur.pkts));
+			memcpy(we->bytes, me->cur.bytes, sizeof(me->cur.bytes));
 			me->sent_seq = mt->seq;
 			b->idx[b->n++] = e;
 			mt->n++;

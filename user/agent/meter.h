@@ -29,13 +29,22 @@
 #define METER_ACK_TIMEOUT_NS 10000000000ull
 #define METER_MAX_QUEUE	     131072 /* keys queued per scan; the rest next time */
 #define METER_INFLIGHT	     512    /* batches sent and not yet acknowledged */
+/* With ll_meter more than half full, a series unchanged this long whose
+ * totals were all acknowledged is retired: deleted from the map (its last
+ * totals, as the delete returned them, sent if they moved meanwhile). The
+ * key, if it comes back, is a new series (ll_meter.born) from 0.
+ */
+#define METER_IDLE_NS (600 * 1000000000ull)
 
+/* One series: a kernel entry (key, born). */
 struct meter_ent {
 	struct ll_flow_key key;
 	struct ll_meter acked; /* what the coordinator acknowledged */
-	struct ll_meter cur;   /* as last read (and, while sent_seq, as sent) */
+	struct ll_meter cur;   /* as last read (and, while sent_seq, as sent); cur.born: the series' */
 	uint64_t sent_seq;     /* the batch carrying cur, 0 = none */
-	bool used;
+	uint64_t changed_ns;   /* when this agent last saw cur change */
+	uint64_t seen;	       /* the scan that last read it in the map */
+	bool retired;	       /* deleted from ll_meter: cur are its last totals */
 };
 
 struct meter_batch {
@@ -45,14 +54,18 @@ struct meter_batch {
 };
 
 struct meter {
-	struct meter_ent *tab; /* open addressing on the key */
+	struct meter_ent *tab; /* dense; idx finds a series */
 	size_t cap, used;
+	uint32_t *idx; /* open addressing on (key, born): indexes into tab */
+	size_t idx_cap;
+	uint64_t scans;
+	bool no_retire; /* the kernel cannot look up and delete: entries stay */
 	uint32_t *queue; /* table indexes, grouped by limit uid */
 	size_t n_queue, q_next;
 	struct meter_batch *ring; /* METER_INFLIGHT, slot seq % METER_INFLIGHT */
 	uint64_t seq, next_scan_ns;
 	/* counters, since the agent started */
-	uint64_t batches, keys_sent, keys_acked, retried, refused, timed_out, carried;
+	uint64_t batches, keys_sent, keys_acked, retried, refused, timed_out, carried, retired;
 };
 
 int meter_init(struct meter *m);
