@@ -13,7 +13,8 @@
  * go in a later period. The kernel map holds the totals meanwhile, so an
  * agent cut off from the coordinator loses nothing; one restarted (its
  * memory of what was acknowledged lost) sends every key once more, which
- * the ledger's marks make harmless.
+ * the ledger's marks make harmless. With ll_meter over half full, series
+ * idle METER_IDLE_NS and acknowledged are retired (deleted from the map).
  */
 #ifndef LEASELINE_AGENT_METER_H
 #define LEASELINE_AGENT_METER_H
