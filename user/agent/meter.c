@@ -250,8 +250,8 @@ static void scan(struct meter *m, struct dp *dp, const struct ll_policy *pol, ui
 		} else if (!me->changed_ns) {
 			me->changed_ns = now; /* first seen by this agent */
 		}
-		if (pressed && k[i].family != LL_OVERFLOW_FAMILY &&
-		    same(&me->cur, &me->acked) && now - me->changed_ns >= METER_IDLE_NS)
+		if (pressed && k[i].family != LL_OVERFLOW_FAMILY && same(&me->cur, &me->acked) &&
+		    now - me->changed_ns >= METER_IDLE_NS)
 			retire(m, dp, me, pc);
 		if (same(&me->cur, &me->acked))
 			continue;

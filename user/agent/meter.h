@@ -41,7 +41,7 @@
 struct meter_ent {
 	struct ll_flow_key key;
 	struct ll_meter acked; /* what the coordinator acknowledged */
-	struct ll_meter cur;   /* as last read (and, while sent_seq, as sent); cur.born: the series' */
+	struct ll_meter cur;   /* as last read (while sent_seq: as sent); .born: the series' */
 	uint64_t sent_seq;     /* the batch carrying cur, 0 = none */
 	uint64_t changed_ns;   /* when this agent last saw cur change */
 	uint64_t seen;	       /* the scan that last read it in the map */
@@ -60,7 +60,7 @@ struct meter {
 	uint32_t *idx; /* open addressing on (key, born): indexes into tab */
 	size_t idx_cap;
 	uint64_t scans;
-	bool no_retire; /* the kernel cannot look up and delete: entries stay */
+	bool no_retire;	 /* the kernel cannot look up and delete: entries stay */
 	uint32_t *queue; /* table indexes, grouped by limit uid */
 	size_t n_queue, q_next;
 	struct meter_batch *ring; /* METER_INFLIGHT, slot seq % METER_INFLIGHT */

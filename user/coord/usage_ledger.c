@@ -68,8 +68,8 @@ static const char *const stmt_sql[ST_N] = {
     [ST_KMARK_PUT] =
 	"INSERT INTO key_marks (holder, ident, limit_uid, key, limit_name, ap, ab, dp, db, fp, fb, "
 	"bp, bb, updated, born) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-	"?14, ?15) ON CONFLICT (holder, ident, limit_name, limit_uid, key, born) DO UPDATE SET ap = excluded.ap, "
-	"ab = excluded.ab, dp = excluded.dp, db = excluded.db, fp = excluded.fp, "
+	"?14, ?15) ON CONFLICT (holder, ident, limit_name, limit_uid, key, born) DO UPDATE SET "
+	"ap = excluded.ap, ab = excluded.ab, dp = excluded.dp, db = excluded.db, fp = excluded.fp, "
 	"fb = excluded.fb, bp = excluded.bp, bb = excluded.bb, updated = excluded.updated",
     [ST_KUSAGE_ADD] =
 	"INSERT INTO key_usage (limit_name, key, holder, hour, ap, ab, dp, db, fp, fb, bp, bb) "
