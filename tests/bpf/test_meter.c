@@ -416,6 +416,34 @@ static void test_agent_meter_step(void **state)
 	conn_init(&peer, sv[1]);
 	assert_int_equal(meter_init(&mt), 0);
 
+	/* At most max_queue keys a scan: the rest carry over to the next. */
+	mt.max_queue = 16;
+	{
+		size_t got = 0, rounds = 0;
+		bool seen[64] = {false};
+
+		while (got < (size_t)nkeys && rounds < 5) {
+			meter_step(&mt, &small.dp, &c, out, "gw-1", 7,
+				   t - 10 * NSEC_PER_SEC + rounds * 2 * NSEC_PER_SEC);
+			conn_flush(&c);
+			drain_frames(&peer, in, s);
+			assert_true(s->n_keys <= 16);
+			for (size_t i = 0; i < s->n_keys; i++) {
+				unsigned last = ntohl(s->e[i].key.addr[3]) & 0xff;
+
+				assert_false(seen[last]); /* each key once */
+				seen[last] = true;
+			}
+			got += s->n_keys;
+			ack_all(&mt, small.dp.meter_ident, s, WIRE_METER_RECORDED);
+			rounds++;
+		}
+		assert_int_equal(got, nkeys);
+		assert_int_equal(rounds, 3); /* 16 + 16 + 8 */
+	}
+	meter_free(&mt);
+	assert_int_equal(meter_init(&mt), 0); /* an agent restart: all sent again */
+
 	/* The first scan sends every key, with what the kernel counted. */
 	meter_step(&mt, &small.dp, &c, out, "gw-1", 7, t);
 	conn_flush(&c);

@@ -90,6 +90,7 @@ int meter_init(struct meter *m)
 	memset(m, 0, sizeof(*m));
 	m->ring = calloc(METER_INFLIGHT, sizeof(*m->ring));
 	m->queue = malloc(METER_MAX_QUEUE * sizeof(*m->queue));
+	m->max_queue = METER_MAX_QUEUE;
 	return m->ring && m->queue ? 0 : -ENOMEM;
 }
 
@@ -255,14 +256,14 @@ static void scan(struct meter *m, struct dp *dp, const struct ll_policy *pol, ui
 			retire(m, dp, me, pc);
 		if (same(&me->cur, &me->acked))
 			continue;
-		if (m->n_queue == METER_MAX_QUEUE) {
+		if (m->n_queue >= m->max_queue) {
 			m->carried++;
 			continue;
 		}
 		m->queue[m->n_queue++] = (uint32_t)e;
 	}
 	/* Retired series whose last totals are not acknowledged yet. */
-	for (size_t e = 0; e < m->used && m->n_queue < METER_MAX_QUEUE; e++) {
+	for (size_t e = 0; e < m->used && m->n_queue < m->max_queue; e++) {
 		struct meter_ent *me = &m->tab[e];
 
 		if (me->retired && me->seen != m->scans && !me->sent_seq &&

@@ -60,6 +60,7 @@ struct meter {
 	uint32_t *idx; /* open addressing on (key, born): indexes into tab */
 	size_t idx_cap;
 	uint64_t scans;
+	size_t max_queue; /* keys queued per scan: METER_MAX_QUEUE (tests set less) */
 	bool no_retire;	 /* the kernel cannot look up and delete: entries stay */
 	uint32_t *queue; /* table indexes, grouped by limit uid */
 	size_t n_queue, q_next;
