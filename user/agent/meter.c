@@ -194,8 +194,16 @@ static void retire(struct meter *m, struct dp *dp, struct meter_ent *me, struct 
 		}
 		last.born = pc[c].born > last.born ? pc[c].born : last.born;
 	}
-	if (last.born != me->cur.born)
-		return; /* not the series we knew: it went, then the key came back */
+	if (last.born != me->cur.born) {
+		/* Not the series we read (it went and the key came back): the
+		 * one deleted is retired all the same, its totals its last.
+		 */
+		long e = ent_of(m, &me->key, last.born);
+
+		if (e < 0)
+			return;
+		me = &m->tab[e];
+	}
 	me->cur = last;
 	me->retired = true;
 	m->retired++;
@@ -252,8 +260,10 @@ static void scan(struct meter *m, struct dp *dp, const struct ll_policy *pol, ui
 			me->changed_ns = now; /* first seen by this agent */
 		}
 		if (pressed && k[i].family != LL_OVERFLOW_FAMILY && same(&me->cur, &me->acked) &&
-		    now - me->changed_ns >= METER_IDLE_NS)
+		    now - me->changed_ns >= METER_IDLE_NS) {
 			retire(m, dp, me, pc);
+			me = &m->tab[e]; /* retire may have grown the table */
+		}
 		if (same(&me->cur, &me->acked))
 			continue;
 		if (m->n_queue >= m->max_queue) {
