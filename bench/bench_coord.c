@@ -22,6 +22,12 @@
  * The default mode takes LL_BENCH_LIMITS too (global limits per agent), and
  * LL_BENCH_AGENTS, when set, runs that one number of agents instead of the
  * series.
+ * Meter mode (LL_BENCH_METER=K): one metered src-ip limit; every agent sends
+ * K changed keys per period (LL_BENCH_PERIOD s, default 10) as METER
+ * batches of 512, paced over the period, for LL_BENCH_PERIODS periods
+ * (default 3). Prints the ledger's write rate (key entries/s), how late a
+ * batch is acknowledged after it was due (p50, p99, max: the ledger's lag),
+ * the coordinator's CPU and RSS, and the ledger's size per row and per day.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +42,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,7 +52,8 @@
 #include "wire.h"
 
 #define N_LIMITS 10 /* the default */
-/* Hot mode: the coordinator keeps at most LL_MAX_LIMIT_KEY_GRANTS hot keys a limit; more are refused. */
+/* Hot mode: the coordinator keeps at most LL_MAX_LIMIT_KEY_GRANTS hot keys a limit; more are
+ * refused. */
 #define HOTKEYS_BENCH_MAX (2 * LL_MAX_LIMIT_KEY_GRANTS)
 #define PORT_BASE	  17450
 #define COORD_CPU	  1
@@ -67,6 +75,7 @@ struct agent {
 };
 
 struct run {
+	uint32_t meter; /* meter mode: keys changed per agent per period (0: off) */
 	size_t n;
 	int limits, port;
 	uint32_t hot; /* hot keys per limit (0: key: none limits) */
@@ -156,13 +165,17 @@ static int start_coord(struct run *r, const char *bin)
 	if (!mkdtemp(r->dir))
 		return -errno;
 	off = (size_t)snprintf(policy, sizeof(policy), "version: 1\nlimits:\n");
+	if (r->meter)
+		off += (size_t)snprintf(policy + off, sizeof(policy) - off,
+					"  - {name: m0, key: src-ip, scope: global, rate: 1G, "
+					"burst: 1G, meter: true}\n");
 	for (int l = 0; l < r->limits; l++)
 		off += (size_t)snprintf(policy + off, sizeof(policy) - off,
 					"  - {name: t%d, key: %s, scope: global, rate: 1G, "
 					"burst: 1G}\n",
 					l, r->hot ? "src-ip" : "none");
 	off += (size_t)snprintf(policy + off, sizeof(policy) - off,
-				"rules:\n  - {name: all, limits: [t0");
+				"rules:\n  - {name: all, limits: [%s", r->meter ? "m0, t0" : "t0");
 	for (int l = 1; l < r->limits && l < 4; l++)
 		off += (size_t)snprintf(policy + off, sizeof(policy) - off, ", t%d", l);
 	snprintf(policy + off, sizeof(policy) - off, "]}\n");
@@ -202,6 +215,16 @@ static void stop_coord(struct run *r)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r->dir);
 	if (system(cmd))
 		fprintf(stderr, "cannot remove %s\n", r->dir);
+}
+
+/* Stop the coordinator, keep its directory (the caller reads the ledger). */
+static void stop_coord_keep(struct run *r)
+{
+	if (r->pid > 0) {
+		kill(r->pid, SIGTERM);
+		waitpid(r->pid, NULL, 0);
+	}
+	r->pid = -1;
 }
 
 static int send_hello(struct run *r, size_t i)
@@ -313,6 +336,18 @@ static void note_latency(struct run *r, uint64_t ns)
 	r->lat[r->nlat++] = ns;
 }
 
+/* Meter mode: each agent's batches (seq -> when due, when sent). */
+#define METER_RING 4096
+struct meter_agent {
+	uint64_t next; /* batches sent so far (the next batch's index) */
+	uint64_t due_ns[METER_RING];
+	uint64_t acked, retry;
+};
+static struct meter_agent *g_meter;
+static uint64_t g_meter_t0, g_meter_period_ns, g_meter_frames;
+static uint64_t *g_mlat;
+static size_t g_nmlat, g_capmlat;
+
 /* Read what arrived for agent i; answer a completed report with the next. */
 static int agent_input(struct run *r, size_t i, bool load)
 {
@@ -322,7 +357,27 @@ static int agent_input(struct run *r, size_t i, bool load)
 	while ((k = conn_next(&a->c, r->msg)) > 0) {
 		struct wire_msg *m = r->msg;
 
-		if (m->type == WIRE_POLICY) {
+		if (m->type == WIRE_METER_ACK && g_meter) {
+			struct meter_agent *ma = &g_meter[i];
+			uint64_t due = ma->due_ns[m->meter_ack.seq % METER_RING];
+
+			if (m->meter_ack.status == WIRE_METER_RECORDED) {
+				ma->acked++;
+				if (g_nmlat == g_capmlat) {
+					size_t cap = g_capmlat ? 2 * g_capmlat : 65536;
+					uint64_t *p = realloc(g_mlat, cap * sizeof(*p));
+
+					if (p) {
+						g_mlat = p;
+						g_capmlat = cap;
+					}
+				}
+				if (g_nmlat < g_capmlat)
+					g_mlat[g_nmlat++] = clock_now_ns() - due;
+			} else {
+				ma->retry++;
+			}
+		} else if (m->type == WIRE_POLICY) {
 			a->have_policy = true;
 			a->epoch = m->policy.epoch;
 		} else if (m->type == WIRE_GRANT) {
@@ -591,6 +646,173 @@ static int env_int(const char *name, int def, int lo, int hi)
 	return x < lo ? lo : x > hi ? hi : x;
 }
 
+/* Batch b of agent i (period b / frames): 512 keys, totals rising each period. */
+static int send_meter(struct run *r, size_t i, uint64_t b)
+{
+	struct wire_msg *m = r->msg;
+	struct wire_meter *mt = &m->meter;
+	uint64_t period = b / g_meter_frames, first = (b % g_meter_frames) * WIRE_MAX_METER;
+
+	WIRE_MSG_CLEAR(m, meter.n);
+	m->type = WIRE_METER;
+	snprintf(mt->holder, sizeof(mt->holder), "agent-%zu", i);
+	mt->incarnation = i + 1;
+	mt->ident = 0x5eed0000ull + i;
+	mt->seq = b + 1;
+	snprintf(mt->limit, sizeof(mt->limit), "m0");
+	mt->limit_uid = 1;
+	for (uint64_t k = first; k < first + WIRE_MAX_METER && k < r->meter; k++) {
+		struct wire_meter_entry *e = &mt->e[mt->n++];
+
+		memset(e, 0, sizeof(*e));
+		e->key.family = 4;
+		e->key.addr[2] = htonl(0xffff);
+		e->key.addr[3] = htonl(0xc6120000u | (uint32_t)k);
+		e->pkts[0] = (period + 1) * (10 + k % 7);
+		e->bytes[0] = e->pkts[0] * 700;
+		e->pkts[1] = period * (k % 3);
+		e->bytes[1] = e->pkts[1] * 700;
+	}
+	g_meter[i].due_ns[mt->seq % METER_RING] =
+	    g_meter_t0 + b * g_meter_period_ns / g_meter_frames;
+	return conn_send(&r->a[i].c, m);
+}
+
+static long file_size(const char *dir, const char *name)
+{
+	char path[160];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return stat(path, &st) ? 0 : (long)st.st_size;
+}
+
+/* Per-key usage: K changed keys per agent per period into the ledger. */
+static int bench_meter(const char *bin, uint32_t keys, int port)
+{
+	size_t n = (size_t)env_int("LL_BENCH_AGENTS", 8, 1, 64);
+	int period = env_int("LL_BENCH_PERIOD", 10, 1, 600),
+	    periods = env_int("LL_BENCH_PERIODS", 3, 1, 100);
+	struct run r = {.n = n, .ep = -1, .limits = 1, .port = port, .meter = keys};
+	uint64_t total_batches, acked = 0, retry = 0, t_end, max_lag = 0;
+	double cpu0, cpu1, elapsed;
+	long rss1, db, wal;
+	int err;
+
+	g_meter_frames = (keys + WIRE_MAX_METER - 1) / WIRE_MAX_METER;
+	g_meter_period_ns = (uint64_t)period * 1000000000ull;
+	total_batches = g_meter_frames * (uint64_t)periods;
+	g_meter = calloc(n, sizeof(*g_meter));
+	r.a = calloc(n, sizeof(*r.a));
+	r.msg = malloc(sizeof(*r.msg));
+	r.ep = epoll_create1(0);
+	if (!g_meter || !r.a || !r.msg || r.ep < 0)
+		return 1;
+	printf("Per-key usage ledger: %zu gateways x %u changed keys per %d s period (%.0f key\n"
+	       "entries/s), METER batches of %d paced over the period, %d periods; coordinator on\n"
+	       "CPU %d (fsync on every commit), load generator on CPU %d.\n\n",
+	       n, keys, period, (double)n * keys / period, WIRE_MAX_METER, periods, COORD_CPU,
+	       BENCH_CPU);
+	for (size_t i = 0; i < n; i++)
+		r.a[i].c.fd = -1;
+	err = start_coord(&r, bin);
+	if (!err)
+		err = connect_all(&r);
+	if (err)
+		goto out;
+	cpu0 = cpu_seconds(r.pid);
+	g_meter_t0 = clock_now_ns();
+	t_end = g_meter_t0 + (uint64_t)periods * g_meter_period_ns;
+	while (clock_now_ns() < t_end + 30 * 1000000000ull) {
+		uint64_t now = clock_now_ns(),
+			 due = now < t_end ? (now - g_meter_t0) * g_meter_frames / g_meter_period_ns
+					   : total_batches;
+
+		acked = retry = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct meter_agent *ma = &g_meter[i];
+
+			while (ma->next < due && ma->next < total_batches &&
+			       r.a[i].c.out_len + 2 * (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD) <=
+				   CONN_MAX_OUT) {
+				if (send_meter(&r, i, ma->next)) {
+					err = -EIO;
+					goto out;
+				}
+				ma->next++;
+			}
+			if (r.a[i].c.out_len)
+				conn_flush(&r.a[i].c);
+			acked += ma->acked;
+			retry += ma->retry;
+		}
+		if (now >= t_end && acked + retry >= total_batches * n)
+			break;
+		if ((err = pump(&r, 5, false)))
+			goto out;
+	}
+	elapsed = (double)(clock_now_ns() - g_meter_t0) / 1e9;
+	cpu1 = cpu_seconds(r.pid);
+	rss1 = rss_kib(r.pid);
+	qsort(g_mlat, g_nmlat, sizeof(*g_mlat), cmp_u64);
+	for (size_t k = 0; k < g_nmlat; k++)
+		max_lag = g_mlat[k] > max_lag ? g_mlat[k] : max_lag;
+	stop_coord_keep(&r);
+	{
+		char dbp[160], cmd[400];
+		long rows = 0;
+		FILE *p;
+
+		snprintf(dbp, sizeof(dbp), "%s/state/ledger.db", r.dir);
+		snprintf(
+		    cmd, sizeof(cmd),
+		    "sqlite3 '%s' 'PRAGMA wal_checkpoint(TRUNCATE); SELECT (SELECT COUNT(*) "
+		    "FROM key_usage) + (SELECT COUNT(*) FROM key_marks);' 2>/dev/null | tail -1",
+		    dbp);
+		p = popen(cmd, "r");
+		if (p && fscanf(p, "%ld", &rows) != 1)
+			rows = 0;
+		if (p)
+			pclose(p);
+		db = file_size(r.dir, "state/ledger.db");
+		wal = file_size(r.dir, "state/ledger.db-wal");
+		printf("  batches %llu recorded, %llu to send again, of %llu; %.0f key entries/s "
+		       "written over %.1f s\n",
+		       (unsigned long long)acked, (unsigned long long)retry,
+		       (unsigned long long)(total_batches * n),
+		       (double)acked / (double)(total_batches * n) * (double)keys * (double)n *
+			   periods / elapsed,
+		       elapsed);
+		printf("  lag (batch due -> recorded): p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+		       g_nmlat ? g_mlat[g_nmlat / 2] / 1e6 : 0.0,
+		       g_nmlat ? g_mlat[(g_nmlat - 1) * 99 / 100] / 1e6 : 0.0, max_lag / 1e6);
+		printf("  coordinator: %.0f%% of a core, RSS %.1f MiB\n",
+		       100.0 * (cpu1 - cpu0) / elapsed, rss1 / 1024.0);
+		printf(
+		    "  ledger: %ld bytes (%ld WAL) for %ld rows (usage + marks): %.0f bytes a row; "
+		    "a day of hourly rows for these keys: %.2f GiB\n",
+		    db, wal, rows, rows ? (double)db / rows : 0.0,
+		    rows ? 24.0 * (double)n * keys * ((double)db / rows) / (1 << 30) : 0.0);
+		if (!getenv("LL_BENCH_KEEP")) {
+			snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r.dir);
+			if (system(cmd))
+				fprintf(stderr, "cannot remove %s\n", r.dir);
+		}
+	}
+	printf("\nTarget: 8 gateways x 100k changed keys per 10 s on one core, lag <= 10 s.\n");
+out:
+	for (size_t i = 0; r.a && i < n; i++)
+		conn_close(&r.a[i].c);
+	if (err)
+		stop_coord(&r);
+	if (r.ep >= 0)
+		close(r.ep);
+	free(r.a);
+	free(r.msg);
+	free(g_meter);
+	return err ? 1 : 0;
+}
+
 /* Per-key grants: N hot keys per limit over a few agents. */
 static int bench_hot(const char *bin, uint32_t hot, int port, bool q)
 {
@@ -634,6 +856,9 @@ int main(int argc, char **argv)
 	setrlimit(RLIMIT_NOFILE, &rl);
 	signal(SIGPIPE, SIG_IGN);
 	pin(BENCH_CPU);
+	if (getenv("LL_BENCH_METER"))
+		return bench_meter(bin, (uint32_t)env_int("LL_BENCH_METER", 100000, 1, 131072),
+				   port);
 	if (getenv("LL_BENCH_HOT"))
 		return bench_hot(bin, (uint32_t)env_int("LL_BENCH_HOT", 0, 1, HOTKEYS_BENCH_MAX),
 				 port, q);

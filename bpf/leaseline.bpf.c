@@ -243,6 +243,8 @@ __noinline int ll_limit_hinted(__u32 slot, __u32 id, struct pkt_meta *m)
 	return cfg && m && limit_hinted(id & (LL_MAX_LIMITS - 1), cfg, m);
 }
 
+__noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *m);
+
 /* Charge the limits of rule r in order. Enforced denial: undo the debits
  * already taken and attribute the drop to the denying limit. Shadow denial:
  * count it and go on. Returns XDP_PASS or XDP_DROP.
@@ -302,6 +304,15 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 				ll_limit_charge(slot, id, debited[j], m);
 			continue;
 		}
+		if (pol->limits[id].flags & LL_LIM_METER) {
+			__u32 cls = denier >= 0			   ? LL_METER_DENIED
+				    : verdict == LL_ADMIT_FALLBACK ? LL_METER_FALLBACK
+				    : verdict == LL_ADMIT_BYPASS   ? LL_METER_BYPASS
+								   : LL_METER_ADMITTED;
+
+			if (denier >= 0 || verdict)
+				ll_meter_count(slot, id, cls, m);
+		}
 		st = limit_stats(id);
 		if (!st)
 			continue;
@@ -324,6 +335,55 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 		}
 	}
 	return denier >= 0 ? XDP_DROP : XDP_PASS;
+}
+
+/* Count packet m's outcome (enum ll_meter_class) under its key of metered
+ * limit id in ll_meter. A key without an entry gets one; with the map full,
+ * the limit's overflow entry counts it (and ll_meter_info.full), or, with
+ * none either, ll_meter_info.lost_*: never silently. Global, so the rule's
+ * four limits share one verified copy; only LL_LIM_METER limits call it.
+ */
+__noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *m)
+{
+	struct ll_limit_cfg *cfg = limit_cfg(slot, id);
+	struct ll_meter zero = {}, *v;
+	struct ll_meter_info *info;
+	struct ll_flow_key fk;
+	__u32 z = 0;
+
+	if (!cfg || !m)
+		return 0;
+	if (cfg->key_mode == LL_KEY_FLOW) {
+		flow_key_build(&fk, cfg, m);
+	} else {
+		struct ll_key k;
+
+		key_build(&k, cfg, m);
+		key_as_flow_key(&fk, &k, sizeof(k));
+	}
+	v = bpf_map_lookup_elem(&ll_meter, &fk);
+	if (!v) {
+		zero.born = bpf_ktime_get_ns();
+		bpf_map_update_elem(&ll_meter, &fk, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&ll_meter, &fk);
+	}
+	if (!v) {
+		info = bpf_map_lookup_elem(&ll_meter_info, &z);
+		overflow_key(&fk, cfg->uid);
+		v = bpf_map_lookup_elem(&ll_meter, &fk);
+		if (info && v)
+			__sync_fetch_and_add(&info->full, 1);
+		if (info && !v) {
+			__sync_fetch_and_add(&info->lost_pkts, 1);
+			__sync_fetch_and_add(&info->lost_bytes, m->len);
+		}
+		if (!v)
+			return 0;
+	}
+	cls &= LL_METER_CLASSES - 1;
+	v->pkts[cls]++;
+	v->bytes[cls] += m->len;
+	return 1;
 }
 
 /* Rules past the first LL_INLINE_RULES are scanned with bpf_loop: the

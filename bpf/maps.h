@@ -227,6 +227,27 @@ struct {
 	__type(value, __u64);
 } ll_hot_gate SEC(".maps");
 
+/* Per-key metering of metered global limits (struct ll_meter, ll_types.h):
+ * per CPU, so a packet adds without atomics; allocated as keys appear (a
+ * key's first packet pays the allocation once). Sized by the agent.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, LL_MAX_METER_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ll_flow_key);
+	__type(value, struct ll_meter);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_meter SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ll_meter_info);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_meter_info SEC(".maps");
+
 /* Per CPU: room for what a bucket miss under pressure builds (a fallback
  * key, a new bucket's value) and for a global limit's per-key grant as a
  * bucket copies it, off the 512-byte BPF stack, which the packet path's

@@ -156,6 +156,11 @@ enum {
 	 * limit's, and a denied key asks for as much as it can get.
 	 */
 	LL_LIM_KEY_CONTRACTS = 4,
+	/* A metered global limit with a key (meter: true): every packet's
+	 * outcome is counted per key in ll_meter (struct ll_meter), for the
+	 * usage ledger (reference §6.3). Unmetered limits pay nothing.
+	 */
+	LL_LIM_METER = 8,
 };
 
 /* Per-key overrides of local limits (ll_overrides, an LPM trie): a prefix
@@ -583,6 +588,53 @@ struct ll_shadow_win {
 	__u64 bytes[LL_WIN_SLOTS]; /* their frame bytes */
 };
 
+/* Per-key metering (ll_meter, a per-CPU hash keyed by ll_flow_key: limit
+ * uid + ll_key_id): running totals of each metered key's outcomes, by
+ * class, packets and bytes. Never reaped with buckets; only the agent
+ * deletes entries (of limits gone from the policy, once reported). When the
+ * map is full a new key is counted under its limit's overflow key (family
+ * LL_OVERFLOW_FAMILY, pre-created by the agent) and in ll_meter_info.full;
+ * with no overflow entry either, in ll_meter_info.lost_*. Totals only grow
+ * while ll_meter_info.ident stays: a new ident (pins lost) starts from zero.
+ */
+/* Entries of ll_meter, all limits: room for the 100k metered keys a gateway
+ * may hold (issue #12) and then some. Allocated as keys appear: the size
+ * costs the hash table 16 bytes an entry, a key in use 64 bytes a CPU.
+ */
+#define LL_MAX_METER_KEYS 262144
+
+enum ll_meter_class {
+	LL_METER_ADMITTED = 0, /* under a live lease (or its share) */
+	LL_METER_DENIED = 1,
+	LL_METER_FALLBACK = 2, /* by the fallback share after the lease died */
+	LL_METER_BYPASS = 3,   /* fail-open after the lease died */
+	LL_METER_CLASSES,
+};
+
+struct ll_meter {
+	__u64 pkts[LL_METER_CLASSES];
+	__u64 bytes[LL_METER_CLASSES]; /* frame bytes */
+	/* CLOCK_MONOTONIC ns when the entry was made, in the making CPU's copy
+	 * (0 in the others: a reader takes the maximum). A key whose entry the
+	 * agent retired and that comes back is a new series from 0.
+	 */
+	__u64 born;
+};
+
+/* ll_meter_info, entry 0: the counters' identity and what could not be
+ * metered per key. ident: random, written by the agent when it finds 0 (new
+ * pins, whose ll_meter it empties first); an agent restart that keeps the
+ * pins keeps it, a reboot that lost them makes a new one.
+ */
+struct ll_meter_info {
+	__u64 ident;
+	__u64 created_ns; /* CLOCK_REALTIME when ident was made */
+	__u64 full;	  /* packets counted under an overflow key: ll_meter was full */
+	__u64 lost_pkts;  /* packets not metered at all (no overflow entry either) */
+	__u64 lost_bytes;
+	__u64 pad0[3];
+};
+
 /* Per-CPU counters of one rule (index: rule position; LL_MAX_RULES = default). */
 struct ll_rule_stats {
 	__u64 matched_pkts;
@@ -603,6 +655,7 @@ struct ll_rule_stats {
  * 5: ll_state link_up, link_connects, applies;
  * 6: LL_MAX_LIMITS 256 (ll_policy limits[], ll_fence, and the entries of every per-limit array);
  * ll_rule src_set, dst_set, action, ll_sets (prefix sets), ll_overrides keys of dst-port limits
+ * and ll_meter, ll_meter_info (per-key metering), LL_LIM_METER
  */
 #define LL_LAYOUT_VERSION   6
 #define LL_LAYOUT_BUILD_LEN 48

@@ -443,6 +443,8 @@ static const struct option usage_lo[] = {
     {"json", no_argument, NULL, 'j'},
     {"csv", no_argument, NULL, 'C'},
     {"reconcile", no_argument, NULL, 'R'},
+    {"keys", no_argument, NULL, 'K'},
+    {"key", required_argument, NULL, 'k'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {},
@@ -484,6 +486,10 @@ static int cmd_usage(int argc, char **argv)
 			o.format = USAGE_CSV;
 		} else if (opt == 'R') {
 			o.reconcile = true;
+		} else if (opt == 'K') {
+			o.keys = true;
+		} else if (opt == 'k') {
+			o.key = optarg;
 		} else if ((rc = common_opt("usage", opt, argv)) >= 0) {
 			return rc;
 		}
@@ -626,14 +632,17 @@ static const struct cmd cmds[] = {
      cmd_top, TOP_SO, top_lo},
     {"usage",
      "leaseline usage -c coord.yaml [--period hour|day|month] [--limit NAME] [--holder NAME]\n"
-     "                [--from TIME] [--to TIME] [-j | --csv] [--reconcile]",
+     "                [--from TIME] [--to TIME] [-j | --csv] [--reconcile] [--keys | --key KEY]",
      "The coordinator's usage ledger (limits with meter: true): admitted, denied,\n"
      "fallback and bypass per limit, holder and UTC period, in the limit's unit.\n"
      "TIME: 2026-11-01, 2026-11-01T10, 2026-11-01T10:20:30Z (UTC) or @SECONDS; the\n"
      "periods overlapping [--from, --to). -j one JSON document, --csv CSV.\n"
      "--reconcile: per limit and period, summed over holders, what passed against\n"
      "B + R*T, each excess listed with its likely cause (bypass, fallback, late\n"
-     "reports); exit 1 if any.",
+     "reports); exit 1 if any.\n"
+     "--keys: per key of limits with a key (admitted, denied, fallback, bypass in the\n"
+     "limit's unit; -j and --csv give packets and bytes); --key KEY one key only;\n"
+     "with --reconcile, per key and period against the key's own contract.",
      cmd_usage, USAGE_SO, usage_lo},
     {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
      cmd_detach, NULL, NULL},

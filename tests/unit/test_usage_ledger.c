@@ -179,6 +179,30 @@ static void test_agent_restart(void **state)
 /* Totals that go backwards under a newer seq (the agent zeroed a limit's
  * counters when its slot went to another limit): counted, from 0.
  */
+/* The counters identity (HELLO) settles what totals cannot: a reboot whose
+ * new counters passed every old total before its first report is a restart
+ * from 0 (all of it counts), and a restart that kept its pins with the same
+ * identity continues.
+ */
+static void test_reboot_identity(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_entry e = {.limit = "a"};
+
+	e.t = tot(100, 10, 0, 0);
+	assert_int_equal(
+	    uledger_record_ident(fx->lg, "gw-1", 7, 0xaa, 1, T0, clock_now_ns(), &e, 1), 0);
+	e.t = tot(130, 12, 0, 0); /* pins kept: same identity, a new incarnation */
+	assert_int_equal(
+	    uledger_record_ident(fx->lg, "gw-1", 8, 0xaa, 1, T0 + 1, clock_now_ns(), &e, 1), 0);
+	e.t = tot(500, 50, 0, 0); /* rebooted, and busy before its first report */
+	assert_int_equal(
+	    uledger_record_ident(fx->lg, "gw-1", 9, 0xbb, 1, T0 + 2, clock_now_ns(), &e, 1), 0);
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(630, 62, 0, 0));
+	assert_int_equal(uledger_counters(fx->lg)->continued, 1);
+	assert_int_equal(uledger_counters(fx->lg)->restarted, 1);
+}
+
 static void test_backwards_counted(void **state)
 {
 	struct fx *fx = *state;
@@ -724,6 +748,367 @@ static void test_figure_row_size(void **state)
 	assert_int_equal(uledger_open(&fx->lg, fx->path), 0);
 }
 
+/* ---- per-key usage (uledger_keys_*) ---- */
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#define KIDENT 0xfeedfacecafebeefull
+
+/* Totals of one key: admitted a, denied d, fallback f, bypass b packets,
+ * bytes 100 times each.
+ */
+static struct uledger_key_entry kent(uint32_t key, const char *text, uint64_t a, uint64_t d,
+				     uint64_t f, uint64_t b)
+{
+	struct uledger_key_entry e;
+
+	memset(&e, 0, sizeof(e));
+	e.key.family = 4;
+	e.key.addr[2] = 0xffff0000u;
+	e.key.addr[3] = key;
+	e.key_text = text;
+	e.pkts[LL_METER_ADMITTED] = a;
+	e.pkts[LL_METER_DENIED] = d;
+	e.pkts[LL_METER_FALLBACK] = f;
+	e.pkts[LL_METER_BYPASS] = b;
+	for (int c = 0; c < LL_METER_CLASSES; c++)
+		e.bytes[c] = e.pkts[c] * 100;
+	return e;
+}
+
+struct ksum {
+	uint64_t pkts[LL_METER_CLASSES], bytes[LL_METER_CLASSES];
+	size_t rows;
+};
+
+static int add_krow(const struct uledger_key_row *r, void *arg)
+{
+	struct ksum *k = arg;
+
+	for (int c = 0; c < LL_METER_CLASSES; c++) {
+		k->pkts[c] += r->pkts[c];
+		k->bytes[c] += r->bytes[c];
+	}
+	k->rows++;
+	return 0;
+}
+
+static struct ksum ksum_of(struct fx *fx, const char *limit, const char *key, const char *holder,
+			   enum uledger_period p)
+{
+	struct uledger_query q = {.period = p, .limit = limit, .holder = holder, .by_holder = 1};
+	struct ksum k = {0};
+
+	assert_int_equal(uledger_query_keys(fx->path, &q, key, add_krow, &k), 0);
+	return k;
+}
+
+/* Ledger = the entry's totals, every class, packets and bytes. */
+static void assert_ksum(struct ksum k, const struct uledger_key_entry *want)
+{
+	for (int c = 0; c < LL_METER_CLASSES; c++) {
+		assert_int_equal(k.pkts[c], want->pkts[c]);
+		assert_int_equal(k.bytes[c], want->bytes[c]);
+	}
+}
+
+static void krec(struct fx *fx, const char *holder, uint64_t ident, int64_t now,
+		 const struct uledger_key_entry *e, size_t n)
+{
+	assert_int_equal(
+	    uledger_record_keys(fx->lg, holder, ident, 7, "per-src", now, clock_now_ns(), e, n), 0);
+}
+
+/* Duplicated, replayed, reordered, delayed by minutes: each key's ledger
+ * totals are its newest totals, exactly.
+ */
+static void test_keys_replayed_reordered_delayed(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry b[5][2];
+
+	for (int i = 0; i < 5; i++) {
+		b[i][0] = kent(1, "198.18.0.1", 10 * (i + 1), i, 0, 0);
+		b[i][1] = kent(2, "198.18.0.2", 3 * (i + 1), 0, 0, 2 * i);
+	}
+	krec(fx, "gw-1", KIDENT, T0, b[0], 2);
+	krec(fx, "gw-1", KIDENT, T0 + 1, b[0], 2); /* retransmitted */
+	krec(fx, "gw-1", KIDENT, T0 + 2, b[2], 2);
+	krec(fx, "gw-1", KIDENT, T0 + 3, b[1], 2); /* reordered: older after newer */
+	krec(fx, "gw-1", KIDENT, T0 + 4, b[3], 2);
+	krec(fx, "gw-1", KIDENT, T0 + 5, b[0], 2); /* replayed */
+	krec(fx, "gw-1", KIDENT, T0 + 6, b[4], 2);
+	krec(fx, "gw-1", KIDENT, T0 + 600, b[2], 2); /* delayed ten minutes */
+	assert_ksum(ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR), &b[4][0]);
+	assert_ksum(ksum_of(fx, "per-src", "198.18.0.2", "gw-1", ULEDGER_HOUR), &b[4][1]);
+	assert_true(uledger_counters(fx->lg)->key_stale >= 8);
+}
+
+/* Restart that kept the pins (same identity): totals go on, nothing twice.
+ * Pins lost (a new identity): a new series from 0; what reached the ledger
+ * before stays, and the new series adds all it counted.
+ */
+static void test_keys_restart_and_reboot(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e = kent(1, "198.18.0.1", 50, 5, 0, 0), want;
+
+	krec(fx, "gw-1", KIDENT, T0, &e, 1);
+	/* agent kill -9, restarted with its pins: it resends everything once */
+	krec(fx, "gw-1", KIDENT, T0 + 10, &e, 1);
+	e = kent(1, "198.18.0.1", 70, 6, 0, 0);
+	krec(fx, "gw-1", KIDENT, T0 + 20, &e, 1);
+	/* reboot: the pins are gone, counters from 0 under a new identity */
+	e = kent(1, "198.18.0.1", 30, 1, 0, 0);
+	krec(fx, "gw-1", KIDENT + 1, T0 + 30, &e, 1);
+	krec(fx, "gw-1", KIDENT + 1, T0 + 31, &e, 1);
+	want = kent(1, "198.18.0.1", 100, 7, 0, 0);
+	assert_ksum(ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR), &want);
+	/* and a late batch of the old identity is still judged by its own mark */
+	e = kent(1, "198.18.0.1", 60, 6, 0, 0);
+	krec(fx, "gw-1", KIDENT, T0 + 40, &e, 1);
+	assert_ksum(ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR), &want);
+}
+
+/* A key whose kernel entry the agent retired (idle, all acknowledged) and
+ * that came back has a new entry (a later born): a series of its own from
+ * 0, not a continuation below the old mark.
+ */
+static void test_keys_retired_key_returns(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e = kent(1, "198.18.0.1", 100, 4, 0, 0), want;
+
+	e.born = 1000;
+	krec(fx, "gw-1", KIDENT, T0, &e, 1);
+	e = kent(1, "198.18.0.1", 5, 1, 0, 0); /* back, counted from 0 */
+	e.born = 2000;
+	krec(fx, "gw-1", KIDENT, T0 + 700, &e, 1);
+	krec(fx, "gw-1", KIDENT, T0 + 701, &e, 1);
+	want = kent(1, "198.18.0.1", 105, 5, 0, 0);
+	assert_ksum(ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR), &want);
+}
+
+/* Usage goes to the hour its batch arrived in; days and months sum hours. */
+static void test_keys_period_rollover(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry a = kent(1, "198.18.0.1", 40, 0, 0, 0),
+				 b = kent(1, "198.18.0.1", 100, 0, 0, 9);
+	struct ksum k;
+
+	krec(fx, "gw-1", KIDENT, T0 + 3599, &a, 1); /* 2026-11-30T23 */
+	krec(fx, "gw-1", KIDENT, T0 + 3600, &b, 1); /* 2026-12-01T00: a new day and month */
+	k = ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR);
+	assert_int_equal(k.rows, 2);
+	assert_ksum(k, &b);
+	k = ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_MONTH);
+	assert_int_equal(k.rows, 2);
+	assert_ksum(k, &b);
+	{
+		struct uledger_query q = {
+		    .period = ULEDGER_DAY, .limit = "per-src", .from = T0 + 3600, .by_holder = 1};
+		struct ksum d = {0};
+
+		assert_int_equal(uledger_query_keys(fx->path, &q, NULL, add_krow, &d), 0);
+		assert_int_equal(d.rows, 1);
+		assert_int_equal(d.pkts[LL_METER_ADMITTED], 60);
+		assert_int_equal(d.pkts[LL_METER_BYPASS], 9);
+	}
+}
+
+/* Fail-open after the lease expired: bypassed packets are bypass, per key. */
+static void test_keys_bypass_after_expiry(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e = kent(1, "198.18.0.1", 20, 3, 0, 0);
+
+	krec(fx, "gw-1", KIDENT, T0, &e, 1);
+	e = kent(1, "198.18.0.1", 20, 3, 0, 500);
+	krec(fx, "gw-1", KIDENT, T0 + 5, &e, 1);
+	assert_ksum(ksum_of(fx, "per-src", "198.18.0.1", NULL, ULEDGER_DAY), &e);
+}
+
+/* kill -9 inside a batch's transaction: nothing of it is in the ledger;
+ * the same batch again counts once.
+ */
+static void test_keys_crash_mid_batch(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e[64];
+	int status;
+	pid_t pid;
+
+	for (uint32_t i = 0; i < 64; i++)
+		e[i] = kent(i + 1, "k", 5, 0, 0, 0);
+	for (uint32_t i = 0; i < 64; i++) {
+		static char txt[64][16];
+
+		snprintf(txt[i], sizeof(txt[i]), "198.18.1.%u", i + 1);
+		e[i].key_text = txt[i];
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct uledger *lg;
+
+		if (uledger_open(&lg, fx->path) || uledger_keys_begin(lg) ||
+		    uledger_keys_add(lg, "gw-1", KIDENT, 7, "per-src", T0, e, 64))
+			_exit(3);
+		raise(SIGKILL); /* before the commit */
+		_exit(4);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	assert_int_equal(ksum_of(fx, "per-src", NULL, "gw-1", ULEDGER_HOUR).rows, 0);
+	krec(fx, "gw-1", KIDENT, T0, e, 64);
+	krec(fx, "gw-1", KIDENT, T0, e, 64);
+	{
+		struct ksum k = ksum_of(fx, "per-src", NULL, "gw-1", ULEDGER_HOUR);
+
+		assert_int_equal(k.rows, 64);
+		assert_int_equal(k.pkts[LL_METER_ADMITTED], 64 * 5);
+	}
+}
+
+/* A full disk (the file may not grow): the batch fails whole, the agent
+ * sends it again later, and it counts once.
+ */
+static void test_keys_disk_full(void **state)
+{
+	struct fx *fx = *state;
+	static struct uledger_key_entry e[2000];
+	static char txt[2000][20];
+	struct rlimit old, lim;
+	struct stat st;
+	int err;
+
+	for (uint32_t i = 0; i < 2000; i++) {
+		e[i] = kent(i + 1, NULL, i + 1, 0, 0, 0);
+		snprintf(txt[i], sizeof(txt[i]), "198.18.%u.%u", 10 + i / 250, i % 250);
+		e[i].key_text = txt[i];
+	}
+	krec(fx, "gw-1", KIDENT, T0, e, 1); /* the WAL exists */
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	snprintf(fx->path + strlen(fx->path), 5, "-wal");
+	assert_int_equal(stat(fx->path, &st), 0);
+	fx->path[strlen(fx->path) - 4] = '\0';
+	lim = old;
+	lim.rlim_cur = (rlim_t)st.st_size + 8192;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	err = uledger_record_keys(fx->lg, "gw-1", KIDENT, 7, "per-src", T0 + 1, clock_now_ns(), e,
+				  2000);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	assert_true(err < 0);
+	assert_int_equal(uledger_counters(fx->lg)->key_failures, 1);
+	assert_int_equal(ksum_of(fx, "per-src", NULL, "gw-1", ULEDGER_HOUR).rows, 1);
+	/* room again: the agent's retry counts once, and a duplicate nothing */
+	krec(fx, "gw-1", KIDENT, T0 + 2, e, 2000);
+	krec(fx, "gw-1", KIDENT, T0 + 3, e, 2000);
+	{
+		struct ksum k = ksum_of(fx, "per-src", NULL, "gw-1", ULEDGER_HOUR);
+
+		assert_int_equal(k.rows, 2000);
+		assert_int_equal(k.pkts[LL_METER_ADMITTED], 2000ull * 2001 / 2);
+	}
+}
+
+/* Random series (holders x identities x keys) with rising totals,
+ * delivered in random order with duplicates, some batches never arriving
+ * but each series' newest always arriving at last; batched into
+ * transactions at random. Ledger = reference model (field-wise max per
+ * series) = what the datapath counted.
+ */
+static void test_keys_property_model(void **state)
+{
+	struct fx *fx = *state;
+	enum { H = 3, I = 2, K = 6, S = 10 };
+	static struct uledger_key_entry life[H][I][K][S];
+	static int order[H * I * K * S * 2];
+	uint64_t seed = 0x1234567;
+	static char txt[K][16];
+
+	for (int k = 0; k < K; k++)
+		snprintf(txt[k], sizeof(txt[k]), "198.18.2.%d", k);
+	for (int round = 0; round < 8; round++) {
+		uint64_t truth[K][2 * LL_METER_CLASSES] = {{0}};
+		size_t n = 0;
+		char limit[16];
+
+		snprintf(limit, sizeof(limit), "lim%d", round);
+		for (int h = 0; h < H; h++)
+			for (int i = 0; i < I; i++)
+				for (int k = 0; k < K; k++) {
+					uint64_t t[LL_METER_CLASSES] = {0};
+
+					for (int s = 0; s < S; s++) {
+						struct uledger_key_entry *e = &life[h][i][k][s];
+
+						for (int c = 0; c < LL_METER_CLASSES; c++)
+							t[c] +=
+							    rnd(&seed) % 3 ? rnd(&seed) % 50 : 0;
+						*e = kent((uint32_t)k, txt[k], t[0], t[1], t[2],
+							  t[3]);
+						for (int c = 0; c < LL_METER_CLASSES; c++)
+							e->bytes[c] = t[c] * 64;
+					}
+					for (int c = 0; c < LL_METER_CLASSES; c++) {
+						truth[k][c] += life[h][i][k][S - 1].pkts[c];
+						truth[k][LL_METER_CLASSES + c] +=
+						    life[h][i][k][S - 1].bytes[c];
+					}
+				}
+		/* events: each (h, i, k, s) once or twice or never (never the last) */
+		for (int h = 0; h < H; h++)
+			for (int i = 0; i < I; i++)
+				for (int k = 0; k < K; k++)
+					for (int s = 0; s < S; s++) {
+						int code = ((h * I + i) * K + k) * S + s;
+						int copies = s == S - 1 ? 1 + (int)(rnd(&seed) % 2)
+									: (int)(rnd(&seed) % 3);
+
+						for (int c = 0; c < copies; c++)
+							order[n++] = code;
+					}
+		for (size_t j = n; j > 1; j--) {
+			size_t r = rnd(&seed) % j;
+			int tmp = order[j - 1];
+
+			order[j - 1] = order[r];
+			order[r] = tmp;
+		}
+		for (size_t j = 0; j < n;) {
+			size_t batch = 1 + rnd(&seed) % 5;
+
+			assert_int_equal(uledger_keys_begin(fx->lg), 0);
+			for (; batch && j < n; batch--, j++) {
+				int code = order[j], s = code % S, k = (code / S) % K,
+				    i = (code / S / K) % I, h = code / S / K / I;
+				char holder[16];
+
+				snprintf(holder, sizeof(holder), "gw-%d", h);
+				assert_int_equal(
+				    uledger_keys_add(fx->lg, holder, KIDENT + (uint64_t)i, 7, limit,
+						     T0 + (int64_t)j, &life[h][i][k][s], 1),
+				    0);
+			}
+			assert_int_equal(uledger_keys_commit(fx->lg, clock_now_ns()), 0);
+		}
+		for (int k = 0; k < K; k++) {
+			struct ksum got = ksum_of(fx, limit, txt[k], NULL, ULEDGER_MONTH);
+
+			for (int c = 0; c < LL_METER_CLASSES; c++) {
+				assert_int_equal(got.pkts[c], truth[k][c]);
+				assert_int_equal(got.bytes[c], truth[k][LL_METER_CLASSES + c]);
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -731,6 +1116,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_reordered, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_delayed_minutes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_agent_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reboot_identity, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backwards_counted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_metering_starts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_metered_again, setup, teardown),
@@ -739,6 +1125,14 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_reconcile_causes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_property_random_orders, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_property_any_order_matches_model, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_replayed_reordered_delayed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_restart_and_reboot, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_retired_key_returns, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_period_rollover, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_bypass_after_expiry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_crash_mid_batch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_disk_full, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_property_model, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_commit_latency, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_throughput, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_row_size, setup, teardown),

@@ -145,7 +145,8 @@ static int setup(void **state)
 		 "  - {name: a, scope: global, rate: 900, burst: 90, meter: true}\n"
 		 "  - {name: b, scope: global, rate: 900, burst: 90%s}\n"
 		 "  - {name: c, scope: global, rate: 900, burst: 90}\n"
-		 "rules:\n  - {name: all, limits: [a, b, c]}\n",
+		 "  - {name: k, key: src-ip, scope: global, rate: 100, burst: 10, meter: true}\n"
+		 "rules:\n  - {name: all, limits: [a, b, c, k]}\n",
 		 want_unmetered ? "" : ", meter: true");
 	write_file(fx->dir, "policy.yaml", policy);
 	if (want_small_disk) {
@@ -730,6 +731,340 @@ static void test_disk_full(void **state)
 	assert_true(grants[0] && grants[1]);
 }
 
+/* ---- per-key usage (METER batches) ---- */
+
+#define NK 4 /* keys of limit k per fake agent: 198.18.0.1 .. 198.18.0.4 */
+
+struct kstate {
+	uint64_t ident, seq;
+	uint64_t pkts[NK][LL_METER_CLASSES], bytes[NK][LL_METER_CLASSES];
+};
+
+static void kcount(struct kstate *k, int key, uint64_t adm, uint64_t den, uint64_t byp)
+{
+	k->pkts[key][LL_METER_ADMITTED] += adm;
+	k->pkts[key][LL_METER_DENIED] += den;
+	k->pkts[key][LL_METER_BYPASS] += byp;
+	k->bytes[key][LL_METER_ADMITTED] += adm * 100;
+	k->bytes[key][LL_METER_DENIED] += den * 100;
+	k->bytes[key][LL_METER_BYPASS] += byp * 100;
+}
+
+/* A METER batch of limit `limit` with the totals of `snap` (or now), seq. */
+static int meter_send(struct fx *fx, struct agent *a, const struct kstate *snap, uint64_t seq,
+		      const char *limit)
+{
+	struct wire_meter *mt = &fx->m->meter;
+
+	WIRE_MSG_CLEAR(fx->m, meter.n);
+	fx->m->type = WIRE_METER;
+	snprintf(mt->holder, sizeof(mt->holder), "%s", a->name);
+	mt->incarnation = a->inc;
+	mt->ident = snap->ident;
+	mt->seq = seq;
+	snprintf(mt->limit, sizeof(mt->limit), "%s", limit);
+	mt->limit_uid = 3;
+	mt->n = NK;
+	for (int i = 0; i < NK; i++) {
+		memset(&mt->e[i], 0, sizeof(mt->e[i]));
+		mt->e[i].key.family = 4;
+		mt->e[i].key.addr[2] = htonl(0xffff);
+		mt->e[i].key.addr[3] = htonl(0xc6120001u + (uint32_t)i); /* 198.18.0.1 + i */
+		memcpy(mt->e[i].pkts, snap->pkts[i], sizeof(mt->e[i].pkts));
+		memcpy(mt->e[i].bytes, snap->bytes[i], sizeof(mt->e[i].bytes));
+	}
+	return conn_send(&a->c, fx->m);
+}
+
+/* The status of the ack of batch seq, or -1 if none came in time. */
+static int meter_ack_of(struct fx *fx, struct agent *a, uint64_t seq)
+{
+	uint64_t end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC;
+
+	while (a->up && clock_now_ns() < end) {
+		int err = conn_read(&a->c);
+
+		while (conn_next(&a->c, fx->m) > 0)
+			if (fx->m->type == WIRE_METER_ACK && fx->m->meter_ack.seq == seq)
+				return fx->m->meter_ack.status;
+		if (err && err != -EAGAIN) {
+			conn_close(&a->c);
+			a->up = false;
+			break;
+		}
+		poll(NULL, 0, 5);
+	}
+	return -1;
+}
+
+struct kled {
+	uint64_t pkts[NK][LL_METER_CLASSES], bytes[NK][LL_METER_CLASSES];
+};
+
+static int add_krow(const struct uledger_key_row *r, void *arg)
+{
+	struct kled *k = arg;
+	unsigned last;
+
+	if (sscanf(r->key, "198.18.0.%u", &last) != 1 || last < 1 || last > NK)
+		return 0;
+	for (int c = 0; c < LL_METER_CLASSES; c++) {
+		k->pkts[last - 1][c] += r->pkts[c];
+		k->bytes[last - 1][c] += r->bytes[c];
+	}
+	return 0;
+}
+
+static bool kled_equals(struct fx *fx, const char *holder, const struct kstate *want)
+{
+	struct uledger_query q = {
+	    .period = ULEDGER_MONTH, .limit = "k", .holder = holder, .by_holder = 1};
+	struct kled got = {0};
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/state/ledger.db", fx->dir);
+	if (uledger_query_keys(path, &q, NULL, add_krow, &got))
+		return false;
+	if (getenv("KDEBUG"))
+		for (int i = 0; i < NK; i++)
+			fprintf(stderr, "key %d: got %llu/%llu want %llu/%llu\n", i,
+				(unsigned long long)got.pkts[i][0],
+				(unsigned long long)got.bytes[i][0],
+				(unsigned long long)want->pkts[i][0],
+				(unsigned long long)want->bytes[i][0]);
+	return !memcmp(got.pkts, want->pkts, sizeof(got.pkts)) &&
+	       !memcmp(got.bytes, want->bytes, sizeof(got.bytes));
+}
+
+/* Send the totals now until the coordinator records them (it may be down
+ * or full meanwhile: the agent's map holds them), then compare exactly.
+ */
+static void ksettle(struct fx *fx, struct agent *a, struct kstate *k)
+{
+	int st = -1;
+
+	for (int i = 0; i < 50 && st != WIRE_METER_RECORDED; i++) {
+		if (!a->up)
+			assert_true(agent_connect(fx, a));
+		meter_send(fx, a, k, ++k->seq, "k");
+		st = meter_ack_of(fx, a, k->seq);
+	}
+	assert_int_equal(st, WIRE_METER_RECORDED);
+	assert_true(kled_equals(fx, a->name, k));
+}
+
+/* Batches duplicated, replayed, reordered and delayed count once; limits
+ * not metered per key are refused; `leaseline usage --keys` shows it, and
+ * --reconcile --keys finds a key over its own contract.
+ */
+static void test_keys_end_to_end(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
+	struct kstate k = {.ident = 0xabcdef12345ull}, old[3];
+	char out[8192];
+
+	assert_true(agent_connect(fx, a));
+	for (int i = 0; i < 3; i++) {
+		for (int j = 0; j < NK; j++)
+			kcount(&k, j, 10 * (uint64_t)(j + 1), (uint64_t)i, 0);
+		old[i] = k;
+		old[i].seq = ++k.seq;
+		assert_int_equal(meter_send(fx, a, &k, k.seq, "k"), 0);
+		assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_RECORDED);
+	}
+	/* duplicated, replayed and reordered: older totals under any seq */
+	assert_int_equal(meter_send(fx, a, &old[2], old[2].seq, "k"), 0);
+	assert_int_equal(meter_ack_of(fx, a, old[2].seq), WIRE_METER_RECORDED);
+	assert_int_equal(meter_send(fx, a, &old[0], old[0].seq, "k"), 0);
+	assert_int_equal(meter_send(fx, a, &old[1], ++k.seq, "k"), 0);
+	assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_RECORDED);
+	assert_true(kled_equals(fx, "gw-1", &k));
+	/* delayed by minutes (the ledger's clock moved on): still nothing */
+	set_now(fx, T0 + 900);
+	assert_int_equal(meter_send(fx, a, &old[1], ++k.seq, "k"), 0);
+	assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_RECORDED);
+	/* bypass after the lease expired: per key, as bypass */
+	kcount(&k, 0, 0, 0, 77);
+	ksettle(fx, a, &k);
+	/* a malformed key (a field its mode does not use): the batch refused */
+	{
+		struct wire_meter *mt = &fx->m->meter;
+
+		meter_send(fx, a, &old[0], 0, "k");
+		WIRE_MSG_CLEAR(fx->m, meter.n);
+		fx->m->type = WIRE_METER;
+		snprintf(mt->holder, sizeof(mt->holder), "%s", a->name);
+		mt->incarnation = a->inc;
+		mt->ident = k.ident;
+		mt->seq = ++k.seq;
+		snprintf(mt->limit, sizeof(mt->limit), "k");
+		mt->n = 1;
+		memset(&mt->e[0], 0, sizeof(mt->e[0]));
+		mt->e[0].key.family = 4;
+		mt->e[0].key.addr[2] = htonl(0xffff);
+		mt->e[0].key.addr[3] = htonl(0xc6120001u);
+		mt->e[0].key.dport = 53; /* src-ip keys have no port */
+		mt->e[0].pkts[0] = 1000000;
+		assert_int_equal(conn_send(&a->c, fx->m), 0);
+		assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_REFUSED);
+	}
+	/* not metered per key: refused, never recorded */
+	assert_int_equal(meter_send(fx, a, &k, ++k.seq, "a"), 0);
+	assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_REFUSED);
+	assert_int_equal(meter_send(fx, a, &k, ++k.seq, "nope"), 0);
+	assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_REFUSED);
+	assert_true(kled_equals(fx, "gw-1", &k));
+	assert_true(
+	    metric(fx, "leaseline_coord_usage_ledger_key_batches_total{result=\"refused\"} ") == 3);
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_key_entries_total{kind=\"stale\"} ") >=
+		    3 * NK);
+
+	assert_int_equal(run_cli(fx, "--keys --period month", out, sizeof(out)), 0);
+	printf("%s", out);
+	assert_non_null(strstr(out, "198.18.0.4"));
+	assert_non_null(strstr(out, "120")); /* 198.18.0.4: 40 x 3 admitted */
+	assert_int_equal(run_cli(fx, "--key 198.18.0.1 --csv", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "\"198.18.0.1\",gw-1,30,3000,3,300,0,0,77,7700"));
+	assert_null(strstr(out, "198.18.0.2"));
+	assert_int_equal(run_cli(fx, "--keys -j --period day", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "\"key\":\"198.18.0.3\""));
+	assert_non_null(strstr(out, "\"bytes\":{\"admitted\":9000"));
+	/* 198.18.0.4 passed 120 in its hour: within 10 + 100 * 3600 (the
+	 * hour is over by the CLI's clock); 500000 more is over.
+	 */
+	assert_int_equal(run_cli(fx, "--keys --reconcile", out, sizeof(out)), 0);
+	kcount(&k, 3, 500000, 0, 0);
+	ksettle(fx, a, &k);
+	assert_int_equal(run_cli(fx, "--keys --reconcile", out, sizeof(out)), 1);
+	printf("%s", out);
+	assert_non_null(strstr(out, "198.18.0.4"));
+	assert_non_null(strstr(out, "late reports"));
+	assert_null(strstr(out, "198.18.0.1 "));
+}
+
+/* The coordinator killed with SIGKILL again and again while batches flow
+ * (inside its WAL writes or syncs when caught there); the agent sends what
+ * was not acknowledged again. The agent's pins kept over a restart (same
+ * identity: a continuation), then lost (a new identity from 0). Ledger =
+ * what the datapath counted, exactly.
+ */
+static void test_keys_kill9_and_restarts(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
+	struct kstate k = {.ident = 0x1111}, lost = {0};
+	int mid = 0;
+
+	assert_true(agent_connect(fx, a));
+	for (int round = 0; round < 6; round++) {
+		char path[64], buf[128];
+		bool hit = false;
+		uint64_t end = clock_now_ns() + 1000 * NSEC_PER_MSEC;
+
+		snprintf(path, sizeof(path), "/proc/%d/syscall", fx->pid);
+		while (!hit && clock_now_ns() < end) {
+			for (int j = 0; j < NK; j++)
+				kcount(&k, j, 1 + (uint64_t)round, 1, 0);
+			if (a->up)
+				meter_send(fx, a, &k, ++k.seq, "k");
+			for (int t = 0; t < 100 && !hit; t++) {
+				int fd = open(path, O_RDONLY | O_CLOEXEC);
+				ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+				long nr;
+
+				if (fd >= 0)
+					close(fd);
+				if (n <= 0)
+					break;
+				buf[n] = '\0';
+				nr = strtol(buf, NULL, 10);
+				hit = nr == SYS_pwrite64 || nr == SYS_fdatasync || nr == SYS_fsync;
+			}
+		}
+		mid += hit;
+		kill(fx->pid, SIGKILL);
+		waitpid(fx->pid, NULL, 0);
+		fx->pid = -1;
+		kcount(&k, 0, 5, 0, 0); /* counted while the coordinator was away */
+		if (a->up)
+			conn_close(&a->c);
+		a->up = false;
+		assert_int_equal(coord_start(fx), 0);
+		assert_true(agent_connect(fx, a));
+	}
+	ksettle(fx, a, &k);
+	/* agent restart keeping its pins: same identity, seq from 1 again */
+	agent_restart(fx, a, true);
+	k.seq = 0;
+	kcount(&k, 1, 9, 0, 0);
+	ksettle(fx, a, &k);
+	/* reboot: pins lost, a new identity counting from 0 */
+	lost = k;
+	agent_restart(fx, a, false);
+	memset(&k, 0, sizeof(k));
+	k.ident = 0x2222;
+	kcount(&k, 2, 4, 0, 0);
+	{
+		struct kstate want = k;
+		int st = -1;
+
+		for (int j = 0; j < NK; j++)
+			for (int c = 0; c < LL_METER_CLASSES; c++) {
+				want.pkts[j][c] += lost.pkts[j][c];
+				want.bytes[j][c] += lost.bytes[j][c];
+			}
+		for (int i = 0; i < 50 && st != WIRE_METER_RECORDED; i++) {
+			meter_send(fx, a, &k, ++k.seq, "k");
+			st = meter_ack_of(fx, a, k.seq);
+		}
+		assert_int_equal(st, WIRE_METER_RECORDED);
+		assert_true(kled_equals(fx, "gw-1", &want));
+	}
+	printf("per-key batches: coordinator killed 6 times, %d inside a ledger write or sync; "
+	       "ledger = counted\n",
+	       mid);
+}
+
+/* A full disk: the batch is not written and the ack says send it again;
+ * with room again it counts once.
+ */
+static void test_keys_disk_full(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
+	struct kstate k = {.ident = 0x3333};
+	char path[128];
+	int st;
+
+	if (!fx->small_disk)
+		skip();
+	assert_true(agent_connect(fx, a));
+	kcount(&k, 0, 10, 0, 0);
+	ksettle(fx, a, &k);
+	assert_int_equal(fill_disk(fx), 0);
+	for (int j = 0; j < NK; j++)
+		kcount(&k, j, 5000, 3, 0);
+	/* the WAL may still hold room for a page or two: fill what it takes */
+	st = WIRE_METER_RECORDED;
+	for (int i = 0; i < 20 && st == WIRE_METER_RECORDED; i++) {
+		kcount(&k, i % NK, 1, 0, 0);
+		meter_send(fx, a, &k, ++k.seq, "k");
+		st = meter_ack_of(fx, a, k.seq);
+		if (st == WIRE_METER_RECORDED)
+			fill_disk(fx);
+	}
+	assert_int_equal(st, WIRE_METER_RETRY);
+	assert_true(
+	    metric(fx, "leaseline_coord_usage_ledger_key_batches_total{result=\"retry\"} ") >= 1);
+	snprintf(path, sizeof(path), "%s/state/fill", fx->dir);
+	assert_int_equal(unlink(path), 0);
+	ksettle(fx, a, &k);
+	meter_send(fx, a, &k, ++k.seq, "k"); /* and once more: nothing doubles */
+	assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_RECORDED);
+	assert_true(kled_equals(fx, "gw-1", &k));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -738,6 +1073,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_meter_turned_on_by_reload, setup_unmetered,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_disk_full, setup_small_disk, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_end_to_end, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_kill9_and_restarts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_disk_full, setup_small_disk, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

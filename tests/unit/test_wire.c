@@ -39,7 +39,7 @@
 #define POLICY_LEN    (P + 2 * 8)
 
 /* Sizes of the sample frames, computed from docs/protocol.md rather than from the encoder. */
-#define HELLO_FRAME  (P + 1 + 4 + 3 * 8)
+#define HELLO_FRAME  (P + 1 + 4 + 4 * 8)
 #define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 9 * 8 + 1 + 8 + 2)
 #define KEY_LEN	     sizeof(struct ll_key_id)
 #define KEY_GRANT    (KEY_LEN + 1 + 2 * 8)
@@ -66,6 +66,7 @@ static void sample_hello(struct wire_msg *m)
 	m->hello.incarnation = 0x0102030405060708ull;
 	m->hello.max_epoch_seen = 7;
 	m->hello.policy_version = 3;
+	m->hello.counters_ident = 0xa1a2a3a4a5a6a7a8ull;
 }
 
 static void sample_hello_max(struct wire_msg *m)
@@ -201,6 +202,51 @@ static void sample_report_max(struct wire_msg *m)
 	}
 }
 
+#define METER_ENTRY	(KEY_LEN + 9 * 8)
+#define METER_FRAME	(P + 1 + 4 + 3 * 8 + 1 + 5 + 8 + 2 + 2 * METER_ENTRY)
+#define METER_ACK_FRAME (P + 8 + 8 + 1)
+
+static void sample_meter(struct wire_msg *m)
+{
+	m->type = WIRE_METER;
+	strcpy(m->meter.holder, "gw-1");
+	m->meter.incarnation = 0x0102030405060708ull;
+	m->meter.ident = 0xfeedfacecafebeefull;
+	m->meter.seq = 9;
+	strcpy(m->meter.limit, "dns-1");
+	m->meter.limit_uid = 77;
+	m->meter.n = 2;
+	for (uint32_t i = 0; i < 2; i++) {
+		set_key(&m->meter.e[i].key, i);
+		m->meter.e[i].born = 0x1000 + i;
+		for (int c = 0; c < LL_METER_CLASSES; c++) {
+			m->meter.e[i].pkts[c] = i * 100 + (uint64_t)c;
+			m->meter.e[i].bytes[c] = UINT64_MAX - i - (uint64_t)c;
+		}
+	}
+}
+
+static void sample_meter_max(struct wire_msg *m)
+{
+	sample_meter(m);
+	fill_name(m->meter.holder, 'm', WIRE_HOLDER_LEN - 1);
+	fill_name(m->meter.limit, 'l', LL_NAME_LEN - 1);
+	m->meter.n = WIRE_MAX_METER;
+	for (uint32_t i = 0; i < WIRE_MAX_METER; i++) {
+		set_key(&m->meter.e[i].key, i);
+		m->meter.e[i].pkts[i % 4] = i;
+		m->meter.e[i].bytes[3] = (uint64_t)i << 40;
+	}
+}
+
+static void sample_meter_ack(struct wire_msg *m)
+{
+	m->type = WIRE_METER_ACK;
+	m->meter_ack.ident = 0xfeedfacecafebeefull;
+	m->meter_ack.seq = 9;
+	m->meter_ack.status = WIRE_METER_RETRY;
+}
+
 /* Every message type, small and at its largest. */
 static const struct sample {
 	const char *name;
@@ -216,10 +262,15 @@ static const struct sample {
     {"grant, longest names", sample_grant_max,
      GRANT_FRAME + LL_NAME_LEN - 1 - 9 + WIRE_HOLDER_LEN - 1 - 4},
     {"grant, every per-key grant", sample_grant_keys,
-     GRANT_FRAME + LL_NAME_LEN - 1 - 9 + WIRE_HOLDER_LEN - 1 - 4 + WIRE_MAX_KEY_GRANTS * KEY_GRANT},
+     GRANT_FRAME + LL_NAME_LEN - 1 - 9 + WIRE_HOLDER_LEN - 1 - 4 + WIRE_MAX_KEY_GRANTS *KEY_GRANT},
     {"report", sample_report, REPORT_FRAME},
     {"report, no entries", sample_report_empty, REPORT_E0 + 2},
     {"report, 256 entries and every hot key", sample_report_max, MAX_REPORT_FRAME},
+    {"meter", sample_meter, METER_FRAME},
+    {"meter, every entry", sample_meter_max,
+     METER_FRAME + WIRE_HOLDER_LEN - 1 - 4 + LL_NAME_LEN - 1 - 5 +
+	 (WIRE_MAX_METER - 2) * METER_ENTRY},
+    {"meter-ack", sample_meter_ack, METER_ACK_FRAME},
 };
 
 enum {
@@ -234,6 +285,9 @@ enum {
 	S_REPORT,
 	S_REPORT_EMPTY,
 	S_REPORT_MAX,
+	S_METER,
+	S_METER_MAX,
+	S_METER_ACK,
 	S_COUNT
 };
 _Static_assert(S_COUNT == ARRAY_SIZE(samples), "one index per sample");
@@ -338,11 +392,12 @@ static void test_round_trip(void **state)
 static void test_hello_bytes(void **state)
 {
 	static const uint8_t expect[] = {
-	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x05, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1d, /* header */
+	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x05, 0x00, 0x01, 0x00, 0x00, 0x00, 0x25, /* header */
 	    0x04, 'g',	'w',  '-',  '1',					    /* holder */
 	    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* incarnation */
 	    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, /* max_epoch_seen */
 	    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, /* policy_version */
+	    0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, /* counters_ident */
 	};
 
 	(void)state;
@@ -385,7 +440,7 @@ static const struct corruption header_cases[] = {
     {"version 2", S_HELLO, HDR_VERSION, 2, WIRE_VERSION + 1, false, -EPROTO},
     {"version 256", S_HELLO, HDR_VERSION, 2, 0x100 | WIRE_VERSION, false, -EPROTO},
     {"type 0", S_HELLO, HDR_TYPE, 2, 0, false, -EPROTO},
-    {"type 5", S_HELLO, HDR_TYPE, 2, WIRE_REPORT + 1, false, -EPROTO},
+    {"type 7", S_HELLO, HDR_TYPE, 2, WIRE_METER_ACK + 1, false, -EPROTO},
     {"type 65535", S_HELLO, HDR_TYPE, 2, 65535, false, -EPROTO},
     {"type 257", S_HELLO, HDR_TYPE, 2, 0x100 | WIRE_HELLO, false, -EPROTO},
     {"length max + 1", S_HELLO, HDR_LENGTH, 4, WIRE_MAX_PAYLOAD + 1, false, -EPROTO},
@@ -555,6 +610,7 @@ static int craft_hello(uint8_t *buf, size_t holder_len)
 	pb_put(&p, 1, 8);
 	pb_put(&p, 2, 8);
 	pb_put(&p, 3, 8);
+	pb_put(&p, 4, 8);
 	return pb_decode(&p, WIRE_HELLO);
 }
 
@@ -617,6 +673,38 @@ static int craft_hot(uint8_t *buf, size_t n_hot, unsigned entry)
 	return pb_decode(&p, WIRE_REPORT);
 }
 
+/* A meter batch of n entries (count as sent: count), ack status `status`. */
+static int craft_meter(uint8_t *buf, size_t count, size_t n)
+{
+	struct pb p = {.b = buf + WIRE_HDR_LEN};
+
+	pb_name(&p, 4, 'g');
+	pb_put(&p, 1, 8);
+	pb_put(&p, 2, 8);
+	pb_put(&p, 3, 8);
+	pb_name(&p, 3, 'l');
+	pb_put(&p, 5, 8);
+	pb_put(&p, count, 2);
+	for (size_t i = 0; i < n; i++) {
+		memset(p.b + p.n, 0x5a, KEY_LEN);
+		p.n += KEY_LEN;
+		pb_put(&p, 99, 8); /* born */
+		for (int c = 0; c < 8; c++)
+			pb_put(&p, i + (size_t)c, 8);
+	}
+	return pb_decode(&p, WIRE_METER);
+}
+
+static int craft_meter_ack(uint8_t *buf, unsigned status)
+{
+	struct pb p = {.b = buf + WIRE_HDR_LEN};
+
+	pb_put(&p, 1, 8);
+	pb_put(&p, 2, 8);
+	pb_put(&p, status, 1);
+	return pb_decode(&p, WIRE_METER_ACK);
+}
+
 static int craft_policy(uint8_t *buf, size_t yaml_len)
 {
 	struct pb p = {.b = buf + WIRE_HDR_LEN};
@@ -673,6 +761,16 @@ static void test_bounds_by_hand(void **state)
 	 */
 	assert_int_equal(craft_hot(buf, 1, WIRE_MAX_ENTRIES - 1), FRAME_OK);
 	assert_int_equal(out->report.hot[0].entry, 255);
+
+	assert_int_equal(craft_meter(buf, 0, 0), FRAME_OK);
+	assert_int_equal(craft_meter(buf, WIRE_MAX_METER, WIRE_MAX_METER), FRAME_OK);
+	assert_int_equal(out->meter.n, WIRE_MAX_METER);
+	assert_int_equal(out->meter.e[WIRE_MAX_METER - 1].bytes[3], WIRE_MAX_METER - 1 + 7);
+	assert_int_equal(craft_meter(buf, WIRE_MAX_METER + 1, WIRE_MAX_METER + 1), -EPROTO);
+	assert_int_equal(craft_meter(buf, 3, 2), -EPROTO); /* a count beyond the bytes */
+	assert_int_equal(craft_meter(buf, 1, 2), -EPROTO); /* bytes beyond the count */
+	assert_int_equal(craft_meter_ack(buf, WIRE_METER_REFUSED), FRAME_OK);
+	assert_int_equal(craft_meter_ack(buf, WIRE_METER_REFUSED + 1), -EPROTO);
 
 	assert_int_equal(craft_policy(buf, 0), FRAME_OK);
 	assert_int_equal(craft_policy(buf, WIRE_MAX_POLICY), FRAME_OK);
@@ -927,8 +1025,10 @@ static void test_type_names(void **state)
 	assert_string_equal(wire_type_name(WIRE_POLICY), "policy");
 	assert_string_equal(wire_type_name(WIRE_GRANT), "grant");
 	assert_string_equal(wire_type_name(WIRE_REPORT), "report");
+	assert_string_equal(wire_type_name(WIRE_METER), "meter");
+	assert_string_equal(wire_type_name(WIRE_METER_ACK), "meter-ack");
 	assert_string_equal(wire_type_name(0), "unknown");
-	assert_string_equal(wire_type_name(WIRE_REPORT + 1), "unknown");
+	assert_string_equal(wire_type_name(WIRE_METER_ACK + 1), "unknown");
 	assert_string_equal(wire_type_name(65535), "unknown");
 }
 

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -130,6 +131,10 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 		bpf_map__set_max_entries(
 		    dp->skel->maps.ll_flow_buckets,
 		    (opts->flow_keys_set ? opts->max_flow_keys : opts->max_keys) + LL_MAX_LIMITS);
+	/* One overflow entry per limit comes on top of the keys. */
+	bpf_map__set_max_entries(dp->skel->maps.ll_meter,
+				 (opts->max_meter_keys ? opts->max_meter_keys : LL_MAX_METER_KEYS) +
+				     LL_MAX_LIMITS);
 	/* Fallback buckets: one per prefix new keys come from under pressure. */
 	prefixes = bpf_map__max_entries(dp->skel->maps.ll_buckets);
 	if (bpf_map__max_entries(dp->skel->maps.ll_flow_buckets) > prefixes)
@@ -175,6 +180,14 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->sets_fd = bpf_map__fd(dp->skel->maps.ll_sets);
 	dp->hot_fd = bpf_map__fd(dp->skel->maps.ll_hot);
 	dp->prefix_buckets_fd = bpf_map__fd(dp->skel->maps.ll_prefix_buckets);
+	dp->meter_fd = bpf_map__fd(dp->skel->maps.ll_meter);
+	dp->meter_info_fd = bpf_map__fd(dp->skel->maps.ll_meter_info);
+	dp->meter_capacity = bpf_map__max_entries(dp->skel->maps.ll_meter);
+	err = dp_meter_ident(dp);
+	if (err) {
+		pr_warn("cannot set up per-key metering: %s\n", strerror(-err));
+		goto fail;
+	}
 	err = fill_init(dp);
 	if (err) {
 		pr_warn("cannot map ll_fill: %s\n", strerror(-err));
@@ -204,6 +217,140 @@ void dp_close(struct dp *dp)
 	set_map_free(dp);
 	leaseline_bpf__destroy(dp->skel);
 	dp->skel = NULL;
+}
+
+int dp_meter_info_read(struct dp *dp, struct ll_meter_info *info)
+{
+	__u32 k = 0;
+
+	return bpf_map_lookup_elem(dp->meter_info_fd, &k, info) ? -errno : 0;
+}
+
+int dp_meter_ident(struct dp *dp)
+{
+	struct ll_meter_info info = {0};
+	struct ll_flow_key k, next;
+	struct timespec ts;
+	__u32 z = 0;
+	int err = dp_meter_info_read(dp, &info);
+
+	if (err)
+		return err;
+	if (info.ident) {
+		dp->meter_ident = info.ident;
+		return 0;
+	}
+	/* New pins (or never metered): whatever ll_meter holds predates this
+	 * identity, so it goes; then totals under the identity only grow.
+	 */
+	while (!bpf_map_get_next_key(dp->meter_fd, NULL, &next)) {
+		k = next;
+		if (bpf_map_delete_elem(dp->meter_fd, &k) && errno != ENOENT)
+			return -errno;
+	}
+	while (!info.ident)
+		if (getrandom(&info.ident, sizeof(info.ident), 0) != (ssize_t)sizeof(info.ident))
+			return -EIO;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	info.created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (bpf_map_update_elem(dp->meter_info_fd, &z, &info, BPF_ANY))
+		return -errno;
+	dp->meter_ident = info.ident;
+	return 0;
+}
+
+/* Append one entry (its per-CPU values summed) to the growing arrays. */
+static int meter_push(struct ll_flow_key **ks, struct ll_meter **vs, size_t *got, size_t *cap,
+		      const struct ll_flow_key *k, const struct ll_meter *pc, unsigned int ncpus)
+{
+	struct ll_meter sum = {0};
+
+	for (unsigned int c = 0; c < ncpus; c++) {
+		for (int i = 0; i < LL_METER_CLASSES; i++) {
+			sum.pkts[i] += pc[c].pkts[i];
+			sum.bytes[i] += pc[c].bytes[i];
+		}
+		sum.born = pc[c].born > sum.born ? pc[c].born : sum.born;
+	}
+	if (*got == *cap) {
+		size_t nc = *cap ? 2 * *cap : 1024;
+		void *a = realloc(*ks, nc * sizeof(**ks)), *b;
+
+		if (!a)
+			return -ENOMEM;
+		*ks = a;
+		b = realloc(*vs, nc * sizeof(**vs));
+		if (!b)
+			return -ENOMEM;
+		*vs = b;
+		*cap = nc;
+	}
+	(*ks)[*got] = *k;
+	(*vs)[*got] = sum;
+	(*got)++;
+	return 0;
+}
+
+/* Entries per batch lookup: one syscall for this many keys. */
+#define METER_READ_BATCH 4096
+
+int dp_meter_read(struct dp *dp, struct ll_flow_key **keys, struct ll_meter **vals, size_t *n)
+{
+	struct ll_flow_key *ks = NULL, *bk = malloc(METER_READ_BATCH * sizeof(*bk)), k, next;
+	struct ll_meter *vs = NULL, *bv = calloc((size_t)METER_READ_BATCH * dp->ncpus, sizeof(*bv));
+	size_t got = 0, cap = 0;
+	bool first = true, batched = true;
+	__u32 in_b = 0, out_b = 0;
+	int err = bk && bv ? 0 : -ENOMEM;
+
+	*keys = NULL;
+	*vals = NULL;
+	*n = 0;
+	/* One syscall per METER_READ_BATCH keys (a key a syscall costs the
+	 * agent 100k syscalls a second at 100k keys); the whole map, without
+	 * the per-key walk's misses when keys come and go meanwhile.
+	 */
+	while (!err && batched) {
+		__u32 count = METER_READ_BATCH;
+		int r = bpf_map_lookup_batch(dp->meter_fd, first ? NULL : &in_b, &out_b, bk, bv,
+					     &count, NULL);
+		int e = r ? errno : 0;
+
+		if (r && e != ENOENT) {
+			if (first && (e == EINVAL || e == ENOTSUP || e == EOPNOTSUPP)) {
+				batched = false; /* an older kernel: key by key below */
+				break;
+			}
+			err = -e;
+			break;
+		}
+		for (__u32 i = 0; !err && i < count; i++)
+			err = meter_push(&ks, &vs, &got, &cap, &bk[i], &bv[(size_t)i * dp->ncpus],
+					 dp->ncpus);
+		first = false;
+		in_b = out_b;
+		if (e == ENOENT)
+			break;
+	}
+	first = true;
+	while (!err && !batched && !bpf_map_get_next_key(dp->meter_fd, first ? NULL : &k, &next)) {
+		first = false;
+		k = next;
+		if (bpf_map_lookup_elem(dp->meter_fd, &k, bv))
+			continue; /* deleted meanwhile */
+		err = meter_push(&ks, &vs, &got, &cap, &k, bv, dp->ncpus);
+	}
+	free(bk);
+	free(bv);
+	if (err) {
+		free(ks);
+		free(vs);
+		return err;
+	}
+	*keys = ks;
+	*vals = vs;
+	*n = got;
+	return 0;
 }
 
 int dp_state_read(int state_fd, struct ll_state *st)
@@ -263,11 +410,47 @@ static int limits_init_each(struct dp *dp, const struct ll_policy *pol,
 	return 0;
 }
 
+/* Each metered limit's overflow entry in ll_meter, before its first packet
+ * is metered: a key that finds the map full is counted there. Entries of a
+ * limit metered before keep their totals (EEXIST). A full map leaves the
+ * limit without one: its keys that find no room count as lost.
+ */
+static int meter_overflow_init(struct dp *dp, const struct ll_policy *pol)
+{
+	struct ll_meter *zero = calloc(dp->ncpus, sizeof(*zero));
+	struct timespec ts;
+	int err = zero ? 0 : -ENOMEM;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (zero)
+		zero[0].born = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+
+	for (__u32 id = 0; !err && id < LL_MAX_LIMITS; id++) {
+		const struct ll_limit_cfg *l = &pol->limits[id];
+		struct ll_flow_key fk = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
+
+		if (!l->in_use || !(l->flags & LL_LIM_METER))
+			continue;
+		if (bpf_map_update_elem(dp->meter_fd, &fk, zero, BPF_NOEXIST) && errno != EEXIST) {
+			if (errno != E2BIG)
+				err = -errno;
+			else
+				pr_warn("ll_meter is full: limit '%s' has no overflow entry\n",
+					l->name);
+		}
+	}
+	free(zero);
+	return err;
+}
+
 static int limits_init(struct dp *dp, const struct ll_policy *pol, const struct ll_policy *prev,
 		       uint64_t now)
 {
 	void *zero_stats = calloc(dp->ncpus, sizeof(struct ll_limit_stats));
 	int err = zero_stats ? limits_init_each(dp, pol, prev, now, zero_stats) : -ENOMEM;
+
+	if (!err)
+		err = meter_overflow_init(dp, pol);
 
 	free(zero_stats);
 	return err;

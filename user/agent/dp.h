@@ -36,6 +36,10 @@ struct dp {
 	int rcu_fd;	       /* map-in-map whose update waits for an RCU grace period */
 	int prefix_buckets_fd; /* ll_prefix_buckets: fallback buckets of key prefixes */
 	struct ll_fill *fill;  /* ll_fill, mapped: LL_FILL_MAPS entries */
+	int meter_fd;	       /* ll_meter: per-key totals of metered limits (per CPU) */
+	int meter_info_fd;     /* ll_meter_info: the counters' identity, what was not metered */
+	uint64_t meter_ident;  /* ll_meter_info.ident as dp_open found or made it */
+	uint32_t meter_capacity; /* ll_meter entries, overflow entries included */
 	unsigned int ncpus;
 	uint32_t flow_capacity; /* ll_flow_buckets entries, overflow buckets included */
 };
@@ -45,9 +49,19 @@ struct dp_opts {
 	uint32_t max_keys;	/* ll_buckets size; 0 keeps the object's default */
 	uint32_t max_flow_keys; /* ll_flow_buckets size, when flow_keys_set (else max_keys) */
 	bool flow_keys_set;
+	uint32_t max_meter_keys; /* ll_meter size; 0 keeps LL_MAX_METER_KEYS */
 };
 
 int dp_open(struct dp *dp, const struct dp_opts *opts);
+
+/* Per-key metering (ll_meter). The counters' identity: dp_open makes one
+ * (random, never 0) when the pins have none, after emptying ll_meter, so
+ * totals under one identity only grow. dp_meter_read: every entry's totals
+ * summed over CPUs, into a malloc'd array (*keys, *vals, *n; free both).
+ */
+int dp_meter_ident(struct dp *dp);
+int dp_meter_read(struct dp *dp, struct ll_flow_key **keys, struct ll_meter **vals, size_t *n);
+int dp_meter_info_read(struct dp *dp, struct ll_meter_info *info);
 void dp_close(struct dp *dp);
 
 /* Make the compiled policy pol live, prev being the running one (all zero

@@ -51,7 +51,7 @@ int link_init(struct link *l, const struct cfg_agent *ac)
 	l->backoff_ns = LINK_BACKOFF_MIN_NS;
 	l->msg = malloc(sizeof(*l->msg));
 	l->out = malloc(sizeof(*l->out));
-	if (!l->msg || !l->out)
+	if (!l->msg || !l->out || meter_init(&l->meter))
 		return -ENOMEM;
 	return ac->tls.set ? link_tls_reload(l, ac) : 0;
 }
@@ -77,6 +77,7 @@ int link_tls_reload(struct link *l, const struct cfg_agent *ac)
 void link_free(struct link *l)
 {
 	hot_close(&l->hot);
+	meter_free(&l->meter);
 	tls_ctx_free(&l->tls);
 	conn_close(&l->c);
 	free(l->msg);
@@ -136,6 +137,7 @@ static void send_hello(struct link *l, struct dp *dp, uint64_t now)
 	m->hello.incarnation = l->incarnation;
 	m->hello.max_epoch_seen = f.max_epoch_seen;
 	m->hello.policy_version = st.version;
+	m->hello.counters_ident = dp->meter_ident;
 	l->hello_ns = now;
 	err = conn_send(&l->c, m);
 	if (err)
@@ -525,6 +527,8 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 			on_policy(l, dp, &l->msg->policy, now);
 		else if (l->msg->type == WIRE_GRANT)
 			on_grant(l, dp, &l->msg->grant, now);
+		else if (l->msg->type == WIRE_METER_ACK)
+			meter_on_ack(&l->meter, dp->meter_ident, &l->msg->meter_ack);
 		else
 			r = -EPROTO;
 		if (r < 0)
@@ -577,6 +581,7 @@ static void connected(struct link *l, struct dp *dp, uint64_t now)
 	l->last_grant_ns = 0;
 	memset(l->kg_full_uid, 0, sizeof(l->kg_full_uid));
 	hot_reconnect(&l->hot);
+	meter_reconnect(&l->meter);
 	pr_info("connected to coordinator %s%s\n", l->addr, l->tls.ctx ? " (TLS)" : "");
 	/* Over TLS the HELLO waits in the output until the handshake is done. */
 	send_hello(l, dp, now);
@@ -624,4 +629,9 @@ void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 	}
 	if (l->up && l->c.fd >= 0 && now >= l->next_report_ns)
 		send_report(l, dp, now);
+	/* Per-key usage once the coordinator has answered (it knows the
+	 * holder): after the report, in what room the output has left.
+	 */
+	if (l->up && l->c.fd >= 0 && l->last_grant_ns)
+		meter_step(&l->meter, dp, &l->c, l->out, l->holder, l->incarnation, now);
 }

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "conn.h"
 #include "hot.h"
+#include "meter.h"
 #include "wire.h"
 
 #define LINK_SENT_RING 64 /* recent reports whose send time a grant may name */
@@ -47,6 +48,7 @@ struct link {
 	 * applied (0: none yet), so changes build on a set known to both sides.
 	 */
 	uint32_t kg_full_uid[LL_MAX_LIMITS];
+	struct meter meter; /* per-key usage of metered limits (meter.h) */
 };
 
 /* 0, or -EINVAL with the reason logged (a certificate that does not load). */

@@ -228,6 +228,26 @@ static void write_reloads(FILE *f, const struct ll_state *st)
 		st->refused_ns > st->applied_ns ? 0 : 1);
 }
 
+/* Per-key metering (ll_meter_info): what a full ll_meter could not count
+ * under a key of its own. Never silent (reference §6.3, "Per key").
+ */
+static void write_meter(FILE *f, struct dp *dp)
+{
+	struct ll_meter_info mi = {};
+
+	if (dp_meter_info_read(dp, &mi))
+		return;
+	prom_family(
+	    f, "leaseline_meter_overflow_packets_total", "counter",
+	    "Packets of metered limits counted under their limit's (overflow) key: ll_meter "
+	    "had no room for their key.");
+	fprintf(f, "leaseline_meter_overflow_packets_total %llu\n", (unsigned long long)mi.full);
+	prom_family(f, "leaseline_meter_lost_packets_total", "counter",
+		    "Packets of metered limits not metered at all: ll_meter full and no overflow "
+		    "entry for their limit.");
+	fprintf(f, "leaseline_meter_lost_packets_total %llu\n", (unsigned long long)mi.lost_pkts);
+}
+
 int metrics_write(FILE *f, void *arg)
 {
 	struct dp *dp = arg;
@@ -297,6 +317,7 @@ int metrics_write(FILE *f, void *arg)
 	write_reloads(f, &st);
 	write_rules(f, dp, pol);
 	write_link(f, &st);
+	write_meter(f, dp);
 	prom_build_info(f);
 out:
 	free(pol);

@@ -78,6 +78,8 @@ static void limit_fill(struct ll_limit_cfg *l, const struct cfg_limit *cl, unsig
 	}
 	if (cl->scope == LL_SCOPE_GLOBAL && cl->overrides[0])
 		l->flags |= LL_LIM_KEY_CONTRACTS;
+	if (cl->scope == LL_SCOPE_GLOBAL && cl->meter && cl->key_mode != LL_KEY_NONE)
+		l->flags |= LL_LIM_METER;
 	snprintf(l->name, sizeof(l->name), "%s", cl->name);
 }
 

@@ -317,6 +317,24 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 		(unsigned long long)c.stale, (unsigned long long)c.backwards,
 		(unsigned long long)c.continued, (unsigned long long)c.restarted,
 		(unsigned long long)c.first);
+	prom_family(
+	    f, "leaseline_coord_usage_ledger_key_batches_total", "counter",
+	    "Per-key usage batches (METER) by the ack they got: recorded (committed), retry "
+	    "(not written: the agent sends them again), refused (not a metered per-key "
+	    "limit here, or a malformed key).");
+	fprintf(f,
+		"leaseline_coord_usage_ledger_key_batches_total{result=\"recorded\"} %llu\n"
+		"leaseline_coord_usage_ledger_key_batches_total{result=\"retry\"} %llu\n"
+		"leaseline_coord_usage_ledger_key_batches_total{result=\"refused\"} %llu\n",
+		(unsigned long long)co->meter_recorded, (unsigned long long)co->meter_retry,
+		(unsigned long long)co->meter_refused);
+	prom_family(f, "leaseline_coord_usage_ledger_key_entries_total", "counter",
+		    "Key entries of committed or attempted batches: counted (added usage), stale "
+		    "(at or below their mark in every field: a duplicate, replay or older batch).");
+	fprintf(f,
+		"leaseline_coord_usage_ledger_key_entries_total{kind=\"counted\"} %llu\n"
+		"leaseline_coord_usage_ledger_key_entries_total{kind=\"stale\"} %llu\n",
+		(unsigned long long)c.key_counted, (unsigned long long)c.key_stale);
 	prom_family(f, "leaseline_coord_usage_ledger_commit_seconds", "summary",
 		    "From a report's arrival to its ledger commit, over the last 4096 recorded "
 		    "reports.");

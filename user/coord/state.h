@@ -59,6 +59,16 @@ struct cholder {
 	bool asking;		   /* counted in the targets (connected and reporting) */
 	uint64_t tele_incarnation; /* the incarnation its tele slots count */
 	uint64_t uledger_ns;	   /* when its last report went to the usage ledger */
+	uint64_t counters_ident;   /* its pinned counters' identity, from its HELLO (0 unknown) */
+};
+
+/* A METER batch written in the open per-key transaction, its ack due when
+ * that transaction commits (or fails).
+ */
+struct meter_pending {
+	int ci, hi; /* the connection and holder it came on */
+	uint64_t ident, seq;
+	uint64_t arrival_ns;
 };
 
 struct cconn {
@@ -107,6 +117,11 @@ struct coord {
 	struct uledger *usage; /* the usage ledger; NULL until a limit is metered */
 	bool usage_unsynced;   /* the metered limits not yet recorded in it */
 	uint64_t usage_failures; /* reports the usage ledger could not record (no grant) */
+	/* Per-key usage (METER): one transaction per turn of the loop. */
+	struct meter_pending *mpend;
+	size_t n_mpend, cap_mpend;
+	bool meter_txn, meter_txn_failed;
+	uint64_t meter_recorded, meter_retry, meter_refused; /* acks sent, by status */
 };
 
 /* Holder hi's state for limit l (< co->n_limits <= co->hl_cap). */

@@ -11,8 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
 #include "config.h"
 #include "out.h"
+#include "overrides.h"
+#include "tb_math.h"
 #include "usage_cmd.h"
 
 static const char *const period_names[] = {"hour", "day", "month"};
@@ -214,6 +218,248 @@ static int reconcile_row(const struct uledger_row *r, void *arg)
 	return 0;
 }
 
+/* ---- per key ---- */
+
+static const char *const class_names[LL_METER_CLASSES] = {"admitted", "denied", "fallback",
+							  "bypass"};
+
+/* A key row's counts in its limit's unit (packets, or bytes). */
+static uint64_t in_unit(const struct print_ctx *x, const struct uledger_key_row *r, int c)
+{
+	const struct cfg_limit *l = policy_limit(x->pol, r->limit);
+
+	return l && l->unit == LL_UNIT_BYTES ? r->bytes[c] : r->pkts[c];
+}
+
+static int print_key_row(const struct uledger_key_row *r, void *arg)
+{
+	struct print_ctx *x = arg;
+	char start[32], end[32], per[32];
+
+	fmt_time(r->start, start, sizeof(start));
+	fmt_time(r->end, end, sizeof(end));
+	fmt_period(x->o->period, r->start, per, sizeof(per));
+	switch (x->o->format) {
+	case USAGE_JSON:
+		out_obj_begin(&x->out, NULL);
+		out_str(&x->out, "period", per);
+		out_str(&x->out, "start", start);
+		out_str(&x->out, "end", end);
+		out_str(&x->out, "limit", r->limit);
+		out_str(&x->out, "key", r->key);
+		out_str(&x->out, "holder", r->holder);
+		out_str(&x->out, "unit", unit_of(x, r->limit));
+		for (int c = 0; c < LL_METER_CLASSES; c++)
+			out_u64(&x->out, class_names[c], in_unit(x, r, c));
+		out_obj_begin(&x->out, "packets");
+		for (int c = 0; c < LL_METER_CLASSES; c++)
+			out_u64(&x->out, class_names[c], r->pkts[c]);
+		out_obj_end(&x->out);
+		out_obj_begin(&x->out, "bytes");
+		for (int c = 0; c < LL_METER_CLASSES; c++)
+			out_u64(&x->out, class_names[c], r->bytes[c]);
+		out_obj_end(&x->out);
+		out_obj_end(&x->out);
+		break;
+	case USAGE_CSV:
+		printf("%s,%s,%s,\"%s\",%s", start, end, r->limit, r->key, r->holder);
+		for (int c = 0; c < LL_METER_CLASSES; c++)
+			printf(",%llu,%llu", (unsigned long long)r->pkts[c],
+			       (unsigned long long)r->bytes[c]);
+		putchar('\n');
+		break;
+	default:
+		printf("%-14s %-16s %-24s %-16s %-8s %14llu %12llu %12llu %12llu\n", per, r->limit,
+		       r->key, r->holder, unit_of(x, r->limit),
+		       (unsigned long long)in_unit(x, r, LL_METER_ADMITTED),
+		       (unsigned long long)in_unit(x, r, LL_METER_DENIED),
+		       (unsigned long long)in_unit(x, r, LL_METER_FALLBACK),
+		       (unsigned long long)in_unit(x, r, LL_METER_BYPASS));
+	}
+	x->rows++;
+	return 0;
+}
+
+/* A key's contract: its override's (the longest prefix covering its
+ * address, src-ip and dst-ip limits) or the limit's. 0 with *unlimited set:
+ * no bound.
+ */
+struct key_contract {
+	const struct cfg_limit *l;
+	struct ovr_entry *ov;
+	size_t n_ov;
+};
+
+static struct key_contract *contracts; /* per limit of the policy, loaded once */
+
+static void key_bound(const struct print_ctx *x, const struct uledger_key_row *r,
+		      const struct cfg_limit *l, uint64_t *rate, uint64_t *burst, bool *unlimited)
+{
+	struct key_contract *kc = NULL;
+	uint8_t a[16];
+	char txt[128], *slash;
+	int fam = 0, best = -1;
+
+	*rate = l->rate;
+	*burst = l->burst;
+	*unlimited = false;
+	for (uint32_t i = 0; contracts && i < x->pol->n_limits; i++)
+		if (contracts[i].l == l)
+			kc = &contracts[i];
+	if (!kc || !kc->n_ov)
+		return;
+	snprintf(txt, sizeof(txt), "%s", r->key);
+	if ((slash = strchr(txt, '/')))
+		*slash = '\0';
+	if (inet_pton(AF_INET, txt, a) == 1)
+		fam = 4;
+	else if (inet_pton(AF_INET6, txt, a) == 1)
+		fam = 6;
+	for (size_t i = 0; fam && i < kc->n_ov; i++) {
+		const struct ovr_entry *o = &kc->ov[i];
+		int bits = o->plen, ok = o->family == fam;
+
+		for (int b = 0; ok && b < bits; b++)
+			ok = ((a[b / 8] ^ o->addr[b / 8]) & (0x80 >> (b % 8))) == 0;
+		if (ok && (best < 0 || o->plen > kc->ov[best].plen))
+			best = (int)i;
+	}
+	if (best < 0)
+		return;
+	if (kc->ov[best].kind == OVR_UNLIMITED)
+		*unlimited = true;
+	else if (kc->ov[best].kind == OVR_DENY)
+		*rate = *burst = 0;
+	else {
+		*rate = kc->ov[best].rate;
+		*burst = kc->ov[best].burst;
+	}
+}
+
+/* Per (limit, key, period), summed over holders: what passed against the
+ * key's contract B + R·T (its override's, or the limit's), with causes.
+ */
+static int reconcile_key_row(const struct uledger_key_row *r, void *arg)
+{
+	struct print_ctx *x = arg;
+	const struct cfg_limit *l = policy_limit(x->pol, r->limit);
+	int64_t end = r->end < x->now ? r->end : x->now;
+	uint64_t secs = end > r->start ? (uint64_t)(end - r->start) : 0;
+	uint64_t rate, burst, bound, adm, fb, bp, passed;
+	char per[32], causes[256] = "";
+	bool unlimited;
+	size_t n = 0;
+
+	if (!l)
+		return 0;
+	key_bound(x, r, l, &rate, &burst, &unlimited);
+	if (unlimited)
+		return 0;
+	bound = burst + rate * secs;
+	adm = in_unit(x, r, LL_METER_ADMITTED);
+	fb = in_unit(x, r, LL_METER_FALLBACK);
+	bp = in_unit(x, r, LL_METER_BYPASS);
+	passed = adm + fb + bp;
+	if (passed <= bound)
+		return 0;
+	if (bp)
+		n += (size_t)snprintf(causes + n, sizeof(causes) - n, "%sbypass %llu",
+				      n ? ", " : "", (unsigned long long)bp);
+	if (fb && adm + fb > bound)
+		n += (size_t)snprintf(causes + n, sizeof(causes) - n, "%sfallback %llu",
+				      n ? ", " : "", (unsigned long long)fb);
+	if (adm > bound)
+		n += (size_t)snprintf(causes + n, sizeof(causes) - n,
+				      "%slate reports (usage counts in the period its report "
+				      "arrived in)",
+				      n ? ", " : "");
+	x->over++;
+	fmt_period(x->o->period, r->start, per, sizeof(per));
+	if (x->o->format == USAGE_JSON) {
+		out_obj_begin(&x->out, NULL);
+		out_str(&x->out, "period", per);
+		out_str(&x->out, "limit", r->limit);
+		out_str(&x->out, "key", r->key);
+		out_str(&x->out, "unit", cfg_unit_name(l->unit));
+		out_u64(&x->out, "admitted", adm);
+		out_u64(&x->out, "fallback", fb);
+		out_u64(&x->out, "bypass", bp);
+		out_u64(&x->out, "bound", bound);
+		out_u64(&x->out, "excess", passed - bound);
+		out_str(&x->out, "cause", causes);
+		out_obj_end(&x->out);
+	} else if (x->o->format == USAGE_CSV) {
+		printf("%s,%s,\"%s\",%s,%llu,%llu,%llu,%llu,%llu,\"%s\"\n", per, r->limit, r->key,
+		       cfg_unit_name(l->unit), (unsigned long long)adm, (unsigned long long)fb,
+		       (unsigned long long)bp, (unsigned long long)bound,
+		       (unsigned long long)(passed - bound), causes);
+	} else {
+		printf("%-14s %-16s %-24s passed %llu %s > B + R*T = %llu by %llu: %s\n", per,
+		       r->limit, r->key, (unsigned long long)passed, cfg_unit_name(l->unit),
+		       (unsigned long long)bound, (unsigned long long)(passed - bound), causes);
+	}
+	return 0;
+}
+
+static void contracts_load(const struct cfg_policy *pol)
+{
+	contracts = calloc(pol->n_limits + 1, sizeof(*contracts));
+	for (uint32_t i = 0; contracts && i < pol->n_limits; i++) {
+		const struct cfg_limit *l = &pol->limits[i];
+		struct cfg_err e;
+
+		contracts[i].l = l;
+		if (l->overrides[0] &&
+		    ovr_load(l->overrides, l->prefix_v4, l->prefix_v6, TB_MAX_RATE, TB_MAX_BURST,
+			     &contracts[i].ov, &contracts[i].n_ov, &e))
+			fprintf(stderr,
+				"leaseline usage: %s: keys reconciled against the limit's "
+				"contract\n",
+				e.msg);
+	}
+}
+
+static int usage_keys(const struct usage_opts *o, struct print_ctx *x, const char *path,
+		      const struct uledger_query *q)
+{
+	int err;
+
+	if (o->format == USAGE_JSON) {
+		out_init(&x->out, stdout, true);
+		out_obj_begin(&x->out, NULL);
+		out_str(&x->out, "ledger", path);
+		out_str(&x->out, "period", period_names[o->period]);
+		out_arr_begin(&x->out, o->reconcile ? "differences" : "rows");
+	} else if (o->format == USAGE_CSV) {
+		puts(o->reconcile
+			 ? "period,limit,key,unit,admitted,fallback,bypass,bound,excess,cause"
+			 : "period_start,period_end,limit,key,holder,admitted_packets,"
+			   "admitted_bytes,denied_packets,denied_bytes,fallback_packets,"
+			   "fallback_bytes,bypass_packets,bypass_bytes");
+	} else if (!o->reconcile) {
+		printf("%-14s %-16s %-24s %-16s %-8s %14s %12s %12s %12s\n", "PERIOD", "LIMIT",
+		       "KEY", "HOLDER", "UNIT", "ADMITTED", "DENIED", "FALLBACK", "BYPASS");
+	}
+	if (o->reconcile)
+		contracts_load(x->pol);
+	err = uledger_query_keys(path, q, o->key, o->reconcile ? reconcile_key_row : print_key_row,
+				 x);
+	if (o->format == USAGE_JSON) {
+		out_arr_end(&x->out);
+		if (o->reconcile)
+			out_bool(&x->out, "within_contract", !x->over);
+		out_obj_end(&x->out);
+		out_finish(&x->out);
+	} else if (o->reconcile && !x->over && !err && o->format == USAGE_TEXT) {
+		printf("every key and %s within its B + R*T\n", period_names[o->period]);
+	}
+	for (uint32_t i = 0; contracts && i < x->pol->n_limits; i++)
+		free(contracts[i].ov);
+	free(contracts);
+	contracts = NULL;
+	return err;
+}
+
 int usage_run(const struct usage_opts *o)
 {
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
@@ -248,6 +494,10 @@ int usage_run(const struct usage_opts *o)
 		free(pol);
 		return 1;
 	}
+	if (o->keys || o->key) {
+		err = usage_keys(o, &x, path, &q);
+		goto done;
+	}
 	if (o->format == USAGE_JSON) {
 		out_init(&x.out, stdout, true);
 		out_obj_begin(&x.out, NULL);
@@ -272,6 +522,7 @@ int usage_run(const struct usage_opts *o)
 	} else if (o->reconcile && !x.over && !err && o->format == USAGE_TEXT) {
 		printf("every limit and %s within B + R*T\n", period_names[o->period]);
 	}
+done:
 	free(pol);
 	if (err) {
 		fprintf(stderr, "leaseline usage: cannot read the ledger '%s': %s\n", path,

@@ -24,6 +24,8 @@ struct usage_opts {
 	int64_t from, to; /* UTC seconds; 0: open */
 	enum usage_format format;
 	bool reconcile;
+	bool keys;	 /* per key of metered per-key limits (--keys, or --key KEY) */
+	const char *key; /* one key only, as printed ("198.18.0.1") */
 };
 
 /* 0: printed (reconcile: within the contract); 1: reconcile listed

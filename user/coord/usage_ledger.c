@@ -34,23 +34,26 @@ enum {
 	ST_BEGIN,
 	ST_COMMIT,
 	ST_ROLLBACK,
+	ST_KMARK_GET,
+	ST_KMARK_PUT,
+	ST_KUSAGE_ADD,
 	ST_N,
 };
 
 static const char *const stmt_sql[ST_N] = {
     [ST_MARK_GET] = "SELECT seq, admitted, denied, fallback, bypass, current FROM marks "
 		    "WHERE limit_name = ?1 AND holder = ?2 AND incarnation = ?3",
-    [ST_MARK_CUR] = "SELECT incarnation, admitted, denied, fallback, bypass FROM marks "
+    [ST_MARK_CUR] = "SELECT incarnation, admitted, denied, fallback, bypass, ident FROM marks "
 		    "WHERE limit_name = ?1 AND holder = ?2 AND current = 1",
     [ST_MARK_CLOSE] = "UPDATE marks SET current = 0 WHERE limit_name = ?1 AND holder = ?2 "
 		      "AND current = 1",
     [ST_MARK_PUT] =
 	"INSERT INTO marks (limit_name, holder, incarnation, seq, admitted, denied, "
-	"fallback, bypass, current, updated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, "
-	"?9) ON CONFLICT (limit_name, holder, incarnation) DO UPDATE SET "
+	"fallback, bypass, current, updated, ident) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, "
+	"?9, ?10) ON CONFLICT (limit_name, holder, incarnation) DO UPDATE SET "
 	"seq = excluded.seq, admitted = excluded.admitted, denied = excluded.denied, "
 	"fallback = excluded.fallback, bypass = excluded.bypass, "
-	"updated = excluded.updated",
+	"updated = excluded.updated, ident = excluded.ident",
     [ST_USAGE_ADD] = "INSERT INTO usage (limit_name, holder, hour, admitted, denied, fallback, "
 		     "bypass) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (limit_name, holder, "
 		     "hour) DO UPDATE SET admitted = admitted + excluded.admitted, "
@@ -60,6 +63,20 @@ static const char *const stmt_sql[ST_N] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
+    [ST_KMARK_GET] = "SELECT ap, ab, dp, db, fp, fb, bp, bb FROM key_marks WHERE holder = ?1 AND "
+		     "ident = ?2 AND limit_uid = ?3 AND key = ?4 AND limit_name = ?5 AND born = ?6",
+    [ST_KMARK_PUT] =
+	"INSERT INTO key_marks (holder, ident, limit_uid, key, limit_name, ap, ab, dp, db, fp, fb, "
+	"bp, bb, updated, born) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+	"?14, ?15) ON CONFLICT (holder, ident, limit_name, limit_uid, key, born) DO UPDATE SET "
+	"ap = excluded.ap, ab = excluded.ab, dp = excluded.dp, db = excluded.db, fp = excluded.fp, "
+	"fb = excluded.fb, bp = excluded.bp, bb = excluded.bb, updated = excluded.updated",
+    [ST_KUSAGE_ADD] =
+	"INSERT INTO key_usage (limit_name, key, holder, hour, ap, ab, dp, db, fp, fb, bp, bb) "
+	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (limit_name, key, "
+	"holder, hour) DO UPDATE SET ap = ap + excluded.ap, ab = ab + excluded.ab, "
+	"dp = dp + excluded.dp, db = db + excluded.db, fp = fp + excluded.fp, "
+	"fb = fb + excluded.fb, bp = bp + excluded.bp, bb = bb + excluded.bb",
 };
 
 static const char schema[] =
@@ -73,6 +90,19 @@ static const char schema[] =
     " fallback INTEGER NOT NULL, bypass INTEGER NOT NULL, current INTEGER NOT NULL,"
     " updated INTEGER NOT NULL, PRIMARY KEY (limit_name, holder, incarnation)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS metered (limit_name TEXT PRIMARY KEY, since INTEGER NOT NULL)"
+    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS key_usage ("
+    " limit_name TEXT NOT NULL, key TEXT NOT NULL, holder TEXT NOT NULL, hour INTEGER NOT NULL,"
+    " ap INTEGER NOT NULL, ab INTEGER NOT NULL, dp INTEGER NOT NULL, db INTEGER NOT NULL,"
+    " fp INTEGER NOT NULL, fb INTEGER NOT NULL, bp INTEGER NOT NULL, bb INTEGER NOT NULL,"
+    " PRIMARY KEY (limit_name, key, holder, hour)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS key_marks ("
+    " holder TEXT NOT NULL, ident INTEGER NOT NULL, limit_uid INTEGER NOT NULL, key BLOB NOT NULL,"
+    " limit_name TEXT NOT NULL,"
+    " ap INTEGER NOT NULL, ab INTEGER NOT NULL, dp INTEGER NOT NULL, db INTEGER NOT NULL,"
+    " fp INTEGER NOT NULL, fb INTEGER NOT NULL, bp INTEGER NOT NULL, bb INTEGER NOT NULL,"
+    " updated INTEGER NOT NULL, born INTEGER NOT NULL,"
+    " PRIMARY KEY (holder, ident, limit_name, limit_uid, key, born))"
     " WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;"
     "INSERT OR IGNORE INTO meta VALUES ('schema', '1');";
@@ -121,19 +151,28 @@ int uledger_open(struct uledger **out, const char *path)
 	    path, &lg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	/* WAL: a commit is one append and fsync; readers (leaseline usage)
 	 * never block the coordinator. FULL: a committed report survives a
-	 * power loss too. A small WAL (checkpointed every 256 pages, cut back
-	 * to 1 MiB) keeps the ledger's footprint near its data.
+	 * power loss too. The WAL is checkpointed every 4096 pages (16 MiB)
+	 * and cut back to 1 MiB: per-key batches touch pages all over the
+	 * file, and a checkpoint every 256 pages made them fall behind at 8
+	 * gateways x 100k keys per 10 s (bench_coord LL_BENCH_METER: 60k
+	 * entries/s and 10 s lag at 256, 71k and 3.9 s at 4096, docs/benchmarks.md).
 	 */
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(lg->db,
 				  "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
-				  "PRAGMA wal_autocheckpoint = 256;"
+				  "PRAGMA wal_autocheckpoint = 4096;"
 				  "PRAGMA journal_size_limit = 1048576;",
 				  NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		sqlite3_busy_timeout(lg->db, 1000);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(lg->db, schema, NULL, NULL, NULL);
+	/* Marks of a ledger written before the counters identity: 0, unknown. */
+	if (rc == SQLITE_OK &&
+	    sqlite3_exec(lg->db, "SELECT ident FROM marks LIMIT 0", NULL, NULL, NULL) != SQLITE_OK)
+		rc = sqlite3_exec(lg->db,
+				  "ALTER TABLE marks ADD COLUMN ident INTEGER NOT NULL DEFAULT 0",
+				  NULL, NULL, NULL);
 	for (int i = 0; rc == SQLITE_OK && i < ST_N; i++)
 		rc = sqlite3_prepare_v3(lg->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					&lg->st[i], NULL);
@@ -195,8 +234,9 @@ static int totals_ge(const struct uledger_totals *a, const struct uledger_totals
 }
 
 /* What entry e adds (into *d) given its marks; 0 = nothing to write, 1 = write. */
-static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uint64_t seq,
-		       const struct uledger_entry *e, struct uledger_totals *d, int *rc)
+static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uint64_t ident,
+		       uint64_t seq, const struct uledger_entry *e, struct uledger_totals *d,
+		       int *rc)
 {
 	sqlite3_stmt *s = lg->st[ST_MARK_GET];
 	struct uledger_totals base = {0}, mark;
@@ -229,9 +269,16 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 		bind_key(s, e->limit, holder);
 		r = sqlite3_step(s);
 		if (r == SQLITE_ROW) {
+			uint64_t mident = (uint64_t)sqlite3_column_int64(s, 5);
+
 			col_totals(s, 1, &mark);
 			sqlite3_reset(s);
-			if (totals_ge(&e->t, &mark)) {
+			/* Both identities known: they say whether the pins (and
+			 * the counters) were kept. Else the totals guess it.
+			 */
+			if (ident && mident && ident != mident) {
+				lg->c.restarted++;
+			} else if (totals_ge(&e->t, &mark)) {
 				base = mark; /* a restart that kept its counters */
 				lg->c.continued++;
 			} else {
@@ -283,8 +330,9 @@ static void bind_totals(sqlite3_stmt *s, int first, const struct uledger_totals 
 	sqlite3_bind_int64(s, first + 3, (sqlite3_int64)t->bypass);
 }
 
-static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uint64_t seq,
-		       int64_t now_s, const struct uledger_entry *e, const struct uledger_totals *d)
+static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uint64_t ident,
+		       uint64_t seq, int64_t now_s, const struct uledger_entry *e,
+		       const struct uledger_totals *d)
 {
 	sqlite3_stmt *s = lg->st[ST_MARK_PUT];
 	int rc;
@@ -294,6 +342,7 @@ static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uin
 	sqlite3_bind_int64(s, 4, (sqlite3_int64)seq);
 	bind_totals(s, 5, &e->t);
 	sqlite3_bind_int64(s, 9, now_s);
+	sqlite3_bind_int64(s, 10, (sqlite3_int64)ident);
 	if ((rc = step_done(s)))
 		return rc;
 	if (!d->admitted && !d->denied && !d->fallback && !d->bypass)
@@ -316,15 +365,22 @@ static void lat_add(struct uledger *lg, uint64_t ns)
 int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation, uint64_t seq,
 		   int64_t now_s, uint64_t arrival_ns, const struct uledger_entry *e, size_t n)
 {
+	return uledger_record_ident(lg, holder, incarnation, 0, seq, now_s, arrival_ns, e, n);
+}
+
+int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarnation,
+			 uint64_t ident, uint64_t seq, int64_t now_s, uint64_t arrival_ns,
+			 const struct uledger_entry *e, size_t n)
+{
 	struct uledger_counters saved = lg->c;
 	int rc = step_done(lg->st[ST_BEGIN]);
 
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct uledger_totals d;
-		int r = entry_delta(lg, holder, incarnation, seq, &e[i], &d, &rc);
+		int r = entry_delta(lg, holder, incarnation, ident, seq, &e[i], &d, &rc);
 
 		if (r > 0)
-			rc = entry_write(lg, holder, incarnation, seq, now_s, &e[i], &d);
+			rc = entry_write(lg, holder, incarnation, ident, seq, now_s, &e[i], &d);
 	}
 	if (!rc)
 		rc = step_done(lg->st[ST_COMMIT]);
@@ -342,6 +398,221 @@ int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation,
 	lg->c.reports++;
 	lat_add(lg, clock_now_ns() - arrival_ns);
 	return 0;
+}
+
+/* ---- per-key usage ---- */
+
+int uledger_keys_begin(struct uledger *lg)
+{
+	int rc;
+
+	if (!sqlite3_get_autocommit(lg->db))
+		return 0; /* already in one */
+	rc = step_done(lg->st[ST_BEGIN]);
+	return rc ? (sql_errno(rc) ? sql_errno(rc) : -EIO) : 0;
+}
+
+/* Field f of an entry in the columns' order (0..7: ap ab dp db fp fb bp bb). */
+static uint64_t key_field(const struct uledger_key_entry *e, int f)
+{
+	return f & 1 ? e->bytes[f / 2] : e->pkts[f / 2];
+}
+
+int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
+		     const char *limit, int64_t now_s, const struct uledger_key_entry *e, size_t n)
+{
+	int64_t hour = uledger_period_start(ULEDGER_HOUR, now_s);
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < n; i++) {
+		sqlite3_stmt *s = lg->st[ST_KMARK_GET];
+		uint64_t mark[8] = {0}, t[8], d[8];
+		bool add = false, move = false;
+		int r;
+
+		for (int f = 0; f < 8; f++)
+			t[f] = key_field(&e[i], f);
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+		sqlite3_bind_int64(s, 3, (sqlite3_int64)limit_uid);
+		sqlite3_bind_blob(s, 4, &e[i].key, sizeof(e[i].key), SQLITE_STATIC);
+		sqlite3_bind_text(s, 5, limit, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 6, (sqlite3_int64)e[i].born);
+		r = sqlite3_step(s);
+		if (r == SQLITE_ROW)
+			for (int f = 0; f < 8; f++)
+				mark[f] = (uint64_t)sqlite3_column_int64(s, f);
+		sqlite3_reset(s);
+		if (r != SQLITE_ROW && r != SQLITE_DONE) {
+			rc = r;
+			break;
+		}
+		/* Field-wise: what the totals exceed the mark by; the mark
+		 * becomes the maximum (a field below it is an older report's).
+		 */
+		for (int f = 0; f < 8; f++) {
+			d[f] = t[f] > mark[f] ? t[f] - mark[f] : 0;
+			if (d[f]) {
+				add = true;
+				mark[f] = t[f];
+			}
+		}
+		move = add || r == SQLITE_DONE;
+		lg->c.key_entries++;
+		if (!add)
+			lg->c.key_stale++;
+		if (!move)
+			continue;
+		s = lg->st[ST_KMARK_PUT];
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+		sqlite3_bind_int64(s, 3, (sqlite3_int64)limit_uid);
+		sqlite3_bind_blob(s, 4, &e[i].key, sizeof(e[i].key), SQLITE_STATIC);
+		sqlite3_bind_text(s, 5, limit, -1, SQLITE_STATIC);
+		for (int f = 0; f < 8; f++)
+			sqlite3_bind_int64(s, 6 + f, (sqlite3_int64)mark[f]);
+		sqlite3_bind_int64(s, 14, now_s);
+		sqlite3_bind_int64(s, 15, (sqlite3_int64)e[i].born);
+		if ((rc = step_done(s)) || !add)
+			continue;
+		lg->c.key_counted++;
+		s = lg->st[ST_KUSAGE_ADD];
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+		sqlite3_bind_text(s, 1, limit, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, e[i].key_text ? e[i].key_text : "", -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 3, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 4, hour);
+		for (int f = 0; f < 8; f++)
+			sqlite3_bind_int64(s, 5 + f, (sqlite3_int64)d[f]);
+		rc = step_done(s);
+	}
+	if (rc) {
+		pr_warn("usage ledger: per-key usage of '%s' (limit '%s') not recorded: %s\n",
+			holder, limit, sqlite3_errmsg(lg->db));
+		return sql_errno(rc) ? sql_errno(rc) : -EIO;
+	}
+	lg->c.key_batches++;
+	return 0;
+}
+
+void uledger_keys_abort(struct uledger *lg)
+{
+	if (!sqlite3_get_autocommit(lg->db))
+		step_done(lg->st[ST_ROLLBACK]);
+	lg->c.key_failures++;
+}
+
+int uledger_keys_commit(struct uledger *lg, uint64_t arrival_ns)
+{
+	int rc = step_done(lg->st[ST_COMMIT]);
+
+	if (rc) {
+		int err = sql_errno(rc);
+
+		pr_warn("usage ledger: per-key batch not committed: %s\n", sqlite3_errmsg(lg->db));
+		uledger_keys_abort(lg);
+		return err ? err : -EIO;
+	}
+	lat_add(lg, clock_now_ns() - arrival_ns);
+	return 0;
+}
+
+int uledger_record_keys(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
+			const char *limit, int64_t now_s, uint64_t arrival_ns,
+			const struct uledger_key_entry *e, size_t n)
+{
+	struct uledger_counters saved = lg->c;
+	int err = uledger_keys_begin(lg);
+
+	if (!err)
+		err = uledger_keys_add(lg, holder, ident, limit_uid, limit, now_s, e, n);
+	if (err) {
+		uledger_keys_abort(lg);
+		saved.key_failures = lg->c.key_failures;
+		lg->c = saved;
+		return err;
+	}
+	err = uledger_keys_commit(lg, arrival_ns);
+	if (err) {
+		saved.key_failures = lg->c.key_failures;
+		lg->c = saved;
+	}
+	return err;
+}
+
+int uledger_query_keys(const char *path, const struct uledger_query *q, const char *key,
+		       int (*cb)(const struct uledger_key_row *r, void *arg), void *arg)
+{
+	static const char *const pexpr[] = {
+	    [ULEDGER_HOUR] = "hour",
+	    [ULEDGER_DAY] = "(hour - hour % 86400)",
+	    [ULEDGER_MONTH] =
+		"CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
+	};
+	int64_t from = q->from ? uledger_period_start(q->period, q->from) : 0;
+	int64_t to =
+	    q->to ? uledger_period_next(q->period, uledger_period_start(q->period, q->to - 1)) : 0;
+	char sql[1200];
+	sqlite3_stmt *s = NULL;
+	sqlite3 *db = NULL;
+	int rc;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT %s AS p, limit_name, key, %s, SUM(ap), SUM(ab), SUM(dp), SUM(db), "
+		 "SUM(fp), SUM(fb), SUM(bp), SUM(bb) FROM key_usage WHERE (?1 IS NULL OR "
+		 "limit_name = ?1) AND (?2 IS NULL OR holder = ?2) AND (?5 IS NULL OR key = ?5) "
+		 "AND hour >= ?3 AND (?4 = 0 OR hour < ?4) GROUP BY p, limit_name, key%s "
+		 "ORDER BY p, limit_name, key%s",
+		 pexpr[q->period], q->by_holder ? "holder" : "''", q->by_holder ? ", holder" : "",
+		 q->by_holder ? ", holder" : "");
+	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+	if (rc == SQLITE_OK)
+		sqlite3_busy_timeout(db, 2000);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc == SQLITE_OK) {
+		if (q->limit)
+			sqlite3_bind_text(s, 1, q->limit, -1, SQLITE_STATIC);
+		if (q->holder)
+			sqlite3_bind_text(s, 2, q->holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 3, from);
+		sqlite3_bind_int64(s, 4, to);
+		if (key)
+			sqlite3_bind_text(s, 5, key, -1, SQLITE_STATIC);
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			struct uledger_key_row r = {0};
+
+			r.start = sqlite3_column_int64(s, 0);
+			r.end = uledger_period_next(q->period, r.start);
+			snprintf(r.limit, sizeof(r.limit), "%s",
+				 (const char *)sqlite3_column_text(s, 1));
+			snprintf(r.key, sizeof(r.key), "%s",
+				 (const char *)sqlite3_column_text(s, 2));
+			snprintf(r.holder, sizeof(r.holder), "%s",
+				 (const char *)sqlite3_column_text(s, 3));
+			for (int c = 0; c < LL_METER_CLASSES; c++) {
+				r.pkts[c] = (uint64_t)sqlite3_column_int64(s, 4 + 2 * c);
+				r.bytes[c] = (uint64_t)sqlite3_column_int64(s, 5 + 2 * c);
+			}
+			if (cb(&r, arg)) {
+				rc = SQLITE_DONE;
+				break;
+			}
+		}
+	}
+	if (rc == SQLITE_ERROR && db && strstr(sqlite3_errmsg(db), "no such table"))
+		rc = SQLITE_DONE; /* a ledger from before per-key usage: no rows */
+	else if (rc != SQLITE_DONE && rc != SQLITE_OK)
+		fprintf(stderr, "usage ledger '%s': %s\n", path,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
 }
 
 static bool listed(const char *const *names, size_t n, const char *name)

@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ll_types.h"
+
 struct uledger;
 
 struct uledger_totals {
@@ -52,6 +54,12 @@ struct uledger_counters {
 	uint64_t restarted; /* new incarnations diffed against 0 */
 	uint64_t first;	    /* first reports of agents older than the metering: baselines */
 	uint64_t failures;  /* batches that could not be committed (nothing written) */
+	/* per-key usage (uledger_keys_*) */
+	uint64_t key_batches;  /* METER batches committed */
+	uint64_t key_entries;  /* key entries in them */
+	uint64_t key_counted;  /* entries that added usage */
+	uint64_t key_stale;    /* entries at or below their mark in every field: nothing added */
+	uint64_t key_failures; /* transactions of key batches not committed (nothing written) */
 };
 
 /* Open (creating) the ledger file: WAL, synchronous FULL. 0 or -errno. */
@@ -65,6 +73,15 @@ void uledger_close(struct uledger *lg);
  */
 int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation, uint64_t seq,
 		   int64_t now_s, uint64_t arrival_ns, const struct uledger_entry *e, size_t n);
+
+/* The same with the holder's counters identity (its HELLO's, 0 unknown): a
+ * new incarnation whose identity differs from the last one's (both known)
+ * began its counters again, whatever its totals; the same identity kept
+ * them. Unknown on either side: the totals decide, as above.
+ */
+int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarnation,
+			 uint64_t ident, uint64_t seq, int64_t now_s, uint64_t arrival_ns,
+			 const struct uledger_entry *e, size_t n);
 
 const struct uledger_counters *uledger_counters(const struct uledger *lg);
 
@@ -82,6 +99,50 @@ void uledger_latency(const struct uledger *lg, uint64_t *p50, uint64_t *p99, siz
  * LEASELINE_LEDGER_NOW_FILE (tests only) holds a number of seconds.
  */
 int64_t uledger_now(void);
+
+/* ---- per-key usage (reference §6.3, "Per key") ----
+ *
+ * Per (limit, key, holder, UTC hour): admitted, denied, fallback and bypass,
+ * packets and bytes, from the agents' per-key running totals (ll_meter).
+ * Totals are absolute and only grow within a series: (holder, counters
+ * identity, limit uid, key). For each series the ledger keeps the totals it
+ * has accounted (the key mark); an entry adds, per field, what it exceeds
+ * the mark by, and the mark becomes the field-wise maximum, in the same
+ * transaction. Within a series every field grows, so the maximum of any
+ * set of reports is the newest one's totals: a replayed, reordered, delayed
+ * or duplicated batch adds nothing, and the sum of the usage rows of a
+ * series equals its newest totals that reached the ledger. A new identity
+ * (the agent's pins lost) is a new series, from 0.
+ */
+struct uledger_key_entry {
+	struct ll_key_id key; /* the series' key, as the agent sent it */
+	uint64_t born;	      /* when the agent's entry for it was made (ll_meter.born) */
+	const char *key_text; /* the key as people write it (keyfmt), for the usage rows */
+	uint64_t pkts[LL_METER_CLASSES]; /* absolute totals, enum ll_meter_class */
+	uint64_t bytes[LL_METER_CLASSES];
+};
+
+/* A transaction over any number of batches (the coordinator's: every METER
+ * frame of one turn of its loop), then commit (0, or -errno with nothing of
+ * it written: every batch in it must be sent again).
+ */
+int uledger_keys_begin(struct uledger *lg);
+int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
+		     const char *limit, int64_t now_s, const struct uledger_key_entry *e, size_t n);
+int uledger_keys_commit(struct uledger *lg, uint64_t arrival_ns);
+void uledger_keys_abort(struct uledger *lg);
+/* begin, add, commit: one batch alone. */
+int uledger_record_keys(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
+			const char *limit, int64_t now_s, uint64_t arrival_ns,
+			const struct uledger_key_entry *e, size_t n);
+
+struct uledger_key_row {
+	char limit[32];
+	char key[128];	 /* "" when summed over keys */
+	char holder[64]; /* "" when summed over holders */
+	int64_t start, end;
+	uint64_t pkts[LL_METER_CLASSES], bytes[LL_METER_CLASSES];
+};
 
 /* ---- queries (leaseline usage) ---- */
 
@@ -116,5 +177,11 @@ int uledger_query(const char *path, const struct uledger_query *q,
 /* The first second of the period holding t, and of the next one. */
 int64_t uledger_period_start(enum uledger_period p, int64_t t);
 int64_t uledger_period_next(enum uledger_period p, int64_t start);
+
+/* Per-key rows (q as for uledger_query; key NULL: every key),
+ * ordered by period, limit, key, holder.
+ */
+int uledger_query_keys(const char *path, const struct uledger_query *q, const char *key,
+		       int (*cb)(const struct uledger_key_row *r, void *arg), void *arg);
 
 #endif /* LEASELINE_COORD_USAGE_LEDGER_H */

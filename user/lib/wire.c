@@ -34,10 +34,16 @@
 	(WIRE_LIMIT_MAX + WIRE_HOLDER_MAX + 10 * 8 + 1 + WIRE_COUNT_LEN_BYTES +                        \
 	 WIRE_MAX_KEY_GRANTS * WIRE_KEY_GRANT_MAX)
 #define WIRE_POLICY_MAX (2 * 8 + WIRE_BLOB_LEN_BYTES + WIRE_MAX_POLICY)
+#define WIRE_METER_ENTRY_MAX (WIRE_KEY_LEN + 8 + 2 * LL_METER_CLASSES * 8)
+#define WIRE_METER_MAX                                                                             \
+	(WIRE_HOLDER_MAX + 3 * 8 + WIRE_LIMIT_MAX + 8 + WIRE_COUNT_LEN_BYTES +                     \
+	 WIRE_MAX_METER * WIRE_METER_ENTRY_MAX)
 
 /* The largest messages must fit the frame bound that the decoder enforces. */
 _Static_assert(WIRE_POLICY_MAX <= WIRE_MAX_PAYLOAD, "a full policy must fit one frame");
 _Static_assert(WIRE_REPORT_MAX <= WIRE_MAX_PAYLOAD, "a full report must fit one frame");
+_Static_assert(WIRE_METER_MAX <= WIRE_MAX_PAYLOAD, "a full meter batch must fit one frame");
+_Static_assert(LL_METER_CLASSES == 4, "the meter entry's table names four classes");
 _Static_assert(WIRE_GRANT_MAX <= WIRE_MAX_PAYLOAD, "a grant with every per-key grant must fit");
 _Static_assert(WIRE_MAX_ENTRIES <= 256, "a hot key names its entry in a u8");
 _Static_assert(WIRE_MAX_ENTRIES < (1 << (8 * WIRE_COUNT_LEN_BYTES)), "entry count is a u16");
@@ -82,12 +88,14 @@ struct wire_field {
 #define ENT struct wire_report_entry
 #define KG  struct wire_key_grant
 #define HOT struct wire_hot
+#define ME  struct wire_meter_entry
 
 static const struct wire_field hello_fields[] = {
 	F_NAME(MSG, hello.holder),
 	F_U64(MSG, hello.incarnation),
 	F_U64(MSG, hello.max_epoch_seen),
 	F_U64(MSG, hello.policy_version),
+	F_U64(MSG, hello.counters_ident),
 	F_END,
 };
 
@@ -153,6 +161,33 @@ static const struct wire_field report_fields[] = {
 	F_END,
 };
 
+static const struct wire_field meter_entry_fields[] = {
+	F_BYTES(ME, key),
+	F_U64(ME, born),
+	F_U64(ME, pkts[0]), F_U64(ME, pkts[1]), F_U64(ME, pkts[2]), F_U64(ME, pkts[3]),
+	F_U64(ME, bytes[0]), F_U64(ME, bytes[1]), F_U64(ME, bytes[2]), F_U64(ME, bytes[3]),
+	F_END,
+};
+
+static const struct wire_field meter_fields[] = {
+	F_NAME(MSG, meter.holder),
+	F_U64(MSG, meter.incarnation),
+	F_U64(MSG, meter.ident),
+	F_U64(MSG, meter.seq),
+	F_NAME(MSG, meter.limit),
+	F_U64(MSG, meter.limit_uid),
+	F_ARRAY(MSG, meter.e, meter.n, WIRE_MAX_METER, meter_entry_fields),
+	F_END,
+};
+
+static const struct wire_field meter_ack_fields[] = {
+	F_U64(MSG, meter_ack.ident),
+	F_U64(MSG, meter_ack.seq),
+	F_U8(MSG, meter_ack.status, WIRE_METER_REFUSED),
+	F_END,
+};
+
+#undef ME
 #undef MSG
 #undef ENT
 #undef KG
@@ -168,6 +203,8 @@ static const struct wire_desc wire_descs[] = {
 	[WIRE_POLICY] = {"policy", policy_fields},
 	[WIRE_GRANT] = {"grant", grant_fields},
 	[WIRE_REPORT] = {"report", report_fields},
+	[WIRE_METER] = {"meter", meter_fields},
+	[WIRE_METER_ACK] = {"meter-ack", meter_ack_fields},
 };
 /* clang-format on */
 

@@ -20,9 +20,12 @@
 #include "ll_types.h"
 
 #define WIRE_MAGIC	 0x4c4c5731u /* "LLW1" */
-#define WIRE_VERSION	 5 /* 2: grants no longer carry the failure policy; 3: per-key grants;
-			    * 4: per-key grants carry changes only; 5: reports carry up to 256
-			    * limit entries (LL_MAX_LIMITS), frames up to 128 KiB */
+/* 2: grants no longer carry the failure policy; 3: per-key grants; 4: per-key
+ * grants carry changes only; 5: reports carry up to 256 limit entries
+ * (LL_MAX_LIMITS), frames up to 128 KiB; HELLO's counters identity, METER and
+ * METER_ACK (per-key usage)
+ */
+#define WIRE_VERSION	 5
 #define WIRE_HDR_LEN	 12
 /* A frame's payload: a full report (256 entries and WIRE_MAX_HOT hot keys,
  * ~72 kB) must fit. Buffers grow with what is in flight, not to this.
@@ -35,12 +38,16 @@
 /* Per-key grants in one grant (one limit), hot keys in one report (all limits). */
 #define WIRE_MAX_KEY_GRANTS 1024 /* per grant frame: a set larger than that goes in steps */
 #define WIRE_MAX_HOT	    1024
+/* Per-key usage entries in one METER frame (one limit): 112 bytes each. */
+#define WIRE_MAX_METER 512
 
 enum wire_type {
-	WIRE_HELLO = 1,	 /* agent -> coord, first frame */
-	WIRE_POLICY = 2, /* coord -> agent */
-	WIRE_GRANT = 3,	 /* coord -> agent */
-	WIRE_REPORT = 4, /* agent -> coord; also the acknowledgement of grants */
+	WIRE_HELLO = 1,	    /* agent -> coord, first frame */
+	WIRE_POLICY = 2,    /* coord -> agent */
+	WIRE_GRANT = 3,	    /* coord -> agent */
+	WIRE_REPORT = 4,    /* agent -> coord; also the acknowledgement of grants */
+	WIRE_METER = 5,	    /* agent -> coord: per-key usage of one metered limit */
+	WIRE_METER_ACK = 6, /* coord -> agent: a METER batch recorded (or not) */
 };
 
 struct wire_hello {
@@ -48,6 +55,7 @@ struct wire_hello {
 	uint64_t incarnation;	 /* changes every agent start (e.g. boot time ns) */
 	uint64_t max_epoch_seen; /* highest coordinator epoch this holder has seen */
 	uint64_t policy_version; /* version the agent runs, 0 if none */
+	uint64_t counters_ident; /* ll_meter_info.ident of its pins, 0 unknown */
 };
 
 struct wire_policy {
@@ -133,6 +141,44 @@ struct wire_report {
 	struct wire_hot hot[WIRE_MAX_HOT];
 };
 
+/* One key's absolute running totals under the counters identity (struct
+ * ll_meter: by enum ll_meter_class).
+ */
+struct wire_meter_entry {
+	struct ll_key_id key;
+	uint64_t born; /* the kernel entry's ll_meter.born: with the key, the series */
+	uint64_t pkts[LL_METER_CLASSES];
+	uint64_t bytes[LL_METER_CLASSES];
+};
+
+/* A batch of per-key usage of one metered limit: the keys whose totals
+ * changed since the coordinator last acknowledged them. Totals are absolute
+ * and only grow within (ident, limit_uid): the ledger adds what they exceed
+ * what it has, so any batch may be replayed, reordered or delayed.
+ */
+struct wire_meter {
+	char holder[WIRE_HOLDER_LEN];
+	uint64_t incarnation;
+	uint64_t ident; /* counters identity (ll_meter_info.ident), never 0 */
+	uint64_t seq;	/* batch number, increasing per incarnation: what the ack names */
+	char limit[LL_NAME_LEN];
+	uint64_t limit_uid; /* the limit's uid on the agent: its keys' series */
+	uint32_t n;
+	struct wire_meter_entry e[WIRE_MAX_METER];
+};
+
+enum wire_meter_status {
+	WIRE_METER_RECORDED = 0, /* in the ledger (or already there) */
+	WIRE_METER_RETRY = 1,	 /* not written (disk full, I/O): send it again */
+	WIRE_METER_REFUSED = 2,	 /* not metered here, or unknown limit: do not resend */
+};
+
+struct wire_meter_ack {
+	uint64_t ident;
+	uint64_t seq;
+	uint8_t status; /* enum wire_meter_status */
+};
+
 struct wire_msg {
 	uint16_t type;
 	union {
@@ -140,6 +186,8 @@ struct wire_msg {
 		struct wire_policy policy;
 		struct wire_grant grant;
 		struct wire_report report;
+		struct wire_meter meter;
+		struct wire_meter_ack meter_ack;
 	};
 };
 
