@@ -392,7 +392,7 @@ static void test_agent_meter_step(void **state)
 	struct ll_meter *v;
 	size_t n;
 	int sv[2];
-	const int nkeys = 40; /* > half of 8 + 64 entries: under pressure */
+	const int nkeys = 40; /* > half of the 8 keys' entries: under pressure */
 
 	if (!fx)
 		skip();

@@ -215,7 +215,10 @@ static void retire(struct meter *m, struct dp *dp, struct meter_ent *me, struct 
  */
 static void scan(struct meter *m, struct dp *dp, const struct ll_policy *pol, uint64_t now)
 {
-	uint32_t cap = dp->meter_capacity;
+	/* Pressure is judged on the keys' part: the map's last LL_MAX_LIMITS
+	 * entries are room for the overflow entries.
+	 */
+	uint32_t cap = dp->meter_capacity > LL_MAX_LIMITS ? dp->meter_capacity - LL_MAX_LIMITS : 0;
 	struct ll_meter *pc = calloc(dp->ncpus, sizeof(*pc));
 	struct ll_flow_key *k = NULL;
 	struct ll_meter *v = NULL;
