@@ -51,8 +51,10 @@ def frame(t, payload, magic=WIRE_MAGIC, version=WIRE_VERSION, length=None):
     return struct.pack(">IHHI", magic, version, t, len(payload) if length is None else length) + payload
 
 
-def hello(holder, incarnation=1, epoch=0, version=0):
-    return frame(HELLO, name(holder) + struct.pack(">QQQ", incarnation, epoch, version))
+def hello(holder, incarnation=1, epoch=0, version=0, counters_ident=0):
+    # wire 5: the counters identity follows (0: unknown)
+    return frame(HELLO, name(holder) + struct.pack(">QQQQ", incarnation, epoch, version,
+                                                    counters_ident))
 
 
 def policy(epoch, version, yaml):
