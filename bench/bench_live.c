@@ -52,6 +52,7 @@
 #include "trafgen.skel.h"
 #include "keyfloor.skel.h"
 #include "xdpcount.skel.h"
+#include "reflim.skel.h"
 
 /* 64 B in memory: Ethernet 14 + IPv4 20 + UDP 8 + 22 B payload (as bench_datapath). */
 #define FRAME_LEN 64
@@ -97,6 +98,7 @@ enum dut_prog {
 	DUT_KFLOOR,  /* keyfloor: one clock read + one 8-byte-key lookup, XDP_DROP */
 	DUT_KFLOORC, /* keyfloor with the coarse clock */
 	DUT_LLSYN,   /* leaseline, one per-key limit on TCP SYNs (tcp-flags: syn), default drop */
+	DUT_REF,     /* reflim: the reference limiter of issue #14 (hash map, precise clock, CAS) */
 	DUT_NPROGS
 };
 
@@ -104,7 +106,7 @@ static const char *const prog_names[] = {
     [DUT_DROP] = "drop",   [DUT_PASS] = "pass",	    [DUT_LL1] = "ll1",
     [DUT_LL4] = "ll4",	   [DUT_LL4F] = "ll4f",	    [DUT_KEEP] = "keep",
     [DUT_KFHDR] = "kfhdr", [DUT_KFLOOR] = "kfloor", [DUT_KFLOORC] = "kfloorc",
-    [DUT_LLSYN] = "llsyn",
+    [DUT_LLSYN] = "llsyn", [DUT_REF] = "ref",
 };
 
 struct opts {
@@ -128,6 +130,7 @@ struct dut {
 	struct pass_bpf *pass;
 	struct xdpcount_bpf *cnt;
 	struct keyfloor_bpf *kf;
+	struct reflim_bpf *ref;
 	int prog_fd, count_fd, limit_stats_fd, client_id; /* client_id < 0: sum every limit */
 	uint32_t client_uid; /* ll_key.limit_uid of the client limit's buckets */
 	unsigned int ncpus;
@@ -461,6 +464,21 @@ static int dut_load(struct dut *d, const struct opts *o)
 			return err;
 		d->prog_fd = bpf_program__fd(d->kf->progs.keyfloor);
 		d->count_fd = bpf_map__fd(d->kf->maps.kf_pkts);
+		return 0;
+	case DUT_REF:
+		/* The same per-key limit as ll1 (packets), keyed like it. */
+		d->ref = reflim_bpf__open();
+		if (!d->ref)
+			return -errno;
+		d->ref->data->ref_interval_ns = o->rate ? 1000000000ull / o->rate : ~0ull >> 2;
+		d->ref->data->ref_tau_ns = (o->burst ? o->burst - 1 : 0) * d->ref->data->ref_interval_ns;
+		d->ref->data->ref_ports = o->flow;
+		bpf_map__set_max_entries(d->ref->maps.rl_keys, o->max_keys);
+		err = reflim_bpf__load(d->ref);
+		if (err)
+			return err;
+		d->prog_fd = bpf_program__fd(d->ref->progs.reflim);
+		d->count_fd = bpf_map__fd(d->ref->maps.rl_pkts);
 		return 0;
 	case DUT_PASS:
 		d->pass = pass_bpf__open_and_load();
@@ -809,7 +827,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
 	    "A.B.C.D\n"
-	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc [--pin-dir DIR] "
+	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc|ref [--pin-dir DIR] "
 	    "--keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
 	    "         [--unit packets|bytes] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
@@ -1123,6 +1141,7 @@ out:
 	trafgen_bpf__destroy(g.skel);
 	xdpcount_bpf__destroy(d.cnt);
 	keyfloor_bpf__destroy(d.kf);
+	reflim_bpf__destroy(d.ref);
 	pass_bpf__destroy(d.pass);
 	if (d.dp.skel)
 		dp_close(&d.dp);
