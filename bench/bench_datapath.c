@@ -4,7 +4,8 @@
  * of the XDP_PASS baseline with the same parser, through bpf_prog_test_run_opts
  * in one process. Prints figures and ratios, asserts nothing; exits 0, or 1
  * when it cannot run at all (not root, BPF object does not load).
- * LL_BENCH_QUICK=1 runs a shorter version. docs/benchmarks.md explains the method.
+ * LL_BENCH_QUICK=1 runs a shorter version, LL_BENCH_SINGLE=1 the one-key table
+ * only, LL_BENCH_CLOCK=precise charges against bpf_ktime_get_ns (bpf/clock.h). docs/benchmarks.md explains the method.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -1018,7 +1019,10 @@ static int bench_two(struct bench *b, struct two *pass, struct two *agg, struct 
 int main(void)
 {
 	static struct bench b;
-	struct dp_opts o = {.pin_dir = NULL, .max_keys = BENCH_MAX_KEYS};
+	const char *clk = getenv("LL_BENCH_CLOCK");
+	struct dp_opts o = {.pin_dir = NULL,
+			    .max_keys = BENCH_MAX_KEYS,
+			    .precise_clock = clk && !strcmp(clk, "precise")};
 	const char *q = getenv("LL_BENCH_QUICK");
 	int quick = q && *q && strcmp(q, "0");
 	struct single sg = {0};
@@ -1035,6 +1039,8 @@ int main(void)
 	for (int i = 0; i < RAW_MAX; i++)
 		b.raw_fd[i] = -1;
 	print_header(&b, quick);
+	printf("  leaseline's clock: %s (LL_BENCH_CLOCK=precise|coarse)\n",
+	       o.precise_clock ? "bpf_ktime_get_ns" : "bpf_ktime_get_coarse_ns");
 
 	err = dp_open(&b.dp, &o);
 	if (err) {
@@ -1067,9 +1073,17 @@ int main(void)
 				strerror(-b.raw_fd[i]));
 	}
 
-	if ((err = bench_single(&b, &sg)) || (err = bench_many(&b)))
+	/* LL_BENCH_SINGLE=1: the one-key table and the ratios only (a few
+	 * seconds: for runs repeated and interleaved by hand).
+	 */
+	const char *single = getenv("LL_BENCH_SINGLE");
+	int only_single = single && *single && strcmp(single, "0");
+
+	if ((err = bench_single(&b, &sg)) || (!only_single && (err = bench_many(&b))))
 		goto fail;
-	if (b.ncpus >= 2 && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
+	if (only_single) {
+		printf("\nMany keys, two CPUs: skipped (LL_BENCH_SINGLE)\n");
+	} else if (b.ncpus >= 2 && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
 		if ((err = bench_two(&b, &two_pass, &two_agg, &two_key, &two_drop)))
 			goto fail;
 		have_two = 1;

@@ -123,6 +123,7 @@ struct opts {
 	uint8_t unit;	  /* of the client limit: enum ll_unit */
 	uint32_t src_mul; /* trafgen's tg_src_mul: 1 keeps the sweep's order */
 	int tcp_flags;	  /* -1: UDP frames; else TCP frames with this flags byte */
+	int precise_clock; /* leaseline charges against bpf_ktime_get_ns (bpf/clock.h) */
 };
 
 struct dut {
@@ -499,7 +500,8 @@ static int dut_load(struct dut *d, const struct opts *o)
 		}
 		return 0;
 	default: {
-		struct dp_opts dop = {.pin_dir = NULL, .max_keys = o->max_keys};
+		struct dp_opts dop = {.pin_dir = NULL, .max_keys = o->max_keys,
+				      .precise_clock = o->precise_clock};
 
 		err = dp_open(&d->dp, &dop);
 		if (err)
@@ -791,7 +793,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
 	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f "
 	    "tcp_flags=%d\n",
-	    o->label, phase, prog_names[o->prog], o->global ? "g" : "", o->keys, o->flow ? "flow" : "src-ip",
+	    o->label, phase, prog_names[o->prog], o->global ? "g" : o->precise_clock ? "p" : "", o->keys, o->flow ? "flow" : "src-ip",
 	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
 	    (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
 	    pkts > 0 ? napi_ns / pkts : 0, busy, cpu_busy > busy ? cpu_busy - busy : 0, pushed / dt,
@@ -830,7 +832,7 @@ static void usage(FILE *f)
 	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc|ref [--pin-dir DIR] "
 	    "--keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
-	    "         [--unit packets|bytes] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
+	    "         [--unit packets|bytes] [--precise-clock] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
 	    "         [--prog-stats] [--global] [--src-mul ODD] [--tcp-flags BYTE]\n"
 	    "         [--dump-buckets FILE] [--label TEXT]\n"
 	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
@@ -864,6 +866,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"global", 0, 0, 'w'},
 	    {"src-mul", 1, 0, 'x'},
 	    {"tcp-flags", 1, 0, 'y'},
+	    {"precise-clock", 0, 0, 'z'},
 	    {0, 0, 0, 0},
 	};
 	struct in_addr a;
@@ -963,6 +966,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'w':
 			o->global = 1;
+			break;
+		case 'z':
+			o->precise_clock = 1;
 			break;
 		case 'x':
 			o->src_mul = strtoul(optarg, NULL, 0);

@@ -720,7 +720,8 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 
 	if (refund >> LL_VIA_SHIFT) {
 		view_from_cfg(cfg, &v);
-		key_fallback_refund(map, refund >> LL_VIA_SHIFT, cfg, &v, m, meta_now(m), cost_s);
+		key_fallback_refund(map, refund >> LL_VIA_SHIFT, cfg, &v, m,
+				    meta_now_for(m, cfg->fill_ns), cost_s);
 		return LL_ADMIT;
 	}
 	b = bpf_map_lookup_elem(map, k);
@@ -730,7 +731,7 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 		if (gen && bucket_hinted(b, gen, cfg->unit, m))
 			return LL_DENY;
 	}
-	now = meta_now(m);
+	now = meta_now_for(m, cfg->fill_ns);
 	view_from_cfg(cfg, &v);
 	if (!b) {
 		if (refund)
@@ -809,8 +810,7 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 		if (gen && bucket_hinted(b, gen, cfg->unit, m))
 			return LL_DENY;
 	}
-	now = meta_now(m);
-	admit = lease_state(ls, now, &gen);
+	admit = lease_state(ls, m, &gen);
 	if (admit == LL_DENY || admit == LL_ADMIT_BYPASS)
 		return refund ? LL_ADMIT : admit;
 	live = admit == LL_ADMIT;
@@ -819,6 +819,8 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 		return LL_DENY;
 	v = live ? &c->live : &c->fb;
 	kg = c->kg_ver;
+	/* After lease_state, which may have made it the precise clock. */
+	now = meta_now_for(m, v->cur.fill_ns);
 	if (refund >> LL_VIA_SHIFT) {
 		key_fallback_refund(map, refund >> LL_VIA_SHIFT, cfg, v, m, now, cost_s);
 		return LL_ADMIT;

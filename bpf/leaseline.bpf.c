@@ -123,9 +123,7 @@ static __always_inline void count_shadow_win(__u32 id, __u32 uid, struct pkt_met
 			w->tag[i] = 0;
 		w->uid = uid;
 	}
-	if (!m->now && !m->coarse)
-		m->coarse = bpf_ktime_get_coarse_ns();
-	s = (m->now ? m->now : m->coarse) >> LL_WIN_SHIFT;
+	s = (m->now ? m->now : meta_coarse(m)) >> LL_WIN_SHIFT;
 	i = s & (LL_WIN_SLOTS - 1);
 	if (w->tag[i] != s) {
 		w->tag[i] = s;
