@@ -1726,6 +1726,8 @@ static void precheck_case(struct fx *fx, const char *b)
 	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS); /* both debited */
 	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* b refuses (sets its hint), a refunded */
 	assert_int_equal(hx_bucket(fx, &ka, &ba), 0);
+	/* A tick on, so that a debit of a would move its last_ns. */
+	hx_clock_catch_up();
 	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* by b's hint alone */
 	assert_int_equal(hx_bucket(fx, &ka, &ba2), 0);
 	assert_int_equal(ba2.last_ns, ba.last_ns);
