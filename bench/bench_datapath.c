@@ -781,6 +781,13 @@ static void ref_set(struct bench *b, uint64_t interval_ns, uint64_t tau_ns)
 		if (bpf_map_delete_elem(fd, &k))
 			break;
 	}
+	/* rl_table: every way free */
+	fd = bpf_map__fd(b->ref->maps.rl_table);
+	for (uint32_t i = 0; i < bpf_map__max_entries(b->ref->maps.rl_table); i++) {
+		uint8_t zero[64] = {0};
+
+		bpf_map_update_elem(fd, &i, zero, BPF_ANY);
+	}
 }
 
 /* One key, one thread. The figures the ratios need go to *s. */
@@ -826,6 +833,17 @@ static int bench_single(struct bench *b, struct single *s)
 		if ((err = measure(b, fd, frame, 0, &s->ref_refill)))
 			return err;
 		row("reference limiter (reflim.bpf.c), refill path", &s->ref_refill);
+		/* The same on its own table in an array (issue #14's lever). */
+		b->ref->data->ref_table = 1;
+		ref_set(b, 1000000000ull, 0);
+		if ((err = measure(b, fd, frame, 0, &m)))
+			return err;
+		row("reference limiter, own 4-way array table, drop path", &m);
+		ref_set(b, 1, 1000000000ull);
+		if ((err = measure(b, fd, frame, 0, &m)))
+			return err;
+		row("reference limiter, own 4-way array table, refill path", &m);
+		b->ref->data->ref_table = 0;
 	}
 
 	if ((err = policy_set(b, 1, nomatch, NULL)) ||

@@ -99,6 +99,7 @@ enum dut_prog {
 	DUT_KFLOORC, /* keyfloor with the coarse clock */
 	DUT_LLSYN,   /* leaseline, one per-key limit on TCP SYNs (tcp-flags: syn), default drop */
 	DUT_REF,     /* reflim: the reference limiter of issue #14 (hash map, precise clock, CAS) */
+	DUT_REFT,    /* reflim on its own 4-way table in an array (rl_table), the hash map behind */
 	DUT_NPROGS
 };
 
@@ -106,7 +107,7 @@ static const char *const prog_names[] = {
     [DUT_DROP] = "drop",   [DUT_PASS] = "pass",	    [DUT_LL1] = "ll1",
     [DUT_LL4] = "ll4",	   [DUT_LL4F] = "ll4f",	    [DUT_KEEP] = "keep",
     [DUT_KFHDR] = "kfhdr", [DUT_KFLOOR] = "kfloor", [DUT_KFLOORC] = "kfloorc",
-    [DUT_LLSYN] = "llsyn", [DUT_REF] = "ref",
+    [DUT_LLSYN] = "llsyn", [DUT_REF] = "ref", [DUT_REFT] = "reft",
 };
 
 struct opts {
@@ -467,20 +468,29 @@ static int dut_load(struct dut *d, const struct opts *o)
 		d->count_fd = bpf_map__fd(d->kf->maps.kf_pkts);
 		return 0;
 	case DUT_REF:
+	case DUT_REFT: {
 		/* The same per-key limit as ll1 (packets), keyed like it. */
+		uint32_t bits = 10;
+
+		while (bits < 24 && (1u << bits) * 4 < o->max_keys)
+			bits++;
 		d->ref = reflim_bpf__open();
 		if (!d->ref)
 			return -errno;
 		d->ref->data->ref_interval_ns = o->rate ? 1000000000ull / o->rate : ~0ull >> 2;
 		d->ref->data->ref_tau_ns = (o->burst ? o->burst - 1 : 0) * d->ref->data->ref_interval_ns;
 		d->ref->data->ref_ports = o->flow;
+		d->ref->data->ref_table = o->prog == DUT_REFT;
+		d->ref->data->ref_set_bits = bits;
 		bpf_map__set_max_entries(d->ref->maps.rl_keys, o->max_keys);
+		bpf_map__set_max_entries(d->ref->maps.rl_table, 1u << bits);
 		err = reflim_bpf__load(d->ref);
 		if (err)
 			return err;
 		d->prog_fd = bpf_program__fd(d->ref->progs.reflim);
 		d->count_fd = bpf_map__fd(d->ref->maps.rl_pkts);
 		return 0;
+	}
 	case DUT_PASS:
 		d->pass = pass_bpf__open_and_load();
 		if (!d->pass)
@@ -829,7 +839,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
 	    "A.B.C.D\n"
-	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc|ref [--pin-dir DIR] "
+	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc|ref|reft [--pin-dir DIR] "
 	    "--keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
 	    "         [--unit packets|bytes] [--precise-clock] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"

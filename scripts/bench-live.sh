@@ -58,7 +58,7 @@ for line in open(sys.argv[1]):
 def med(rs, f):
     return statistics.median(float(r[f]) for r in rs)
 keys = sorted({k for _, k, _ in tput})
-order = ["drop", "kfhdr", "kfloor", "kfloorc", "ref", "ll1", "ll1p", "ll1g", "ll4", "ll4f", "ll1b", "llsyn",
+order = ["drop", "pass", "kfhdr", "kfloor", "kfloorc", "ref", "reft", "refa", "ll1", "ll1p", "ll1a", "ll1pa", "ll4a", "ll1g", "ll4", "ll4f", "ll1b", "llsyn",
          "llsynack", "hashlimit", "nft"]
 cfgs = [c for c in order if any((c, k, p) in tput for k in keys for p in ("win", "open"))]
 for phase, title in (("win", "DUT saturated, window-limited generator"),
@@ -96,6 +96,11 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
         return (statistics.median(rs), min(rs), max(rs)) if rs else None
     for (a, b, k, op, tgt) in [("ll1", "ref", 1, "<=", 1.0), ("ll1", "ref", 65536, "<=", 1.0),
                                ("ll1", "ref", 1048576, "<=", 1.0), ("ll4", "ref", 1, None, None),
+                               ("reft", "ref", 1, None, None), ("reft", "ref", 65536, None, None),
+                               ("reft", "ref", 1048576, None, None), ("reft", "drop", 1, None, None),
+                               ("ll1a", "pass", 1, "<=", 1.5), ("refa", "pass", 1, None, None),
+                               ("ll1a", "refa", 1, "<=", 1.0), ("ll1pa", "ll1a", 1, None, None),
+                               ("ll4a", "ll1a", 1, "<=", 2.0), ("ll4a", "pass", 1, None, None),
                                ("ll1p", "ref", 1, None, None), ("ll1p", "ll1", 1, None, None),
                                ("ll1p", "ll1", 65536, None, None), ("ref", "drop", 1, None, None), ("ref", "drop", 65536, None, None),
                                ("ll1", "drop", 1, "<=", 1.5), ("ll4", "drop", 1, "<=", 1.3),
@@ -287,6 +292,12 @@ tput_run() {
 	ll1p) # ll1 charged against bpf_ktime_get_ns (leaseline's clock before issue #14)
 		prog=ll1
 		lim+=(--precise-clock)
+		;;
+	ll1a | ll1pa | ll4a | refa) # the admit path: a key under its limit (10^9/s, burst 10^9)
+		prog=${cfg%a}
+		prog=${prog%p}
+		lim=(--unit packets --rate 1000000000 --burst 1000000000)
+		[ "$cfg" = ll1pa ] && lim+=(--precise-clock)
 		;;
 	ll1b) # the same limit counted in bytes (every frame is FRAME bytes)
 		prog=ll1

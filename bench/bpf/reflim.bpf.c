@@ -29,6 +29,14 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 __u64 ref_interval_ns = 1000000000ull; /* 1 / rate */
 __u64 ref_tau_ns SEC(".data") = 0;  /* (burst - 1) * interval */
 __u32 ref_ports SEC(".data") = 0;   /* 1: key on source address and port */
+/* 1: keep the keys in rl_table first (a prototype of issue #14's own table:
+ * a BPF_MAP_TYPE_ARRAY of sets of 4 ways, one cache line each, an inline
+ * multiply-shift hash, a tag claimed by CAS), rl_keys only for a key whose
+ * set is full. A probe of what the table buys, not a product: a key can
+ * race into both places, and an evicted way can lose a concurrent debit.
+ */
+__u32 ref_table SEC(".data") = 0;
+__u32 ref_set_bits SEC(".data") = 10; /* rl_table holds 1 << ref_set_bits sets */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -43,6 +51,50 @@ struct {
 	__type(key, __u64);
 	__type(value, __u64); /* tat: the theoretical arrival time, ns */
 } rl_keys SEC(".maps");
+
+#define RL_WAYS 4
+struct rl_way {
+	__u64 tag; /* key + 1; 0: free */
+	__u64 tat;
+};
+struct rl_set {
+	struct rl_way w[RL_WAYS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << 10); /* the driver sizes it: 1 << ref_set_bits */
+	__type(key, __u32);
+	__type(value, struct rl_set);
+} rl_table SEC(".maps");
+
+/* The key's tat in rl_table, claiming a free way, or a way whose key is
+ * idle (tat <= now: its bucket is full), for it; NULL when its set is full.
+ */
+static __always_inline __u64 *table_tat(__u64 key, __u64 now, int *fresh)
+{
+	__u32 set = (__u32)((key * 0x9e3779b97f4a7c15ull) >> (64 - ref_set_bits));
+	struct rl_set *s = bpf_map_lookup_elem(&rl_table, &set);
+	__u64 tag = key + 1, t;
+	int i;
+
+	if (!s)
+		return 0;
+#pragma unroll
+	for (i = 0; i < RL_WAYS; i++)
+		if (*(volatile __u64 *)&s->w[i].tag == tag)
+			return &s->w[i].tat;
+#pragma unroll
+	for (i = 0; i < RL_WAYS; i++) {
+		t = *(volatile __u64 *)&s->w[i].tag;
+		if ((t == 0 || *(volatile __u64 *)&s->w[i].tat <= now) &&
+		    __sync_val_compare_and_swap(&s->w[i].tag, t, tag) == t) {
+			*fresh = 1;
+			return &s->w[i].tat;
+		}
+	}
+	return 0;
+}
 
 static __always_inline int admitted(void)
 {
@@ -72,6 +124,17 @@ int reflim(struct xdp_md *ctx)
 	if (ref_ports && (void *)(udp + 1) <= end)
 		key |= (__u64)udp->source << 32;
 	now = bpf_ktime_get_ns();
+	if (ref_table) {
+		int fresh = 0;
+
+		tat = table_tat(key, now, &fresh);
+		if (tat && fresh) {
+			*tat = now + ref_interval_ns;
+			return admitted();
+		}
+		if (tat)
+			goto charge;
+	}
 	tat = bpf_map_lookup_elem(&rl_keys, &key);
 	if (!tat) {
 		next = now + ref_interval_ns;
@@ -80,6 +143,7 @@ int reflim(struct xdp_md *ctx)
 			return XDP_DROP;
 		return admitted();
 	}
+charge:
 	t = *(volatile __u64 *)tat;
 	if (t > now + ref_tau_ns)
 		return XDP_DROP;
