@@ -630,7 +630,10 @@ static __always_inline void hot_event(__u32 id, const void *k, __u32 key_size, _
 			h = (h ^ w[i]) * LL_HOT_HASH_MUL;
 	slot = (__u32)(h >> 32) & (LL_HOT_GATE_SLOTS - 1);
 	gate = bpf_map_lookup_elem(&ll_hot_gate, &slot);
-	if (!gate || now - *gate < LL_HOT_INTERVAL_NS)
+	/* Not now - *gate: a gate set by a precise reading is ahead of a
+	 * later packet's coarse one (bpf/clock.h), and the difference would wrap.
+	 */
+	if (!gate || now < *gate + LL_HOT_INTERVAL_NS)
 		return;
 	*gate = now;
 	key_as_flow_key(&fk, k, key_size);
@@ -752,6 +755,7 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 	}
 	if (!b) {
 		/* Only a new bucket needs to know where it starts. */
+		now = meta_precise(m); /* a new bucket starts at the key's first packet */
 		b = bucket_create(map, k, &v, ng, copy ? kv : kv - 1, now, id, f,
 				  cfg->flags & LL_LIM_EMPTY_START ? cfg->reload_ns : 0);
 		if (!b)
@@ -763,7 +767,7 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 		   ? LL_ADMIT
 		   : LL_DENY;
 fallback: {
-	int via = key_fallback(map, k, id, cfg, &v, kv - 1, m, now, cost_s, f);
+	int via = key_fallback(map, k, id, cfg, &v, kv - 1, m, meta_precise(m), cost_s, f);
 
 	return via ? LL_ADMIT | via << LL_VIA_SHIFT : LL_DENY;
 }
@@ -847,6 +851,7 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 	}
 	if (!b) {
 		/* Not looked up (the fallback share): copy on the next live packet. */
+		now = meta_precise(m); /* a new bucket starts at the key's first packet */
 		b = bucket_create(map, k, v, ng, copy ? kg : kg - 1, now, id, f, 0);
 		if (!b)
 			goto fallback;
@@ -858,7 +863,7 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 		hot_event(id, k, key_size, now);
 	return LL_DENY;
 fallback:
-	r = key_fallback(map, k, id, cfg, v, kg - 1, m, now, cost_s, f);
+	r = key_fallback(map, k, id, cfg, v, kg - 1, m, meta_precise(m), cost_s, f);
 	return r ? admit | r << LL_VIA_SHIFT : LL_DENY;
 }
 

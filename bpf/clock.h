@@ -22,6 +22,11 @@
  * CPU doing timekeeping stalls (the kernel's MAX_STALLED_JIFFIES): 20 ms.
  * Where a lagging clock could admit (a lease's expiry, a bucket the reaper
  * deletes as full) the check is taken with LL_COARSE_SLACK_NS to spare.
+ * A new bucket (and a fallback bucket's charge) starts at the precise clock:
+ * made full at a lagging reading, it would count refill from before the
+ * key's first packet, R x lag more than B + R*t from that packet on. Over a
+ * window that opens mid-stream while the clock lags, refill owed from
+ * before it can still arrive inside it: up to R x lag, a delay of a tick.
  */
 #ifndef LEASELINE_CLOCK_H
 #define LEASELINE_CLOCK_H

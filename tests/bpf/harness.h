@@ -539,6 +539,30 @@ static inline void hx_clock_catch_up(void)
 		nanosleep(&ms, NULL);
 }
 
+/* Run the rest of a test on the CPU it is on (per-CPU state: the rule
+ * pre-pass flag, slices, gates), and let it go again.
+ */
+static inline void hx_pin_cpu(void)
+{
+	cpu_set_t set;
+	int cpu = sched_getcpu();
+
+	assert_true(cpu >= 0);
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+static inline void hx_unpin_cpu(void)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		CPU_SET(c, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
 /* Frames the limit tests send. */
 static inline void hx_udp4(struct pkt *p, const char *src, const char *dst, uint16_t sport,
 			   uint16_t dport, size_t payload)
