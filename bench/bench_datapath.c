@@ -5,7 +5,8 @@
  * in one process. Prints figures and ratios, asserts nothing; exits 0, or 1
  * when it cannot run at all (not root, BPF object does not load).
  * LL_BENCH_QUICK=1 runs a shorter version, LL_BENCH_SINGLE=1 the one-key table
- * only, LL_BENCH_CLOCK=precise charges against bpf_ktime_get_ns (bpf/clock.h). docs/benchmarks.md explains the method.
+ * only, LL_BENCH_CLOCK=precise charges against bpf_ktime_get_ns (bpf/clock.h). docs/benchmarks.md
+ * explains the method.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -81,7 +82,7 @@ enum raw_prog {
 struct bench {
 	struct dp dp;
 	struct pass_bpf *pass;
-	struct reflim_bpf *ref;	 /* the reference limiter of issue #14 */
+	struct reflim_bpf *ref;	  /* the reference limiter of issue #14 */
 	struct xdpcount_bpf *cnt; /* counting XDP_DROP */
 	int pass_fd, raw_fd[RAW_MAX];
 	uint32_t repeat, runs, calls;
@@ -459,7 +460,8 @@ static int raw_prog_load(enum raw_prog which)
 						INSN_RET(XDP_PASS)};
 	static const struct bpf_insn coarse[] = {INSN_CALL(BPF_FUNC_ktime_get_coarse_ns),
 						 INSN_RET(XDP_PASS)};
-	static const struct bpf_insn jiffies[] = {INSN_CALL(BPF_FUNC_jiffies64), INSN_RET(XDP_PASS)};
+	static const struct bpf_insn jiffies[] = {INSN_CALL(BPF_FUNC_jiffies64),
+						  INSN_RET(XDP_PASS)};
 	static const struct bpf_insn calls[] = {
 	    INSN_PSEUDO_CALL(5), INSN_PSEUDO_CALL(4), INSN_PSEUDO_CALL(3),
 	    INSN_PSEUDO_CALL(2), INSN_RET(XDP_PASS),  INSN_RET(0), /* the subprogram */
@@ -726,7 +728,7 @@ static int ovr_file(const char *path, uint64_t rate, uint64_t burst)
 static int bench_overrides(struct bench *b, uint8_t *frame)
 {
 	static const char *const fr = "/tmp/leaseline-bench-ovr-refill.txt",
-			       *const fd = "/tmp/leaseline-bench-ovr-drop.txt";
+				 *const fd = "/tmp/leaseline-bench-ovr-drop.txt";
 	struct lim_spec r[] = {REFILL(LL_KEY_SRC_IP, 32)}, d[] = {DROP(LL_KEY_SRC_IP, 32)};
 	struct meas m;
 	uint64_t t0, t1;
@@ -763,7 +765,7 @@ static int bench_overrides(struct bench *b, uint8_t *frame)
 /* The single-key figures the closing ratios compare. */
 struct single {
 	struct meas drop1, refill1, refill4, refill4m; /* leaseline */
-	struct meas pass, cdrop, ref_drop, ref_refill;	/* baselines */
+	struct meas pass, cdrop, ref_drop, ref_refill; /* baselines */
 };
 
 /* The reference limiter with one interval (1 / rate) and tau ((burst - 1) x
@@ -818,7 +820,8 @@ static int bench_single(struct bench *b, struct single *s)
 			row(raw_what[i], &m);
 	row("XDP_PASS baseline (same parser, pass.bpf.c)", pass);
 	if (b->cnt) {
-		if ((err = measure(b, bpf_program__fd(b->cnt->progs.xdpcount), frame, 0, &s->cdrop)))
+		if ((err =
+			 measure(b, bpf_program__fd(b->cnt->progs.xdpcount), frame, 0, &s->cdrop)))
 			return err;
 		row("counting XDP_DROP (xdpcount.bpf.c)", &s->cdrop);
 	}
@@ -899,7 +902,8 @@ static int bench_global_keys(struct bench *b)
 	       "path, N pre-created buckets (target: global / local <= 1.1)\n");
 	printf("  %-44s %9s %9s %8s\n", "keys", "local ns", "global ns", "ratio");
 	for (size_t i = 0; i < sizeof(nkeys) / sizeof(nkeys[0]); i++) {
-		struct lease_grant g = {.epoch = 1, .seq = 1, .rate = RATE_HUGE, .burst = BURST_HUGE};
+		struct lease_grant g = {
+		    .epoch = 1, .seq = 1, .rate = RATE_HUGE, .burst = BURST_HUGE};
 		struct ll_lease ls;
 		char what[64];
 		int id;
@@ -913,8 +917,7 @@ static int bench_global_keys(struct bench *b)
 		if ((id = limit_id_of(b, cfg.name)) < 0)
 			return id;
 		g.expiry_ns = clock_now_ns() + 3600 * NSEC_PER_SEC;
-		if ((err = link_lease_apply(&b->dp, (uint32_t)id, &g,
-					    clock_now_ns())) ||
+		if ((err = link_lease_apply(&b->dp, (uint32_t)id, &g, clock_now_ns())) ||
 		    (err = dp_lease_read(&b->dp, (uint32_t)id, &ls)))
 			return err;
 		cfg.gen = ls.gen; /* buckets as the lease's share makes them */
@@ -1076,8 +1079,8 @@ int main(void)
 	b.pass_fd = bpf_program__fd(b.pass->progs.leaseline_pass);
 	b.cnt = xdpcount_bpf__open_and_load();
 	b.ref = reflim_bpf__open();
-	if (b.ref && (bpf_map__set_max_entries(b.ref->maps.rl_keys, 1024) ||
-		      reflim_bpf__load(b.ref))) {
+	if (b.ref &&
+	    (bpf_map__set_max_entries(b.ref->maps.rl_keys, 1024) || reflim_bpf__load(b.ref))) {
 		reflim_bpf__destroy(b.ref);
 		b.ref = NULL;
 	}
@@ -1114,21 +1117,26 @@ int main(void)
 	       sg.drop1.ns / sg.pass.ns, sg.drop1.ns / sg.pass.ns <= 2.5 ? "met" : "MISSED");
 	if (sg.ref_drop.ns > 0 && sg.cdrop.ns > 0) {
 		/* issue #14: what a user compares leaseline with */
-		printf("  limiter / reference, 1 key, 1 limit, drop path: %5.2f  target <= 1.0  %s\n",
-		       sg.drop1.ns / sg.ref_drop.ns,
-		       sg.drop1.ns <= sg.ref_drop.ns ? "met" : "MISSED");
-		printf("  limiter / reference, 1 key, 1 limit, refill:    %5.2f  target <= 1.0  %s\n",
-		       sg.refill1.ns / sg.ref_refill.ns,
-		       sg.refill1.ns <= sg.ref_refill.ns ? "met" : "MISSED");
-		printf("  limiter / counting XDP_DROP, drop path:         %5.2f  (reference %.2f)\n",
-		       sg.drop1.ns / sg.cdrop.ns, sg.ref_drop.ns / sg.cdrop.ns);
-		printf("  limiter / XDP_PASS, refill path:                %5.2f  (reference %.2f)\n",
-		       sg.refill1.ns / sg.pass.ns, sg.ref_refill.ns / sg.pass.ns);
+		printf(
+		    "  limiter / reference, 1 key, 1 limit, drop path: %5.2f  target <= 1.0  %s\n",
+		    sg.drop1.ns / sg.ref_drop.ns, sg.drop1.ns <= sg.ref_drop.ns ? "met" : "MISSED");
+		printf(
+		    "  limiter / reference, 1 key, 1 limit, refill:    %5.2f  target <= 1.0  %s\n",
+		    sg.refill1.ns / sg.ref_refill.ns,
+		    sg.refill1.ns <= sg.ref_refill.ns ? "met" : "MISSED");
+		printf(
+		    "  limiter / counting XDP_DROP, drop path:         %5.2f  (reference %.2f)\n",
+		    sg.drop1.ns / sg.cdrop.ns, sg.ref_drop.ns / sg.cdrop.ns);
+		printf(
+		    "  limiter / XDP_PASS, refill path:                %5.2f  (reference %.2f)\n",
+		    sg.refill1.ns / sg.pass.ns, sg.ref_refill.ns / sg.pass.ns);
 	}
 	printf("  4 src-ip limits / 1 limit, refill path:         %5.2f  target <= 2.0  %s\n",
-	       sg.refill4.ns / sg.refill1.ns, sg.refill4.ns <= 2 * sg.refill1.ns ? "met" : "MISSED");
+	       sg.refill4.ns / sg.refill1.ns,
+	       sg.refill4.ns <= 2 * sg.refill1.ns ? "met" : "MISSED");
 	printf("  4 mixed limits / 1 limit, refill path:          %5.2f  target <= 2.0  %s\n",
-	       sg.refill4m.ns / sg.refill1.ns, sg.refill4m.ns <= 2 * sg.refill1.ns ? "met" : "MISSED");
+	       sg.refill4m.ns / sg.refill1.ns,
+	       sg.refill4m.ns <= 2 * sg.refill1.ns ? "met" : "MISSED");
 	if (have_two) {
 		double r = two_agg.two.ns / two_agg.one.ns;
 

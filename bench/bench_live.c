@@ -107,7 +107,7 @@ static const char *const prog_names[] = {
     [DUT_DROP] = "drop",   [DUT_PASS] = "pass",	    [DUT_LL1] = "ll1",
     [DUT_LL4] = "ll4",	   [DUT_LL4F] = "ll4f",	    [DUT_KEEP] = "keep",
     [DUT_KFHDR] = "kfhdr", [DUT_KFLOOR] = "kfloor", [DUT_KFLOORC] = "kfloorc",
-    [DUT_LLSYN] = "llsyn", [DUT_REF] = "ref", [DUT_REFT] = "reft",
+    [DUT_LLSYN] = "llsyn", [DUT_REF] = "ref",	    [DUT_REFT] = "reft",
 };
 
 struct opts {
@@ -478,7 +478,8 @@ static int dut_load(struct dut *d, const struct opts *o)
 		if (!d->ref)
 			return -errno;
 		d->ref->data->ref_interval_ns = o->rate ? 1000000000ull / o->rate : ~0ull >> 2;
-		d->ref->data->ref_tau_ns = (o->burst ? o->burst - 1 : 0) * d->ref->data->ref_interval_ns;
+		d->ref->data->ref_tau_ns =
+		    (o->burst ? o->burst - 1 : 0) * d->ref->data->ref_interval_ns;
 		d->ref->data->ref_ports = o->flow;
 		d->ref->data->ref_table = o->prog == DUT_REFT;
 		d->ref->data->ref_set_bits = bits;
@@ -510,8 +511,8 @@ static int dut_load(struct dut *d, const struct opts *o)
 		}
 		return 0;
 	default: {
-		struct dp_opts dop = {.pin_dir = NULL, .max_keys = o->max_keys,
-				      .precise_clock = o->precise_clock};
+		struct dp_opts dop = {
+		    .pin_dir = NULL, .max_keys = o->max_keys, .precise_clock = o->precise_clock};
 
 		err = dp_open(&d->dp, &dop);
 		if (err)
@@ -803,7 +804,8 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
 	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f "
 	    "tcp_flags=%d\n",
-	    o->label, phase, prog_names[o->prog], o->global ? "g" : o->precise_clock ? "p" : "", o->keys, o->flow ? "flow" : "src-ip",
+	    o->label, phase, prog_names[o->prog], o->global ? "g" : o->precise_clock ? "p" : "",
+	    o->keys, o->flow ? "flow" : "src-ip",
 	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
 	    (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
 	    pkts > 0 ? napi_ns / pkts : 0, busy, cpu_busy > busy ? cpu_busy - busy : 0, pushed / dt,
@@ -839,10 +841,12 @@ static void usage(FILE *f)
 	    f,
 	    "usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
 	    "A.B.C.D\n"
-	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc|ref|reft [--pin-dir DIR] "
+	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc|ref|reft "
+	    "[--pin-dir DIR] "
 	    "--keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
-	    "         [--unit packets|bytes] [--precise-clock] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
+	    "         [--unit packets|bytes] [--precise-clock] [--window N] [--batch N] "
+	    "[--gen-cpu C] [--dut-cpu C]\n"
 	    "         [--prog-stats] [--global] [--src-mul ODD] [--tcp-flags BYTE]\n"
 	    "         [--dump-buckets FILE] [--label TEXT]\n"
 	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");

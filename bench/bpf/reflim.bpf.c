@@ -27,8 +27,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * leaseline reads its policy.
  */
 __u64 ref_interval_ns = 1000000000ull; /* 1 / rate */
-__u64 ref_tau_ns SEC(".data") = 0;  /* (burst - 1) * interval */
-__u32 ref_ports SEC(".data") = 0;   /* 1: key on source address and port */
+__u64 ref_tau_ns SEC(".data") = 0;     /* (burst - 1) * interval */
+__u32 ref_ports SEC(".data") = 0;      /* 1: key on source address and port */
 /* 1: keep the keys in rl_table first (a prototype of issue #14's own table:
  * a BPF_MAP_TYPE_ARRAY of sets of 4 ways, one cache line each, an inline
  * multiply-shift hash, a tag claimed by CAS), rl_keys only for a key whose

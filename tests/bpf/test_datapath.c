@@ -1749,7 +1749,8 @@ static void precheck_case(struct fx *fx, const char *b)
 	hx_limit(fx, "a", &ca);
 	ka = hx_key_addr(ca.uid, 4, S4, 32);
 	hx_udp4(&p, S4, D4, 1, 53, 0);
-	hx_pin_cpu(); /* the pre-pass runs by a per-CPU flag */
+	/* The pre-pass runs by a per-CPU flag. */
+	hx_pin_cpu();
 	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS); /* both debited */
 	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* b refuses (sets its hint), a refunded */
 	assert_int_equal(hx_bucket(fx, &ka, &ba), 0);

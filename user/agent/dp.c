@@ -373,7 +373,7 @@ static enum reap_class bucket_class(const struct ll_policy *pol, const struct re
 			struct tb_params o = {b->o_rate, b->o_burst_s, b->o_fill_ns};
 
 			return tb_refill(b->tokens, b->last_ns, pnow, &o) >= o.burst_s ? REAP_IDLE
-										     : REAP_KEEP;
+										       : REAP_KEEP;
 		}
 		if (!sh[i].idle_ok || b->gen != sh[i].gen)
 			return REAP_KEEP; /* let the datapath settle first */

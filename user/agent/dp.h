@@ -43,7 +43,8 @@ struct dp_opts {
 	uint32_t max_keys;	/* ll_buckets size; 0 keeps the object's default */
 	uint32_t max_flow_keys; /* ll_flow_buckets size, when flow_keys_set (else max_keys) */
 	bool flow_keys_set;
-	bool precise_clock; /* charge against bpf_ktime_get_ns, not the coarse clock (bpf/clock.h) */
+	/* Charge against bpf_ktime_get_ns, not the coarse clock (bpf/clock.h). */
+	bool precise_clock;
 };
 
 int dp_open(struct dp *dp, const struct dp_opts *opts);
