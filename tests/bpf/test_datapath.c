@@ -1030,6 +1030,52 @@ static void test_overflow_flow_bucket(void **state)
 	overflow_case(FX(state), 1);
 }
 
+/* The pre-pass toggles per packet when admitted and refused packets of a
+ * rule alternate (ll_rule_prepass): with it on, off, on..., every packet
+ * still pays all of its limits or none. Key A is refused by the second
+ * limit (its own 1/s bucket, spent), key B admitted (a new key each time):
+ * the first limit, shared, ends with exactly the admitted packets spent.
+ */
+static void test_prepass_toggle_all_or_nothing(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_cfg ca;
+	struct ll_bucket ba;
+	struct ll_key ka;
+	struct pkt a, b;
+	int admitted = 0, refused = 0;
+
+	assert_int_equal(hx_applyf(fx, "version: 1\n"
+				       "limits:\n"
+				       "  - {name: shared, key: dst-ip, rate: 1, burst: 1000}\n"
+				       "  - {name: own, key: src-ip, rate: 1, burst: 1}\n"
+				       "rules:\n"
+				       "  - {name: r, limits: [shared, own]}\n"),
+			 0);
+	hx_limit(fx, "shared", &ca);
+	ka = hx_key_addr(ca.uid, 4, D4, 32);
+	hx_pin_cpu();
+	hx_udp4(&a, S4, D4, 1, 53, 0);
+	assert_int_equal(hx_run(fx, &a, 1), XDP_PASS); /* A's one token */
+	admitted++;
+	for (int i = 0; i < 50; i++) {
+		char src[32];
+
+		snprintf(src, sizeof(src), "198.18.1.%d", i + 1);
+		hx_udp4(&b, src, D4, 1, 53, 0);
+		refused += hx_run(fx, &a, 1) == XDP_DROP; /* pre-pass off, then on */
+		admitted += hx_run(fx, &b, 1) == XDP_PASS; /* on, then off */
+	}
+	hx_unpin_cpu();
+	assert_int_equal(admitted, 51);
+	assert_int_equal(refused, 50);
+	assert_int_equal(hx_bucket(fx, &ka, &ba), 0);
+	assert_int_equal(ba.spent, 51);
+	assert_int_equal(hx_stats_of(fx, "shared").allowed_pkts, 51);
+	assert_int_equal(hx_stats_of(fx, "own").denied_pkts, 50);
+	assert_int_equal(hx_rule_stats(fx, 0).dropped_pkts, 50);
+}
+
 /* A new bucket starts at the key's first packet by the precise clock: made
  * full at a coarse reading (up to a tick before the packet), it would count
  * refill from before the key existed, R x lag over B + R*t from its first
@@ -1865,6 +1911,7 @@ int main(void)
 					    hx_teardown),
 	    T(test_fast_limit_precise_clock),
 	    T(test_new_bucket_starts_at_precise_clock),
+	    T(test_prepass_toggle_all_or_nothing),
 	    cmocka_unit_test_setup_teardown(test_overflow_flow_bucket, overflow_setup, hx_teardown),
 	    T(test_reap_only_full_buckets),
 	    T(test_all_or_nothing),
