@@ -22,9 +22,10 @@
 #include "params.h"
 
 /* Which share a global limit spends now, by the packet's clock, exact near
- * the expiry (meta_before: a lagging clock never stretches a lease). Returns the verdict to give an
- * admitted packet, or LL_DENY (fail-closed) / LL_ADMIT_BYPASS (fail-open)
- * when the pool is not to be touched. *gen gets the generation to spend.
+ * the expiry (meta_before: a lagging clock never stretches a lease).
+ * Returns the verdict to give an admitted packet, or LL_DENY (fail-closed) /
+ * LL_ADMIT_BYPASS (fail-open) when the pool is not to be touched. *gen gets
+ * the generation to spend.
  */
 static __always_inline int lease_state(struct ll_lease *ls, struct pkt_meta *m, __u32 *gen)
 {
