@@ -4,7 +4,9 @@
  * of the XDP_PASS baseline with the same parser, through bpf_prog_test_run_opts
  * in one process. Prints figures and ratios, asserts nothing; exits 0, or 1
  * when it cannot run at all (not root, BPF object does not load).
- * LL_BENCH_QUICK=1 runs a shorter version. docs/benchmarks.md explains the method.
+ * LL_BENCH_QUICK=1 runs a shorter version, LL_BENCH_SINGLE=1 the one-key table
+ * only, LL_BENCH_CLOCK=precise charges against bpf_ktime_get_ns (bpf/clock.h). docs/benchmarks.md
+ * explains the method.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -31,6 +33,8 @@
 #include "link.h"
 #include "log.h"
 #include "pass.skel.h"
+#include "reflim.skel.h"
+#include "xdpcount.skel.h"
 #include "policy.h"
 #include "tb_math.h"
 #include "units.h"
@@ -69,6 +73,8 @@
 enum raw_prog {
 	RAW_EMPTY,   /* r0 = XDP_PASS: the test_run harness floor */
 	RAW_CLOCK,   /* bpf_ktime_get_ns(), then pass */
+	RAW_COARSE,  /* bpf_ktime_get_coarse_ns(), then pass */
+	RAW_JIFFIES, /* bpf_jiffies64(), then pass */
 	RAW_CALLS,   /* four BPF-to-BPF calls of an empty subprogram */
 	RAW_HELPERS, /* four calls of a cheap helper, bpf_get_prandom_u32 */
 	RAW_MAX,
@@ -77,6 +83,8 @@ enum raw_prog {
 struct bench {
 	struct dp dp;
 	struct pass_bpf *pass;
+	struct reflim_bpf *ref;	  /* the reference limiter of issue #14 */
+	struct xdpcount_bpf *cnt; /* counting XDP_DROP */
 	int pass_fd, raw_fd[RAW_MAX];
 	uint32_t repeat, runs, calls;
 	uint64_t version;
@@ -451,6 +459,10 @@ static int raw_prog_load(enum raw_prog which)
 	static const struct bpf_insn empty[] = {INSN_RET(XDP_PASS)};
 	static const struct bpf_insn clock[] = {INSN_CALL(BPF_FUNC_ktime_get_ns),
 						INSN_RET(XDP_PASS)};
+	static const struct bpf_insn coarse[] = {INSN_CALL(BPF_FUNC_ktime_get_coarse_ns),
+						 INSN_RET(XDP_PASS)};
+	static const struct bpf_insn jiffies[] = {INSN_CALL(BPF_FUNC_jiffies64),
+						  INSN_RET(XDP_PASS)};
 	static const struct bpf_insn calls[] = {
 	    INSN_PSEUDO_CALL(5), INSN_PSEUDO_CALL(4), INSN_PSEUDO_CALL(3),
 	    INSN_PSEUDO_CALL(2), INSN_RET(XDP_PASS),  INSN_RET(0), /* the subprogram */
@@ -469,6 +481,8 @@ static int raw_prog_load(enum raw_prog which)
 	} progs[RAW_MAX] = {
 	    [RAW_EMPTY] = {"ll_bench_empty", empty, sizeof(empty) / sizeof(empty[0])},
 	    [RAW_CLOCK] = {"ll_bench_clock", clock, sizeof(clock) / sizeof(clock[0])},
+	    [RAW_COARSE] = {"ll_bench_coarse", coarse, sizeof(coarse) / sizeof(coarse[0])},
+	    [RAW_JIFFIES] = {"ll_bench_jiffies", jiffies, sizeof(jiffies) / sizeof(jiffies[0])},
 	    [RAW_CALLS] = {"ll_bench_calls", calls, sizeof(calls) / sizeof(calls[0])},
 	    [RAW_HELPERS] = {"ll_bench_helpers", helpers, sizeof(helpers) / sizeof(helpers[0])},
 	};
@@ -683,6 +697,8 @@ static const struct {
 
 static const char *const raw_what[RAW_MAX] = {
     [RAW_CLOCK] = "machine: bpf_ktime_get_ns() once",
+    [RAW_COARSE] = "machine: bpf_ktime_get_coarse_ns() once",
+    [RAW_JIFFIES] = "machine: bpf_jiffies64() once",
     [RAW_CALLS] = "machine: 4 BPF-to-BPF calls of an empty function",
     [RAW_HELPERS] = "machine: 4 helper calls (bpf_get_prandom_u32)",
 };
@@ -713,7 +729,7 @@ static int ovr_file(const char *path, uint64_t rate, uint64_t burst)
 static int bench_overrides(struct bench *b, uint8_t *frame)
 {
 	static const char *const fr = "/tmp/leaseline-bench-ovr-refill.txt",
-			       *const fd = "/tmp/leaseline-bench-ovr-drop.txt";
+				 *const fd = "/tmp/leaseline-bench-ovr-drop.txt";
 	struct lim_spec r[] = {REFILL(LL_KEY_SRC_IP, 32)}, d[] = {DROP(LL_KEY_SRC_IP, 32)};
 	struct meas m;
 	uint64_t t0, t1;
@@ -867,9 +883,40 @@ static int bench_sets(struct bench *b, uint8_t *frame)
 	return err;
 }
 
-/* One key, one thread. Returns the limiter's 1-limit drop-path figure in *drop1. */
-static int bench_single(struct bench *b, struct meas *drop1, struct meas *pass)
+/* The single-key figures the closing ratios compare. */
+struct single {
+	struct meas drop1, refill1, refill4, refill4m; /* leaseline */
+	struct meas pass, cdrop, ref_drop, ref_refill; /* baselines */
+};
+
+/* The reference limiter with one interval (1 / rate) and tau ((burst - 1) x
+ * interval), its table emptied: the first packet creates the key's entry.
+ */
+static void ref_set(struct bench *b, uint64_t interval_ns, uint64_t tau_ns)
 {
+	uint64_t k, next;
+	int fd = bpf_map__fd(b->ref->maps.rl_keys);
+
+	b->ref->data->ref_interval_ns = interval_ns;
+	b->ref->data->ref_tau_ns = tau_ns;
+	while (!bpf_map_get_next_key(fd, NULL, &next)) {
+		k = next;
+		if (bpf_map_delete_elem(fd, &k))
+			break;
+	}
+	/* rl_table: every way free */
+	fd = bpf_map__fd(b->ref->maps.rl_table);
+	for (uint32_t i = 0; i < bpf_map__max_entries(b->ref->maps.rl_table); i++) {
+		uint8_t zero[64] = {0};
+
+		bpf_map_update_elem(fd, &i, zero, BPF_ANY);
+	}
+}
+
+/* One key, one thread. The figures the ratios need go to *s. */
+static int bench_single(struct bench *b, struct single *s)
+{
+	struct meas *drop1 = &s->drop1, *pass = &s->pass;
 	uint8_t frame[FRAME_LEN], other[FRAME_LEN];
 	struct lim_spec nomatch[] = {DROP(LL_KEY_SRC_IP, 32)};
 	struct meas empty = {0, -1}, m;
@@ -893,6 +940,35 @@ static int bench_single(struct bench *b, struct meas *drop1, struct meas *pass)
 		if (b->raw_fd[i] >= 0 && measure(b, b->raw_fd[i], frame, 0, &m) == 0)
 			row(raw_what[i], &m);
 	row("XDP_PASS baseline (same parser, pass.bpf.c)", pass);
+	if (b->cnt) {
+		if ((err =
+			 measure(b, bpf_program__fd(b->cnt->progs.xdpcount), frame, 0, &s->cdrop)))
+			return err;
+		row("counting XDP_DROP (xdpcount.bpf.c)", &s->cdrop);
+	}
+	if (b->ref) {
+		int fd = bpf_program__fd(b->ref->progs.reflim);
+
+		ref_set(b, 1000000000ull, 0); /* 1 packet/s, burst 1: drops */
+		if ((err = measure(b, fd, frame, 0, &s->ref_drop)))
+			return err;
+		row("reference limiter (reflim.bpf.c), drop path", &s->ref_drop);
+		ref_set(b, 1, 1000000000ull); /* 10^9 packets/s: admits */
+		if ((err = measure(b, fd, frame, 0, &s->ref_refill)))
+			return err;
+		row("reference limiter (reflim.bpf.c), refill path", &s->ref_refill);
+		/* The same on its own table in an array (issue #14's lever). */
+		b->ref->data->ref_table = 1;
+		ref_set(b, 1000000000ull, 0);
+		if ((err = measure(b, fd, frame, 0, &m)))
+			return err;
+		row("reference limiter, own 4-way array table, drop path", &m);
+		ref_set(b, 1, 1000000000ull);
+		if ((err = measure(b, fd, frame, 0, &m)))
+			return err;
+		row("reference limiter, own 4-way array table, refill path", &m);
+		b->ref->data->ref_table = 0;
+	}
 	/* LL_BENCH_ONLY=sets: the prefix-set rows alone. */
 	if (getenv("LL_BENCH_ONLY") && !strcmp(getenv("LL_BENCH_ONLY"), "sets"))
 	{
@@ -912,6 +988,12 @@ static int bench_single(struct bench *b, struct meas *drop1, struct meas *pass)
 		row(single_cases[i].what, &m);
 		if (i == 0)
 			*drop1 = m;
+		else if (i == 1)
+			s->refill1 = m;
+		else if (i == 4)
+			s->refill4 = m;
+		else if (i == 7)
+			s->refill4m = m;
 	}
 	err = bench_overrides(b, frame);
 	return err ? err : bench_sets(b, frame);
@@ -949,7 +1031,8 @@ static int bench_global_keys(struct bench *b)
 	       "path, N pre-created buckets (target: global / local <= 1.1)\n");
 	printf("  %-44s %9s %9s %8s\n", "keys", "local ns", "global ns", "ratio");
 	for (size_t i = 0; i < sizeof(nkeys) / sizeof(nkeys[0]); i++) {
-		struct lease_grant g = {.epoch = 1, .seq = 1, .rate = RATE_HUGE, .burst = BURST_HUGE};
+		struct lease_grant g = {
+		    .epoch = 1, .seq = 1, .rate = RATE_HUGE, .burst = BURST_HUGE};
 		struct ll_lease ls;
 		char what[64];
 		int id;
@@ -963,8 +1046,7 @@ static int bench_global_keys(struct bench *b)
 		if ((id = limit_id_of(b, cfg.name)) < 0)
 			return id;
 		g.expiry_ns = clock_now_ns() + 3600 * NSEC_PER_SEC;
-		if ((err = link_lease_apply(&b->dp, (uint32_t)id, &g,
-					    clock_now_ns())) ||
+		if ((err = link_lease_apply(&b->dp, (uint32_t)id, &g, clock_now_ns())) ||
 		    (err = dp_lease_read(&b->dp, (uint32_t)id, &ls)))
 			return err;
 		cfg.gen = ls.gen; /* buckets as the lease's share makes them */
@@ -1087,10 +1169,13 @@ static int bench_two(struct bench *b, struct two *pass, struct two *agg, struct 
 int main(void)
 {
 	static struct bench b;
-	struct dp_opts o = {.pin_dir = NULL, .max_keys = BENCH_MAX_KEYS};
+	const char *clk = getenv("LL_BENCH_CLOCK");
+	struct dp_opts o = {.pin_dir = NULL,
+			    .max_keys = BENCH_MAX_KEYS,
+			    .precise_clock = clk && !strcmp(clk, "precise")};
 	const char *q = getenv("LL_BENCH_QUICK");
 	int quick = q && *q && strcmp(q, "0");
-	struct meas drop1 = {0, -1}, pass = {0, -1};
+	struct single sg = {0};
 	struct two two_pass = {0}, two_agg = {0}, two_key = {0}, two_drop = {0};
 	int err, have_two = 0;
 	time_t t0 = time(NULL);
@@ -1104,6 +1189,8 @@ int main(void)
 	for (int i = 0; i < RAW_MAX; i++)
 		b.raw_fd[i] = -1;
 	print_header(&b, quick);
+	printf("  leaseline's clock: %s (LL_BENCH_CLOCK=precise|coarse)\n",
+	       o.precise_clock ? "bpf_ktime_get_ns" : "bpf_ktime_get_coarse_ns");
 
 	err = dp_open(&b.dp, &o);
 	if (err) {
@@ -1119,6 +1206,16 @@ int main(void)
 		goto out;
 	}
 	b.pass_fd = bpf_program__fd(b.pass->progs.leaseline_pass);
+	b.cnt = xdpcount_bpf__open_and_load();
+	b.ref = reflim_bpf__open();
+	if (b.ref &&
+	    (bpf_map__set_max_entries(b.ref->maps.rl_keys, 1024) || reflim_bpf__load(b.ref))) {
+		reflim_bpf__destroy(b.ref);
+		b.ref = NULL;
+	}
+	if (!b.cnt || !b.ref)
+		fprintf(stderr, "bench: cannot load the counting drop or the reference limiter "
+				"(rows skipped)\n");
 	for (int i = 0; i < RAW_MAX; i++) {
 		b.raw_fd[i] = raw_prog_load(i);
 		if (b.raw_fd[i] < 0)
@@ -1126,14 +1223,22 @@ int main(void)
 				strerror(-b.raw_fd[i]));
 	}
 
-	err = bench_single(&b, &drop1, &pass);
+	/* LL_BENCH_SINGLE=1: the one-key table and the ratios only (a few
+	 * seconds: for runs repeated and interleaved by hand).
+	 */
+	const char *single = getenv("LL_BENCH_SINGLE");
+	int only_single = single && *single && strcmp(single, "0");
+
+	err = bench_single(&b, &sg);
 	if (err == -ECANCELED) { /* LL_BENCH_ONLY: done */
 		err = 0;
 		goto out;
 	}
-	if (err || (err = bench_many(&b)))
+	if (err || (!only_single && (err = bench_many(&b))))
 		goto fail;
-	if (b.ncpus >= 2 && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
+	if (only_single) {
+		printf("\nMany keys, two CPUs: skipped (LL_BENCH_SINGLE)\n");
+	} else if (b.ncpus >= 2 && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
 		if ((err = bench_two(&b, &two_pass, &two_agg, &two_key, &two_drop)))
 			goto fail;
 		have_two = 1;
@@ -1143,7 +1248,29 @@ int main(void)
 
 	printf("\nRatios (targets from the issue; printed, not asserted)\n");
 	printf("  limiter / XDP_PASS, 1 key, 1 limit, drop path:  %5.2f  target <= 2.5  %s\n",
-	       drop1.ns / pass.ns, drop1.ns / pass.ns <= 2.5 ? "met" : "MISSED");
+	       sg.drop1.ns / sg.pass.ns, sg.drop1.ns / sg.pass.ns <= 2.5 ? "met" : "MISSED");
+	if (sg.ref_drop.ns > 0 && sg.cdrop.ns > 0) {
+		/* issue #14: what a user compares leaseline with */
+		printf(
+		    "  limiter / reference, 1 key, 1 limit, drop path: %5.2f  target <= 1.0  %s\n",
+		    sg.drop1.ns / sg.ref_drop.ns, sg.drop1.ns <= sg.ref_drop.ns ? "met" : "MISSED");
+		printf(
+		    "  limiter / reference, 1 key, 1 limit, refill:    %5.2f  target <= 1.0  %s\n",
+		    sg.refill1.ns / sg.ref_refill.ns,
+		    sg.refill1.ns <= sg.ref_refill.ns ? "met" : "MISSED");
+		printf(
+		    "  limiter / counting XDP_DROP, drop path:         %5.2f  (reference %.2f)\n",
+		    sg.drop1.ns / sg.cdrop.ns, sg.ref_drop.ns / sg.cdrop.ns);
+		printf(
+		    "  limiter / XDP_PASS, refill path:                %5.2f  (reference %.2f)\n",
+		    sg.refill1.ns / sg.pass.ns, sg.ref_refill.ns / sg.pass.ns);
+	}
+	printf("  4 src-ip limits / 1 limit, refill path:         %5.2f  target <= 2.0  %s\n",
+	       sg.refill4.ns / sg.refill1.ns,
+	       sg.refill4.ns <= 2 * sg.refill1.ns ? "met" : "MISSED");
+	printf("  4 mixed limits / 1 limit, refill path:          %5.2f  target <= 2.0  %s\n",
+	       sg.refill4m.ns / sg.refill1.ns,
+	       sg.refill4m.ns <= 2 * sg.refill1.ns ? "met" : "MISSED");
 	if (have_two) {
 		double r = two_agg.two.ns / two_agg.one.ns;
 
@@ -1167,6 +1294,8 @@ out:
 		if (b.raw_fd[i] >= 0)
 			close(b.raw_fd[i]);
 	pass_bpf__destroy(b.pass);
+	reflim_bpf__destroy(b.ref);
+	xdpcount_bpf__destroy(b.cnt);
 	dp_close(&b.dp);
 	return err ? 1 : 0;
 }

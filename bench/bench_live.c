@@ -52,6 +52,7 @@
 #include "trafgen.skel.h"
 #include "keyfloor.skel.h"
 #include "xdpcount.skel.h"
+#include "reflim.skel.h"
 
 /* 64 B in memory: Ethernet 14 + IPv4 20 + UDP 8 + 22 B payload (as bench_datapath). */
 #define FRAME_LEN 64
@@ -97,6 +98,8 @@ enum dut_prog {
 	DUT_KFLOOR,  /* keyfloor: one clock read + one 8-byte-key lookup, XDP_DROP */
 	DUT_KFLOORC, /* keyfloor with the coarse clock */
 	DUT_LLSYN,   /* leaseline, one per-key limit on TCP SYNs (tcp-flags: syn), default drop */
+	DUT_REF,     /* reflim: the reference limiter of issue #14 (hash map, precise clock, CAS) */
+	DUT_REFT,    /* reflim on its own 4-way table in an array (rl_table), the hash map behind */
 	DUT_NPROGS
 };
 
@@ -104,7 +107,7 @@ static const char *const prog_names[] = {
     [DUT_DROP] = "drop",   [DUT_PASS] = "pass",	    [DUT_LL1] = "ll1",
     [DUT_LL4] = "ll4",	   [DUT_LL4F] = "ll4f",	    [DUT_KEEP] = "keep",
     [DUT_KFHDR] = "kfhdr", [DUT_KFLOOR] = "kfloor", [DUT_KFLOORC] = "kfloorc",
-    [DUT_LLSYN] = "llsyn",
+    [DUT_LLSYN] = "llsyn", [DUT_REF] = "ref",	    [DUT_REFT] = "reft",
 };
 
 struct opts {
@@ -121,6 +124,7 @@ struct opts {
 	uint8_t unit;	  /* of the client limit: enum ll_unit */
 	uint32_t src_mul; /* trafgen's tg_src_mul: 1 keeps the sweep's order */
 	int tcp_flags;	  /* -1: UDP frames; else TCP frames with this flags byte */
+	int precise_clock; /* leaseline charges against bpf_ktime_get_ns (bpf/clock.h) */
 };
 
 struct dut {
@@ -128,6 +132,7 @@ struct dut {
 	struct pass_bpf *pass;
 	struct xdpcount_bpf *cnt;
 	struct keyfloor_bpf *kf;
+	struct reflim_bpf *ref;
 	int prog_fd, count_fd, limit_stats_fd, client_id; /* client_id < 0: sum every limit */
 	uint32_t client_uid; /* ll_key.limit_uid of the client limit's buckets */
 	unsigned int ncpus;
@@ -462,6 +467,31 @@ static int dut_load(struct dut *d, const struct opts *o)
 		d->prog_fd = bpf_program__fd(d->kf->progs.keyfloor);
 		d->count_fd = bpf_map__fd(d->kf->maps.kf_pkts);
 		return 0;
+	case DUT_REF:
+	case DUT_REFT: {
+		/* The same per-key limit as ll1 (packets), keyed like it. */
+		uint32_t bits = 10;
+
+		while (bits < 24 && (1u << bits) * 4 < o->max_keys)
+			bits++;
+		d->ref = reflim_bpf__open();
+		if (!d->ref)
+			return -errno;
+		d->ref->data->ref_interval_ns = o->rate ? 1000000000ull / o->rate : ~0ull >> 2;
+		d->ref->data->ref_tau_ns =
+		    (o->burst ? o->burst - 1 : 0) * d->ref->data->ref_interval_ns;
+		d->ref->data->ref_ports = o->flow;
+		d->ref->data->ref_table = o->prog == DUT_REFT;
+		d->ref->data->ref_set_bits = bits;
+		bpf_map__set_max_entries(d->ref->maps.rl_keys, o->max_keys);
+		bpf_map__set_max_entries(d->ref->maps.rl_table, 1u << bits);
+		err = reflim_bpf__load(d->ref);
+		if (err)
+			return err;
+		d->prog_fd = bpf_program__fd(d->ref->progs.reflim);
+		d->count_fd = bpf_map__fd(d->ref->maps.rl_pkts);
+		return 0;
+	}
 	case DUT_PASS:
 		d->pass = pass_bpf__open_and_load();
 		if (!d->pass)
@@ -481,7 +511,8 @@ static int dut_load(struct dut *d, const struct opts *o)
 		}
 		return 0;
 	default: {
-		struct dp_opts dop = {.pin_dir = NULL, .max_keys = o->max_keys};
+		struct dp_opts dop = {
+		    .pin_dir = NULL, .max_keys = o->max_keys, .precise_clock = o->precise_clock};
 
 		err = dp_open(&d->dp, &dop);
 		if (err)
@@ -773,7 +804,8 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
 	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f "
 	    "tcp_flags=%d\n",
-	    o->label, phase, prog_names[o->prog], o->global ? "g" : "", o->keys, o->flow ? "flow" : "src-ip",
+	    o->label, phase, prog_names[o->prog], o->global ? "g" : o->precise_clock ? "p" : "",
+	    o->keys, o->flow ? "flow" : "src-ip",
 	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
 	    (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
 	    pkts > 0 ? napi_ns / pkts : 0, busy, cpu_busy > busy ? cpu_busy - busy : 0, pushed / dt,
@@ -809,10 +841,12 @@ static void usage(FILE *f)
 	    f,
 	    "usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
 	    "A.B.C.D\n"
-	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc [--pin-dir DIR] "
+	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc|ref|reft "
+	    "[--pin-dir DIR] "
 	    "--keys N [--rate R]\n"
 	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
-	    "         [--unit packets|bytes] [--window N] [--batch N] [--gen-cpu C] [--dut-cpu C]\n"
+	    "         [--unit packets|bytes] [--precise-clock] [--window N] [--batch N] "
+	    "[--gen-cpu C] [--dut-cpu C]\n"
 	    "         [--prog-stats] [--global] [--src-mul ODD] [--tcp-flags BYTE]\n"
 	    "         [--dump-buckets FILE] [--label TEXT]\n"
 	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
@@ -846,6 +880,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"global", 0, 0, 'w'},
 	    {"src-mul", 1, 0, 'x'},
 	    {"tcp-flags", 1, 0, 'y'},
+	    {"precise-clock", 0, 0, 'z'},
 	    {0, 0, 0, 0},
 	};
 	struct in_addr a;
@@ -945,6 +980,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'w':
 			o->global = 1;
+			break;
+		case 'z':
+			o->precise_clock = 1;
 			break;
 		case 'x':
 			o->src_mul = strtoul(optarg, NULL, 0);
@@ -1123,6 +1161,7 @@ out:
 	trafgen_bpf__destroy(g.skel);
 	xdpcount_bpf__destroy(d.cnt);
 	keyfloor_bpf__destroy(d.kf);
+	reflim_bpf__destroy(d.ref);
 	pass_bpf__destroy(d.pass);
 	if (d.dp.skel)
 		dp_close(&d.dp);

@@ -633,7 +633,10 @@ static __always_inline void hot_event(__u32 id, const void *k, __u32 key_size, _
 			h = (h ^ w[i]) * LL_HOT_HASH_MUL;
 	slot = (__u32)(h >> 32) & (LL_HOT_GATE_SLOTS - 1);
 	gate = bpf_map_lookup_elem(&ll_hot_gate, &slot);
-	if (!gate || now - *gate < LL_HOT_INTERVAL_NS)
+	/* Not now - *gate: a gate set by a precise reading is ahead of a
+	 * later packet's coarse one (bpf/clock.h), and the difference would wrap.
+	 */
+	if (!gate || now < *gate + LL_HOT_INTERVAL_NS)
 		return;
 	*gate = now;
 	key_as_flow_key(&fk, k, key_size);
@@ -723,7 +726,8 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 
 	if (refund >> LL_VIA_SHIFT) {
 		view_from_cfg(cfg, &v);
-		key_fallback_refund(map, refund >> LL_VIA_SHIFT, cfg, &v, m, meta_now(m), cost_s);
+		key_fallback_refund(map, refund >> LL_VIA_SHIFT, cfg, &v, m,
+				    meta_now_for(m, cfg->fill_ns), cost_s);
 		return LL_ADMIT;
 	}
 	b = bpf_map_lookup_elem(map, k);
@@ -733,7 +737,7 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 		if (gen && bucket_hinted(b, gen, cfg->unit, m))
 			return LL_DENY;
 	}
-	now = meta_now(m);
+	now = meta_now_for(m, cfg->fill_ns);
 	view_from_cfg(cfg, &v);
 	if (!b) {
 		if (refund)
@@ -754,6 +758,7 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 	}
 	if (!b) {
 		/* Only a new bucket needs to know where it starts. */
+		now = meta_precise(m); /* a new bucket starts at the key's first packet */
 		b = bucket_create(map, k, &v, ng, copy ? kv : kv - 1, now, id, f,
 				  cfg->flags & LL_LIM_EMPTY_START ? cfg->reload_ns : 0);
 		if (!b)
@@ -765,7 +770,7 @@ static __always_inline int key_charge_local(void *map, void *k, __u32 key_size, 
 		   ? LL_ADMIT
 		   : LL_DENY;
 fallback: {
-	int via = key_fallback(map, k, id, cfg, &v, kv - 1, m, now, cost_s, f);
+	int via = key_fallback(map, k, id, cfg, &v, kv - 1, m, meta_precise(m), cost_s, f);
 
 	return via ? LL_ADMIT | via << LL_VIA_SHIFT : LL_DENY;
 }
@@ -812,8 +817,7 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 		if (gen && bucket_hinted(b, gen, cfg->unit, m))
 			return LL_DENY;
 	}
-	now = meta_now(m);
-	admit = lease_state(ls, now, &gen);
+	admit = lease_state(ls, m, &gen);
 	if (admit == LL_DENY || admit == LL_ADMIT_BYPASS)
 		return refund ? LL_ADMIT : admit;
 	live = admit == LL_ADMIT;
@@ -822,6 +826,8 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 		return LL_DENY;
 	v = live ? &c->live : &c->fb;
 	kg = c->kg_ver;
+	/* After lease_state, which may have made it the precise clock. */
+	now = meta_now_for(m, v->cur.fill_ns);
 	if (refund >> LL_VIA_SHIFT) {
 		key_fallback_refund(map, refund >> LL_VIA_SHIFT, cfg, v, m, now, cost_s);
 		return LL_ADMIT;
@@ -848,6 +854,7 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 	}
 	if (!b) {
 		/* Not looked up (the fallback share): copy on the next live packet. */
+		now = meta_precise(m); /* a new bucket starts at the key's first packet */
 		b = bucket_create(map, k, v, ng, copy ? kg : kg - 1, now, id, f, 0);
 		if (!b)
 			goto fallback;
@@ -859,7 +866,7 @@ static __always_inline int key_charge_lease(void *map, void *k, __u32 key_size, 
 		hot_event(id, k, key_size, now);
 	return LL_DENY;
 fallback:
-	r = key_fallback(map, k, id, cfg, v, kg - 1, m, now, cost_s, f);
+	r = key_fallback(map, k, id, cfg, v, kg - 1, m, meta_precise(m), cost_s, f);
 	return r ? admit | r << LL_VIA_SHIFT : LL_DENY;
 }
 

@@ -21,13 +21,15 @@
 #include "maps.h"
 #include "params.h"
 
-/* Which share a global limit spends now. Returns the verdict to give an
- * admitted packet, or LL_DENY (fail-closed) / LL_ADMIT_BYPASS (fail-open)
- * when the pool is not to be touched. *gen gets the generation to spend.
+/* Which share a global limit spends now, by the packet's clock, exact near
+ * the expiry (meta_before: a lagging clock never stretches a lease).
+ * Returns the verdict to give an admitted packet, or LL_DENY (fail-closed) /
+ * LL_ADMIT_BYPASS (fail-open) when the pool is not to be touched. *gen gets
+ * the generation to spend.
  */
-static __always_inline int lease_state(struct ll_lease *ls, __u64 now, __u32 *gen)
+static __always_inline int lease_state(struct ll_lease *ls, struct pkt_meta *m, __u32 *gen)
 {
-	if (now < *(volatile __u64 *)&ls->expiry_ns) {
+	if (meta_before(m, *(volatile __u64 *)&ls->expiry_ns)) {
 		*gen = ls->gen;
 		return LL_ADMIT;
 	}

@@ -151,9 +151,7 @@ static __always_inline void count_shadow_win(__u32 id, __u32 uid, struct pkt_met
 			w->tag[i] = 0;
 		w->uid = uid;
 	}
-	if (!m->now && !m->coarse)
-		m->coarse = bpf_ktime_get_coarse_ns();
-	s = (m->now ? m->now : m->coarse) >> LL_WIN_SHIFT;
+	s = (m->now ? m->now : meta_coarse(m)) >> LL_WIN_SHIFT;
 	i = s & (LL_WIN_SLOTS - 1);
 	if (w->tag[i] != s) {
 		w->tag[i] = s;
@@ -249,28 +247,35 @@ __noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *
  * already taken and attribute the drop to the denying limit. Shadow denial:
  * count it and go on. Returns XDP_PASS or XDP_DROP.
  */
-static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
+static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot, __u32 ri,
 				       const struct ll_rule *r, struct pkt_meta *m)
 {
 	/* debited[i]: the enum ll_verdict limit i admitted with (and, above
 	 * LL_VERDICT_MASK, where its debit went), 0 if not debited
 	 */
 	__u8 debited[LL_MAX_RULE_LIMITS] = {}, shadowed[LL_MAX_RULE_LIMITS] = {};
-	__u32 n = r->n_limits;
+	__u32 n = r->n_limits, *pp = 0;
 	int i, j, denier = -1;
 
-	/* Several limits: a limit already known to refuse the packet (a key's
-	 * deny hint, or an aggregate's empty pool, read lock-free) drops it
-	 * before anything is debited. Under a flood from one key, or against an
-	 * exhausted aggregate, this spares every other limit a debit and a
-	 * refund; an admitted packet pays one more lookup per limit.
+	/* Several limits: a limit after the first already known to refuse the
+	 * packet (a key's deny hint, or an aggregate's empty pool, read
+	 * lock-free) drops it before anything is debited. Under a flood from
+	 * one key, or against an exhausted aggregate, this spares the limits
+	 * before it a debit and a refund; it costs an admitted packet one more
+	 * lookup per limit, so it runs only while it pays: while the last
+	 * packet of this rule on this CPU was denied by a limit after the first
+	 * (ll_rule_prepass). The first limit is never asked: its own charge
+	 * reads its hint before anything is debited.
 	 */
 	if (n > 1) {
+		pp = bpf_map_lookup_elem(&ll_rule_prepass, &ri);
+		if (!pp || *pp) {
 #pragma unroll
-		for (i = 0; i < LL_MAX_RULE_LIMITS; i++)
-			if (i < n && denier < 0 &&
-			    ll_limit_hinted(slot, r->limit[i] & (LL_MAX_LIMITS - 1), m))
-				denier = i;
+			for (i = 1; i < LL_MAX_RULE_LIMITS; i++)
+				if (i < n && denier < 0 &&
+				    ll_limit_hinted(slot, r->limit[i] & (LL_MAX_LIMITS - 1), m))
+					denier = i;
+		}
 	}
 
 #pragma unroll
@@ -290,6 +295,10 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot,
 			break;
 		}
 	}
+
+	/* Written only when it changes: a steady state only reads the line. */
+	if (pp && *pp != (denier > 0))
+		*pp = denier > 0;
 
 #pragma unroll
 	for (j = 0; j < LL_MAX_RULE_LIMITS; j++) {
@@ -499,7 +508,7 @@ int leaseline(struct xdp_md *ctx)
 		else if (pol->rules[i].action == LL_RULE_DROP)
 			verdict = XDP_DROP;
 		else
-			verdict = rule_charge(pol, slot, &pol->rules[i], &m);
+			verdict = rule_charge(pol, slot, i, &pol->rules[i], &m);
 		count_rule(i, m.len, verdict == XDP_DROP);
 		return verdict;
 	}

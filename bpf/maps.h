@@ -113,6 +113,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_limit_stats SEC(".maps");
 
+/* Per CPU, per rule (index as ll_rule_stats): 1 while the deny-hint pre-pass
+ * of a rule with several limits pays for itself, that is while the last
+ * packet of the rule this CPU decided was denied by a limit after the first
+ * (bpf/leaseline.bpf.c, rule_charge). A cache, so not pinned.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LL_MAX_RULES + 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} ll_rule_prepass SEC(".maps");
+
 /* Shadow denials by time slot (struct ll_shadow_win, index: limit id). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

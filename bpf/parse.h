@@ -47,7 +47,7 @@ struct pkt_meta {
 	__u8 has_l4hdr; /* the TCP or ICMP/ICMPv6 header was read (a first fragment) */
 	__u8 tcp_flags; /* TCP: the flags byte (FIN 0x01 .. CWR 0x80) */
 	__u8 icmp_type; /* ICMP/ICMPv6: the type */
-	__u8 pad1;
+	__u8 precise;	/* 1: now is the precise clock (bpf/clock.h) */
 	__u64 now;    /* clock, read by the first limit that needs it; 0 = not yet */
 	__u64 coarse; /* coarse clock, read by the first deny-hint check; 0 = not yet */
 };

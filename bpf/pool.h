@@ -108,7 +108,7 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 		ls = bpf_map_lookup_elem(&ll_leases, &id);
 		if (!ls)
 			return LL_DENY;
-		admit = lease_state(ls, meta_now(m), &gen);
+		admit = lease_state(ls, m, &gen);
 		if (admit == LL_DENY || admit == LL_ADMIT_BYPASS)
 			return refund ? LL_ADMIT : admit;
 	}
@@ -119,7 +119,7 @@ static __always_inline int pool_charge(__u32 id, const struct ll_limit_cfg *cfg,
 	if (!refund && pool->gen == gen &&
 	    coarse_before(m, *(volatile __u64 *)&pool->empty_until_ns))
 		return LL_DENY;
-	now = meta_now(m);
+	now = meta_now_for(m, ls ? *(volatile __u64 *)&ls->fill_ns : cfg->fill_ns);
 	if (!refund && pool->gen == gen && now < *(volatile __u64 *)&pool->empty_until_ns)
 		return LL_DENY;
 	if (ls)

@@ -391,6 +391,14 @@ struct ll_hot_event {
 };
 
 #define LL_HOT_INTERVAL_NS 100000000ull /* 100 ms */
+
+/* How far the datapath's clock (bpf_ktime_get_coarse_ns, bpf/clock.h) may lag
+ * CLOCK_MONOTONIC: a tick, 5 ticks while the timekeeping CPU stalls (4 and
+ * 20 ms at HZ=250). Where a lagging clock could admit, it is checked with
+ * this much to spare: a lease's expiry (bpf/clock.h, meta_before) and the
+ * reaper's "full" (user/agent/dp.c), as of this long ago.
+ */
+#define LL_COARSE_SLACK_NS 20000000ull
 #define LL_HOT_GATE_SLOTS  1024
 
 /* Where keys go when neither their bucket map nor ll_prefix_buckets has room:

@@ -15,7 +15,8 @@
 #      and 4 limits), ll1b (ll1 counted in bytes), ll1g (ll1 as a per-key global limit on a leased share), hashlimit (XDP_PASS +
 #      iptables-legacy xt_hashlimit in raw PREROUTING), nft (XDP_PASS + nftables
 #      dynamic set with limit), the same per-key limit everywhere (BL_RATE packets/s,
-#      burst BL_BURST), at 1, 64k and 1M keys, interleaved ABC..CBA over BL_REPS
+#      burst BL_BURST), ref (the reference limiter of issue #14, bench/bpf/reflim.bpf.c:
+#      4-byte source key, BPF_MAP_TYPE_HASH, bpf_ktime_get_ns, a CAS), at 1, 64k and 1M keys, interleaved ABC..CBA over BL_REPS
 #      repetitions; medians
 #   2. BPF run time per packet of the DUT program (BPF_STATS_RUN_TIME)
 #   3. accuracy under load: 10 s saturating senders at 1 and 64k keys, admitted
@@ -57,7 +58,7 @@ for line in open(sys.argv[1]):
 def med(rs, f):
     return statistics.median(float(r[f]) for r in rs)
 keys = sorted({k for _, k, _ in tput})
-order = ["drop", "kfhdr", "kfloor", "kfloorc", "ll1", "ll1g", "ll4", "ll4f", "ll1b", "llsyn",
+order = ["drop", "pass", "kfhdr", "kfloor", "kfloorc", "ref", "reft", "refa", "ll1", "ll1p", "ll1a", "ll1pa", "ll4a", "ll1g", "ll4", "ll4f", "ll1b", "llsyn",
          "llsynack", "hashlimit", "nft"]
 cfgs = [c for c in order if any((c, k, p) in tput for k in keys for p in ("win", "open"))]
 for phase, title in (("win", "DUT saturated, window-limited generator"),
@@ -93,7 +94,16 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
         ra, rb = per_rep(a), per_rep(b)
         rs = [ra[x] / rb[x] for x in ra if x in rb and rb[x] > 0]
         return (statistics.median(rs), min(rs), max(rs)) if rs else None
-    for (a, b, k, op, tgt) in [("ll1", "drop", 1, "<=", 1.3), ("ll4", "drop", 1, "<=", 1.3),
+    for (a, b, k, op, tgt) in [("ll1", "ref", 1, "<=", 1.0), ("ll1", "ref", 65536, "<=", 1.0),
+                               ("ll1", "ref", 1048576, "<=", 1.0), ("ll4", "ref", 1, None, None),
+                               ("reft", "ref", 1, None, None), ("reft", "ref", 65536, None, None),
+                               ("reft", "ref", 1048576, None, None), ("reft", "drop", 1, None, None),
+                               ("ll1a", "pass", 1, "<=", 1.5), ("refa", "pass", 1, None, None),
+                               ("ll1a", "refa", 1, "<=", 1.0), ("ll1pa", "ll1a", 1, None, None),
+                               ("ll4a", "ll1a", 1, "<=", 2.0), ("ll4a", "pass", 1, None, None),
+                               ("ll1p", "ref", 1, None, None), ("ll1p", "ll1", 1, None, None),
+                               ("ll1p", "ll1", 65536, None, None), ("ref", "drop", 1, None, None), ("ref", "drop", 65536, None, None),
+                               ("ll1", "drop", 1, "<=", 1.5), ("ll4", "drop", 1, "<=", 1.3),
                                ("ll4f", "drop", 1, "<=", 1.3),
                                ("hashlimit", "ll1", 65536, ">=", 4), ("nft", "ll1", 65536, ">=", 4),
                                ("hashlimit", "ll4", 65536, ">=", 4), ("nft", "ll4", 65536, ">=", 4),
@@ -148,7 +158,7 @@ BL_WINDOW=${BL_WINDOW:-192}
 BL_BATCH=${BL_BATCH:-256}
 FRAME=64 # bytes per generated frame: ll1b's cost per packet in bytes mode
 BL_KEYS=${BL_KEYS:-"1 65536 1048576"}
-BL_CONFIGS=${BL_CONFIGS:-"drop kfloor ll1 ll1g ll4 ll4f ll1b hashlimit nft"}
+BL_CONFIGS=${BL_CONFIGS:-"drop kfloor ref ll1 ll1g ll4 ll4f ll1b hashlimit nft"}
 BL_ONLY=${BL_ONLY:-"tput stats acc mem perf"}
 BL_ACC_S=${BL_ACC_S:-10}
 BL_PERF_CFGS=${BL_PERF_CFGS:-"ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"}
@@ -278,6 +288,16 @@ tput_run() {
 	ll1g) # the same limit as a per-key global one, spending a leased share
 		prog=ll1
 		lim+=(--global)
+		;;
+	ll1p) # ll1 charged against bpf_ktime_get_ns (leaseline's clock before issue #14)
+		prog=ll1
+		lim+=(--precise-clock)
+		;;
+	ll1a | ll1pa | ll4a | refa) # the admit path: a key under its limit (10^9/s, burst 10^9)
+		prog=${cfg%a}
+		prog=${prog%p}
+		lim=(--unit packets --rate 1000000000 --burst 1000000000)
+		[ "$cfg" = ll1pa ] && lim+=(--precise-clock)
 		;;
 	ll1b) # the same limit counted in bytes (every frame is FRAME bytes)
 		prog=ll1

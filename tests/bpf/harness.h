@@ -514,6 +514,55 @@ static inline uint64_t hx_slack(uint64_t rate, uint64_t t0_ns)
 	return hx_refill_max(rate, t0_ns, clock_now_ns()) / TB_SCALE;
 }
 
+/* The datapath's clock (bpf_ktime_get_coarse_ns, bpf/clock.h): what
+ * CLOCK_MONOTONIC_COARSE reads in userspace, the same timekeeper's value.
+ */
+static inline uint64_t hx_coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait (a tick at most, bounded) until the datapath's clock has passed what
+ * CLOCK_MONOTONIC reads now: state the test wrote at clock_now_ns() (a grant's
+ * reload instant, a bucket's last_ns) is then in the packet's past, as it is
+ * for a real packet a tick later. The lag itself is priced in test_clock.c.
+ */
+static inline void hx_clock_catch_up(void)
+{
+	uint64_t t = clock_now_ns();
+	struct timespec ms = {0, 1000000};
+
+	for (int i = 0; i < 200 && hx_coarse_ns() <= t; i++)
+		nanosleep(&ms, NULL);
+}
+
+/* Run the rest of a test on the CPU it is on (per-CPU state: the rule
+ * pre-pass flag, slices, gates), and let it go again.
+ */
+static inline void hx_pin_cpu(void)
+{
+	cpu_set_t set;
+	int cpu = sched_getcpu();
+
+	assert_true(cpu >= 0);
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+static inline void hx_unpin_cpu(void)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		CPU_SET(c, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
 /* Frames the limit tests send. */
 static inline void hx_udp4(struct pkt *p, const char *src, const char *dst, uint16_t sport,
 			   uint16_t dport, size_t payload)

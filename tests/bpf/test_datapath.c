@@ -1149,6 +1149,148 @@ static void test_overflow_flow_bucket(void **state)
 	overflow_case(FX(state), 1);
 }
 
+/* The pre-pass toggles per packet when admitted and refused packets of a
+ * rule alternate (ll_rule_prepass): with it on, off, on..., every packet
+ * still pays all of its limits or none. Key A is refused by the second
+ * limit (its own 1/s bucket, spent), key B admitted (a new key each time):
+ * the first limit, shared, ends with exactly the admitted packets spent.
+ */
+static void test_prepass_toggle_all_or_nothing(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_cfg ca;
+	struct ll_bucket ba;
+	struct ll_key ka;
+	struct pkt a, b;
+	int admitted = 0, refused = 0;
+
+	assert_int_equal(hx_applyf(fx, "version: 1\n"
+				       "limits:\n"
+				       "  - {name: shared, key: dst-ip, rate: 1, burst: 1000}\n"
+				       "  - {name: own, key: src-ip, rate: 1, burst: 1}\n"
+				       "rules:\n"
+				       "  - {name: r, limits: [shared, own]}\n"),
+			 0);
+	hx_limit(fx, "shared", &ca);
+	ka = hx_key_addr(ca.uid, 4, D4, 32);
+	hx_pin_cpu();
+	hx_udp4(&a, S4, D4, 1, 53, 0);
+	assert_int_equal(hx_run(fx, &a, 1), XDP_PASS); /* A's one token */
+	admitted++;
+	for (int i = 0; i < 50; i++) {
+		char src[32];
+
+		snprintf(src, sizeof(src), "198.18.1.%d", i + 1);
+		hx_udp4(&b, src, D4, 1, 53, 0);
+		refused += hx_run(fx, &a, 1) == XDP_DROP; /* pre-pass off, then on */
+		admitted += hx_run(fx, &b, 1) == XDP_PASS; /* on, then off */
+	}
+	hx_unpin_cpu();
+	assert_int_equal(admitted, 51);
+	assert_int_equal(refused, 50);
+	assert_int_equal(hx_bucket(fx, &ka, &ba), 0);
+	assert_int_equal(ba.spent, 51);
+	assert_int_equal(hx_stats_of(fx, "shared").allowed_pkts, 51);
+	assert_int_equal(hx_stats_of(fx, "own").denied_pkts, 50);
+	assert_int_equal(hx_rule_stats(fx, 0).dropped_pkts, 50);
+}
+
+/* A new bucket starts at the key's first packet by the precise clock: made
+ * full at a coarse reading (up to a tick before the packet), it would count
+ * refill from before the key existed, R x lag over B + R*t from its first
+ * packet on. A limit that fills in 50 ms (charged by the coarse clock).
+ */
+static void test_new_bucket_starts_at_precise_clock(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_cfg cfg;
+	struct ll_bucket b;
+	struct ll_key k;
+	struct pkt p;
+	uint64_t t0;
+
+	assert_int_equal(apply_one(fx, 1, "key: src-ip, rate: 100, burst: 5"), 0);
+	hx_limit(fx, "l", &cfg);
+	assert_true(cfg.fill_ns >= LL_COARSE_SLACK_NS);
+	hx_udp4(&p, S4, D4, 1000, 53, 0);
+	t0 = clock_now_ns();
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
+	k = hx_key_addr(cfg.uid, 4, S4, 32);
+	assert_int_equal(hx_bucket(fx, &k, &b), 0);
+	assert_true(b.last_ns >= t0);
+	assert_true(b.tokens == cfg.burst_s - TB_SCALE);
+}
+
+/* A limit whose bucket fills in less than LL_COARSE_MIN_FILL_NS is charged
+ * by the precise clock (bpf/clock.h): by the coarse one, a tick's refill
+ * clamped to its burst would hold it to burst per tick. An empty bucket owed
+ * 50 us of refill at 100k/s (5 tokens) by CLOCK_MONOTONIC: the next packet
+ * passes. A try counts when the coarse clock was still before the bucket's
+ * last_ns after the packet (by it, nothing would have refilled).
+ */
+static void test_fast_limit_precise_clock(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_cfg cfg;
+	struct ll_key k;
+	struct pkt p;
+	int counted = 0;
+
+	assert_int_equal(apply_one(fx, 1, "key: src-ip, rate: 100000, burst: 10"), 0);
+	hx_limit(fx, "l", &cfg);
+	hx_udp4(&p, S4, D4, 1000, 53, 0);
+	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS); /* creates the bucket */
+	k = hx_key_addr(cfg.uid, 4, S4, 32);
+	for (int i = 0; i < 200 && counted < 5; i++) {
+		uint64_t last = clock_now_ns() - 50000;
+		struct ll_bucket b = {.gen = cfg.gen, .tokens = 0, .last_ns = last};
+		int v;
+
+		assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+		v = hx_run(fx, &p, 1);
+		if (hx_coarse_ns() >= last)
+			continue;
+		counted++;
+		assert_int_equal(v, XDP_PASS);
+	}
+	assert_true(counted >= 5);
+}
+
+/* The datapath charges against the coarse clock, which lags CLOCK_MONOTONIC
+ * (up to LL_COARSE_SLACK_NS, bpf/clock.h). A bucket the reaper finds full
+ * only by CLOCK_MONOTONIC may not be full by the clock the key's next packet
+ * carries; deleted, it would come back full: a gift of up to rate x lag. So
+ * the reaper judges "full" LL_COARSE_SLACK_NS ago. 40 idle buckets of a map
+ * of 68 (under pressure), each 10 ms short of full by the clock a packet may
+ * carry: all stay; 40 ms later all are full by any clock, and all go.
+ */
+static void test_reap_full_by_lagging_clock(void **state)
+{
+	struct fx *fx = FX(state);
+	struct ll_limit_cfg cfg;
+	uint64_t now = clock_now_ns();
+	const int n = 40;
+
+	assert_int_equal(apply_one(fx, 1, "key: src-ip, rate: 1, burst: 100"), 0);
+	hx_limit(fx, "l", &cfg);
+	for (int i = 0; i < n; i++) {
+		char ip[32];
+		struct ll_key k;
+		/* 11 s idle at 1 token/s: full at `now` with 0.01 token to spare,
+		 * 0.01 token short at now - 20 ms.
+		 */
+		struct ll_bucket b = {.gen = cfg.gen,
+				      .tokens = cfg.burst_s - 11 * TB_SCALE + TB_SCALE / 100,
+				      .last_ns = now - 11 * NSEC_PER_SEC};
+
+		snprintf(ip, sizeof(ip), "198.18.3.%d", i + 1);
+		k = hx_key_addr(cfg.uid, 4, ip, 32);
+		assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_NOEXIST), 0);
+	}
+	assert_int_equal(dp_buckets_reap(&fx->dp, now), 0);
+	assert_int_equal(dp_buckets_reap(&fx->dp, now + 40000000), n);
+}
+
 /* Reaping deletes only buckets that are full again (or whose limit is
  * gone): a deleted bucket comes back full, so deleting one that is not
  * would hand its key a fresh burst. The small map puts it under pressure,
@@ -1730,6 +1872,7 @@ static void test_deny_hint_coarse_clock(void **state)
 			       .last_ns = now,
 			       .deny_hint = (now - 1000) & ~LL_HINT_CLASS_MASK};
 	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+	hx_clock_catch_up(); /* passed by the packet's clock too */
 	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
 
 	/* An empty bucket, next token 1 s away: denied without settling. */
@@ -1771,11 +1914,16 @@ static void precheck_case(struct fx *fx, const char *b)
 	hx_limit(fx, "a", &ca);
 	ka = hx_key_addr(ca.uid, 4, S4, 32);
 	hx_udp4(&p, S4, D4, 1, 53, 0);
+	/* The pre-pass runs by a per-CPU flag. */
+	hx_pin_cpu();
 	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS); /* both debited */
 	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* b refuses (sets its hint), a refunded */
 	assert_int_equal(hx_bucket(fx, &ka, &ba), 0);
+	/* A tick on, so that a debit of a would move its last_ns. */
+	hx_clock_catch_up();
 	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP); /* by b's hint alone */
 	assert_int_equal(hx_bucket(fx, &ka, &ba2), 0);
+	hx_unpin_cpu();
 	assert_int_equal(ba2.last_ns, ba.last_ns);
 	assert_int_equal(ba2.tokens, ba.tokens);
 	sa = hx_stats_of(fx, "a");
@@ -1878,6 +2026,11 @@ int main(void)
 	    T(test_port_range_and_proto),
 	    T(test_prefix_rules),
 	    cmocka_unit_test_setup_teardown(test_overflow_bucket, overflow_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_reap_full_by_lagging_clock, overflow_setup,
+					    hx_teardown),
+	    T(test_fast_limit_precise_clock),
+	    T(test_new_bucket_starts_at_precise_clock),
+	    T(test_prepass_toggle_all_or_nothing),
 	    cmocka_unit_test_setup_teardown(test_overflow_flow_bucket, overflow_setup, hx_teardown),
 	    T(test_reap_only_full_buckets),
 	    T(test_all_or_nothing),

@@ -56,6 +56,7 @@ static void expire_hint(struct fx *fx, const char *limit, const char *src)
 	b.last_ns = now;
 	b.deny_hint = (now - 1000000) & ~LL_HINT_CLASS_MASK;
 	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+	hx_clock_catch_up(); /* passed by the packet's clock too */
 }
 
 /* Packets mode: of a flood past the burst, the first denial is decided under

@@ -43,7 +43,10 @@ static int grant(struct fx *fx, uint64_t epoch, uint64_t seq, uint64_t rate, uin
 	struct lease_grant g = {
 	    .epoch = epoch, .seq = seq, .rate = rate, .burst = burst, .expiry_ns = expiry_ns};
 
-	return link_lease_apply(&fx->dp, (uint32_t)hx_limit_id(fx, "g"), &g, clock_now_ns());
+	int err = link_lease_apply(&fx->dp, (uint32_t)hx_limit_id(fx, "g"), &g, clock_now_ns());
+
+	hx_clock_catch_up(); /* the share refills from the grant's instant */
+	return err;
 }
 
 static struct ll_lease lease_of(struct fx *fx)
@@ -287,6 +290,52 @@ static void test_per_key_expiry(void **state)
 	assert_int_equal(st.fallback_pkts + st.bypass_pkts, 0);
 }
 
+/* The datapath's clock is the coarse one, which lags CLOCK_MONOTONIC by up to
+ * a tick (bpf/clock.h): a lease must die at its expiry all the same, never a
+ * tick late. A share that expired an instant ago by CLOCK_MONOTONIC, packets
+ * sent at once: all denied. A try counts only when the coarse clock was still
+ * before the expiry after the packets (so a check by the coarse clock alone
+ * would have admitted them); with a 4 ms tick most tries do.
+ */
+static void expiry_on_lagging_clock(struct fx *fx, const char *policy)
+{
+	uint32_t id;
+	int counted = 0;
+
+	assert_int_equal(hx_applyf_global(fx, policy, "on-loss: fail-closed"), 0);
+	id = (uint32_t)hx_limit_id(fx, "g");
+	assert_int_equal(grant(fx, 1, 1, 1000000000, 1000, FAR_FUTURE), 0);
+	assert_int_equal(send_from(fx, "198.18.0.10", 3), 3); /* live: tokens to spend */
+	for (uint64_t seq = 2; seq < 200 && counted < 5; seq++) {
+		struct lease_grant g = {.epoch = 1, .seq = seq, .rate = 1000000000, .burst = 1000};
+		uint64_t exp = clock_now_ns();
+		int passed;
+
+		g.expiry_ns = exp;
+		assert_int_equal(link_lease_apply(&fx->dp, id, &g, clock_now_ns()), 0);
+		passed = send_from(fx, "198.18.0.10", 3);
+		if (hx_coarse_ns() >= exp)
+			continue; /* a tick came meanwhile: proves nothing */
+		counted++;
+		assert_int_equal(passed, 0);
+		/* Live again, far ahead, so the next try has tokens to lose. */
+		g.seq = ++seq;
+		g.expiry_ns = FAR_FUTURE;
+		assert_int_equal(link_lease_apply(&fx->dp, id, &g, clock_now_ns()), 0);
+	}
+	assert_true(counted >= 5);
+}
+
+static void test_expiry_exact_on_lagging_clock(void **state)
+{
+	expiry_on_lagging_clock(FX(state), GLOBAL_POLICY);
+}
+
+static void test_per_key_expiry_exact_on_lagging_clock(void **state)
+{
+	expiry_on_lagging_clock(FX(state), PER_KEY_POLICY);
+}
+
 static void test_per_key_fail_open_and_fallback(void **state)
 {
 	struct fx *fx = FX(state);
@@ -372,6 +421,7 @@ static void test_per_key_mixed_rule_all_or_nothing(void **state)
 	assert_int_equal(link_lease_apply(&fx->dp, agg, &g, clock_now_ns()), 0);
 	g.seq = 2;
 	g.rate = 0;
+	hx_clock_catch_up();
 	assert_int_equal(send_from(fx, "198.18.0.10", 1), 1);
 	/* Rate 0 from now on: the pool keeps what refilled up to this grant (its
 	 * burst, 3), and nothing more.
@@ -410,6 +460,10 @@ int main(void)
 					    hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_share_per_key, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_expiry, hx_setup, hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_expiry_exact_on_lagging_clock, hx_setup,
+					    hx_teardown),
+	    cmocka_unit_test_setup_teardown(test_per_key_expiry_exact_on_lagging_clock, hx_setup,
+					    hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_fail_open_and_fallback, hx_setup,
 					    hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_raise_never_deposits, hx_setup,

@@ -371,10 +371,95 @@ static void test_any_window_at_most_burst_plus_rate(void **state)
 	assert_true(worst == (__int128)p.burst_s);
 }
 
+/* The datapath's clock lags (bpf/clock.h): the coarse clock reads the last
+ * tick (TICK ns), held up to 5 ticks while timekeeping stalls, and some
+ * packets read the precise clock instead (near a lease's expiry). A bucket
+ * that fills in 20 ms or more (LL_COARSE_MIN_FILL_NS; faster ones are charged
+ * by the precise clock) charged by such readings, never ahead of true time
+ * t, with last_ns moving only forward (tb_settle), a sender sometimes
+ * flooding, sometimes idle:
+ *  - from t = 0 (the clock current), never more than B + R*t: no clock
+ *    reading credits time that has not passed;
+ *  - over any window w, at most B + R*(w + L), L the largest lag: tokens owed
+ *    from before a window that starts while the clock lags arrive up to L
+ *    late (a delay, like a packet's scheduling, within the contract's delta);
+ *  - a saturating sender gets at least B + R*(t - L) - 1 packet: the worst
+ *    under-admission is R*L, and it does not accumulate.
+ * And why the precise clock below 20 ms: at fill < TICK, a tick's refill is
+ * clamped to B, and a saturating sender gets B per tick, far below R.
+ */
+#define TICK 4000000ull /* HZ = 250 */
+
+/* Admitted by a sender of one packet per `gap` ns for `secs` s, charged by
+ * the tick clock, from full.
+ */
+static __int128 tick_clock_flood(const struct tb_params *p, __u64 gap, __u64 ns)
+{
+	__u64 t, tokens = p->burst_s, last = 0;
+	__int128 admitted = 0;
+
+	for (t = 0; t <= ns; t += gap) {
+		tokens = tb_settle(tokens, &last, 1, 1, 0, p, p, 0, t / TICK * TICK);
+		if (tb_take(&tokens, TB_SCALE))
+			admitted += TB_SCALE;
+	}
+	return admitted;
+}
+
+static void test_lagging_clock_never_over_admits(void **state)
+{
+	struct tb_params p = params(100000, 2000), fast = params(100000, 50);
+	uint64_t s = 14;
+	__u64 t = 0, tokens = p.burst_s, last = 0, c, lag, maxlag = 0, stall = 0, offered;
+	__int128 admitted = 0, lowest = 0, excess, worst = -1;
+	int i;
+
+	(void)state;
+	assert_true(p.fill_ns >= 5 * TICK && fast.fill_ns < TICK);
+	for (i = 0; i < 2000000; i++) {
+		t += rnd_in(&s, 0, i % 5000 == 0 ? 50000000 : 20000);
+		if (stall == 0 && rnd(&s) % 20000 == 0)
+			stall = t / TICK * TICK; /* timekeeping stalls, 5 ticks at most */
+		if (stall && t - stall > 5 * TICK)
+			stall = 0;
+		c = rnd(&s) % 7 == 0 ? t : (stall ? stall : t / TICK * TICK);
+		lag = t - c;
+		if (lag > maxlag)
+			maxlag = lag;
+		tokens = tb_settle(tokens, &last, 1, 1, 0, &p, &p, 0, c);
+		if (admitted - (__int128)p.rate * t < lowest)
+			lowest = admitted - (__int128)p.rate * t;
+		offered = i % 10000 < 500 ? 50 : rnd_in(&s, 0, 2);
+		while (offered-- && tb_take(&tokens, TB_SCALE))
+			admitted += TB_SCALE;
+		if (admitted > (__int128)p.burst_s + (__int128)p.rate * t)
+			fail_msg("step %d: more than B + R*t since the start", i);
+		excess = admitted - (__int128)p.rate * t - lowest;
+		if (excess > (__int128)p.burst_s + (__int128)p.rate * (6 * TICK))
+			fail_msg("step %d: a window admitted more than B + R*(w + L)", i);
+		if (excess > worst)
+			worst = excess;
+	}
+	assert_true(maxlag <= 6 * TICK);
+	/* The lag shows: some window saw tokens owed from before it. */
+	assert_true(worst > (__int128)p.burst_s);
+
+	/* A saturating sender (5 R) for 1 s: at most B + R*t, at least
+	 * B + R*(t - TICK) - 1; at fill < TICK, B per tick (12.5k/s, not 100k/s).
+	 */
+	admitted = tick_clock_flood(&p, 2000, 1000000000ull);
+	assert_true(admitted <= (__int128)p.burst_s + (__int128)p.rate * 1000000000ull);
+	assert_true(admitted >=
+		    (__int128)p.burst_s + (__int128)p.rate * (1000000000ull - TICK) - TB_SCALE);
+	admitted = tick_clock_flood(&fast, 2000, 1000000000ull);
+	assert_true(admitted <= (__int128)(251 * 50) * TB_SCALE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_zero_elapsed),
+	    cmocka_unit_test(test_lagging_clock_never_over_admits),
 	    cmocka_unit_test(test_clock_backwards),
 	    cmocka_unit_test(test_huge_elapsed),
 	    cmocka_unit_test(test_exact_refill),

@@ -143,6 +143,8 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	bpf_map__set_max_entries(dp->skel->maps.ll_prefix_buckets,
 				 prefixes > LL_PREFIX_MIN ? prefixes : LL_PREFIX_MIN);
 
+	dp->skel->rodata->ll_clock_precise = opts->precise_clock;
+
 	/* Pins of another layout are refused here, before libbpf would re-create
 	 * a missing one beside them; bucket maps of another size are set aside.
 	 */
@@ -566,6 +568,12 @@ static enum reap_class bucket_class(const struct ll_policy *pol, const struct re
 				    const struct ll_key_head *k, const struct ll_bucket *b,
 				    uint64_t now)
 {
+	/* "Full" as of the earliest clock a packet may be charged with: the
+	 * datapath's lags CLOCK_MONOTONIC (bpf/clock.h), and a bucket full only
+	 * by this clock would come back full, a gift of up to rate x lag.
+	 */
+	uint64_t pnow = now > LL_COARSE_SLACK_NS ? now - LL_COARSE_SLACK_NS : 0;
+
 	struct reap_uid want = {.uid = k->limit_uid};
 	const struct reap_uid *u = bsearch(&want, uids, n_uids, sizeof(*uids), reap_uid_cmp);
 
@@ -580,12 +588,12 @@ static enum reap_class bucket_class(const struct ll_policy *pol, const struct re
 		    b->gen == b->o_gen && b->kg_seen == l->ov_ver) {
 			struct tb_params o = {b->o_rate, b->o_burst_s, b->o_fill_ns};
 
-			return tb_refill(b->tokens, b->last_ns, now, &o) >= o.burst_s ? REAP_IDLE
-										     : REAP_KEEP;
+			return tb_refill(b->tokens, b->last_ns, pnow, &o) >= o.burst_s ? REAP_IDLE
+										       : REAP_KEEP;
 		}
 		if (!sh[i].idle_ok || b->gen != sh[i].gen)
 			return REAP_KEEP; /* let the datapath settle first */
-		return tb_refill(b->tokens, b->last_ns, now, &sh[i].cur) >= sh[i].cur.burst_s
+		return tb_refill(b->tokens, b->last_ns, pnow, &sh[i].cur) >= sh[i].cur.burst_s
 			   ? REAP_IDLE
 			   : REAP_KEEP;
 	}

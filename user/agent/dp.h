@@ -50,6 +50,8 @@ struct dp_opts {
 	uint32_t max_flow_keys; /* ll_flow_buckets size, when flow_keys_set (else max_keys) */
 	bool flow_keys_set;
 	uint32_t max_meter_keys; /* ll_meter size; 0 keeps LL_MAX_METER_KEYS */
+	/* Charge against bpf_ktime_get_ns, not the coarse clock (bpf/clock.h). */
+	bool precise_clock;
 };
 
 int dp_open(struct dp *dp, const struct dp_opts *opts);
