@@ -1269,7 +1269,8 @@ static void test_reap_full_by_lagging_clock(void **state)
 	struct fx *fx = FX(state);
 	struct ll_limit_cfg cfg;
 	uint64_t now = clock_now_ns();
-	const int n = 40;
+	/* past half of the map (max-keys + LL_MAX_LIMITS overflow entries) */
+	const int n = (int)bpf_map__max_entries(fx->dp.skel->maps.ll_buckets) / 2 + 8;
 
 	assert_int_equal(apply_one(fx, 1, "key: src-ip, rate: 1, burst: 100"), 0);
 	hx_limit(fx, "l", &cfg);
@@ -1283,7 +1284,7 @@ static void test_reap_full_by_lagging_clock(void **state)
 				      .tokens = cfg.burst_s - 11 * TB_SCALE + TB_SCALE / 100,
 				      .last_ns = now - 11 * NSEC_PER_SEC};
 
-		snprintf(ip, sizeof(ip), "198.18.3.%d", i + 1);
+		snprintf(ip, sizeof(ip), "198.18.%d.%d", 3 + i / 200, i % 200 + 1);
 		k = hx_key_addr(cfg.uid, 4, ip, 32);
 		assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_NOEXIST), 0);
 	}
