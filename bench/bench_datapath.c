@@ -703,6 +703,14 @@ static const char *const raw_what[RAW_MAX] = {
     [RAW_HELPERS] = "machine: 4 helper calls (bpf_get_prandom_u32)",
 };
 
+/* A scratch file's name of this process: two benches at once (two
+ * worktrees) must not delete each other's files.
+ */
+static void bench_tmp(char *buf, size_t len, const char *what)
+{
+	snprintf(buf, len, "/tmp/leaseline-bench-%s.%d.txt", what, (int)getpid());
+}
+
 /* A file of OVR_BENCH_N /32 overrides (10.x.y.z) plus one for the bench's
  * key (198.18.0.1) with (rate, burst). 0 or a negative errno.
  */
@@ -728,13 +736,14 @@ static int ovr_file(const char *path, uint64_t rate, uint64_t burst)
  */
 static int bench_overrides(struct bench *b, uint8_t *frame)
 {
-	static const char *const fr = "/tmp/leaseline-bench-ovr-refill.txt",
-				 *const fd = "/tmp/leaseline-bench-ovr-drop.txt";
+	char fr[64], fd[64];
 	struct lim_spec r[] = {REFILL(LL_KEY_SRC_IP, 32)}, d[] = {DROP(LL_KEY_SRC_IP, 32)};
 	struct meas m;
 	uint64_t t0, t1;
 	int err;
 
+	bench_tmp(fr, sizeof(fr), "ovr-refill");
+	bench_tmp(fd, sizeof(fd), "ovr-drop");
 	if ((err = ovr_file(fr, RATE_HUGE, BURST_HUGE)) || (err = ovr_file(fd, 1, 1)))
 		return err;
 	r[0].overrides = fr;
@@ -763,6 +772,71 @@ static int bench_overrides(struct bench *b, uint8_t *frame)
 	return err;
 }
 
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#define OVR_AB_REPS 7
+/* LL_BENCH_ONLY=overrides: what an existing key pays for 100k overrides,
+ * interleaved: each repetition measures the drop and refill paths with and
+ * without the override file, in an order that rotates, so drift on a noisy
+ * machine falls on both sides. Prints medians and the median (min-max) of
+ * the per-repetition ratios.
+ */
+static int bench_overrides_ab(struct bench *b, uint8_t *frame)
+{
+	char fr[64], fd[64];
+	struct lim_spec cases[4][1] = {{DROP(LL_KEY_SRC_IP, 32)},
+				       {DROP(LL_KEY_SRC_IP, 32)},
+				       {REFILL(LL_KEY_SRC_IP, 32)},
+				       {REFILL(LL_KEY_SRC_IP, 32)}};
+	static const char *const what[4] = {"drop", "drop, 100k overrides", "refill",
+					    "refill, 100k overrides"};
+	double ns[4][OVR_AB_REPS], ratio[2][OVR_AB_REPS];
+	struct meas m;
+	int err;
+
+	bench_tmp(fr, sizeof(fr), "ovr-refill");
+	bench_tmp(fd, sizeof(fd), "ovr-drop");
+	if ((err = ovr_file(fr, RATE_HUGE, BURST_HUGE)) || (err = ovr_file(fd, 1, 1)))
+		return err;
+	cases[1][0].overrides = fd;
+	cases[3][0].overrides = fr;
+	printf("\nPer-key overrides, interleaved: an existing key with and without 100k overrides\n");
+	for (int r = 0; r < OVR_AB_REPS && !err; r++)
+		for (int j = 0; j < 4 && !err; j++) {
+			int c = (j + r) % 4;
+
+			if (!(err = policy_set(b, 1, cases[c], NULL)) &&
+			    !(err = measure(b, b->dp.prog_fd, frame, 1, &m)))
+				ns[c][r] = m.ns;
+		}
+	if (!err) {
+		for (int r = 0; r < OVR_AB_REPS; r++) {
+			ratio[0][r] = ns[1][r] / ns[0][r];
+			ratio[1][r] = ns[3][r] / ns[2][r];
+		}
+		for (int c = 0; c < 4; c++) {
+			qsort(ns[c], OVR_AB_REPS, sizeof(double), cmp_double);
+			printf("  %-28s median %6.1f ns/pkt (%.1f-%.1f)\n", what[c],
+			       ns[c][OVR_AB_REPS / 2], ns[c][0], ns[c][OVR_AB_REPS - 1]);
+		}
+		for (int k = 0; k < 2; k++) {
+			qsort(ratio[k], OVR_AB_REPS, sizeof(double), cmp_double);
+			printf("  overrides / none, %s path: median %.3f (%.3f-%.3f) over %d "
+			       "interleaved repetitions\n",
+			       k ? "refill" : "drop", ratio[k][OVR_AB_REPS / 2], ratio[k][0],
+			       ratio[k][OVR_AB_REPS - 1], OVR_AB_REPS);
+		}
+	}
+	unlink(fr);
+	unlink(fd);
+	return err;
+}
 
 /* A set file of SET_BENCH_N prefixes: IPv4 /32s in 10.0.0.0/8 and IPv6
  * /64s, plus 198.18.0.0/16 (the bench's source) when with_src.
@@ -833,13 +907,14 @@ out:
  */
 static int bench_sets(struct bench *b, uint8_t *frame)
 {
-	static const char *const fin = "/tmp/leaseline-bench-set-in.txt",
-			       *const fout = "/tmp/leaseline-bench-set-out.txt";
+	char fin[64], fout[64];
 	struct meas plain_drop, set_drop, plain_pass, set_pass, plain_miss, set_miss;
 	double ms_new = 0, ms_same = 0, ms_changed = 0, ms;
 	long long mem_empty = fdinfo_memlock(b->dp.sets_fd), mem_set = -1;
 	int err;
 
+	bench_tmp(fin, sizeof(fin), "set-in");
+	bench_tmp(fout, sizeof(fout), "set-out");
 	if ((err = set_file(fin, 1)) || (err = set_file(fout, 0)))
 		return err;
 	table_head("Prefix sets: a rule with src-set (100k prefixes) vs a plain src prefix");
@@ -969,10 +1044,12 @@ static int bench_single(struct bench *b, struct single *s)
 		row("reference limiter, own 4-way array table, refill path", &m);
 		b->ref->data->ref_table = 0;
 	}
-	/* LL_BENCH_ONLY=sets: the prefix-set rows alone. */
-	if (getenv("LL_BENCH_ONLY") && !strcmp(getenv("LL_BENCH_ONLY"), "sets"))
-	{
-		int e = bench_sets(b, frame);
+	/* LL_BENCH_ONLY=sets|overrides: those rows alone. */
+	if (getenv("LL_BENCH_ONLY")) {
+		const char *only = getenv("LL_BENCH_ONLY");
+		int e = !strcmp(only, "sets")	     ? bench_sets(b, frame)
+			: !strcmp(only, "overrides") ? bench_overrides_ab(b, frame)
+						     : -EINVAL;
 
 		return e ? e : -ECANCELED;
 	}
