@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -1307,6 +1308,19 @@ static void test_set_files(void **state)
 			fail_msg("%s: accepted", bad[i].name);
 		expect_msg(&err, set, bad[i].at, bad[i].msg);
 	}
+	/* A line past LINE_FILE_MAX, and a file that is not a regular one
+	 * (a FIFO would block the reader): refused, nothing read.
+	 */
+	f = fopen(set, "w");
+	fprintf(f, "198.18.1.0/24\n%0600d\n", 0);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	expect_msg(&err, set, "2", "line longer than 512 bytes");
+	unlink(set);
+	assert_int_equal(mkfifo(set, 0600), 0);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "cannot read the prefix set: Invalid argument"));
+	unlink(set);
 	/* A good one, named twice: one set. */
 	f = fopen(set, "w");
 	fputs("# deny\n198.18.1.0/24\n198.18.1.7\n2001:db8::/32  # v6\n\n", f);

@@ -15,38 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "linefile.h"
 #include "overrides.h"
 #include "units.h"
 
 struct ovr_ctx {
-	const char *path;
-	uint32_t line;
-	const char *text; /* the line, for columns */
-	struct cfg_err *err;
-	bool ports; /* a dst-port limit's: PORT or LO-HI, not prefixes */
+	struct line_file lf; /* the file, its line and errors at it */
+	bool ports;	     /* a dst-port limit's: PORT or LO-HI, not prefixes */
 };
-
-__attribute__((format(printf, 3, 4))) static int fail(struct ovr_ctx *c, const char *at,
-						      const char *fmt, ...)
-{
-	size_t col = at ? (size_t)(at - c->text) + 1 : 0;
-	char msg[CFG_ERR_LEN - 64];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (c->err) {
-		if (col)
-			snprintf(c->err->msg, sizeof(c->err->msg), "%s:%u:%zu: %s", c->path,
-				 c->line, col, msg);
-		else
-			snprintf(c->err->msg, sizeof(c->err->msg), "%s:%u: %s", c->path, c->line,
-				 msg);
-		cfg_err_at(c->err, c->path, c->line, col);
-	}
-	return -EINVAL;
-}
 
 /* The next blank-separated word of *p (NUL-terminated in place); NULL at the end. */
 static char *word(char **p)
@@ -66,18 +42,19 @@ static char *word(char **p)
 	return w;
 }
 
-static int count_arg(struct ovr_ctx *c, char **p, const char *what, uint64_t max,
-		     uint64_t *out)
+static int count_arg(struct ovr_ctx *c, char **p, const char *what, uint64_t max, uint64_t *out)
 {
 	char *w = word(p);
 	int rc;
 
 	if (!w)
-		return fail(c, *p, "'%s' needs a value (expected e.g. %s 1000)", what, what);
+		return line_file_fail(&c->lf, *p, "'%s' needs a value (expected e.g. %s 1000)",
+				      what, what);
 	rc = units_parse_count(w, out);
 	if (rc || *out < 1 || *out > max)
-		return fail(c, w, "%s '%s' is not a count from 1 to %llu (k, M, G allowed)", what,
-			    w, (unsigned long long)max);
+		return line_file_fail(&c->lf, w,
+				      "%s '%s' is not a count from 1 to %llu (k, M, G allowed)",
+				      what, w, (unsigned long long)max);
 	return 0;
 }
 
@@ -103,7 +80,8 @@ static int parse_contract(struct ovr_ctx *c, char **pp, const char *w, uint64_t 
 
 	kw = word(&p);
 	if (!kw)
-		return fail(c, p, "'%s' needs a contract: rate R burst B, unlimited or deny", w);
+		return line_file_fail(
+		    &c->lf, p, "'%s' needs a contract: rate R burst B, unlimited or deny", w);
 	if (!strcmp(kw, "unlimited")) {
 		e->kind = OVR_UNLIMITED;
 	} else if (!strcmp(kw, "deny")) {
@@ -114,17 +92,20 @@ static int parse_contract(struct ovr_ctx *c, char **pp, const char *w, uint64_t 
 			return rc;
 		kw = word(&p);
 		if (!kw || strcmp(kw, "burst"))
-			return fail(c, kw ? kw : p, "expected 'burst B' after the rate");
+			return line_file_fail(&c->lf, kw ? kw : p,
+					      "expected 'burst B' after the rate");
 		if ((rc = count_arg(c, &p, "burst", max_burst, &e->burst)))
 			return rc;
 	} else {
-		return fail(c, kw, "'%s' is not a contract (expected rate R burst B, unlimited or "
-				   "deny)",
-			    kw);
+		return line_file_fail(
+		    &c->lf, kw,
+		    "'%s' is not a contract (expected rate R burst B, unlimited or "
+		    "deny)",
+		    kw);
 	}
 	kw = word(&p);
 	if (kw)
-		return fail(c, kw, "unexpected '%s' after the contract", kw);
+		return line_file_fail(&c->lf, kw, "unexpected '%s' after the contract", kw);
 	return 0;
 }
 
@@ -139,14 +120,15 @@ static int parse_line(struct ovr_ctx *c, char *s, uint8_t prefix_v4, uint8_t pre
 	if (!w)
 		return 1;
 	memset(e, 0, sizeof(*e));
-	e->line = c->line;
+	e->line = c->lf.line;
 	if (c->ports) {
 		rc = units_parse_port_range(w, &e->lo, &e->hi);
 		if (rc)
-			return fail(c, w,
-				    "'%s' is not a port or port range (expected e.g. 53 or "
-				    "8000-8100; ports 0..65535, low <= high)",
-				    w);
+			return line_file_fail(
+			    &c->lf, w,
+			    "'%s' is not a port or port range (expected e.g. 53 or "
+			    "8000-8100; ports 0..65535, low <= high)",
+			    w);
 		return parse_contract(c, &p, w, max_rate, max_burst, e);
 	}
 	rc = units_parse_prefix(w, &e->family, e->addr, &e->plen);
@@ -162,19 +144,23 @@ static int parse_line(struct ovr_ctx *c, char *s, uint8_t prefix_v4, uint8_t pre
 			bits = (uint8_t)(bits - keep);
 		}
 		inet_ntop(e->family == 4 ? AF_INET : AF_INET6, a, buf, sizeof(buf));
-		return fail(c, w, "prefix '%s' has host bits set (did you mean %s/%u?)", w, buf,
-			    e->plen);
+		return line_file_fail(&c->lf, w,
+				      "prefix '%s' has host bits set (did you mean %s/%u?)", w, buf,
+				      e->plen);
 	}
 	if (rc)
-		return fail(c, w, "'%s' is not an address prefix (expected e.g. 198.18.1.0/24 or "
-				  "2001:db8::/48)",
-			    w);
+		return line_file_fail(
+		    &c->lf, w,
+		    "'%s' is not an address prefix (expected e.g. 198.18.1.0/24 or "
+		    "2001:db8::/48)",
+		    w);
 	keyplen = e->family == 4 ? prefix_v4 : prefix_v6;
 	if (e->plen > keyplen)
-		return fail(c, w,
-			    "prefix '%s' is longer than the limit's key (prefix-v%d %u): an "
-			    "override covers whole keys",
-			    w, e->family, keyplen);
+		return line_file_fail(
+		    &c->lf, w,
+		    "prefix '%s' is longer than the limit's key (prefix-v%d %u): an "
+		    "override covers whole keys",
+		    w, e->family, keyplen);
 	return parse_contract(c, &p, w, max_rate, max_burst, e);
 }
 
@@ -236,69 +222,32 @@ static int load(const char *path, bool ports, uint8_t prefix_v4, uint8_t prefix_
 		uint64_t max_rate, uint64_t max_burst, struct ovr_entry **out, size_t *n,
 		struct cfg_err *err)
 {
-	struct ovr_ctx c = {.path = path, .err = err, .ports = ports};
-	char line[OVR_LINE_MAX + 2];
+	struct ovr_ctx c = {.ports = ports};
 	struct ovr_entry *v = NULL;
 	size_t cap = 0, k = 0;
-	/* A regular file only: opening a FIFO or a device could block or
-	 * never end (paths come from policy files, a coordinator's included).
-	 */
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = 0;
-	struct stat sb;
-	FILE *f = NULL;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
-	if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) {
-		close(fd);
-		fd = -1;
-		errno = EINVAL;
-	}
-	if (fd >= 0 && !(f = fdopen(fd, "r")))
-		close(fd);
-	if (!f) {
-		rc = -errno;
-		if (err) {
-			snprintf(err->msg, sizeof(err->msg), "%s: cannot read overrides: %s", path,
-				 strerror(-rc));
-			cfg_err_at(err, path, 0, 0);
-		}
+	rc = line_file_open(&c.lf, path, "overrides", err);
+	if (rc)
 		return rc;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		size_t len = strlen(line);
+	while ((rc = line_file_next(&c.lf)) > 0) {
+		char *line = c.lf.buf;
 
-		c.line++;
-		c.text = line;
-		if (len && line[len - 1] == '\n')
-			line[--len] = '\0';
-		else if (len > OVR_LINE_MAX) {
-			rc = fail(&c, NULL, "line longer than %d bytes", OVR_LINE_MAX);
+		if ((rc = line_file_grow((void **)&v, &cap, k, sizeof(*v), 256)))
 			break;
-		}
-		if (k == cap) {
-			struct ovr_entry *nv;
-
-			cap = cap ? 2 * cap : 256;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
 		rc = parse_line(&c, line, prefix_v4, prefix_v6, max_rate, max_burst, &v[k]);
 		if (rc < 0)
 			break;
 		if (rc == 0 && ++k > OVR_MAX_PER_LIMIT) {
-			rc = fail(&c, NULL, "more than %d overrides in one file", OVR_MAX_PER_LIMIT);
+			rc = line_file_fail(&c.lf, NULL, "more than %d overrides in one file",
+					    OVR_MAX_PER_LIMIT);
 			break;
 		}
 		rc = 0;
 	}
-	if (!rc && ferror(f))
-		rc = -EIO;
-	fclose(f);
+	line_file_close(&c.lf);
 	if (!rc && k && ports) {
 		/* Ranges must not overlap: which contract a port had would hang
 		 * on how the ranges split into blocks.
@@ -308,14 +257,15 @@ static int load(const char *path, bool ports, uint8_t prefix_v4, uint8_t prefix_
 			if (v[i].lo <= v[i - 1].hi) {
 				const struct ovr_entry *a = &v[i - 1], *b = &v[i];
 
-				c.line = a->line > b->line ? a->line : b->line;
-				c.text = "";
-				rc = fail(&c, c.text, "ports %u-%u overlap ports %u-%u of line %u",
-					  a->line > b->line ? a->lo : b->lo,
-					  a->line > b->line ? a->hi : b->hi,
-					  a->line > b->line ? b->lo : a->lo,
-					  a->line > b->line ? b->hi : a->hi,
-					  a->line > b->line ? b->line : a->line);
+				c.lf.line = a->line > b->line ? a->line : b->line;
+				c.lf.text = "";
+				rc = line_file_fail(&c.lf, c.lf.text,
+						    "ports %u-%u overlap ports %u-%u of line %u",
+						    a->line > b->line ? a->lo : b->lo,
+						    a->line > b->line ? a->hi : b->hi,
+						    a->line > b->line ? b->lo : a->lo,
+						    a->line > b->line ? b->hi : a->hi,
+						    a->line > b->line ? b->line : a->line);
 			}
 		if (!rc)
 			rc = ranges_to_blocks(&v, &k);
@@ -323,9 +273,10 @@ static int load(const char *path, bool ports, uint8_t prefix_v4, uint8_t prefix_
 		qsort(v, k, sizeof(*v), entry_cmp);
 		for (size_t i = 1; i < k; i++)
 			if (!entry_cmp(&v[i - 1], &v[i])) {
-				c.line = v[i - 1].line > v[i].line ? v[i - 1].line : v[i].line;
-				rc = fail(&c, NULL, "the same prefix again (first on line %u)",
-					  v[i - 1].line < v[i].line ? v[i - 1].line : v[i].line);
+				c.lf.line = v[i - 1].line > v[i].line ? v[i - 1].line : v[i].line;
+				rc = line_file_fail(
+				    &c.lf, NULL, "the same prefix again (first on line %u)",
+				    v[i - 1].line < v[i].line ? v[i - 1].line : v[i].line);
 				break;
 			}
 	}
@@ -346,8 +297,8 @@ int ovr_load(const char *path, uint8_t prefix_v4, uint8_t prefix_v6, uint64_t ma
 	return load(path, false, prefix_v4, prefix_v6, max_rate, max_burst, out, n, err);
 }
 
-int ovr_load_ports(const char *path, uint64_t max_rate, uint64_t max_burst,
-		   struct ovr_entry **out, size_t *n, struct cfg_err *err)
+int ovr_load_ports(const char *path, uint64_t max_rate, uint64_t max_burst, struct ovr_entry **out,
+		   size_t *n, struct cfg_err *err)
 {
 	return load(path, true, 0, 0, max_rate, max_burst, out, n, err);
 }

@@ -29,7 +29,6 @@
 #include "cfg_types.h"
 
 #define OVR_MAX_PER_LIMIT 131072 /* overrides in one limit's file */
-#define OVR_LINE_MAX	  512
 
 enum ovr_kind {
 	OVR_RATE = 0,	   /* rate and burst of its own */

@@ -13,38 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "linefile.h"
 #include "ll_types.h"
 #include "sets.h"
 #include "units.h"
-
-struct set_ctx {
-	const char *path;
-	uint32_t line;
-	const char *text;
-	struct cfg_err *err;
-};
-
-__attribute__((format(printf, 3, 4))) static int fail(struct set_ctx *c, const char *at,
-						      const char *fmt, ...)
-{
-	size_t col = at ? (size_t)(at - c->text) + 1 : 0;
-	char msg[CFG_ERR_LEN - 64];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (c->err) {
-		if (col)
-			snprintf(c->err->msg, sizeof(c->err->msg), "%s:%u:%zu: %s", c->path,
-				 c->line, col, msg);
-		else
-			snprintf(c->err->msg, sizeof(c->err->msg), "%s:%u: %s", c->path, c->line,
-				 msg);
-		cfg_err_at(c->err, c->path, c->line, col);
-	}
-	return -EINVAL;
-}
 
 static int entry_cmp(const void *a, const void *b)
 {
@@ -60,7 +32,7 @@ static int entry_cmp(const void *a, const void *b)
 }
 
 /* One line into e: 0, 1 for a blank or comment line, or -EINVAL. */
-static int parse_line(struct set_ctx *c, char *s, struct set_entry *e)
+static int parse_line(struct line_file *c, char *s, struct set_entry *e)
 {
 	char *w = s, *end;
 	int rc;
@@ -79,10 +51,11 @@ static int parse_line(struct set_ctx *c, char *s, struct set_entry *e)
 		while (*rest == ' ' || *rest == '\t' || *rest == '\r')
 			rest++;
 		if (*rest && *rest != '#')
-			return fail(c, rest,
-				    "unexpected '%.40s' after the prefix (one prefix a line; "
-				    "'#' starts a comment)",
-				    rest);
+			return line_file_fail(
+			    c, rest,
+			    "unexpected '%.40s' after the prefix (one prefix a line; "
+			    "'#' starts a comment)",
+			    rest);
 	}
 	memset(e, 0, sizeof(*e));
 	e->line = c->line;
@@ -94,11 +67,12 @@ static int parse_line(struct set_ctx *c, char *s, struct set_entry *e)
 		memcpy(a, e->addr, 16);
 		units_prefix_mask(e->family, a, e->plen);
 		inet_ntop(e->family == 4 ? AF_INET : AF_INET6, a, buf, sizeof(buf));
-		return fail(c, w, "prefix '%s' has host bits set (did you mean %s/%u?)", w, buf,
-			    e->plen);
+		return line_file_fail(c, w, "prefix '%s' has host bits set (did you mean %s/%u?)",
+				      w, buf, e->plen);
 	}
 	if (rc == -ERANGE)
-		return fail(c, w, "prefix '%.60s' is longer than its family's /32 or /128", w);
+		return line_file_fail(c, w,
+				      "prefix '%.60s' is longer than its family's /32 or /128", w);
 	if (!rc && e->family == 6 && e->plen <= 96) {
 		/* IPv4 is held as ::ffff:a.b.c.d: an IPv6 prefix covering that
 		 * range would match every IPv4 packet too.
@@ -107,72 +81,40 @@ static int parse_line(struct set_ctx *c, char *s, struct set_entry *e)
 
 		units_prefix_mask(6, m, e->plen);
 		if (!memcmp(m, e->addr, 16))
-			return fail(c, w,
-				    "prefix '%.60s' covers ::ffff:0:0/96, where IPv4 addresses are "
-				    "held: it would match every IPv4 packet too (expected IPv6 "
-				    "prefixes beside it, e.g. 2000::/3, and 0.0.0.0/0 for IPv4)",
-				    w);
+			return line_file_fail(
+			    c, w,
+			    "prefix '%.60s' covers ::ffff:0:0/96, where IPv4 addresses are "
+			    "held: it would match every IPv4 packet too (expected IPv6 "
+			    "prefixes beside it, e.g. 2000::/3, and 0.0.0.0/0 for IPv4)",
+			    w);
 	}
 	if (rc)
-		return fail(c, w,
-			    "'%.60s' is not an address prefix (expected e.g. 198.18.1.0/24, "
-			    "198.18.1.7 or 2001:db8::/48)",
-			    w);
+		return line_file_fail(
+		    c, w,
+		    "'%.60s' is not an address prefix (expected e.g. 198.18.1.0/24, "
+		    "198.18.1.7 or 2001:db8::/48)",
+		    w);
 	return 0;
 }
 
 int set_load(const char *path, size_t budget, size_t used, struct set_entry **out, size_t *n,
 	     struct cfg_err *err)
 {
-	struct set_ctx c = {.path = path, .err = err};
-	char line[SET_LINE_MAX + 2];
+	struct line_file c;
 	struct set_entry *v = NULL;
 	size_t cap = 0, k = 0;
-	/* A regular file only: a FIFO or a device could block or never end. */
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = 0;
-	struct stat sb;
-	FILE *f = NULL;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
-	if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) {
-		close(fd);
-		fd = -1;
-		errno = EINVAL;
-	}
-	if (fd >= 0 && !(f = fdopen(fd, "r")))
-		close(fd);
-	if (!f) {
-		rc = -errno;
-		if (err) {
-			snprintf(err->msg, sizeof(err->msg), "%s: cannot read the prefix set: %s",
-				 path, strerror(-rc));
-			cfg_err_at(err, path, 0, 0);
-		}
+	rc = line_file_open(&c, path, "the prefix set", err);
+	if (rc)
 		return rc;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		size_t len = strlen(line);
+	while ((rc = line_file_next(&c)) > 0) {
+		char *line = c.buf;
 
-		c.line++;
-		c.text = line;
-		if (len && line[len - 1] == '\n')
-			line[--len] = '\0';
-		else if (len > SET_LINE_MAX) {
-			rc = fail(&c, line, "line longer than %d bytes", SET_LINE_MAX);
+		if ((rc = line_file_grow((void **)&v, &cap, k, sizeof(*v), 1024)))
 			break;
-		}
-		if (k == cap) {
-			struct set_entry *nv;
-
-			cap = cap ? 2 * cap : 1024;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
 		rc = parse_line(&c, line, &v[k]);
 		if (rc < 0)
 			break;
@@ -181,28 +123,27 @@ int set_load(const char *path, size_t budget, size_t used, struct set_entry **ou
 
 			while (*w == ' ' || *w == '\t')
 				w++;
-			rc =
-			    fail(&c, w,
-				 "one prefix too many: the sets of one policy hold at most %d "
-				 "prefixes in all (LL_MAX_SET_ENTRIES: ll_sets holds two policies' "
-				 "worth, so a reload can write new sets beside the running ones; "
-				 "%zu are in the policy's other sets)",
-				 LL_MAX_SET_ENTRIES, used);
+			rc = line_file_fail(
+			    &c, w,
+			    "one prefix too many: the sets of one policy hold at most %d "
+			    "prefixes in all (LL_MAX_SET_ENTRIES: ll_sets holds two policies' "
+			    "worth, so a reload can write new sets beside the running ones; "
+			    "%zu are in the policy's other sets)",
+			    LL_MAX_SET_ENTRIES, used);
 			break;
 		}
 		rc = 0;
 	}
-	if (!rc && ferror(f))
-		rc = -EIO;
-	fclose(f);
+	line_file_close(&c);
 	if (!rc && k) {
 		qsort(v, k, sizeof(*v), entry_cmp);
 		for (size_t i = 1; i < k; i++)
 			if (!entry_cmp(&v[i - 1], &v[i])) {
 				c.line = v[i - 1].line > v[i].line ? v[i - 1].line : v[i].line;
 				c.text = "";
-				rc = fail(&c, c.text, "the same prefix again (first on line %u)",
-					  v[i - 1].line < v[i].line ? v[i - 1].line : v[i].line);
+				rc = line_file_fail(
+				    &c, c.text, "the same prefix again (first on line %u)",
+				    v[i - 1].line < v[i].line ? v[i - 1].line : v[i].line);
 				break;
 			}
 	}

@@ -20,8 +20,6 @@
 
 #include "cfg_types.h"
 
-#define SET_LINE_MAX 512
-
 struct set_entry {
 	uint8_t family;	  /* 4 or 6 */
 	uint8_t plen;	  /* prefix length in the family's bits */
