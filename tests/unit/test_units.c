@@ -233,6 +233,21 @@ static void test_prefix_table(void **state)
 	}
 }
 
+/* The LPM tries' form: IPv4 v4-mapped with 96 bits added, IPv6 as is. */
+static void test_prefix_v6map(void **state)
+{
+	uint8_t v4[16] = {198, 18, 1, 0}, v6[16] = {0x20, 0x01, 0x0d, 0xb8}, out[16];
+	const uint8_t want4[16] = {[10] = 0xff, [11] = 0xff, [12] = 198, [13] = 18, [14] = 1};
+
+	(void)state;
+	memset(out, 0xaa, sizeof(out));
+	assert_int_equal(units_prefix_v6map(4, v4, 24, out), 120);
+	assert_memory_equal(out, want4, 16);
+	memset(out, 0xaa, sizeof(out));
+	assert_int_equal(units_prefix_v6map(6, v6, 32, out), 32);
+	assert_memory_equal(out, v6, 16);
+}
+
 static void test_prefix_mask(void **state)
 {
 	uint8_t a[16] = {10, 255, 255, 255};
@@ -310,6 +325,7 @@ int main(void)
 	    cmocka_unit_test(test_format_round_trip),
 	    cmocka_unit_test(test_prefix_table),
 	    cmocka_unit_test(test_prefix_mask),
+	    cmocka_unit_test(test_prefix_v6map),
 	    cmocka_unit_test(test_port_range_table),
 	};
 

@@ -14,6 +14,7 @@
 #include "overrides.h"
 #include "ovr_map.h"
 #include "tb_math.h"
+#include "units.h"
 
 /* One entry of the trie: its key and what it holds. */
 struct ovr_kv {
@@ -36,13 +37,8 @@ static struct ll_ov_key ov_key(uint32_t uid, const struct ovr_entry *e)
 	if (e->family == 0) { /* a block of dst ports (ovr_load_ports) */
 		memcpy(a, e->addr, 2);
 		k.prefixlen = 32 + e->plen;
-	} else if (e->family == 4) {
-		a[10] = a[11] = 0xff;
-		memcpy(a + 12, e->addr, 4);
-		k.prefixlen = 32 + 96 + e->plen;
 	} else {
-		memcpy(a, e->addr, 16);
-		k.prefixlen = 32 + e->plen;
+		k.prefixlen = 32 + units_prefix_v6map(e->family, e->addr, e->plen, a);
 	}
 	return k;
 }
@@ -147,7 +143,8 @@ static int limit_write(struct dp *dp, const struct cfg_limit *cl, const struct l
 			snprintf(err, errlen,
 				 "limit '%s': cannot write override %u of %s: %s (ll_overrides "
 				 "holds at most %d in all)",
-				 l->name, e[i].line, cl->overrides, strerror(-rc), LL_MAX_OVERRIDES);
+				 l->name, e[i].line, cl->overrides, strerror(-rc),
+				 LL_MAX_OVERRIDES);
 		}
 		*changed = true;
 	}
@@ -210,7 +207,8 @@ void ovr_map_prune(struct dp *dp, const struct ll_policy *pol)
 		bool keep = false;
 
 		for (uint32_t id = 0; id < LL_MAX_LIMITS && !keep; id++)
-			keep = pol->limits[id].in_use && pol->limits[id].uid == held[i].k.limit_uid &&
+			keep = pol->limits[id].in_use &&
+			       pol->limits[id].uid == held[i].k.limit_uid &&
 			       (pol->limits[id].flags & LL_LIM_OVERRIDES);
 		if (!keep && !bpf_map_delete_elem(dp->overrides_fd, &held[i].k))
 			gone++;

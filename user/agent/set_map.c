@@ -13,6 +13,7 @@
 #include "log.h"
 #include "set_map.h"
 #include "sets.h"
+#include "units.h"
 
 /* What the agent wrote for the live policy (live) and for the one being
  * applied (next): each set's file, content digest and id. A set of a new
@@ -69,16 +70,8 @@ void set_map_free(struct dp *dp)
 static struct ll_set_key set_key(uint32_t id, const struct set_entry *e)
 {
 	struct ll_set_key k = {.set_id = id};
-	uint8_t *a = (uint8_t *)k.addr;
 
-	if (e->family == 4) {
-		a[10] = a[11] = 0xff;
-		memcpy(a + 12, e->addr, 4);
-		k.prefixlen = 32 + 96 + e->plen;
-	} else {
-		memcpy(a, e->addr, 16);
-		k.prefixlen = 32 + e->plen;
-	}
+	k.prefixlen = 32 + units_prefix_v6map(e->family, e->addr, e->plen, (uint8_t *)k.addr);
 	return k;
 }
 

@@ -194,6 +194,18 @@ void units_prefix_mask(uint8_t family, uint8_t addr[16], uint8_t plen)
 	}
 }
 
+uint32_t units_prefix_v6map(uint8_t family, const uint8_t addr[16], uint8_t plen, uint8_t out[16])
+{
+	memset(out, 0, 16);
+	if (family == 4) {
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, addr, 4);
+		return 96u + plen;
+	}
+	memcpy(out, addr, 16);
+	return plen;
+}
+
 int units_parse_prefix(const char *s, uint8_t *family, uint8_t addr[16], uint8_t *plen)
 {
 	char buf[INET6_ADDRSTRLEN];

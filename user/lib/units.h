@@ -37,6 +37,11 @@ int units_parse_port_range(const char *s, uint16_t *lo, uint16_t *hi);
 int units_parse_uint(const char *s, uint64_t *out);
 /* Zero the host bits of addr beyond plen (family 4: first 4 bytes only). */
 void units_prefix_mask(uint8_t family, uint8_t addr[16], uint8_t plen);
+/* A prefix as the kernel's LPM tries hold it (ll_overrides, ll_sets): IPv4
+ * v4-mapped (::ffff:a.b.c.d), IPv6 as is. Writes out[16]; returns the
+ * prefix's length in those 128 bits.
+ */
+uint32_t units_prefix_v6map(uint8_t family, const uint8_t addr[16], uint8_t plen, uint8_t out[16]);
 /* Shortest exact form that units_parse_count/_duration read back to the same
  * value ("100G", "1500", "500ms"). Return snprintf's result.
  */
