@@ -615,6 +615,59 @@ int uledger_query_keys(const char *path, const struct uledger_query *q, const ch
 	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
 }
 
+int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
+			int (*cb)(const struct uledger_mark_row *r, void *arg), void *arg)
+{
+	sqlite3_stmt *s = NULL;
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+
+	if (rc == SQLITE_OK)
+		sqlite3_busy_timeout(db, 2000);
+	/* BLOBs compare as memcmp: the order a caller sorting by (uid,
+	 * memcmp(key), born) merges with. The primary key's (holder, ident)
+	 * prefix finds the rows.
+	 */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db,
+					"SELECT limit_uid, key, born, limit_name, ap, ab, dp, db, fp, "
+					"fb, bp, bb FROM key_marks WHERE holder = ?1 AND ident = ?2 "
+					"ORDER BY limit_uid, key, born",
+					-1, &s, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			struct uledger_mark_row r = {0};
+			const void *k = sqlite3_column_blob(s, 1);
+
+			if (sqlite3_column_bytes(s, 1) != (int)sizeof(r.key) || !k)
+				continue; /* not a key this build writes */
+			r.limit_uid = (uint32_t)sqlite3_column_int64(s, 0);
+			memcpy(&r.key, k, sizeof(r.key));
+			r.born = (uint64_t)sqlite3_column_int64(s, 2);
+			snprintf(r.limit, sizeof(r.limit), "%s",
+				 (const char *)sqlite3_column_text(s, 3));
+			for (int c = 0; c < LL_METER_CLASSES; c++) {
+				r.pkts[c] = (uint64_t)sqlite3_column_int64(s, 4 + 2 * c);
+				r.bytes[c] = (uint64_t)sqlite3_column_int64(s, 5 + 2 * c);
+			}
+			if (cb(&r, arg)) {
+				rc = SQLITE_DONE;
+				break;
+			}
+		}
+	}
+	if (rc == SQLITE_ERROR && db && strstr(sqlite3_errmsg(db), "no such table"))
+		rc = SQLITE_DONE; /* a ledger from before per-key usage: no marks */
+	else if (rc != SQLITE_DONE && rc != SQLITE_OK)
+		fprintf(stderr, "usage ledger '%s': %s\n", path,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+}
+
 static bool listed(const char *const *names, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)

@@ -184,4 +184,21 @@ int64_t uledger_period_next(enum uledger_period p, int64_t start);
 int uledger_query_keys(const char *path, const struct uledger_query *q, const char *key,
 		       int (*cb)(const struct uledger_key_row *r, void *arg), void *arg);
 
+/* The key marks of one holder's counters identity (what the ledger has
+ * accounted per series: (limit uid, key, born), totals in the order pkts
+ * then bytes by class), ordered by limit uid, key bytes, born: for
+ * `leaseline usage --reconcile --pin-dir`, which merges them with the
+ * series in the gateway's ll_meter. cb returning non-zero stops. 0 or a
+ * negative errno.
+ */
+struct uledger_mark_row {
+	uint32_t limit_uid;
+	struct ll_key_id key;
+	uint64_t born;
+	char limit[32];
+	uint64_t pkts[LL_METER_CLASSES], bytes[LL_METER_CLASSES];
+};
+int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
+			int (*cb)(const struct uledger_mark_row *r, void *arg), void *arg);
+
 #endif /* LEASELINE_COORD_USAGE_LEDGER_H */
