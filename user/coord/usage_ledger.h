@@ -60,6 +60,11 @@ struct uledger_counters {
 	uint64_t key_counted;  /* entries that added usage */
 	uint64_t key_stale;    /* entries at or below their mark in every field: nothing added */
 	uint64_t key_failures; /* transactions of key batches not committed (nothing written) */
+	/* retention (uledger_prune) */
+	uint64_t pruned_refused; /* reports/batches of an incarnation or identity pruned: refused */
+	uint64_t pruned_usage;	 /* usage rows deleted (per limit and per key) */
+	uint64_t pruned_marks;	 /* marks deleted (per-limit incarnations, key series) */
+	uint64_t pruned_idents;	 /* counters identities whose marks went */
 };
 
 /* Open (creating) the ledger file: WAL, synchronous FULL. 0 or -errno. */
@@ -135,6 +140,24 @@ void uledger_keys_abort(struct uledger *lg);
 int uledger_record_keys(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
 			const char *limit, int64_t now_s, uint64_t arrival_ns,
 			const struct uledger_key_entry *e, size_t n);
+
+/* 1 when retention pruned the marks of (holder, ident): its batches are
+ * refused (uledger_keys_add returns -ESTALE) rather than counted from 0
+ * again; 0 when not; or a negative errno.
+ */
+int uledger_ident_pruned(struct uledger *lg, const char *holder, uint64_t ident);
+
+/* Retention (reference §6.3): one bounded step, one transaction, of at most
+ * about max_rows rows visited: usage rows (per limit and per key) of hours
+ * ended retention_s before now_s; marks of closed incarnations not updated
+ * since then (a later report of one is refused: `pruned_refused`); the
+ * marks of counters identities that have not reported since then (the
+ * identity tombstoned first, in key_idents, so that its batches are
+ * refused, never counted from 0 again). Returns the rows deleted or
+ * visited (> 0: call again), 0 when a whole pass found nothing more to do,
+ * or a negative errno (nothing of the step done).
+ */
+int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsigned max_rows);
 
 struct uledger_key_row {
 	char limit[32];
