@@ -1029,6 +1029,7 @@ static void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint
 	 * its series from 0 a second time (reference §6.3, retention).
 	 */
 	if (uledger_ident_pruned(co->usage, mt->holder, mt->ident) == 1) {
+		uledger_note_refused(co->usage);
 		pr_warn("meter batch %llu of '%s': its counters identity %016llx was silent past "
 			"ledger-retention and its marks are pruned: refused\n",
 			(unsigned long long)mt->seq, mt->holder, (unsigned long long)mt->ident);

@@ -450,6 +450,11 @@ int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarn
 
 /* ---- per-key usage ---- */
 
+void uledger_note_refused(struct uledger *lg)
+{
+	lg->c.pruned_refused++;
+}
+
 int uledger_ident_pruned(struct uledger *lg, const char *holder, uint64_t ident)
 {
 	sqlite3_stmt *s = lg->st[ST_KIDENT_GET];

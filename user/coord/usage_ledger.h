@@ -146,6 +146,8 @@ int uledger_record_keys(struct uledger *lg, const char *holder, uint64_t ident, 
  * again; 0 when not; or a negative errno.
  */
 int uledger_ident_pruned(struct uledger *lg, const char *holder, uint64_t ident);
+/* A caller that refused a batch on uledger_ident_pruned counts it here. */
+void uledger_note_refused(struct uledger *lg);
 
 /* Retention (reference §6.3): one bounded step, one transaction, of at most
  * about max_rows rows visited: usage rows (per limit and per key) of hours
