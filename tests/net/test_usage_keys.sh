@@ -8,7 +8,7 @@
 # (the gateway fails open: bypass), restarted; then the agent's pins removed
 # (a reboot: a new counters identity from 0). At the end the ledger per key
 # (`leaseline usage --keys -j`) must equal, exactly, what the kernel counted
-# in ll_meter (read with bpftool), plus what the removed pins had counted.
+# in ll_meter_k (read with bpftool), plus what the removed pins had counted.
 # While the coordinator is down, `leaseline usage --reconcile --pin-dir` on
 # the gateway must list exactly kernel - ledger per key as late reports;
 # once the agent has reported, nothing.
@@ -70,20 +70,21 @@ coord_start() {
 	ll_fail "the coordinator did not start"
 }
 
-# The kernel's per-key totals of ll_meter (summed over CPUs) as JSON
+# The kernel's per-key totals of ll_meter_k (src-ip keys; flow keys are in
+# ll_meter) summed over CPUs, as JSON
 # {"198.18.0.10": [8 numbers: pkts then bytes by class], ...}.
 meter_dump() {
-	bpftool -j map dump pinned "$PIN/ll_meter" | tee "$TMPD/meter-raw.json" | python3 -c '
+	bpftool -j map dump pinned "$PIN/ll_meter_k" | tee "$TMPD/meter-raw.json" | python3 -c '
 import ipaddress, json, sys
-# Raw bytes (bpftool leaves the unions unnamed): the key is an
-# ll_flow_key (family at byte 5, the v4-mapped address at 12..27), the value
-# 8 little-endian u64 (pkts by class, then bytes by class).
+# Raw bytes (bpftool leaves the unions unnamed): the key is an ll_key
+# (family at byte 5, the v4-mapped address at 8..23), the value 8
+# little-endian u64 (pkts by class, then bytes by class).
 out = {}
 for e in json.load(sys.stdin):
     k = bytes(int(b, 16) for b in e["key"])
     if k[5] != 4:
         continue
-    ip = str(ipaddress.IPv4Address(k[24:28]))
+    ip = str(ipaddress.IPv4Address(k[20:24]))
     tot = [0] * 8
     for v in e["values"]:
         b = bytes(int(x, 16) for x in v["value"])

@@ -498,7 +498,6 @@ static int live_read(const char *pin_dir, struct ll_meter_info *info, struct liv
 	char p[4096];
 	int ncpus = libbpf_num_possible_cpus(), mfd, ifd, err = 0;
 	struct ll_meter *pc;
-	struct ll_flow_key k, next;
 	struct live_series *a = NULL;
 	size_t cap = 0, got = 0, bound = 4u * LL_MAX_METER_KEYS;
 	__u32 zero = 0;
@@ -518,49 +517,70 @@ static int live_read(const char *pin_dir, struct ll_meter_info *info, struct liv
 		return err;
 	}
 	close(ifd);
-	snprintf(p, sizeof(p), "%s/ll_meter", pin_dir);
-	mfd = bpf_obj_get(p);
-	if (mfd < 0) {
-		err = -errno;
-		fprintf(stderr, "leaseline usage: cannot open '%s': %s\n", p, strerror(errno));
-		return err;
-	}
 	pc = calloc((size_t)ncpus, sizeof(*pc));
 	if (!pc)
-		err = -ENOMEM;
-	/* Key by key: a command run by hand. Bounded: a map whose keys churn
-	 * under the walk cannot keep it going.
+		return -ENOMEM;
+	/* Flow keys in ll_meter (ll_flow_key), the other modes' in ll_meter_k
+	 * (ll_key, named here as the agent names it: widened to ll_flow_key).
 	 */
-	while (!err && got < bound && !bpf_map_get_next_key(mfd, first ? NULL : &k, &next)) {
-		first = false;
-		k = next;
-		if (bpf_map_lookup_elem(mfd, &k, pc))
-			continue; /* deleted meanwhile (retired) */
-		if (got == cap) {
-			size_t nc = cap ? 2 * cap : 1024;
-			void *t = realloc(a, nc * sizeof(*a));
+	for (int map = 0; !err && map < 2; map++) {
+		size_t ksz = map ? sizeof(struct ll_key) : sizeof(struct ll_flow_key);
+		unsigned char kb[sizeof(struct ll_flow_key)], nb[sizeof(struct ll_flow_key)];
 
-			if (!t) {
-				err = -ENOMEM;
-				break;
-			}
-			a = t;
-			cap = nc;
+		first = true;
+		snprintf(p, sizeof(p), "%s/%s", pin_dir, map ? "ll_meter_k" : "ll_meter");
+		mfd = bpf_obj_get(p);
+		if (mfd < 0) {
+			err = -errno;
+			fprintf(stderr, "leaseline usage: cannot open '%s': %s\n", p,
+				strerror(errno));
+			break;
 		}
-		memset(&a[got], 0, sizeof(a[got]));
-		a[got].k = k;
-		for (int c = 0; c < ncpus; c++) {
-			for (int i = 0; i < LL_METER_CLASSES; i++) {
-				a[got].v.pkts[i] += pc[c].pkts[i];
-				a[got].v.bytes[i] += pc[c].bytes[i];
+		/* Key by key: a command run by hand. Bounded: a map whose keys
+		 * churn under the walk cannot keep it going.
+		 */
+		while (!err && got < bound &&
+		       !bpf_map_get_next_key(mfd, first ? NULL : kb, nb)) {
+			first = false;
+			memcpy(kb, nb, ksz);
+			if (bpf_map_lookup_elem(mfd, kb, pc))
+				continue; /* deleted meanwhile (retired) */
+			if (got == cap) {
+				size_t nc = cap ? 2 * cap : 1024;
+				void *t = realloc(a, nc * sizeof(*a));
+
+				if (!t) {
+					err = -ENOMEM;
+					break;
+				}
+				a = t;
+				cap = nc;
 			}
-			if (pc[c].born > a[got].v.born)
-				a[got].v.born = pc[c].born;
+			memset(&a[got], 0, sizeof(a[got]));
+			if (map) {
+				const struct ll_key *lk = (const void *)kb;
+
+				a[got].k.limit_uid = lk->limit_uid;
+				a[got].k.proto = lk->proto;
+				a[got].k.family = lk->family;
+				a[got].k.dport = lk->dport;
+				memcpy(a[got].k.addr, lk->addr, sizeof(lk->addr));
+			} else {
+				memcpy(&a[got].k, kb, sizeof(a[got].k));
+			}
+			for (int c = 0; c < ncpus; c++) {
+				for (int i = 0; i < LL_METER_CLASSES; i++) {
+					a[got].v.pkts[i] += pc[c].pkts[i];
+					a[got].v.bytes[i] += pc[c].bytes[i];
+				}
+				if (pc[c].born > a[got].v.born)
+					a[got].v.born = pc[c].born;
+			}
+			got++;
 		}
-		got++;
+		close(mfd);
 	}
 	free(pc);
-	close(mfd);
 	if (err) {
 		free(a);
 		return err;
