@@ -347,39 +347,21 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot, 
 }
 
 /* Count packet m's outcome (enum ll_meter_class) under its key of metered
- * limit id in ll_meter. A key without an entry gets one; with the map full,
+ * limit id in ll_meter (flow keys) or ll_meter_k (the other modes). A key without an entry gets one; with the map full,
  * the limit's overflow entry counts it (and ll_meter_info.full), or, with
  * none either, ll_meter_info.lost_*: never silently. Global, so the rule's
  * four limits share one verified copy; only LL_LIM_METER limits call it.
  */
-__noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *m)
+/* Count into *v (NULL: the map was full; the overflow entry then, or lost). */
+static __always_inline int meter_add(struct ll_meter *v, struct ll_meter *ov, __u32 cls,
+				     struct pkt_meta *m)
 {
-	struct ll_limit_cfg *cfg = limit_cfg(slot, id);
-	struct ll_meter zero = {}, *v;
 	struct ll_meter_info *info;
-	struct ll_flow_key fk;
 	__u32 z = 0;
 
-	if (!cfg || !m)
-		return 0;
-	if (cfg->key_mode == LL_KEY_FLOW) {
-		flow_key_build(&fk, cfg, m);
-	} else {
-		struct ll_key k;
-
-		key_build(&k, cfg, m);
-		key_as_flow_key(&fk, &k, sizeof(k));
-	}
-	v = bpf_map_lookup_elem(&ll_meter, &fk);
-	if (!v) {
-		zero.born = bpf_ktime_get_ns();
-		bpf_map_update_elem(&ll_meter, &fk, &zero, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&ll_meter, &fk);
-	}
 	if (!v) {
 		info = bpf_map_lookup_elem(&ll_meter_info, &z);
-		overflow_key(&fk, cfg->uid);
-		v = bpf_map_lookup_elem(&ll_meter, &fk);
+		v = ov;
 		if (info && v)
 			__sync_fetch_and_add(&info->full, 1);
 		if (info && !v) {
@@ -393,6 +375,47 @@ __noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *
 	v->pkts[cls]++;
 	v->bytes[cls] += m->len;
 	return 1;
+}
+
+__noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *m)
+{
+	struct ll_limit_cfg *cfg = limit_cfg(slot, id);
+	struct ll_meter zero = {}, *v, *ov = NULL;
+
+	if (!cfg || !m)
+		return 0;
+	if (cfg->key_mode == LL_KEY_FLOW) {
+		struct ll_flow_key fk;
+
+		flow_key_build(&fk, cfg, m);
+		v = bpf_map_lookup_elem(&ll_meter, &fk);
+		if (!v) {
+			zero.born = bpf_ktime_get_ns();
+			bpf_map_update_elem(&ll_meter, &fk, &zero, BPF_NOEXIST);
+			v = bpf_map_lookup_elem(&ll_meter, &fk);
+		}
+		if (!v) {
+			overflow_key(&fk, cfg->uid);
+			ov = bpf_map_lookup_elem(&ll_meter, &fk);
+		}
+	} else {
+		struct ll_key k;
+
+		key_build(&k, cfg, m);
+		v = bpf_map_lookup_elem(&ll_meter_k, &k);
+		if (!v) {
+			zero.born = bpf_ktime_get_ns();
+			bpf_map_update_elem(&ll_meter_k, &k, &zero, BPF_NOEXIST);
+			v = bpf_map_lookup_elem(&ll_meter_k, &k);
+		}
+		if (!v) {
+			__builtin_memset(&k, 0, sizeof(k));
+			k.limit_uid = cfg->uid;
+			k.family = LL_OVERFLOW_FAMILY;
+			ov = bpf_map_lookup_elem(&ll_meter_k, &k);
+		}
+	}
+	return meter_add(v, ov, cls, m);
 }
 
 /* Rules past the first LL_INLINE_RULES are scanned with bpf_loop: the

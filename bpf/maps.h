@@ -252,6 +252,20 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_meter SEC(".maps");
 
+/* The same for the limits whose key is not a flow (src-ip, dst-ip,
+ * dst-port): keyed by the 24-byte ll_key, whose hash and compare cost a
+ * packet about a third of the 44-byte ll_flow_key's (bench_meterkey). A
+ * limit's keys are in one of the two maps, by its key mode.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, LL_MAX_METER_KEYS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ll_key);
+	__type(value, struct ll_meter);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} ll_meter_k SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

@@ -445,6 +445,8 @@ static const struct option usage_lo[] = {
     {"reconcile", no_argument, NULL, 'R'},
     {"keys", no_argument, NULL, 'K'},
     {"key", required_argument, NULL, 'k'},
+    {"ledger", required_argument, NULL, 'L'},
+    {"pin-dir", required_argument, NULL, 'p'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {},
@@ -490,14 +492,26 @@ static int cmd_usage(int argc, char **argv)
 			o.keys = true;
 		} else if (opt == 'k') {
 			o.key = optarg;
+		} else if (opt == 'L') {
+			o.ledger = optarg;
+		} else if (opt == 'p') {
+			o.pin_dir = optarg;
 		} else if ((rc = common_opt("usage", opt, argv)) >= 0) {
 			return rc;
 		}
 	}
 	if (optind < argc)
 		return usage_error("usage", "unexpected argument '%s'", argv[optind]);
-	if (!o.config)
-		return usage_error("usage", "%s", "missing -c FILE");
+	if (!o.config && !o.ledger)
+		return usage_error("usage", "%s", "missing -c FILE (or --ledger FILE)");
+	if (o.pin_dir && (!o.reconcile || !o.holder))
+		return usage_error("usage", "%s",
+				   "--pin-dir goes with --reconcile and --holder NAME (the gateway's "
+				   "node name in the ledger)");
+	/* --reconcile -j exits 1 with differences: its document is the answer,
+	 * not an {"error"} after it.
+	 */
+	o.json_printed = &json_done;
 	return usage_run(&o);
 }
 
@@ -632,7 +646,9 @@ static const struct cmd cmds[] = {
      cmd_top, TOP_SO, top_lo},
     {"usage",
      "leaseline usage -c coord.yaml [--period hour|day|month] [--limit NAME] [--holder NAME]\n"
-     "                [--from TIME] [--to TIME] [-j | --csv] [--reconcile] [--keys | --key KEY]",
+     "                [--from TIME] [--to TIME] [-j | --csv] [--reconcile] [--keys | --key KEY]\n"
+     "leaseline usage --ledger FILE --reconcile --pin-dir DIR --holder NAME [-c coord.yaml]\n"
+     "                [--limit NAME] [--key KEY] [-j | --csv]",
      "The coordinator's usage ledger (limits with meter: true): admitted, denied,\n"
      "fallback and bypass per limit, holder and UTC period, in the limit's unit.\n"
      "TIME: 2026-11-01, 2026-11-01T10, 2026-11-01T10:20:30Z (UTC) or @SECONDS; the\n"
@@ -642,7 +658,12 @@ static const struct cmd cmds[] = {
      "reports); exit 1 if any.\n"
      "--keys: per key of limits with a key (admitted, denied, fallback, bypass in the\n"
      "limit's unit; -j and --csv give packets and bytes); --key KEY one key only;\n"
-     "with --reconcile, per key and period against the key's own contract.",
+     "with --reconcile, per key and period against the key's own contract.\n"
+     "--reconcile --pin-dir DIR --holder NAME (on the gateway): each series of the\n"
+     "per-key counters pinned under DIR (ll_meter, summed over CPUs) against what the\n"
+     "ledger accounted for it under the pins' counters identity; each difference\n"
+     "listed with its cause (late reports, with their fallback and bypass); exit 1\n"
+     "if any. --ledger FILE: the ledger file (a copy, or the coordinator's).",
      cmd_usage, USAGE_SO, usage_lo},
     {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
      cmd_detach, NULL, NULL},

@@ -8,7 +8,10 @@
 # (the gateway fails open: bypass), restarted; then the agent's pins removed
 # (a reboot: a new counters identity from 0). At the end the ledger per key
 # (`leaseline usage --keys -j`) must equal, exactly, what the kernel counted
-# in ll_meter (read with bpftool), plus what the removed pins had counted.
+# in ll_meter_k (read with bpftool), plus what the removed pins had counted.
+# While the coordinator is down, `leaseline usage --reconcile --pin-dir` on
+# the gateway must list exactly kernel - ledger per key as late reports;
+# once the agent has reported, nothing.
 set -u
 source "$(dirname "$0")/lib.sh"
 ll_init "${1:-}"
@@ -67,20 +70,21 @@ coord_start() {
 	ll_fail "the coordinator did not start"
 }
 
-# The kernel's per-key totals of ll_meter (summed over CPUs) as JSON
+# The kernel's per-key totals of ll_meter_k (src-ip keys; flow keys are in
+# ll_meter) summed over CPUs, as JSON
 # {"198.18.0.10": [8 numbers: pkts then bytes by class], ...}.
 meter_dump() {
-	bpftool -j map dump pinned "$PIN/ll_meter" | tee "$TMPD/meter-raw.json" | python3 -c '
+	bpftool -j map dump pinned "$PIN/ll_meter_k" | tee "$TMPD/meter-raw.json" | python3 -c '
 import ipaddress, json, sys
-# Raw bytes (bpftool leaves the unions unnamed): the key is an
-# ll_flow_key (family at byte 5, the v4-mapped address at 12..27), the value
-# 8 little-endian u64 (pkts by class, then bytes by class).
+# Raw bytes (bpftool leaves the unions unnamed): the key is an ll_key
+# (family at byte 5, the v4-mapped address at 8..23), the value 8
+# little-endian u64 (pkts by class, then bytes by class).
 out = {}
 for e in json.load(sys.stdin):
     k = bytes(int(b, 16) for b in e["key"])
     if k[5] != 4:
         continue
-    ip = str(ipaddress.IPv4Address(k[24:28]))
+    ip = str(ipaddress.IPv4Address(k[20:24]))
     tot = [0] * 8
     for v in e["values"]:
         b = bytes(int(x, 16) for x in v["value"])
@@ -118,6 +122,48 @@ echo "phase 2: the coordinator killed -9 and away past the lease (fail-open: byp
 kill -KILL "$COORD_PID" 2>/dev/null
 wait "$COORD_PID" 2>/dev/null
 ll_send "$TMPD/sent2.json" 3 "$LL_SRC_FIRST-$LL_SRC_LAST:$PPS"
+
+# The agent is cut off: its live counters are ahead of the ledger. On the
+# gateway, --reconcile --pin-dir must list exactly that difference per key,
+# as late reports (the fail-open bypass among them), and exit 1.
+reconcile_live() {
+	"$LL" usage --ledger "$TMPD/state/ledger.db" -c "$TMPD/coord.yaml" --reconcile \
+		--pin-dir "$PIN" --holder gw-1 -j >"$TMPD/reconcile.json" 2>"$TMPD/reconcile.err"
+}
+meter_dump >"$TMPD/kernel.json"
+ledger_dump >"$TMPD/ledger.json"
+reconcile_live
+rc=$?
+python3 - "$TMPD/kernel.json" "$TMPD/ledger.json" "$TMPD/reconcile.json" "$rc" <<'EOF'
+import json, sys
+k = json.load(open(sys.argv[1]))
+l = json.load(open(sys.argv[2]))
+r = json.load(open(sys.argv[3]))
+rc = int(sys.argv[4])
+C = ("admitted", "denied", "fallback", "bypass")
+want = {}
+for ip, t in k.items():
+    d = [a - b for a, b in zip(t, l.get(ip, [0] * 8))]
+    if any(d):
+        want[ip] = d
+got = {}
+for e in r["differences"]:
+    late = e["late"]
+    got[e["key"]] = [late["packets"][c] for c in C] + [late["bytes"][c] for c in C]
+    if not e["cause"].startswith("late reports"):
+        print("FAIL: cause %r" % e["cause"])
+        sys.exit(1)
+print("  cut off: kernel - ledger per key:", want)
+print("  reconcile --pin-dir lists:       ", got)
+ok = bool(want) and want == got and rc == 1 and not r["equal_to_ledger"] and r["ahead"] == 0
+ok = ok and all(d[3] > 0 for d in want.values())  # the fail-open bypass is among them
+sys.exit(0 if ok else 1)
+EOF
+[ $? -eq 0 ] || {
+	cat "$TMPD/reconcile.err"
+	ll_fail "reconcile --pin-dir did not list exactly the late reports"
+}
+
 coord_start
 ll_sleep 3
 
@@ -145,6 +191,11 @@ settle || {
 	echo "ledger: $(cat "$TMPD/ledger.json")"
 	ll_fail "the ledger per key is not what the kernel counted"
 }
+reconcile_live || {
+	cat "$TMPD/reconcile.json" "$TMPD/reconcile.err"
+	ll_fail "reconcile --pin-dir: the agent reported, yet the ledger is not its counters"
+}
+echo "  reconciled after the reports: $(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(r["series"], "series,", r["equal"], "equal to the ledger")' "$TMPD/reconcile.json")"
 cp "$TMPD/kernel.json" "$TMPD/before-reboot.json"
 python3 - "$TMPD/kernel.json" <<'EOF'
 import json, sys
@@ -170,6 +221,11 @@ settle "$TMPD/before-reboot.json" || {
 	echo "ledger: $(cat "$TMPD/ledger.json")"
 	ll_fail "after the reboot, the ledger is not the old totals plus the new"
 }
+reconcile_live || {
+	cat "$TMPD/reconcile.json" "$TMPD/reconcile.err"
+	ll_fail "reconcile --pin-dir after the reboot (a new identity): not equal"
+}
 "$LL" usage -c "$TMPD/coord.yaml" --keys --period day
+"$LL" usage --ledger "$TMPD/state/ledger.db" --reconcile --pin-dir "$PIN" --holder gw-1
 echo "ok: ledger per key = kernel counters across an agent kill -9, a coordinator kill -9" \
 	"with fail-open bypass, and a reboot"

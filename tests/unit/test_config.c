@@ -447,8 +447,13 @@ static const struct file_case file_cases[] = {
      "unknown key 'refesh' in lease (expected one of: ttl, refresh; did you mean 'refresh'?)"},
     {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
      "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
-     "lease, metrics, gateways, user, pending-per-address, tls, insecure, ledger; did you "
-     "mean 'state-dir'?)"},
+     "lease, metrics, gateways, user, pending-per-address, tls, insecure, ledger, "
+     "ledger-retention; did you mean 'state-dir'?)"},
+    {"coord_retention_not_days", LOAD_COORD, "coord-retention-bad.yaml", NULL, -EINVAL, "3:19",
+     "ledger-retention '400' is not a retention (expected days or hours, as 400d or 9600h, or "
+     "forever)"},
+    {"coord_retention_too_short", LOAD_COORD, "coord-retention-short.yaml", NULL, -EINVAL,
+     "3:19", "ledger-retention '0d' is out of range (expected 1d to 36600d, or forever)"},
     {"coord_public_without_tls", LOAD_COORD, "coord-public-no-tls.yaml", NULL, -EINVAL, "1:9",
      "listen '198.18.0.1:7450' is beyond loopback without tls: (expected tls: {cert, key, ca}, "
      "or insecure: true to accept unauthenticated agents)"},
@@ -740,7 +745,11 @@ static void test_spec_coord(void **state)
 	assert_string_equal(o->coord.metrics, "127.0.0.1:9476");
 	assert_int_equal(o->coord.pending_per_address, 4); /* the default */
 	assert_string_equal(o->coord.user, "");
+	assert_true(o->coord.ledger_retention_s == 0); /* the default: forever */
 	assert_true(o->policy.version == 3);
+	free(o);
+	o = load_ok(LOAD_COORD, "coord-retention.yaml");
+	assert_true(o->coord.ledger_retention_s == 400ull * 86400);
 	free(o);
 }
 

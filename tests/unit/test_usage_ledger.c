@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -1017,6 +1018,116 @@ static void test_keys_disk_full(void **state)
 	}
 }
 
+
+/* Retention (reference §6.3): run every step of a prune until it is done. */
+static void prune_all(struct fx *fx, int64_t now, uint64_t retention, unsigned max_rows)
+{
+	int n, steps = 0;
+
+	do {
+		n = uledger_prune(fx->lg, now, retention, max_rows);
+		assert_true(n >= 0);
+		assert_true(++steps < 10000); /* bounded: it finishes */
+	} while (n > 0);
+}
+
+static int64_t count_rows(struct fx *fx, const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *s;
+	int64_t v = -1;
+
+	assert_int_equal(sqlite3_open_v2(fx->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return v;
+}
+
+/* Usage rows older than the retention go, in small steps; the marks of a
+ * counters identity silent that long go too, and a late replay of that
+ * identity (a restored snapshot, a batch stuck somewhere for a year) is
+ * refused rather than counted from 0 a second time. A live identity's
+ * series keep their marks: their replays still add nothing.
+ */
+static void test_keys_retention_replay(void **state)
+{
+	struct fx *fx = *state;
+	const uint64_t ret = 30 * 86400; /* 30d */
+	struct uledger_key_entry old[40], live = kent(200, "198.18.0.200", 9, 0, 0, 0), want;
+	char text[40][32];
+	int64_t later = T0 + (int64_t)ret + 2 * 86400;
+	struct ksum k;
+
+	for (int i = 0; i < 40; i++) {
+		snprintf(text[i], sizeof(text[i]), "198.18.1.%d", i);
+		old[i] = kent((uint32_t)(1000 + i), text[i], 10, 1, 0, 3);
+	}
+	krec(fx, "gw-1", KIDENT, T0, old, 40); /* an identity that then went silent */
+	krec(fx, "gw-1", KIDENT + 1, T0, &live, 1);
+	live = kent(200, "198.18.0.200", 15, 0, 0, 0);
+	krec(fx, "gw-1", KIDENT + 1, later - 3600, &live, 1); /* still reporting */
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_marks"), 41);
+
+	/* Small steps: 7 rows at most each. */
+	prune_all(fx, later, ret, 7);
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_marks"), 1);
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_usage WHERE hour < " "1796079600 + 86400"), 0);
+	assert_int_equal(uledger_ident_pruned(fx->lg, "gw-1", KIDENT), 1);
+	assert_int_equal(uledger_ident_pruned(fx->lg, "gw-1", KIDENT + 1), 0);
+
+	/* The old identity's batch replayed: refused, nothing counted. */
+	assert_int_equal(uledger_record_keys(fx->lg, "gw-1", KIDENT, 7, "per-src", later,
+					     clock_now_ns(), old, 40),
+			 -ESTALE);
+	assert_int_equal(uledger_counters(fx->lg)->pruned_refused, 1);
+	k = ksum_of(fx, "per-src", "198.18.1.0", "gw-1", ULEDGER_HOUR);
+	assert_int_equal(k.rows, 0);
+	/* The live one's replay adds nothing, its news count. */
+	krec(fx, "gw-1", KIDENT + 1, later, &live, 1);
+	live = kent(200, "198.18.0.200", 20, 0, 0, 0);
+	krec(fx, "gw-1", KIDENT + 1, later + 1, &live, 1);
+	k = ksum_of(fx, "per-src", "198.18.0.200", "gw-1", ULEDGER_HOUR);
+	want = kent(200, "198.18.0.200", 20 - 9, 0, 0, 0); /* T0's hour pruned: 9 gone */
+	assert_ksum(k, &want);
+	/* A reopened ledger (a coordinator restart) still refuses it. */
+	uledger_close(fx->lg);
+	assert_int_equal(uledger_open(&fx->lg, fx->path), 0);
+	assert_int_equal(uledger_record_keys(fx->lg, "gw-1", KIDENT, 7, "per-src", later + 2,
+					     clock_now_ns(), old, 40),
+			 -ESTALE);
+	assert_int_equal(ksum_of(fx, "per-src", "198.18.1.0", "gw-1", ULEDGER_HOUR).rows, 0);
+}
+
+/* Per limit: a closed incarnation's mark pruned; a late report of it is
+ * stale (not a new incarnation diffed against the current one), and usage
+ * rows past the retention go.
+ */
+static void test_retention_closed_incarnation(void **state)
+{
+	struct fx *fx = *state;
+	const uint64_t ret = 30 * 86400;
+	int64_t later = T0 + (int64_t)ret + 2 * 86400;
+	uint64_t inc7 = (uint64_t)(T0 - 100) * 1000000000ull, inc8 = inc7 + 50 * 1000000000ull;
+
+	rep(fx, "gw-1", inc7, 1, T0, "a", tot(100, 10, 0, 0));
+	rep(fx, "gw-1", inc8, 1, T0 + 1, "a", tot(20, 2, 0, 0)); /* pins lost: from 0 */
+	rep(fx, "gw-1", inc8, 2, later - 60, "a", tot(50, 5, 0, 0));
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM marks"), 2);
+	prune_all(fx, later, ret, 3);
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM marks"), 1);
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(30, 3, 0, 0));
+	/* The closed incarnation replayed with higher totals: nothing counts. */
+	rep(fx, "gw-1", inc7, 2, later, "a", tot(130, 13, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(30, 3, 0, 0));
+	assert_int_equal(uledger_counters(fx->lg)->pruned_refused, 1);
+	/* The current incarnation goes on. */
+	rep(fx, "gw-1", inc8, 3, later + 1, "a", tot(60, 6, 0, 0));
+	assert_totals(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR), tot(40, 4, 0, 0));
+}
+
 /* Random series (holders x identities x keys) with rising totals,
  * delivered in random order with duplicates, some batches never arriving
  * but each series' newest always arriving at last; batched into
@@ -1133,6 +1244,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys_crash_mid_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_disk_full, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_property_model, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_retention_replay, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_retention_closed_incarnation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_commit_latency, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_throughput, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_figure_row_size, setup, teardown),

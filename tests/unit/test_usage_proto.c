@@ -76,6 +76,7 @@ struct fx {
 
 static bool want_small_disk;
 static bool want_unmetered; /* b not metered at the start (a is: the ledger opens) */
+static bool want_retention; /* ledger-retention: 1d */
 
 static void set_now(struct fx *fx, int64_t t)
 {
@@ -158,8 +159,9 @@ static int setup(void **state)
 	}
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
-		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: 8\nmetrics: 127.0.0.1:%d\n%s",
-		 fx->port, TTL_MS, fx->metrics_port, getuid() == 0 ? "user: nobody\n" : "");
+		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: 8\nmetrics: 127.0.0.1:%d\n%s%s",
+		 fx->port, TTL_MS, fx->metrics_port, getuid() == 0 ? "user: nobody\n" : "",
+		 want_retention ? "ledger-retention: 1d\n" : "");
 	write_file(fx->dir, "coord.yaml", coord);
 	*state = fx;
 	return coord_start(fx);
@@ -182,6 +184,16 @@ static int setup_small_disk(void **state)
 	want_small_disk = true;
 	rc = setup(state);
 	want_small_disk = false;
+	return rc;
+}
+
+static int setup_retention(void **state)
+{
+	int rc;
+
+	want_retention = true;
+	rc = setup(state);
+	want_retention = false;
 	return rc;
 }
 
@@ -1026,6 +1038,80 @@ static void test_keys_kill9_and_restarts(void **state)
 	       mid);
 }
 
+
+/* ledger-retention on a real coordinator: an identity silent past it is
+ * pruned (at the pass a restart starts), and its batch replayed afterwards
+ * is refused, never counted from 0 again; an identity that kept reporting
+ * keeps its marks and goes on.
+ */
+static void test_keys_retention(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
+	struct kstate old = {.ident = 0x5151}, live = {.ident = 0x6262}, snap;
+	struct uledger_query q = {.period = ULEDGER_HOUR, .limit = "k", .by_holder = 1,
+				  .to = T0 + 600 + 86400};
+	struct kled before = {0};
+	char path[128];
+	double v = -1;
+
+	snprintf(path, sizeof(path), "%s/state/ledger.db", fx->dir);
+	assert_true(agent_connect(fx, a));
+	for (int j = 0; j < NK; j++) {
+		kcount(&old, j, 10, 1, 0);
+		kcount(&live, j, 20, 2, 0);
+	}
+	meter_send(fx, a, &old, ++old.seq, "k");
+	assert_int_equal(meter_ack_of(fx, a, old.seq), WIRE_METER_RECORDED);
+	snap = old;
+	meter_send(fx, a, &live, ++live.seq, "k");
+	assert_int_equal(meter_ack_of(fx, a, live.seq), WIRE_METER_RECORDED);
+	/* Two days on: the live identity reports again, the old one not. */
+	set_now(fx, T0 + 600 + 2 * 86400);
+	kcount(&live, 0, 5, 0, 0);
+	meter_send(fx, a, &live, ++live.seq, "k");
+	assert_int_equal(meter_ack_of(fx, a, live.seq), WIRE_METER_RECORDED);
+	/* A restart begins a retention pass. */
+	kill(fx->pid, SIGTERM);
+	waitpid(fx->pid, NULL, 0);
+	fx->pid = -1;
+	conn_close(&a->c);
+	a->up = false;
+	assert_int_equal(coord_start(fx), 0);
+	for (int i = 0; i < 200 && v < 1; i++) {
+		v = metric(fx, "leaseline_coord_usage_ledger_pruned_total{kind=\"identities\"} ");
+		poll(NULL, 0, 20);
+	}
+	assert_true(v == 1);
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_pruned_total{kind=\"usage\"} ") >= 1);
+	/* Nothing of the first day is left. */
+	assert_int_equal(uledger_query_keys(path, &q, NULL, add_krow, &before), 0);
+	for (int j = 0; j < NK; j++)
+		assert_int_equal(before.pkts[j][LL_METER_ADMITTED], 0);
+	/* The pruned identity replayed: refused (its marks are gone). */
+	assert_true(agent_connect(fx, a));
+	meter_send(fx, a, &snap, ++old.seq, "k");
+	assert_int_equal(meter_ack_of(fx, a, old.seq), WIRE_METER_REFUSED);
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_pruned_total{kind=\"refused\"} ") == 1);
+	assert_true(log_has(fx, "silent past ledger-retention"));
+	/* The live one: its replay adds nothing, its news count. */
+	meter_send(fx, a, &live, ++live.seq, "k");
+	assert_int_equal(meter_ack_of(fx, a, live.seq), WIRE_METER_RECORDED);
+	kcount(&live, 1, 3, 0, 0);
+	meter_send(fx, a, &live, ++live.seq, "k");
+	assert_int_equal(meter_ack_of(fx, a, live.seq), WIRE_METER_RECORDED);
+	{
+		struct uledger_query all = {.period = ULEDGER_MONTH, .limit = "k", .by_holder = 1};
+		struct kled got = {0};
+
+		assert_int_equal(uledger_query_keys(path, &all, NULL, add_krow, &got), 0);
+		/* what is left: the live identity's usage after the first day */
+		assert_int_equal(got.pkts[0][LL_METER_ADMITTED], 5);
+		assert_int_equal(got.pkts[1][LL_METER_ADMITTED], 3);
+		assert_int_equal(got.pkts[2][LL_METER_ADMITTED], 0);
+	}
+}
+
 /* A full disk: the batch is not written and the ack says send it again;
  * with room again it counts once.
  */
@@ -1076,6 +1162,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys_end_to_end, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_kill9_and_restarts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_disk_full, setup_small_disk, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_retention, setup_retention, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

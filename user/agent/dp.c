@@ -135,6 +135,9 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	bpf_map__set_max_entries(dp->skel->maps.ll_meter,
 				 (opts->max_meter_keys ? opts->max_meter_keys : LL_MAX_METER_KEYS) +
 				     LL_MAX_LIMITS);
+	bpf_map__set_max_entries(dp->skel->maps.ll_meter_k,
+				 (opts->max_meter_keys ? opts->max_meter_keys : LL_MAX_METER_KEYS) +
+				     LL_MAX_LIMITS);
 	/* Fallback buckets: one per prefix new keys come from under pressure. */
 	prefixes = bpf_map__max_entries(dp->skel->maps.ll_buckets);
 	if (bpf_map__max_entries(dp->skel->maps.ll_flow_buckets) > prefixes)
@@ -183,6 +186,7 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 	dp->hot_fd = bpf_map__fd(dp->skel->maps.ll_hot);
 	dp->prefix_buckets_fd = bpf_map__fd(dp->skel->maps.ll_prefix_buckets);
 	dp->meter_fd = bpf_map__fd(dp->skel->maps.ll_meter);
+	dp->meter_k_fd = bpf_map__fd(dp->skel->maps.ll_meter_k);
 	dp->meter_info_fd = bpf_map__fd(dp->skel->maps.ll_meter_info);
 	dp->meter_capacity = bpf_map__max_entries(dp->skel->maps.ll_meter);
 	err = dp_meter_ident(dp);
@@ -250,6 +254,15 @@ int dp_meter_ident(struct dp *dp)
 		if (bpf_map_delete_elem(dp->meter_fd, &k) && errno != ENOENT)
 			return -errno;
 	}
+	{
+		struct ll_key kk, knext;
+
+		while (!bpf_map_get_next_key(dp->meter_k_fd, NULL, &knext)) {
+			kk = knext;
+			if (bpf_map_delete_elem(dp->meter_k_fd, &kk) && errno != ENOENT)
+				return -errno;
+		}
+	}
 	while (!info.ident)
 		if (getrandom(&info.ident, sizeof(info.ident), 0) != (ssize_t)sizeof(info.ident))
 			return -EIO;
@@ -296,26 +309,68 @@ static int meter_push(struct ll_flow_key **ks, struct ll_meter **vs, size_t *got
 /* Entries per batch lookup: one syscall for this many keys. */
 #define METER_READ_BATCH 4096
 
-int dp_meter_read(struct dp *dp, struct ll_flow_key **keys, struct ll_meter **vals, size_t *n)
+/* An ll_key (ll_meter_k's key) as the ll_flow_key every series is named by:
+ * what key_as_flow_key makes in the datapath.
+ */
+static void meter_key_widen(struct ll_flow_key *fk, const struct ll_key *k)
 {
-	struct ll_flow_key *ks = NULL, *bk = malloc(METER_READ_BATCH * sizeof(*bk)), k, next;
-	struct ll_meter *vs = NULL, *bv = calloc((size_t)METER_READ_BATCH * dp->ncpus, sizeof(*bv));
-	size_t got = 0, cap = 0;
+	memset(fk, 0, sizeof(*fk));
+	fk->limit_uid = k->limit_uid;
+	fk->proto = k->proto;
+	fk->family = k->family;
+	fk->dport = k->dport;
+	memcpy(fk->addr, k->addr, sizeof(fk->addr));
+}
+
+/* The ll_key of a series named by fk, if it can be one (no flow fields). */
+static bool meter_key_narrow(const struct ll_flow_key *fk, struct ll_key *k)
+{
+	if (fk->sport || fk->pad0 || fk->addr2[0] || fk->addr2[1] || fk->addr2[2] ||
+	    fk->addr2[3])
+		return false;
+	memset(k, 0, sizeof(*k));
+	k->limit_uid = fk->limit_uid;
+	k->proto = fk->proto;
+	k->family = fk->family;
+	k->dport = fk->dport;
+	memcpy(k->addr, fk->addr, sizeof(k->addr));
+	return true;
+}
+
+int dp_meter_delete(struct dp *dp, const struct ll_flow_key *fk, struct ll_meter *pc)
+{
+	struct ll_key k;
+
+	if (meter_key_narrow(fk, &k) &&
+	    !(pc ? bpf_map_lookup_and_delete_elem(dp->meter_k_fd, &k, pc)
+		 : bpf_map_delete_elem(dp->meter_k_fd, &k)))
+		return 0;
+	if (!(pc ? bpf_map_lookup_and_delete_elem(dp->meter_fd, fk, pc)
+		 : bpf_map_delete_elem(dp->meter_fd, fk)))
+		return 0;
+	return -errno;
+}
+
+/* Every entry of one meter map (keys of key_size bytes) onto the arrays. */
+static int meter_read_map(struct dp *dp, int fd, size_t key_size, struct ll_flow_key **ks,
+			  struct ll_meter **vs, size_t *got, size_t *cap)
+{
+	unsigned char *bk = malloc(METER_READ_BATCH * key_size), k[sizeof(struct ll_flow_key)],
+		      next[sizeof(struct ll_flow_key)];
+	struct ll_meter *bv = calloc((size_t)METER_READ_BATCH * dp->ncpus, sizeof(*bv));
 	bool first = true, batched = true;
 	__u32 in_b = 0, out_b = 0;
 	int err = bk && bv ? 0 : -ENOMEM;
+	struct ll_flow_key fk;
 
-	*keys = NULL;
-	*vals = NULL;
-	*n = 0;
 	/* One syscall per METER_READ_BATCH keys (a key a syscall costs the
 	 * agent 100k syscalls a second at 100k keys); the whole map, without
 	 * the per-key walk's misses when keys come and go meanwhile.
 	 */
 	while (!err && batched) {
 		__u32 count = METER_READ_BATCH;
-		int r = bpf_map_lookup_batch(dp->meter_fd, first ? NULL : &in_b, &out_b, bk, bv,
-					     &count, NULL);
+		int r = bpf_map_lookup_batch(fd, first ? NULL : &in_b, &out_b, bk, bv, &count,
+					     NULL);
 		int e = r ? errno : 0;
 
 		if (r && e != ENOENT) {
@@ -326,24 +381,49 @@ int dp_meter_read(struct dp *dp, struct ll_flow_key **keys, struct ll_meter **va
 			err = -e;
 			break;
 		}
-		for (__u32 i = 0; !err && i < count; i++)
-			err = meter_push(&ks, &vs, &got, &cap, &bk[i], &bv[(size_t)i * dp->ncpus],
+		for (__u32 i = 0; !err && i < count; i++) {
+			if (key_size == sizeof(fk))
+				memcpy(&fk, bk + (size_t)i * key_size, sizeof(fk));
+			else
+				meter_key_widen(&fk, (const struct ll_key *)(bk + (size_t)i * key_size));
+			err = meter_push(ks, vs, got, cap, &fk, &bv[(size_t)i * dp->ncpus],
 					 dp->ncpus);
+		}
 		first = false;
 		in_b = out_b;
 		if (e == ENOENT)
 			break;
 	}
 	first = true;
-	while (!err && !batched && !bpf_map_get_next_key(dp->meter_fd, first ? NULL : &k, &next)) {
+	while (!err && !batched && !bpf_map_get_next_key(fd, first ? NULL : k, next)) {
 		first = false;
-		k = next;
-		if (bpf_map_lookup_elem(dp->meter_fd, &k, bv))
+		memcpy(k, next, key_size);
+		if (bpf_map_lookup_elem(fd, k, bv))
 			continue; /* deleted meanwhile */
-		err = meter_push(&ks, &vs, &got, &cap, &k, bv, dp->ncpus);
+		if (key_size == sizeof(fk))
+			memcpy(&fk, k, sizeof(fk));
+		else
+			meter_key_widen(&fk, (const struct ll_key *)k);
+		err = meter_push(ks, vs, got, cap, &fk, bv, dp->ncpus);
 	}
 	free(bk);
 	free(bv);
+	return err;
+}
+
+int dp_meter_read(struct dp *dp, struct ll_flow_key **keys, struct ll_meter **vals, size_t *n)
+{
+	struct ll_flow_key *ks = NULL;
+	struct ll_meter *vs = NULL;
+	size_t got = 0, cap = 0;
+	int err = meter_read_map(dp, dp->meter_fd, sizeof(struct ll_flow_key), &ks, &vs, &got, &cap);
+
+	if (!err)
+		err = meter_read_map(dp, dp->meter_k_fd, sizeof(struct ll_key), &ks, &vs, &got,
+				     &cap);
+	*keys = NULL;
+	*vals = NULL;
+	*n = 0;
 	if (err) {
 		free(ks);
 		free(vs);
@@ -430,10 +510,15 @@ static int meter_overflow_init(struct dp *dp, const struct ll_policy *pol)
 	for (__u32 id = 0; !err && id < LL_MAX_LIMITS; id++) {
 		const struct ll_limit_cfg *l = &pol->limits[id];
 		struct ll_flow_key fk = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
+		struct ll_key k = {.limit_uid = l->uid, .family = LL_OVERFLOW_FAMILY};
+		bool flow = l->key_mode == LL_KEY_FLOW;
 
 		if (!l->in_use || !(l->flags & LL_LIM_METER))
 			continue;
-		if (bpf_map_update_elem(dp->meter_fd, &fk, zero, BPF_NOEXIST) && errno != EEXIST) {
+		if (bpf_map_update_elem(flow ? dp->meter_fd : dp->meter_k_fd,
+					flow ? (const void *)&fk : (const void *)&k, zero,
+					BPF_NOEXIST) &&
+		    errno != EEXIST) {
 			if (errno != E2BIG)
 				err = -errno;
 			else

@@ -36,7 +36,8 @@ struct dp {
 	int rcu_fd;	       /* map-in-map whose update waits for an RCU grace period */
 	int prefix_buckets_fd; /* ll_prefix_buckets: fallback buckets of key prefixes */
 	struct ll_fill *fill;  /* ll_fill, mapped: LL_FILL_MAPS entries */
-	int meter_fd;	       /* ll_meter: per-key totals of metered limits (per CPU) */
+	int meter_fd;	       /* ll_meter: per-key totals of metered flow limits (per CPU) */
+	int meter_k_fd;	       /* ll_meter_k: the same for the other key modes (ll_key) */
 	int meter_info_fd;     /* ll_meter_info: the counters' identity, what was not metered */
 	uint64_t meter_ident;  /* ll_meter_info.ident as dp_open found or made it */
 	uint32_t meter_capacity; /* ll_meter entries, overflow entries included */
@@ -64,6 +65,11 @@ int dp_open(struct dp *dp, const struct dp_opts *opts);
 int dp_meter_ident(struct dp *dp);
 int dp_meter_read(struct dp *dp, struct ll_flow_key **keys, struct ll_meter **vals, size_t *n);
 int dp_meter_info_read(struct dp *dp, struct ll_meter_info *info);
+/* Delete the series named fk from whichever of ll_meter_k and ll_meter holds
+ * it; with pc (ncpus entries), its per-CPU values read as it goes. 0 or a
+ * negative errno (-ENOENT: in neither).
+ */
+int dp_meter_delete(struct dp *dp, const struct ll_flow_key *fk, struct ll_meter *pc);
 void dp_close(struct dp *dp);
 
 /* Make the compiled policy pol live, prev being the running one (all zero

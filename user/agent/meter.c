@@ -182,7 +182,10 @@ static void retire(struct meter *m, struct dp *dp, struct meter_ent *me, struct 
 {
 	struct ll_meter last = {0};
 
-	if (bpf_map_lookup_and_delete_elem(dp->meter_fd, &me->key, pc)) {
+	int err = dp_meter_delete(dp, &me->key, pc);
+
+	if (err) {
+		errno = -err;
 		if (errno == EINVAL || errno == ENOTSUP || errno == EOPNOTSUPP)
 			m->no_retire = true; /* a kernel without it: entries stay */
 		return;
@@ -246,7 +249,7 @@ static void scan(struct meter *m, struct dp *dp, const struct ll_policy *pol, ui
 			 * its entries go; metered again, its keys start anew.
 			 */
 			if (pressed)
-				bpf_map_delete_elem(dp->meter_fd, &k[i]);
+				dp_meter_delete(dp, &k[i], NULL);
 			continue;
 		}
 		e = ent_of(m, &k[i], v[i].born);

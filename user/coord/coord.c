@@ -1025,6 +1025,17 @@ static void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint
 		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_RETRY);
 		return;
 	}
+	/* An identity whose marks retention pruned: counting it would count
+	 * its series from 0 a second time (reference §6.3, retention).
+	 */
+	if (uledger_ident_pruned(co->usage, mt->holder, mt->ident) == 1) {
+		uledger_note_refused(co->usage);
+		pr_warn("meter batch %llu of '%s': its counters identity %016llx was silent past "
+			"ledger-retention and its marks are pruned: refused\n",
+			(unsigned long long)mt->seq, mt->holder, (unsigned long long)mt->ident);
+		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
+		return;
+	}
 	for (uint32_t i = 0; i < mt->n; i++) {
 		memset(&e[i], 0, sizeof(e[i]));
 		e[i].key = mt->e[i].key;
@@ -1299,6 +1310,27 @@ static void handle_events(struct coord *co, const struct epoll_event *ev, int n)
 		accept_all(co);
 }
 
+/* Ledger retention: one small transaction (COORD_PRUNE_ROWS rows at most)
+ * every COORD_PRUNE_STEP_NS while a pass has work, then the next pass an
+ * hour later; never inside the per-key transaction. Each step is one
+ * commit (fsync) of a few hundred microseconds to milliseconds: the loop
+ * goes on between steps.
+ */
+#define COORD_PRUNE_ROWS	1024
+#define COORD_PRUNE_STEP_NS (100 * 1000000ull)
+#define COORD_PRUNE_PASS_NS (3600 * 1000000000ull)
+static void usage_ledger_prune(struct coord *co, uint64_t now)
+{
+	int r;
+
+	if (!co->usage || !co->cfg.ledger_retention_s || co->meter_txn || now < co->prune_next_ns)
+		return;
+	r = uledger_prune(co->usage, uledger_now(), co->cfg.ledger_retention_s, COORD_PRUNE_ROWS);
+	co->prune_next_ns = now + (r > 0 ? COORD_PRUNE_STEP_NS
+				   : r == 0 ? COORD_PRUNE_PASS_NS
+					    : 60 * 1000000000ull);
+}
+
 /* Periodic work: silent holders stop asking, targets follow demand, the
  * invariant is checked.
  */
@@ -1334,6 +1366,7 @@ static void tick(struct coord *co)
 		co->violations += hotkeys_tick(&c->hot, &c->led, now, false);
 		check_invariant(co, c, now);
 	}
+	usage_ledger_prune(co, now);
 }
 
 static void reload(struct coord *co)

@@ -335,6 +335,17 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 		"leaseline_coord_usage_ledger_key_entries_total{kind=\"counted\"} %llu\n"
 		"leaseline_coord_usage_ledger_key_entries_total{kind=\"stale\"} %llu\n",
 		(unsigned long long)c.key_counted, (unsigned long long)c.key_stale);
+	prom_family(f, "leaseline_coord_usage_ledger_pruned_total", "counter",
+		    "Ledger retention (ledger-retention): usage rows and marks deleted, counters "
+		    "identities whose marks went, and reports or batches refused because they "
+		    "belong to a pruned incarnation or identity.");
+	fprintf(f,
+		"leaseline_coord_usage_ledger_pruned_total{kind=\"usage\"} %llu\n"
+		"leaseline_coord_usage_ledger_pruned_total{kind=\"marks\"} %llu\n"
+		"leaseline_coord_usage_ledger_pruned_total{kind=\"identities\"} %llu\n"
+		"leaseline_coord_usage_ledger_pruned_total{kind=\"refused\"} %llu\n",
+		(unsigned long long)c.pruned_usage, (unsigned long long)c.pruned_marks,
+		(unsigned long long)c.pruned_idents, (unsigned long long)c.pruned_refused);
 	prom_family(f, "leaseline_coord_usage_ledger_commit_seconds", "summary",
 		    "From a report's arrival to its ledger commit, over the last 4096 recorded "
 		    "reports.");

@@ -121,6 +121,7 @@ struct coord {
 	struct meter_pending *mpend;
 	size_t n_mpend, cap_mpend;
 	bool meter_txn, meter_txn_failed;
+	uint64_t prune_next_ns; /* ledger retention: the next step (CLOCK_MONOTONIC) */
 	uint64_t meter_recorded, meter_retry, meter_refused; /* acks sent, by status */
 };
 

@@ -26,6 +26,9 @@ struct usage_opts {
 	bool reconcile;
 	bool keys;	 /* per key of metered per-key limits (--keys, or --key KEY) */
 	const char *key; /* one key only, as printed ("198.18.0.1") */
+	const char *ledger;  /* --ledger FILE: the ledger file (else coord.yaml's) */
+	const char *pin_dir; /* --reconcile --pin-dir DIR: against the live ll_meter there */
+	bool *json_printed;  /* set once the JSON document is out (exit 1 then is its verdict) */
 };
 
 /* 0: printed (reconcile: within the contract); 1: reconcile listed

@@ -37,6 +37,8 @@ enum {
 	ST_KMARK_GET,
 	ST_KMARK_PUT,
 	ST_KUSAGE_ADD,
+	ST_KIDENT_PUT,
+	ST_KIDENT_GET,
 	ST_N,
 };
 
@@ -77,6 +79,13 @@ static const char *const stmt_sql[ST_N] = {
 	"holder, hour) DO UPDATE SET ap = ap + excluded.ap, ab = ab + excluded.ab, "
 	"dp = dp + excluded.dp, db = db + excluded.db, fp = fp + excluded.fp, "
 	"fb = fb + excluded.fb, bp = bp + excluded.bp, bb = bb + excluded.bb",
+    /* One row per (holder, counters identity): when it last reported, and
+     * whether retention pruned its marks (1 pruning, 2 pruned): then its
+     * batches are refused, never counted again from 0.
+     */
+    [ST_KIDENT_PUT] = "INSERT INTO key_idents (holder, ident, last, pruned) VALUES (?1, ?2, ?3, 0) "
+		      "ON CONFLICT (holder, ident) DO UPDATE SET last = excluded.last",
+    [ST_KIDENT_GET] = "SELECT pruned FROM key_idents WHERE holder = ?1 AND ident = ?2",
 };
 
 static const char schema[] =
@@ -104,11 +113,22 @@ static const char schema[] =
     " updated INTEGER NOT NULL, born INTEGER NOT NULL,"
     " PRIMARY KEY (holder, ident, limit_name, limit_uid, key, born))"
     " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS key_idents ("
+    " holder TEXT NOT NULL, ident INTEGER NOT NULL, last INTEGER NOT NULL,"
+    " pruned INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (holder, ident)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;"
     "INSERT OR IGNORE INTO meta VALUES ('schema', '1');";
 
 struct uledger {
 	sqlite3 *db;
+	int64_t marks_pruned_before; /* closed incarnations older than this: pruned */
+	/* retention's cursors over the usage tables (primary key order) */
+	char cur_limit[64], cur_key[160], cur_holder[96];
+	int64_t cur_hour;
+	bool cur_set, kcur_set;
+	bool pass_u, pass_k; /* this pass has scanned usage, key_usage to the end */
+	char kcur_limit[64], kcur_key[160], kcur_holder[96];
+	int64_t kcur_hour;
 	sqlite3_stmt *st[ST_N];
 	struct uledger_counters c;
 	uint64_t lat[LAT_SAMPLES];
@@ -173,6 +193,23 @@ int uledger_open(struct uledger **out, const char *path)
 		rc = sqlite3_exec(lg->db,
 				  "ALTER TABLE marks ADD COLUMN ident INTEGER NOT NULL DEFAULT 0",
 				  NULL, NULL, NULL);
+	/* key_idents of a ledger written before retention: from the marks, once. */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(lg->db,
+				  "INSERT OR IGNORE INTO key_idents (holder, ident, last, pruned) "
+				  "SELECT holder, ident, MAX(updated), 0 FROM key_marks WHERE NOT "
+				  "EXISTS (SELECT 1 FROM meta WHERE k = 'key_idents') GROUP BY holder, "
+				  "ident; INSERT OR IGNORE INTO meta VALUES ('key_idents', '1');",
+				  NULL, NULL, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_stmt *m = NULL;
+
+		rc = sqlite3_prepare_v2(lg->db, "SELECT v FROM meta WHERE k = 'marks_pruned_before'",
+					-1, &m, NULL);
+		if (rc == SQLITE_OK && sqlite3_step(m) == SQLITE_ROW)
+			lg->marks_pruned_before = sqlite3_column_int64(m, 0);
+		sqlite3_finalize(m);
+	}
 	for (int i = 0; rc == SQLITE_OK && i < ST_N; i++)
 		rc = sqlite3_prepare_v3(lg->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					&lg->st[i], NULL);
@@ -270,9 +307,20 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 		r = sqlite3_step(s);
 		if (r == SQLITE_ROW) {
 			uint64_t mident = (uint64_t)sqlite3_column_int64(s, 5);
+			uint64_t minc = (uint64_t)sqlite3_column_int64(s, 0);
 
 			col_totals(s, 1, &mark);
 			sqlite3_reset(s);
+			/* Older than the current incarnation and than what
+			 * retention pruned: a closed incarnation whose mark is
+			 * gone, replayed. Not a new one (those start later).
+			 */
+			if (inc < minc && lg->marks_pruned_before &&
+			    inc / 1000000000ull < (uint64_t)lg->marks_pruned_before) {
+				lg->c.stale++;
+				lg->c.pruned_refused++;
+				return 0;
+			}
 			/* Both identities known: they say whether the pins (and
 			 * the counters) were kept. Else the totals guess it.
 			 */
@@ -402,6 +450,28 @@ int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarn
 
 /* ---- per-key usage ---- */
 
+void uledger_note_refused(struct uledger *lg)
+{
+	lg->c.pruned_refused++;
+}
+
+int uledger_ident_pruned(struct uledger *lg, const char *holder, uint64_t ident)
+{
+	sqlite3_stmt *s = lg->st[ST_KIDENT_GET];
+	int r, pruned = 0;
+
+	sqlite3_reset(s);
+	sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+	r = sqlite3_step(s);
+	if (r == SQLITE_ROW)
+		pruned = sqlite3_column_int(s, 0) != 0;
+	sqlite3_reset(s);
+	if (r != SQLITE_ROW && r != SQLITE_DONE)
+		return sql_errno(r) ? sql_errno(r) : -EIO;
+	return pruned;
+}
+
 int uledger_keys_begin(struct uledger *lg)
 {
 	int rc;
@@ -422,8 +492,24 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 		     const char *limit, int64_t now_s, const struct uledger_key_entry *e, size_t n)
 {
 	int64_t hour = uledger_period_start(ULEDGER_HOUR, now_s);
-	int rc = 0;
+	int rc = uledger_ident_pruned(lg, holder, ident);
 
+	if (rc) {
+		if (rc > 0) {
+			lg->c.pruned_refused++;
+			rc = -ESTALE;
+		}
+		return rc;
+	}
+	{
+		sqlite3_stmt *s = lg->st[ST_KIDENT_PUT];
+
+		sqlite3_reset(s);
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+		sqlite3_bind_int64(s, 3, now_s);
+		rc = step_done(s);
+	}
 	for (size_t i = 0; !rc && i < n; i++) {
 		sqlite3_stmt *s = lg->st[ST_KMARK_GET];
 		uint64_t mark[8] = {0}, t[8], d[8];
@@ -534,6 +620,7 @@ int uledger_record_keys(struct uledger *lg, const char *holder, uint64_t ident, 
 	if (err) {
 		uledger_keys_abort(lg);
 		saved.key_failures = lg->c.key_failures;
+		saved.pruned_refused = lg->c.pruned_refused;
 		lg->c = saved;
 		return err;
 	}
@@ -607,6 +694,59 @@ int uledger_query_keys(const char *path, const struct uledger_query *q, const ch
 	}
 	if (rc == SQLITE_ERROR && db && strstr(sqlite3_errmsg(db), "no such table"))
 		rc = SQLITE_DONE; /* a ledger from before per-key usage: no rows */
+	else if (rc != SQLITE_DONE && rc != SQLITE_OK)
+		fprintf(stderr, "usage ledger '%s': %s\n", path,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+}
+
+int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
+			int (*cb)(const struct uledger_mark_row *r, void *arg), void *arg)
+{
+	sqlite3_stmt *s = NULL;
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+
+	if (rc == SQLITE_OK)
+		sqlite3_busy_timeout(db, 2000);
+	/* BLOBs compare as memcmp: the order a caller sorting by (uid,
+	 * memcmp(key), born) merges with. The primary key's (holder, ident)
+	 * prefix finds the rows.
+	 */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db,
+					"SELECT limit_uid, key, born, limit_name, ap, ab, dp, db, fp, "
+					"fb, bp, bb FROM key_marks WHERE holder = ?1 AND ident = ?2 "
+					"ORDER BY limit_uid, key, born",
+					-1, &s, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			struct uledger_mark_row r = {0};
+			const void *k = sqlite3_column_blob(s, 1);
+
+			if (sqlite3_column_bytes(s, 1) != (int)sizeof(r.key) || !k)
+				continue; /* not a key this build writes */
+			r.limit_uid = (uint32_t)sqlite3_column_int64(s, 0);
+			memcpy(&r.key, k, sizeof(r.key));
+			r.born = (uint64_t)sqlite3_column_int64(s, 2);
+			snprintf(r.limit, sizeof(r.limit), "%s",
+				 (const char *)sqlite3_column_text(s, 3));
+			for (int c = 0; c < LL_METER_CLASSES; c++) {
+				r.pkts[c] = (uint64_t)sqlite3_column_int64(s, 4 + 2 * c);
+				r.bytes[c] = (uint64_t)sqlite3_column_int64(s, 5 + 2 * c);
+			}
+			if (cb(&r, arg)) {
+				rc = SQLITE_DONE;
+				break;
+			}
+		}
+	}
+	if (rc == SQLITE_ERROR && db && strstr(sqlite3_errmsg(db), "no such table"))
+		rc = SQLITE_DONE; /* a ledger from before per-key usage: no marks */
 	else if (rc != SQLITE_DONE && rc != SQLITE_OK)
 		fprintf(stderr, "usage ledger '%s': %s\n", path,
 			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -816,4 +956,256 @@ int uledger_query(const char *path, const struct uledger_query *q,
 	sqlite3_finalize(s);
 	sqlite3_close(db);
 	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+}
+
+/* ---- retention ---- */
+
+/* One stretch of a usage table in primary key order after the cursor: at
+ * most *budget rows visited, those of hours before hour_cut deleted. ntext:
+ * the text columns before hour (usage: limit, holder; key_usage: limit,
+ * key, holder). *at_end: the stretch reached the table's end (the cursor
+ * starts over). Returns the rows deleted, or a sqlite error (negative).
+ */
+struct prune_cursor {
+	char *col[3];
+	size_t len[3];
+	int64_t *hour;
+	bool *set;
+};
+
+static long prune_usage(struct uledger *lg, const char *table, const char *const *cols, int ntext,
+			struct prune_cursor *cur, int64_t hour_cut, unsigned *budget,
+			bool *at_end)
+{
+	char sql[512], where[256], sel[128], del[256];
+	sqlite3_stmt *q = NULL, *d = NULL;
+	struct row {
+		char t[3][160];
+		int64_t hour;
+	} *rows = NULL;
+	unsigned n = 0, want = *budget ? *budget : 1;
+	long deleted = 0;
+	int rc;
+
+	*at_end = false;
+	snprintf(sel, sizeof(sel), "%s, %s%s%s, hour", cols[0], cols[1], ntext > 2 ? ", " : "",
+		 ntext > 2 ? cols[2] : "");
+	if (*cur->set)
+		snprintf(where, sizeof(where), "WHERE (%s) > (?2, ?3, %s) ", sel,
+			 ntext > 2 ? "?4, ?5" : "?4");
+	else
+		where[0] = '\0';
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s %sORDER BY %s LIMIT ?1", sel, table, where,
+		 sel);
+	snprintf(del, sizeof(del), "DELETE FROM %s WHERE %s = ?1 AND %s = ?2 AND %s%s%s hour = ?%d",
+		 table, cols[0], cols[1], ntext > 2 ? cols[2] : "", ntext > 2 ? " = ?3 AND" : "",
+		 "", ntext + 1);
+	rows = calloc(want, sizeof(*rows));
+	if (!rows)
+		return -SQLITE_NOMEM;
+	rc = sqlite3_prepare_v2(lg->db, sql, -1, &q, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(lg->db, del, -1, &d, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(q, 1, want);
+		if (*cur->set) {
+			for (int c = 0; c < ntext; c++)
+				sqlite3_bind_text(q, 2 + c, cur->col[c], -1, SQLITE_STATIC);
+			sqlite3_bind_int64(q, 2 + ntext, *cur->hour);
+		}
+		while ((rc = sqlite3_step(q)) == SQLITE_ROW && n < want) {
+			for (int c = 0; c < ntext; c++)
+				snprintf(rows[n].t[c], sizeof(rows[n].t[c]), "%s",
+					 (const char *)sqlite3_column_text(q, c));
+			rows[n].hour = sqlite3_column_int64(q, ntext);
+			n++;
+		}
+		if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+			rc = SQLITE_OK;
+	}
+	sqlite3_finalize(q);
+	for (unsigned i = 0; rc == SQLITE_OK && i < n; i++) {
+		if (rows[i].hour >= hour_cut)
+			continue;
+		sqlite3_reset(d);
+		for (int c = 0; c < ntext; c++)
+			sqlite3_bind_text(d, 1 + c, rows[i].t[c], -1, SQLITE_STATIC);
+		sqlite3_bind_int64(d, 1 + ntext, rows[i].hour);
+		rc = sqlite3_step(d) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(lg->db);
+		deleted++;
+	}
+	sqlite3_finalize(d);
+	if (rc == SQLITE_OK) {
+		*budget -= n < *budget ? n : *budget;
+		if (n < want) {
+			*at_end = true;
+			*cur->set = false;
+		} else {
+			for (int c = 0; c < ntext; c++)
+				snprintf(cur->col[c], cur->len[c], "%s", rows[n - 1].t[c]);
+			*cur->hour = rows[n - 1].hour;
+			*cur->set = true;
+		}
+	}
+	free(rows);
+	return rc == SQLITE_OK ? deleted : -(long)rc;
+}
+
+static long exec_changes(struct uledger *lg, const char *sql, const char *holder, int64_t a,
+			 int64_t b, int *rc)
+{
+	sqlite3_stmt *s = NULL;
+
+	*rc = sqlite3_prepare_v2(lg->db, sql, -1, &s, NULL);
+	if (*rc == SQLITE_OK) {
+		int i = 1;
+
+		if (holder)
+			sqlite3_bind_text(s, i++, holder, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(s, i++, a);
+		sqlite3_bind_int64(s, i, b);
+		*rc = sqlite3_step(s);
+		*rc = *rc == SQLITE_DONE ? SQLITE_OK : *rc;
+	}
+	sqlite3_finalize(s);
+	return *rc == SQLITE_OK ? sqlite3_changes(lg->db) : 0;
+}
+
+int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsigned max_rows)
+{
+	static const char *const ucols[] = {"limit_name", "holder"};
+	static const char *const kcols[] = {"limit_name", "key", "holder"};
+	struct uledger_counters saved = lg->c;
+	int64_t cutoff = now_s - (int64_t)retention_s;
+	int64_t hour_cut = uledger_period_start(ULEDGER_HOUR, cutoff);
+	int64_t pruned_before = lg->marks_pruned_before;
+	unsigned budget = max_rows ? max_rows : 1;
+	long work = 0, n;
+	bool end_u = false, end_k = false;
+	int rc;
+
+	if (!retention_s)
+		return 0;
+	rc = step_done(lg->st[ST_BEGIN]);
+	/* 1. Counters identities silent past the retention: tombstoned first
+	 * (their batches refused from this commit on), then their marks go in
+	 * bounded chunks, a step at a time.
+	 */
+	if (!rc) {
+		sqlite3_stmt *s = NULL;
+		char holder[96] = "";
+		int64_t ident = 0;
+		bool busy = false;
+
+		rc = sqlite3_prepare_v2(lg->db,
+					"SELECT holder, ident FROM key_idents WHERE pruned = 1 LIMIT 1",
+					-1, &s, NULL);
+		if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+			snprintf(holder, sizeof(holder), "%s", (const char *)sqlite3_column_text(s, 0));
+			ident = sqlite3_column_int64(s, 1);
+			busy = true;
+		}
+		sqlite3_finalize(s);
+		if (rc == SQLITE_OK && busy) {
+			n = exec_changes(lg,
+					 "DELETE FROM key_marks WHERE (holder, ident, limit_name, "
+					 "limit_uid, key, born) IN (SELECT holder, ident, limit_name, "
+					 "limit_uid, key, born FROM key_marks WHERE holder = ?1 AND "
+					 "ident = ?2 LIMIT ?3)",
+					 holder, ident, budget, &rc);
+			lg->c.pruned_marks += (uint64_t)n;
+			work += n;
+			budget -= (unsigned)n < budget ? (unsigned)n : budget - 1;
+			if (rc == SQLITE_OK && (unsigned)n < max_rows) {
+				exec_changes(lg,
+					     "UPDATE key_idents SET pruned = 2 WHERE holder = ?1 AND "
+					     "ident = ?2 AND ?3 = ?3",
+					     holder, ident, 0, &rc);
+				lg->c.pruned_idents++;
+				work++;
+			}
+		} else if (rc == SQLITE_OK) {
+			n = exec_changes(lg,
+					 "UPDATE key_idents SET pruned = 1 WHERE (holder, ident) IN "
+					 "(SELECT holder, ident FROM key_idents WHERE pruned = 0 AND "
+					 "last < ?1 AND ?2 = ?2 LIMIT 1)",
+					 NULL, cutoff, 0, &rc);
+			work += n;
+		}
+	}
+	/* 2. Marks of closed incarnations, with the bound under which a report
+	 * of an incarnation without a mark is taken for a pruned one.
+	 */
+	if (rc == SQLITE_OK) {
+		n = exec_changes(lg,
+				 "DELETE FROM marks WHERE (limit_name, holder, incarnation) IN "
+				 "(SELECT limit_name, holder, incarnation FROM marks WHERE current = "
+				 "0 AND updated < ?1 LIMIT ?2)",
+				 NULL, cutoff, budget, &rc);
+		if (rc == SQLITE_OK && n) {
+			if (cutoff > pruned_before)
+				pruned_before = cutoff;
+			exec_changes(lg,
+				     "INSERT INTO meta (k, v) VALUES ('marks_pruned_before', ?1) ON "
+				     "CONFLICT (k) DO UPDATE SET v = excluded.v WHERE ?2 = ?2",
+				     NULL, pruned_before, 0, &rc);
+		}
+		lg->c.pruned_marks += (uint64_t)n;
+		work += n;
+	}
+	/* 3. Usage rows of hours past the retention: a stretch of each table. */
+	if (rc == SQLITE_OK) {
+		struct prune_cursor c = {{lg->cur_limit, lg->cur_holder},
+					 {sizeof(lg->cur_limit), sizeof(lg->cur_holder)},
+					 &lg->cur_hour,
+					 &lg->cur_set};
+
+		n = lg->pass_u ? 0 : prune_usage(lg, "usage", ucols, 2, &c, hour_cut, &budget, &end_u);
+		if (n < 0)
+			rc = (int)-n;
+		else
+			work += n;
+		lg->c.pruned_usage += n > 0 ? (uint64_t)n : 0;
+	}
+	if (rc == SQLITE_OK) {
+		struct prune_cursor c = {{lg->kcur_limit, lg->kcur_key, lg->kcur_holder},
+					 {sizeof(lg->kcur_limit), sizeof(lg->kcur_key),
+					  sizeof(lg->kcur_holder)},
+					 &lg->kcur_hour,
+					 &lg->kcur_set};
+
+		if (!budget)
+			budget = 1;
+		n = lg->pass_k ? 0
+			       : prune_usage(lg, "key_usage", kcols, 3, &c, hour_cut, &budget, &end_k);
+		if (n < 0)
+			rc = (int)-n;
+		else
+			work += n;
+		lg->c.pruned_usage += n > 0 ? (uint64_t)n : 0;
+	}
+	if (rc == SQLITE_OK)
+		rc = step_done(lg->st[ST_COMMIT]);
+	if (rc) {
+		int err = sql_errno(rc);
+
+		pr_warn("usage ledger: retention step not committed: %s\n", sqlite3_errmsg(lg->db));
+		if (!sqlite3_get_autocommit(lg->db))
+			step_done(lg->st[ST_ROLLBACK]);
+		lg->c = saved;
+		lg->cur_set = lg->kcur_set = false; /* start the scans over */
+		lg->pass_u = lg->pass_k = false;
+		return err ? err : -EIO;
+	}
+	lg->marks_pruned_before = pruned_before;
+	lg->pass_u |= end_u;
+	lg->pass_k |= end_k;
+	/* Done for now: both tables scanned to their end this pass, and no
+	 * mark or identity left to prune. Else the caller steps again.
+	 */
+	if (!work && lg->pass_u && lg->pass_k) {
+		lg->pass_u = lg->pass_k = false;
+		return 0;
+	}
+	return work > 0 ? (int)(work > INT32_MAX ? INT32_MAX : work) : 1;
 }

@@ -60,6 +60,11 @@ struct uledger_counters {
 	uint64_t key_counted;  /* entries that added usage */
 	uint64_t key_stale;    /* entries at or below their mark in every field: nothing added */
 	uint64_t key_failures; /* transactions of key batches not committed (nothing written) */
+	/* retention (uledger_prune) */
+	uint64_t pruned_refused; /* reports/batches of an incarnation or identity pruned: refused */
+	uint64_t pruned_usage;	 /* usage rows deleted (per limit and per key) */
+	uint64_t pruned_marks;	 /* marks deleted (per-limit incarnations, key series) */
+	uint64_t pruned_idents;	 /* counters identities whose marks went */
 };
 
 /* Open (creating) the ledger file: WAL, synchronous FULL. 0 or -errno. */
@@ -136,6 +141,26 @@ int uledger_record_keys(struct uledger *lg, const char *holder, uint64_t ident, 
 			const char *limit, int64_t now_s, uint64_t arrival_ns,
 			const struct uledger_key_entry *e, size_t n);
 
+/* 1 when retention pruned the marks of (holder, ident): its batches are
+ * refused (uledger_keys_add returns -ESTALE) rather than counted from 0
+ * again; 0 when not; or a negative errno.
+ */
+int uledger_ident_pruned(struct uledger *lg, const char *holder, uint64_t ident);
+/* A caller that refused a batch on uledger_ident_pruned counts it here. */
+void uledger_note_refused(struct uledger *lg);
+
+/* Retention (reference §6.3): one bounded step, one transaction, of at most
+ * about max_rows rows visited: usage rows (per limit and per key) of hours
+ * ended retention_s before now_s; marks of closed incarnations not updated
+ * since then (a later report of one is refused: `pruned_refused`); the
+ * marks of counters identities that have not reported since then (the
+ * identity tombstoned first, in key_idents, so that its batches are
+ * refused, never counted from 0 again). Returns the rows deleted or
+ * visited (> 0: call again), 0 when a whole pass found nothing more to do,
+ * or a negative errno (nothing of the step done).
+ */
+int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsigned max_rows);
+
 struct uledger_key_row {
 	char limit[32];
 	char key[128];	 /* "" when summed over keys */
@@ -183,5 +208,22 @@ int64_t uledger_period_next(enum uledger_period p, int64_t start);
  */
 int uledger_query_keys(const char *path, const struct uledger_query *q, const char *key,
 		       int (*cb)(const struct uledger_key_row *r, void *arg), void *arg);
+
+/* The key marks of one holder's counters identity (what the ledger has
+ * accounted per series: (limit uid, key, born), totals in the order pkts
+ * then bytes by class), ordered by limit uid, key bytes, born: for
+ * `leaseline usage --reconcile --pin-dir`, which merges them with the
+ * series in the gateway's ll_meter. cb returning non-zero stops. 0 or a
+ * negative errno.
+ */
+struct uledger_mark_row {
+	uint32_t limit_uid;
+	struct ll_key_id key;
+	uint64_t born;
+	char limit[32];
+	uint64_t pkts[LL_METER_CLASSES], bytes[LL_METER_CLASSES];
+};
+int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
+			int (*cb)(const struct uledger_mark_row *r, void *arg), void *arg);
 
 #endif /* LEASELINE_COORD_USAGE_LEDGER_H */

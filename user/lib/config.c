@@ -1371,6 +1371,36 @@ static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	return rc;
 }
 
+/* ledger-retention: "400d", "9600h", or "forever" (the default). */
+static int coord_retention(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v,
+			   void *obj)
+{
+	struct cfg_coord *co = obj;
+	const char *s = walk_scalar(v);
+	unsigned long long n = 0;
+	char unit = 0, *end = NULL;
+
+	if (s && !strcmp(s, "forever")) {
+		co->ledger_retention_s = 0;
+		return 0;
+	}
+	if (s && *s >= '0' && *s <= '9') {
+		errno = 0;
+		n = strtoull(s, &end, 10);
+		unit = end && *end ? *end : 0;
+		if (errno || !end || (unit && end[1]))
+			unit = 0;
+	}
+	if (unit != 'd' && unit != 'h')
+		return walk_bad_value(c, f, v, "is not a retention",
+				      "days or hours, as 400d or 9600h, or forever");
+	if (n > CFG_LEDGER_RETENTION_MAX_S / (unit == 'd' ? 86400 : 3600) ||
+	    n * (unit == 'd' ? 86400 : 3600) < CFG_LEDGER_RETENTION_MIN_S)
+		return walk_bad_value(c, f, v, "is out of range", "1d to 36600d, or forever");
+	co->ledger_retention_s = n * (unit == 'd' ? 86400 : 3600);
+	return 0;
+}
+
 static const struct walk_field coord_fields[] = {
     {"listen", WALK_HOSTPORT, COORD(listen), .port = CFG_COORD_PORT},
     {"policy", WALK_PATH, COORD(policy_path), .required = true, .example = "policy.yaml"},
@@ -1383,6 +1413,7 @@ static const struct walk_field coord_fields[] = {
     {"tls", WALK_CUSTOM, .fn = coord_tls},
     {"insecure", WALK_ENUM, COORD(insecure), .names = bools},
     {"ledger", WALK_PATH, COORD(ledger_path)},
+    {"ledger-retention", WALK_CUSTOM, .fn = coord_retention},
 };
 
 static const struct walk_section coord_section = WALK_SECTION(coord_fields, coord_check);

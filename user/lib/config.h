@@ -141,7 +141,17 @@ struct cfg_coord {
 	struct cfg_tls tls;	      /* mutual TLS with every agent */
 	uint8_t insecure; /* 1: may listen beyond loopback without TLS (insecure: true) */
 	char ledger_path[CFG_PATH_LEN]; /* usage ledger; "" = state-dir/ledger.db */
+	/* ledger-retention: usage rows older than this go, and the marks of
+	 * counters identities silent that long (reference §6.3); 0 = forever.
+	 */
+	uint64_t ledger_retention_s;
 };
+
+/* ledger-retention bounds: a day (shorter would prune what a gateway cut
+ * off for a weekend still has to report) to 100 years.
+ */
+#define CFG_LEDGER_RETENTION_MIN_S 86400ull
+#define CFG_LEDGER_RETENTION_MAX_S (100ull * 366 * 86400)
 
 enum cfg_kind {
 	CFG_KIND_UNKNOWN = 0,
