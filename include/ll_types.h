@@ -664,10 +664,10 @@ struct ll_rule_stats {
  * 6: LL_MAX_LIMITS 256 (ll_policy limits[], ll_fence, and the entries of every per-limit array);
  * ll_rule src_set, dst_set, action, ll_sets (prefix sets), ll_overrides keys of dst-port limits
  * and ll_meter, ll_meter_info (per-key metering), LL_LIM_METER;
- * 9: ll_meter_k (per-key metering of non-flow keys by the 24-byte ll_key; ll_meter keeps
- * flow keys only). 7 and 8 are other branches' (the integrator renumbers).
+ * 7: ll_meter_k (per-key metering of non-flow keys by the 24-byte ll_key; ll_meter keeps
+ * flow keys only)
  */
-#define LL_LAYOUT_VERSION   9
+#define LL_LAYOUT_VERSION   7
 #define LL_LAYOUT_BUILD_LEN 48
 
 /* ll_layout, entry 0. `version` stays the first 4 bytes in every layout to
