@@ -33,6 +33,12 @@ CFLAGS    ?= -O2 -g
 LL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(EXTRA_CFLAGS)
 DEP_FLAGS := -MMD -MP
 BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -Ibpf -I$(ARCH_INC) -D__TARGET_ARCH_x86
+# An experiment, not a supported build: buckets with bpf_res_spin_lock
+# (include/ll_types.h, LL_BUCKET_LOCK), to price it in `make bench`.
+ifeq ($(LL_RES_LOCK),1)
+BPF_CFLAGS += -DLL_RES_LOCK
+LL_CFLAGS  += -DLL_RES_LOCK
+endif
 LDLIBS    := -lxdp -lbpf -lelf -lz -lyaml -lssl -lcrypto -lsqlite3 -lpthread -lm
 
 # The XDP program the agent embeds, and the benchmark-only programs.

@@ -34,6 +34,7 @@
 #include "log.h"
 #include "pass.skel.h"
 #include "reflim.skel.h"
+#include "lockcost.skel.h"
 #include "xdpcount.skel.h"
 #include "policy.h"
 #include "tb_math.h"
@@ -84,6 +85,7 @@ struct bench {
 	struct dp dp;
 	struct pass_bpf *pass;
 	struct reflim_bpf *ref;	  /* the reference limiter of issue #14 */
+	struct lockcost_bpf *lc;  /* lock pricing (NULL: no bpf_res_spin_lock here) */
 	struct xdpcount_bpf *cnt; /* counting XDP_DROP */
 	int pass_fd, raw_fd[RAW_MAX];
 	uint32_t repeat, runs, calls;
@@ -1021,6 +1023,28 @@ static int bench_single(struct bench *b, struct single *s)
 			return err;
 		row("counting XDP_DROP (xdpcount.bpf.c)", &s->cdrop);
 	}
+	if (b->lc) {
+		/* The bucket lock's price (lockcost.bpf.c): each beside the bare update. */
+		const struct {
+			struct bpf_program *p;
+			const char *what;
+		} lk[] = {
+		    {b->lc->progs.lc_bare, "machine: 1 array value updated, no lock"},
+		    {b->lc->progs.lc_spin, "machine: 1 value under bpf_spin_lock"},
+		    {b->lc->progs.lc_res, "machine: 1 value under bpf_res_spin_lock"},
+		    {b->lc->progs.lc_bare4, "machine: 4 values updated, no lock"},
+		    {b->lc->progs.lc_spin4, "machine: 4 values, each under bpf_spin_lock"},
+		    {b->lc->progs.lc_res4, "machine: 4 values, each under bpf_res_spin_lock"},
+		    {b->lc->progs.lc_res4held, "machine: 4 values, 4 res locks held at once"},
+		};
+
+		for (size_t i = 0; i < sizeof(lk) / sizeof(lk[0]); i++)
+			if (measure(b, bpf_program__fd(lk[i].p), frame, 0, &m) == 0)
+				row(lk[i].what, &m);
+	} else {
+		printf("  (lock pricing skipped: lockcost.bpf.c did not load; bpf_res_spin_lock needs "
+		       "kernel 6.15+)\n");
+	}
 	if (b->ref) {
 		int fd = bpf_program__fd(b->ref->progs.reflim);
 
@@ -1284,6 +1308,7 @@ int main(void)
 	}
 	b.pass_fd = bpf_program__fd(b.pass->progs.leaseline_pass);
 	b.cnt = xdpcount_bpf__open_and_load();
+	b.lc = lockcost_bpf__open_and_load();
 	b.ref = reflim_bpf__open();
 	if (b.ref &&
 	    (bpf_map__set_max_entries(b.ref->maps.rl_keys, 1024) || reflim_bpf__load(b.ref))) {
@@ -1373,6 +1398,7 @@ out:
 	pass_bpf__destroy(b.pass);
 	reflim_bpf__destroy(b.ref);
 	xdpcount_bpf__destroy(b.cnt);
+	lockcost_bpf__destroy(b.lc);
 	dp_close(&b.dp);
 	return err ? 1 : 0;
 }

@@ -35,6 +35,20 @@
 #include "params.h"
 #include "lease.h"
 
+/* The bucket lock (include/ll_types.h, LL_BUCKET_LOCK). The resilient lock
+ * can fail (deadlock or timeout): the charge then denies, a refund or a
+ * graduation's give-back is lost (fewer tokens, never more).
+ */
+#ifdef LL_RES_LOCK
+extern int bpf_res_spin_lock(struct bpf_res_spin_lock *lock) __ksym;
+extern void bpf_res_spin_unlock(struct bpf_res_spin_lock *lock) __ksym;
+#define BUCKET_LOCK(l)	 bpf_res_spin_lock(l)
+#define BUCKET_UNLOCK(l) bpf_res_spin_unlock(l)
+#else
+#define BUCKET_LOCK(l)	 (bpf_spin_lock(l), 0)
+#define BUCKET_UNLOCK(l) bpf_spin_unlock(l)
+#endif
+
 static __always_inline void key_addr(__u32 *dst, const __u32 *src, const struct ll_limit_cfg *cfg,
 				     __u8 family)
 {
@@ -287,10 +301,11 @@ static __always_inline void key_graduate(void *map, void *k, struct ll_bucket *f
 	}
 	if (!nb->tokens)
 		return;
-	bpf_spin_lock(&fb->lock);
+	if (BUCKET_LOCK(&fb->lock))
+		return;
 	if (fb->gen == nb->gen)
 		fb->tokens = tb_refund(fb->tokens, nb->tokens, v->cur.burst_s);
-	bpf_spin_unlock(&fb->lock);
+	BUCKET_UNLOCK(&fb->lock);
 }
 
 /* Where a per-key limit's debit went: the verdict of a charge carries it
@@ -421,7 +436,8 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 		    now < hint_until(*(volatile __u64 *)&b->deny_hint, class))
 			return TAKE_HINT_DENY;
 	}
-	bpf_spin_lock(&b->lock);
+	if (BUCKET_LOCK(&b->lock))
+		return refund ? TAKE_ADMIT : TAKE_LOCKED_DENY;
 	last = b->last_ns;
 	tokens = b->tokens;
 	gen = b->gen;
@@ -479,7 +495,7 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 	b->tokens = tokens;
 	b->last_ns = last;
 	b->gen = egen;
-	bpf_spin_unlock(&b->lock);
+	BUCKET_UNLOCK(&b->lock);
 	return ok ? TAKE_ADMIT : TAKE_LOCKED_DENY;
 }
 

@@ -243,6 +243,66 @@ __noinline int ll_limit_hinted(__u32 slot, __u32 id, struct pkt_meta *m)
 
 __noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *m);
 
+/* Count limit id's outcome for packet m: denied (it refused an enforced
+ * packet), else the verdict it admitted with (0: not debited) or, shadowed,
+ * a shadow denial; a metered limit's per-key meter too. Per-CPU counters.
+ */
+static __always_inline void limit_count(const struct ll_policy *pol, __u32 slot, __u32 id,
+					int denied, __u8 debit, int shadowed, struct pkt_meta *m)
+{
+	__u8 verdict = debit & LL_VERDICT_MASK;
+	struct ll_limit_stats *st;
+
+	if (pol->limits[id].flags & LL_LIM_METER) {
+		__u32 cls = denied			   ? LL_METER_DENIED
+			    : verdict == LL_ADMIT_FALLBACK ? LL_METER_FALLBACK
+			    : verdict == LL_ADMIT_BYPASS   ? LL_METER_BYPASS
+							   : LL_METER_ADMITTED;
+
+		if (denied || verdict)
+			ll_meter_count(slot, id, cls, m);
+	}
+	st = limit_stats(id);
+	if (!st)
+		return;
+	if (denied) {
+		st->denied_pkts++;
+		st->denied_bytes += m->len;
+	} else if (verdict == LL_ADMIT_FALLBACK) {
+		st->fallback_pkts++;
+		st->fallback_bytes += m->len;
+	} else if (verdict == LL_ADMIT_BYPASS) {
+		st->bypass_pkts++;
+		st->bypass_bytes += m->len;
+	} else if (verdict) {
+		st->allowed_pkts++;
+		st->allowed_bytes += m->len;
+	} else if (shadowed) {
+		st->shadow_denied_pkts++;
+		st->shadow_denied_bytes += m->len;
+		count_shadow_win(id, pol->limits[id].uid, m);
+	}
+}
+
+/* A rule of one limit: its charge is all there is, so nothing to give back
+ * (no all-or-nothing bookkeeping, no pre-pass). Returns XDP_PASS or XDP_DROP.
+ */
+static __always_inline int rule_charge_one(const struct ll_policy *pol, __u32 slot,
+					   const struct ll_rule *r, struct pkt_meta *m)
+{
+	__u32 id = r->limit[0] & (LL_MAX_LIMITS - 1);
+	int v = ll_limit_charge(slot, id, 0, m), denied = 0, shadowed = 0;
+
+	if (v == LL_DENY) {
+		if (pol->limits[id].mode == LL_MODE_SHADOW)
+			shadowed = 1;
+		else
+			denied = 1;
+	}
+	limit_count(pol, slot, id, denied, v, shadowed, m);
+	return denied ? XDP_DROP : XDP_PASS;
+}
+
 /* Charge the limits of rule r in order. Enforced denial: undo the debits
  * already taken and attribute the drop to the denying limit. Shadow denial:
  * count it and go on. Returns XDP_PASS or XDP_DROP.
@@ -303,8 +363,6 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot, 
 #pragma unroll
 	for (j = 0; j < LL_MAX_RULE_LIMITS; j++) {
 		__u32 id = r->limit[j] & (LL_MAX_LIMITS - 1);
-		__u8 verdict = debited[j] & LL_VERDICT_MASK;
-		struct ll_limit_stats *st;
 
 		if (j >= n)
 			break;
@@ -313,35 +371,7 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot, 
 				ll_limit_charge(slot, id, debited[j], m);
 			continue;
 		}
-		if (pol->limits[id].flags & LL_LIM_METER) {
-			__u32 cls = denier >= 0			   ? LL_METER_DENIED
-				    : verdict == LL_ADMIT_FALLBACK ? LL_METER_FALLBACK
-				    : verdict == LL_ADMIT_BYPASS   ? LL_METER_BYPASS
-								   : LL_METER_ADMITTED;
-
-			if (denier >= 0 || verdict)
-				ll_meter_count(slot, id, cls, m);
-		}
-		st = limit_stats(id);
-		if (!st)
-			continue;
-		if (denier >= 0) {
-			st->denied_pkts++;
-			st->denied_bytes += m->len;
-		} else if (verdict == LL_ADMIT_FALLBACK) {
-			st->fallback_pkts++;
-			st->fallback_bytes += m->len;
-		} else if (verdict == LL_ADMIT_BYPASS) {
-			st->bypass_pkts++;
-			st->bypass_bytes += m->len;
-		} else if (verdict) {
-			st->allowed_pkts++;
-			st->allowed_bytes += m->len;
-		} else if (shadowed[j]) {
-			st->shadow_denied_pkts++;
-			st->shadow_denied_bytes += m->len;
-			count_shadow_win(id, pol->limits[id].uid, m);
-		}
+		limit_count(pol, slot, id, denier >= 0, debited[j], shadowed[j], m);
 	}
 	return denier >= 0 ? XDP_DROP : XDP_PASS;
 }
@@ -530,6 +560,8 @@ int leaseline(struct xdp_md *ctx)
 			verdict = XDP_PASS;
 		else if (pol->rules[i].action == LL_RULE_DROP)
 			verdict = XDP_DROP;
+		else if (pol->rules[i].n_limits == 1)
+			verdict = rule_charge_one(pol, slot, &pol->rules[i], &m);
 		else
 			verdict = rule_charge(pol, slot, i, &pol->rules[i], &m);
 		count_rule(i, m.len, verdict == XDP_DROP);

@@ -454,8 +454,23 @@ struct ll_fill {
  * its tokens are settled under o_gen with the o_* parameters while the
  * lease lives. Local limits leave the o_* fields zero.
  */
+/* LL_RES_LOCK (an experiment, off by default: make LL_RES_LOCK=1) builds
+ * the buckets with the resilient lock of kernel 6.15+ to price it against
+ * bpf_spin_lock (docs/benchmarks.md, "The bucket lock"); it is not a
+ * supported build: user space cannot read such a map with BPF_F_LOCK, so
+ * the reaper and the hot-key reader fail (docs/design.md).
+ */
+#ifdef LL_RES_LOCK
+struct bpf_res_spin_lock {
+	__u32 val;
+};
+#define LL_BUCKET_LOCK struct bpf_res_spin_lock
+#else
+#define LL_BUCKET_LOCK struct bpf_spin_lock
+#endif
+
 struct ll_bucket {
-	struct bpf_spin_lock lock;
+	LL_BUCKET_LOCK lock;
 	__u32 gen;	     /* generation the tokens are settled for (a view's or o_gen) */
 	__u64 tokens;	     /* sub-tokens */
 	__u64 last_ns;	     /* refilled up to this instant */

@@ -1246,7 +1246,7 @@ static void test_fast_limit_precise_clock(void **state)
 		struct ll_bucket b = {.gen = cfg.gen, .tokens = 0, .last_ns = last};
 		int v;
 
-		assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+		assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, HX_BUCKET_LOCK), 0);
 		v = hx_run(fx, &p, 1);
 		if (hx_coarse_ns() >= last)
 			continue;
@@ -1872,7 +1872,7 @@ static void test_deny_hint_coarse_clock(void **state)
 			       .tokens = cfg.burst_s,
 			       .last_ns = now,
 			       .deny_hint = (now - 1000) & ~LL_HINT_CLASS_MASK};
-	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, HX_BUCKET_LOCK), 0);
 	hx_clock_catch_up(); /* passed by the packet's clock too */
 	assert_int_equal(hx_run(fx, &p, 1), XDP_PASS);
 
@@ -1883,7 +1883,7 @@ static void test_deny_hint_coarse_clock(void **state)
 			       .tokens = 0,
 			       .last_ns = now - 5000000,
 			       .deny_hint = (now + 1000000000ull) & ~LL_HINT_CLASS_MASK};
-	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, HX_BUCKET_LOCK), 0);
 	assert_int_equal(hx_run(fx, &p, 1), XDP_DROP);
 	assert_int_equal(hx_bucket(fx, &k, &after), 0);
 	assert_int_equal(after.last_ns, b.last_ns);
@@ -1993,7 +1993,7 @@ static void test_deny_hint_bytes_class(void **state)
 			       .tokens = 50 * TB_SCALE,
 			       .last_ns = now,
 			       .deny_hint = ((now + 1000000000ull) & ~LL_HINT_CLASS_MASK) | 100};
-	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, BPF_F_LOCK), 0);
+	assert_int_equal(bpf_map_update_elem(fx->dp.buckets_fd, &k, &b, HX_BUCKET_LOCK), 0);
 	assert_int_equal(hx_run(fx, &big, 1), XDP_DROP);
 	assert_int_equal(hx_bucket(fx, &k, &after), 0);
 	assert_int_equal(after.last_ns, b.last_ns); /* not settled: no lock taken */
