@@ -145,13 +145,14 @@ print(max(e["formatted"]["value"]["tokens"] for e in json.load(open(sys.argv[1])
 echo "    agent stopped, program $PROG still attached; buckets: $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$TMPD/before.json"), at most $MAX_TOKENS tokens"
 
 echo "pins of another layout:"
-set_layout 7
-refused "pins recording layout 7" "$TMPD/agent.yaml" \
-	"pins under '$PIN' are of layout 7" "uses layout $LAYOUT" "rm $PIN/ll_\\*"
+OTHER=$((LAYOUT + 1)) # a layout this build is not (a fixed number became this build's once)
+set_layout "$OTHER"
+refused "pins recording layout $OTHER" "$TMPD/agent.yaml" \
+	"pins under '$PIN' are of layout $OTHER" "uses layout $LAYOUT" "rm $PIN/ll_\\*"
 same_buckets "  ... buckets untouched"
 [ "$(ll_xdp_prog $LL_G_IF)" = "$PROG" ] && ok "  ... program $PROG untouched" || bad "  ... program replaced"
 in_g "$LL" top -j --pin-dir "$PIN" >"$TMPD/out" 2>&1
-[ $? -eq 1 ] && grep -q '"error":"pins under .* are of layout 7' "$TMPD/out" &&
+[ $? -eq 1 ] && grep -q "\"error\":\"pins under .* are of layout $OTHER" "$TMPD/out" &&
 	ok "top -j refuses to read them: $(cut -c1-100 "$TMPD/out")" || bad "top -j on them: $(head -2 "$TMPD/out")"
 set_layout "$LAYOUT"
 
