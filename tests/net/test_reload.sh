@@ -16,7 +16,7 @@ RATE2=25
 RATE_OLD=200 # what the refused older version would allow
 BURST=20
 SEND_PPS=200
-DURATION=10
+DURATION=12 # A to D: ~3 s each after the reloads, with room for a slow box
 NSRC=16
 # Rate tolerance per window: +/- (2 packets + 5% of the rate x window) covers a
 # window edge falling between two admissions and the sender's pacing jitter;
