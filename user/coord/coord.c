@@ -1076,6 +1076,8 @@ static void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint
  * the holder reports the same totals again). Nothing for a connection or
  * incarnation that went meanwhile.
  */
+static void conn_watch(struct coord *co, int ci);
+
 static void usage_done(struct coord *co)
 {
 	struct uw_job *j = uwriter_done(co->uw);
@@ -1113,6 +1115,8 @@ static void usage_done(struct coord *co)
 					grant_one(co, j->ci, j->hi, c, h->report_seq, now);
 			}
 		}
+		if (live)
+			conn_watch(co, j->ci); /* what did not fit in the socket: EPOLLOUT */
 		free(j);
 		j = next;
 	}
