@@ -10,7 +10,9 @@
  * nothing lost, nothing doubled. A full disk: no grant for the metered
  * limits, the agent reports again, nothing lost or doubled. meter: turned
  * on, off and on by SIGHUP over a running agent bills only what it admitted
- * while metered. Every test ends
+ * while metered. The ledger's writes on their own thread: grants do not
+ * wait for them, its queue is bounded, SIGTERM acks nothing uncommitted.
+ * Every test ends
  * with the ledger's totals equal, exactly, to what the fake agents counted.
  */
 #include <setjmp.h>
@@ -1258,6 +1260,95 @@ static void test_grants_do_not_wait_for_ledger(void **state)
 	assert_true(kled_equals(fx, "gw-1", &k));
 }
 
+/* METER acks with `status` that came on a's connection until now; others
+ * counted in *other.
+ */
+static int meter_acks_status(struct fx *fx, struct agent *a, int status, int *other)
+{
+	int n = 0;
+
+	if (!a->up)
+		return 0;
+	conn_read(&a->c);
+	while (conn_next(&a->c, fx->m) > 0)
+		if (fx->m->type == WIRE_METER_ACK) {
+			if (fx->m->meter_ack.status == status)
+				n++;
+			else if (other)
+				(*other)++;
+		}
+	return n;
+}
+
+/* The writer's queue is bounded (LEASELINE_LEDGER_QUEUE_BYTES: a few
+ * batches here): with the ledger's write lock held elsewhere, batches
+ * beyond it are answered RETRY at once and counted, none is recorded. A
+ * SIGTERM then, jobs queued and one waiting in SQLite: the coordinator
+ * exits, no batch acked RECORDED. Released and restarted: the batches sent
+ * again are recorded, exactly.
+ */
+static void test_writer_queue_full_and_sigterm(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *m = agent_new(fx, "gw-1", INC(7));
+	struct kstate k = {.ident = 0x5555};
+	int retry = 0, recorded = 0, other = 0, status;
+	char path[128];
+	uint64_t end;
+	sqlite3 *db;
+
+	kill(fx->pid, SIGTERM);
+	waitpid(fx->pid, NULL, 0);
+	setenv("LEASELINE_LEDGER_QUEUE_BYTES", "2048", 1); /* about 4 batches of NK keys */
+	assert_int_equal(coord_start(fx), 0);
+	unsetenv("LEASELINE_LEDGER_QUEUE_BYTES");
+	assert_true(agent_connect(fx, m));
+	kcount(&k, 0, 10, 0, 0);
+	ksettle(fx, m, &k);
+
+	snprintf(path, sizeof(path), "%s/state/ledger.db", fx->dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	for (int i = 0; i < 16; i++) {
+		kcount(&k, i % NK, 1, 0, 0);
+		assert_int_equal(meter_send(fx, m, &k, ++k.seq, "k"), 0);
+	}
+	end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC; /* a bound, not a figure */
+	while (!retry && clock_now_ns() < end) {
+		retry += meter_acks_status(fx, m, WIRE_METER_RETRY, &other);
+		poll(NULL, 0, 5);
+	}
+	recorded += other;
+	assert_true(retry > 0);
+	assert_true(metric(fx, "\nleaseline_coord_usage_ledger_queue_full_total ") >= 1);
+	{
+		double q = metric(fx, "\nleaseline_coord_usage_ledger_queue_bytes ");
+
+		assert_true(q >= 0 && q <= 2048);
+	}
+
+	kill(fx->pid, SIGTERM);
+	end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
+	while (waitpid(fx->pid, &status, WNOHANG) != fx->pid && clock_now_ns() < end)
+		poll(NULL, 0, 10);
+	assert_true(clock_now_ns() < end); /* it exited */
+	fx->pid = -1;
+	other = 0;
+	recorded += meter_acks_status(fx, m, WIRE_METER_RECORDED, &other);
+	printf("writer's queue full: %d batches answered retry at once; SIGTERM with batches "
+	       "queued: %d acked recorded\n",
+	       retry, recorded);
+	assert_int_equal(recorded, 0);
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(db);
+
+	assert_int_equal(coord_start(fx), 0);
+	conn_close(&m->c);
+	m->up = false;
+	ksettle(fx, m, &k);
+	assert_true(kled_equals(fx, "gw-1", &k));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1272,6 +1363,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys_retention, setup_retention, teardown),
 	    cmocka_unit_test_setup_teardown(test_grants_do_not_wait_for_ledger, setup_unmetered,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_writer_queue_full_and_sigterm, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

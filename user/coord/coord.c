@@ -746,6 +746,17 @@ static void hot_report(int hi, const struct wire_report *r, struct climit *const
  */
 #define COORD_WRITER_MAX_BYTES (64u << 20)
 
+/* The queue's bound: COORD_WRITER_MAX_BYTES, or less when
+ * LEASELINE_LEDGER_QUEUE_BYTES (tests only) says so.
+ */
+static size_t usage_queue_bytes(void)
+{
+	const char *v = getenv("LEASELINE_LEDGER_QUEUE_BYTES");
+	unsigned long long b = v && *v ? strtoull(v, NULL, 10) : 0;
+
+	return b && b < COORD_WRITER_MAX_BYTES ? (size_t)b : COORD_WRITER_MAX_BYTES;
+}
+
 /* The usage ledger's file: ledger: in coord.yaml, else state-dir/ledger.db. */
 static void usage_ledger_path(const struct coord *co, char *buf, size_t len)
 {
@@ -796,7 +807,7 @@ static int usage_ledger_ensure(struct coord *co)
 			return err;
 		}
 	}
-	err = uwriter_start(&co->uw, lg, path, co->cfg.ledger_retention_s, COORD_WRITER_MAX_BYTES);
+	err = uwriter_start(&co->uw, lg, path, co->cfg.ledger_retention_s, usage_queue_bytes());
 	if (err) {
 		pr_warn("cannot start the usage ledger's writer: %s\n", strerror(-err));
 		uledger_close(lg);
