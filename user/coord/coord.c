@@ -778,6 +778,7 @@ static int usage_ledger_ensure(struct coord *co)
 	char path[CFG_PATH_LEN + 16];
 	const char *names[LL_MAX_LIMITS];
 	struct uledger *lg = NULL;
+	struct uwriter *w;
 	size_t n = 0;
 	int err;
 
@@ -807,12 +808,16 @@ static int usage_ledger_ensure(struct coord *co)
 			return err;
 		}
 	}
-	err = uwriter_start(&co->uw, lg, path, co->cfg.ledger_retention_s, usage_queue_bytes());
+	err = uwriter_start(&w, lg, path, co->cfg.ledger_retention_s, usage_queue_bytes());
 	if (err) {
 		pr_warn("cannot start the usage ledger's writer: %s\n", strerror(-err));
 		uledger_close(lg);
 		return err;
 	}
+	/* At start, without the state lock: the metrics thread reads co->uw. */
+	pthread_mutex_lock(&co->lock);
+	co->uw = w;
+	pthread_mutex_unlock(&co->lock);
 	if (epoll_ctl(co->ep, EPOLL_CTL_ADD, uwriter_fd(co->uw),
 		      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_USAGE}))
 		return -errno;
