@@ -6,11 +6,13 @@
  * LEASELINE_LEDGER_NOW_FILE) splits usage by arrival; bypass shows as
  * bypass; `leaseline usage` prints it (text, CSV, JSON, --reconcile). The
  * coordinator killed with SIGKILL while it is inside a write (pwrite64,
- * fdatasync or fsync seen in /proc/PID/syscall), again and again while reports flow:
+ * fdatasync or fsync seen in /proc/PID/task/TID/syscall, on the writer thread), again and again while reports flow:
  * nothing lost, nothing doubled. A full disk: no grant for the metered
  * limits, the agent reports again, nothing lost or doubled. meter: turned
  * on, off and on by SIGHUP over a running agent bills only what it admitted
- * while metered. Every test ends
+ * while metered. The ledger's writes on their own thread: grants do not
+ * wait for them, its queue is bounded, SIGTERM acks nothing uncommitted.
+ * Every test ends
  * with the ledger's totals equal, exactly, to what the fake agents counted.
  */
 #include <setjmp.h>
@@ -20,6 +22,9 @@
 
 #include "unit/coord_fx.h"
 
+#include <sqlite3.h>
+
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -523,9 +528,47 @@ static void test_metered_end_to_end(void **state)
 	printf("%s", out);
 }
 
+/* 1 when a thread of pid is inside system call a or b (-1: none), as
+ * /proc/PID/task/TID/syscall shows: the ledger's writes and syncs run on
+ * the coordinator's writer thread, not its main one. 0 when none is; -1
+ * when the process is gone.
+ */
+static int any_thread_in(pid_t pid, long a, long b)
+{
+	char path[300], buf[128];
+	struct dirent *d;
+	DIR *dir;
+	int r = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while (r == 0 && (d = readdir(dir))) {
+		ssize_t n;
+		long nr;
+		int fd;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/syscall", pid, d->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		nr = strtol(buf, NULL, 10);
+		r = nr == a || (b >= 0 && nr == b);
+	}
+	closedir(dir);
+	return r;
+}
+
 /* Reports flow from 4 agents; the coordinator is killed with SIGKILL while
  * inside its ledger commit (pwrite64 of WAL frames, or their fdatasync, as
- * /proc/PID/syscall shows), restarted, the agents reconnect (same
+ * /proc/PID/task/TID/syscall shows, of the writer thread), restarted, the agents reconnect (same
  * incarnation, seq going on), KILLS times. Then the ledger holds exactly
  * what the agents counted.
  */
@@ -544,10 +587,8 @@ static void test_kill9_mid_write(void **state)
 	}
 	for (int round = 0; round < KILLS; round++) {
 		uint64_t end = clock_now_ns() + 2000 * NSEC_PER_MSEC;
-		char path[64], buf[128];
 		bool hit = false;
 
-		snprintf(path, sizeof(path), "/proc/%d/syscall", fx->pid);
 		while (!hit && clock_now_ns() < end) {
 			for (int i = 0; i < fx->n_ag; i++) {
 				struct agent *a = &fx->ag[i];
@@ -559,21 +600,15 @@ static void test_kill9_mid_write(void **state)
 			}
 			/* Watch its system call for a while: a write's sync. */
 			for (int k = 0; k < 200 && !hit; k++) {
-				int fd = open(path, O_RDONLY | O_CLOEXEC);
-				ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-				long nr;
-
-				if (fd >= 0)
-					close(fd);
-				if (n <= 0)
-					break;
-				buf[n] = '\0';
-				nr = strtol(buf, NULL, 10);
 				/* Odd rounds: writing the WAL's frames (the commit
 				 * frame not yet there); even: syncing them.
 				 */
-				hit = round % 2 ? nr == SYS_pwrite64
-						: nr == SYS_fdatasync || nr == SYS_fsync;
+				int r = round % 2 ? any_thread_in(fx->pid, SYS_pwrite64, -1)
+						  : any_thread_in(fx->pid, SYS_fdatasync, SYS_fsync);
+
+				if (r < 0)
+					break;
+				hit = r == 1;
 			}
 		}
 		mid_write[round % 2] += hit;
@@ -970,28 +1005,22 @@ static void test_keys_kill9_and_restarts(void **state)
 
 	assert_true(agent_connect(fx, a));
 	for (int round = 0; round < 6; round++) {
-		char path[64], buf[128];
 		bool hit = false;
 		uint64_t end = clock_now_ns() + 1000 * NSEC_PER_MSEC;
 
-		snprintf(path, sizeof(path), "/proc/%d/syscall", fx->pid);
 		while (!hit && clock_now_ns() < end) {
 			for (int j = 0; j < NK; j++)
 				kcount(&k, j, 1 + (uint64_t)round, 1, 0);
 			if (a->up)
 				meter_send(fx, a, &k, ++k.seq, "k");
 			for (int t = 0; t < 100 && !hit; t++) {
-				int fd = open(path, O_RDONLY | O_CLOEXEC);
-				ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-				long nr;
+				int r = any_thread_in(fx->pid, SYS_pwrite64, -1);
 
-				if (fd >= 0)
-					close(fd);
-				if (n <= 0)
+				if (r == 0)
+					r = any_thread_in(fx->pid, SYS_fdatasync, SYS_fsync);
+				if (r < 0)
 					break;
-				buf[n] = '\0';
-				nr = strtol(buf, NULL, 10);
-				hit = nr == SYS_pwrite64 || nr == SYS_fdatasync || nr == SYS_fsync;
+				hit = r == 1;
 			}
 		}
 		mid += hit;
@@ -1151,6 +1180,175 @@ static void test_keys_disk_full(void **state)
 	assert_true(kled_equals(fx, "gw-1", &k));
 }
 
+/* METER acks that came on a's connection until now (any status). */
+static int meter_acks_now(struct fx *fx, struct agent *a)
+{
+	int n = 0;
+
+	if (!a->up)
+		return 0;
+	conn_read(&a->c);
+	while (conn_next(&a->c, fx->m) > 0)
+		n += fx->m->type == WIRE_METER_ACK;
+	return n;
+}
+
+/* Grants do not wait for the ledger's writes (issue 12). Another process
+ * holds the ledger's write lock, so each write of the coordinator waits in
+ * SQLite's busy handler (1 s) and then fails. METER batches sent then queue
+ * at the ledger's writer thread while the loop goes on: a report of the
+ * unmetered limit b, sent after them on another connection, is granted
+ * before those batches are answered; its metered limit a gets no grant
+ * while its write cannot commit. Released: the batches sent again and the
+ * reports are recorded, exactly. Before the writer thread the loop itself
+ * waited, a second per batch, and answered them all before the report.
+ */
+#define BLOCKED_BATCHES 6
+static void test_grants_do_not_wait_for_ledger(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *m = agent_new(fx, "gw-1", INC(7)), *g = agent_new(fx, "gw-2", INC(8));
+	struct kstate k = {.ident = 0x4444};
+	int grants[N_LIM] = {0}, acks;
+	char path[128];
+	uint64_t end;
+	sqlite3 *db;
+
+	assert_true(agent_connect(fx, m));
+	assert_true(agent_connect(fx, g));
+	/* Past the quiet period: g's reports are granted. */
+	end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
+	while (!grants[1] && clock_now_ns() < end) {
+		agent_count(g, 1, 0, 0);
+		agent_report(fx, g);
+		usleep(110 * 1000);
+		drain(fx, g, grants);
+	}
+	assert_true(grants[1] > 0);
+	kcount(&k, 0, 10, 0, 0);
+	ksettle(fx, m, &k);
+
+	snprintf(path, sizeof(path), "%s/state/ledger.db", fx->dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	for (int i = 0; i < BLOCKED_BATCHES; i++) {
+		kcount(&k, i % NK, 1, 0, 0);
+		assert_int_equal(meter_send(fx, m, &k, ++k.seq, "k"), 0);
+	}
+	usleep(100 * 1000); /* the coordinator reads them first */
+	drain(fx, g, NULL);
+	memset(grants, 0, sizeof(grants));
+	agent_count(g, 1, 0, 0);
+	assert_int_equal(agent_report(fx, g), 0);
+	end = clock_now_ns() + 3 * BLOCKED_BATCHES * NSEC_PER_SEC; /* a bound, not a figure */
+	while (!grants[1] && g->up && clock_now_ns() < end) {
+		drain(fx, g, grants);
+		poll(NULL, 0, 5);
+	}
+	acks = meter_acks_now(fx, m);
+	printf("ledger locked: b granted with %d of the %d batches sent before it answered; "
+	       "a granted %d times\n",
+	       acks, BLOCKED_BATCHES, grants[0]);
+	assert_true(grants[1] > 0);
+	assert_true(acks < BLOCKED_BATCHES);
+	assert_int_equal(grants[0], 0);
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(db);
+
+	ksettle(fx, m, &k);
+	assert_true(ledger_reaches(fx, g, "a", counted(g, 0)));
+	assert_true(kled_equals(fx, "gw-1", &k));
+}
+
+/* METER acks with `status` that came on a's connection until now; others
+ * counted in *other.
+ */
+static int meter_acks_status(struct fx *fx, struct agent *a, int status, int *other)
+{
+	int n = 0;
+
+	if (!a->up)
+		return 0;
+	conn_read(&a->c);
+	while (conn_next(&a->c, fx->m) > 0)
+		if (fx->m->type == WIRE_METER_ACK) {
+			if (fx->m->meter_ack.status == status)
+				n++;
+			else if (other)
+				(*other)++;
+		}
+	return n;
+}
+
+/* The writer's queue is bounded (LEASELINE_LEDGER_QUEUE_BYTES: a few
+ * batches here): with the ledger's write lock held elsewhere, batches
+ * beyond it are answered RETRY at once and counted, none is recorded. A
+ * SIGTERM then, jobs queued and one waiting in SQLite: the coordinator
+ * exits, no batch acked RECORDED. Released and restarted: the batches sent
+ * again are recorded, exactly.
+ */
+static void test_writer_queue_full_and_sigterm(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *m = agent_new(fx, "gw-1", INC(7));
+	struct kstate k = {.ident = 0x5555};
+	int retry = 0, recorded = 0, other = 0, status;
+	char path[128];
+	uint64_t end;
+	sqlite3 *db;
+
+	kill(fx->pid, SIGTERM);
+	waitpid(fx->pid, NULL, 0);
+	setenv("LEASELINE_LEDGER_QUEUE_BYTES", "2048", 1); /* about 4 batches of NK keys */
+	assert_int_equal(coord_start(fx), 0);
+	unsetenv("LEASELINE_LEDGER_QUEUE_BYTES");
+	assert_true(agent_connect(fx, m));
+	kcount(&k, 0, 10, 0, 0);
+	ksettle(fx, m, &k);
+
+	snprintf(path, sizeof(path), "%s/state/ledger.db", fx->dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	for (int i = 0; i < 16; i++) {
+		kcount(&k, i % NK, 1, 0, 0);
+		assert_int_equal(meter_send(fx, m, &k, ++k.seq, "k"), 0);
+	}
+	end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC; /* a bound, not a figure */
+	while (!retry && clock_now_ns() < end) {
+		retry += meter_acks_status(fx, m, WIRE_METER_RETRY, &other);
+		poll(NULL, 0, 5);
+	}
+	recorded += other;
+	assert_true(retry > 0);
+	assert_true(metric(fx, "\nleaseline_coord_usage_ledger_queue_full_total ") >= 1);
+	{
+		double q = metric(fx, "\nleaseline_coord_usage_ledger_queue_bytes ");
+
+		assert_true(q >= 0 && q <= 2048);
+	}
+
+	kill(fx->pid, SIGTERM);
+	end = clock_now_ns() + 3 * WAIT_MS * NSEC_PER_MSEC;
+	while (waitpid(fx->pid, &status, WNOHANG) != fx->pid && clock_now_ns() < end)
+		poll(NULL, 0, 10);
+	assert_true(clock_now_ns() < end); /* it exited */
+	fx->pid = -1;
+	other = 0;
+	recorded += meter_acks_status(fx, m, WIRE_METER_RECORDED, &other);
+	printf("writer's queue full: %d batches answered retry at once; SIGTERM with batches "
+	       "queued: %d acked recorded\n",
+	       retry, recorded);
+	assert_int_equal(recorded, 0);
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(db);
+
+	assert_int_equal(coord_start(fx), 0);
+	conn_close(&m->c);
+	m->up = false;
+	ksettle(fx, m, &k);
+	assert_true(kled_equals(fx, "gw-1", &k));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1163,6 +1361,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys_kill9_and_restarts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_disk_full, setup_small_disk, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_retention, setup_retention, teardown),
+	    cmocka_unit_test_setup_teardown(test_grants_do_not_wait_for_ledger, setup_unmetered,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_writer_queue_full_and_sigterm, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

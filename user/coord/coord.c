@@ -736,7 +736,26 @@ static void hot_report(int hi, const struct wire_report *r, struct climit *const
 	}
 }
 
-static void meter_flush(struct coord *co, bool force);
+/* epoll data of the usage ledger's writer's eventfd (EP_LISTEN, EP_CONN0: below). */
+#define EP_USAGE UINT64_MAX
+
+/* What the writer's queue may hold (jobs queued and in the open group): 64
+ * MiB, about 1,300 full METER batches (8 s of 8 gateways x 100k keys per
+ * 10 s). Beyond it a batch is answered RETRY and a report's metered
+ * limits get no grant: the agent sends them again.
+ */
+#define COORD_WRITER_MAX_BYTES (64u << 20)
+
+/* The queue's bound: COORD_WRITER_MAX_BYTES, or less when
+ * LEASELINE_LEDGER_QUEUE_BYTES (tests only) says so.
+ */
+static size_t usage_queue_bytes(void)
+{
+	const char *v = getenv("LEASELINE_LEDGER_QUEUE_BYTES");
+	unsigned long long b = v && *v ? strtoull(v, NULL, 10) : 0;
+
+	return b && b < COORD_WRITER_MAX_BYTES ? (size_t)b : COORD_WRITER_MAX_BYTES;
+}
 
 /* The usage ledger's file: ledger: in coord.yaml, else state-dir/ledger.db. */
 static void usage_ledger_path(const struct coord *co, char *buf, size_t len)
@@ -747,88 +766,126 @@ static void usage_ledger_path(const struct coord *co, char *buf, size_t len)
 		snprintf(buf, len, "%s/ledger.db", co->cfg.state_dir);
 }
 
-/* Open the usage ledger once a limit is metered (at start, after a reload,
- * or again after it could not be opened) and record which limits are
- * metered from now on. 0 or -errno (usage_unsynced stays set: tried again
- * before the next record).
+/* The usage ledger's writer thread: started at start, the ledger opened
+ * here first when a limit is metered (it cannot be opened, or which limits
+ * are metered cannot be recorded: the coordinator does not start). After a
+ * reload the writer records the limits metered then before its next job
+ * (opening the ledger if none was; failing, its jobs fail and it tries
+ * again with the next). 0 or -errno.
  */
 static int usage_ledger_ensure(struct coord *co)
 {
 	char path[CFG_PATH_LEN + 16];
 	const char *names[LL_MAX_LIMITS];
+	struct uledger *lg = NULL;
+	struct uwriter *w;
 	size_t n = 0;
 	int err;
 
 	for (uint32_t l = 0; l < co->n_limits; l++)
 		if (co->lim[l].meter)
 			names[n++] = co->lim[l].name;
-	meter_flush(co, true); /* its transaction first: one at a time */
-	co->usage_unsynced = true;
-	if (!co->usage && !n)
+	if (co->uw) {
+		uwriter_set_metered(co->uw, names, n);
 		return 0;
-	if (!co->usage) {
-		usage_ledger_path(co, path, sizeof(path));
-		err = uledger_open(&co->usage, path);
+	}
+	usage_ledger_path(co, path, sizeof(path));
+	if (n) {
+		err = uledger_open(&lg, path);
 		if (err) {
 			pr_warn("cannot open the usage ledger '%s': %s\n", path, strerror(-err));
 			return err;
 		}
 		pr_info("usage ledger '%s' open\n", path);
+		/* When each limit's metering began (agents older than that
+		 * report totals that were not metered), and which ended.
+		 */
+		err = uledger_set_metered(lg, names, n, uledger_now());
+		if (err) {
+			pr_warn("usage ledger: cannot record which limits are metered: %s\n",
+				strerror(-err));
+			uledger_close(lg);
+			return err;
+		}
 	}
-	/* When each limit's metering began (agents older than that report
-	 * totals that were not metered), and which ended.
-	 */
-	err = uledger_set_metered(co->usage, names, n, uledger_now());
-	if (err)
-		pr_warn("usage ledger: cannot record which limits are metered: %s; no grant for "
-			"metered limits until it can\n",
-			strerror(-err));
-	co->usage_unsynced = err != 0;
-	return err;
+	err = uwriter_start(&w, lg, path, co->cfg.ledger_retention_s, usage_queue_bytes());
+	if (err) {
+		pr_warn("cannot start the usage ledger's writer: %s\n", strerror(-err));
+		uledger_close(lg);
+		return err;
+	}
+	/* At start, without the state lock: the metrics thread reads co->uw. */
+	pthread_mutex_lock(&co->lock);
+	co->uw = w;
+	pthread_mutex_unlock(&co->lock);
+	if (epoll_ctl(co->ep, EPOLL_CTL_ADD, uwriter_fd(co->uw),
+		      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_USAGE}))
+		return -errno;
+	return 0;
 }
 
-/* The metered entries of a report, in one transaction of the usage ledger
- * (usage_ledger.h). Reports closer than COORD_USAGE_MIN_INTERVAL_NS to the
+/* The metered entries of a report go to the writer, one transaction of the
+ * usage ledger (usage_ledger.h); their grants wait for its commit
+ * (usage_done). Reports closer than COORD_USAGE_MIN_INTERVAL_NS to the
  * last one recorded for the holder are skipped: their totals are absolute,
  * so the next one recorded carries them (no fsync storm from a fast peer).
- * A batch that cannot be written gets no grant for its metered limits, as
- * the usage log does: the holder reports the same totals again.
+ * While one is at the writer, the holder's later reports get no grant for
+ * their metered limits either: the grant on that commit answers them. A
+ * batch that cannot be written (or queued) gets no grant for its metered
+ * limits, as the usage log does: the holder reports the same totals again.
  */
-static void record_metered(struct coord *co, struct cholder *h, const struct wire_report *r,
-			   struct climit *const *cl, bool *recorded, uint64_t now)
+static void record_metered(struct coord *co, struct cholder *h, int ci, int hi,
+			   const struct wire_report *r, struct climit *const *cl, bool *recorded,
+			   uint64_t now)
 {
-	struct uledger_entry e[WIRE_MAX_ENTRIES];
-	size_t n = 0;
-	int err;
+	struct uw_job *j;
+	uint32_t n = 0;
 
+	for (uint32_t i = 0; i < r->n; i++)
+		if (cl[i] && cl[i]->meter)
+			n++;
+	if (!n)
+		return;
+	if (h->uledger_busy)
+		goto held;
+	if (h->uledger_ns && now - h->uledger_ns < COORD_USAGE_MIN_INTERVAL_NS)
+		return;
+	j = co->uw ? uw_job_new(UW_REPORT, n) : NULL;
+	if (!j)
+		goto failed;
+	j->ci = ci;
+	j->hi = hi;
+	j->arrival_ns = now;
+	j->now_s = uledger_now();
+	snprintf(j->holder, sizeof(j->holder), "%s", h->name);
+	j->incarnation = h->incarnation;
+	j->ident = h->counters_ident;
+	j->seq = r->seq;
 	for (uint32_t i = 0; i < r->n; i++) {
+		struct uw_rentry *e;
+
 		if (!cl[i] || !cl[i]->meter)
 			continue;
-		e[n].limit = cl[i]->name;
-		e[n].t.admitted = r->e[i].admitted;
-		e[n].t.denied = r->e[i].denied;
-		e[n].t.fallback = r->e[i].fallback;
-		e[n].t.bypass = r->e[i].bypass;
-		n++;
+		e = &j->re[j->n++];
+		snprintf(e->limit, sizeof(e->limit), "%s", cl[i]->name);
+		e->t.admitted = r->e[i].admitted;
+		e->t.denied = r->e[i].denied;
+		e->t.fallback = r->e[i].fallback;
+		e->t.bypass = r->e[i].bypass;
 	}
-	if (!n || (h->uledger_ns && now - h->uledger_ns < COORD_USAGE_MIN_INTERVAL_NS))
-		return;
-	/* Not open, or which limits are metered not recorded (a failed
-	 * write): first that, or an old agent's totals could count as usage.
-	 */
-	err = co->usage && !co->usage_unsynced ? 0 : usage_ledger_ensure(co);
-	meter_flush(co, true); /* the per-key transaction commits first */
-	if (!err)
-		err = uledger_record_ident(co->usage, h->name, h->incarnation, h->counters_ident,
-					   r->seq, uledger_now(), now, e, n);
-	if (!err) {
-		h->uledger_ns = now;
-		return;
+	if (uwriter_submit(co->uw, j)) {
+		free(j);
+		co->usage_full++;
+		goto failed;
 	}
+	h->uledger_busy = true;
+	goto held;
+failed:
 	co->usage_failures++;
-	pr_warn("cannot record usage of '%s' in the usage ledger: %s; no grant for its metered "
-		"limits until it can\n",
-		h->name, strerror(-err));
+	pr_debug("usage of '%s' not recorded: the usage ledger's writer is busy (or none); no "
+		 "grant for its metered limits until it is\n",
+		 h->name);
+held:
 	for (uint32_t i = 0; i < r->n; i++)
 		if (cl[i] && cl[i]->meter)
 			recorded[i] = false;
@@ -889,7 +946,7 @@ static void on_report(struct coord *co, int ci, const struct wire_report *r)
 			targets_recompute(c, now);
 	}
 	hot_report(hi, r, cl, now);
-	record_metered(co, h, r, cl, recorded, now);
+	record_metered(co, h, ci, hi, r, cl, recorded, now);
 	for (uint32_t i = 0; i < r->n; i++) {
 		struct climit *c = cl[i];
 
@@ -969,19 +1026,17 @@ static bool meter_key_ok(const struct cfg_limit *l, const struct ll_key_id *k)
 	}
 }
 
-/* A batch of one metered limit's per-key totals, into the transaction of
- * this turn of the loop (meter_flush commits it and sends the acks). Not
- * metered here: refused (the agent drops it). Not writable: the agent sends
- * it again. Admission never waits for any of it.
+/* A batch of one metered limit's per-key totals: checked here, copied to
+ * the writer, which adds it to its group's transaction and hands it back
+ * once that commits (usage_done sends the ack then). Not metered here:
+ * refused (the agent drops it). The writer's queue full: RETRY (the agent
+ * sends it again). Admission never waits for any of it.
  */
 static void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint64_t now)
 {
-	static struct uledger_key_entry e[WIRE_MAX_METER];
-	static char text[WIRE_MAX_METER][KEYFMT_LEN];
 	int hi = co->conns[ci]->holder;
 	const struct cfg_limit *l;
-	struct meter_pending *p;
-	int err;
+	struct uw_job *j;
 
 	if (hi < 0 || strcmp(co->h[hi].name, mt->holder) ||
 	    co->h[hi].incarnation != mt->incarnation) {
@@ -1004,91 +1059,83 @@ static void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint
 			meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
 			return;
 		}
-	if (co->n_mpend == co->cap_mpend) {
-		size_t cap = co->cap_mpend ? 2 * co->cap_mpend : 64;
-		void *np = realloc(co->mpend, cap * sizeof(*co->mpend));
-
-		if (!np) {
-			meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_RETRY);
-			return;
-		}
-		co->mpend = np;
-		co->cap_mpend = cap;
-	}
-	err = co->usage && !co->usage_unsynced ? 0 : usage_ledger_ensure(co);
-	if (!err && !co->meter_txn) {
-		err = uledger_keys_begin(co->usage);
-		co->meter_txn = !err;
-		co->meter_txn_failed = false;
-	}
-	if (err) {
+	j = co->uw && mt->n <= WIRE_MAX_METER ? uw_job_new(UW_KEYS, mt->n) : NULL;
+	if (!j) {
 		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_RETRY);
 		return;
 	}
-	/* An identity whose marks retention pruned: counting it would count
-	 * its series from 0 a second time (reference §6.3, retention).
-	 */
-	if (uledger_ident_pruned(co->usage, mt->holder, mt->ident) == 1) {
-		uledger_note_refused(co->usage);
-		pr_warn("meter batch %llu of '%s': its counters identity %016llx was silent past "
-			"ledger-retention and its marks are pruned: refused\n",
-			(unsigned long long)mt->seq, mt->holder, (unsigned long long)mt->ident);
-		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
-		return;
+	j->ci = ci;
+	j->hi = hi;
+	j->arrival_ns = now;
+	j->now_s = uledger_now();
+	snprintf(j->holder, sizeof(j->holder), "%s", mt->holder);
+	j->incarnation = mt->incarnation;
+	j->ident = mt->ident;
+	j->seq = mt->seq;
+	snprintf(j->limit, sizeof(j->limit), "%s", mt->limit);
+	j->limit_uid = mt->limit_uid;
+	j->key_mode = l->key_mode;
+	j->prefix_v4 = l->prefix_v4;
+	j->prefix_v6 = l->prefix_v6;
+	j->n = mt->n;
+	memcpy(j->ke, mt->e, mt->n * sizeof(mt->e[0]));
+	if (uwriter_submit(co->uw, j)) {
+		free(j);
+		co->usage_full++;
+		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_RETRY);
 	}
-	for (uint32_t i = 0; i < mt->n; i++) {
-		memset(&e[i], 0, sizeof(e[i]));
-		e[i].key = mt->e[i].key;
-		e[i].born = mt->e[i].born;
-		keyfmt_key(&mt->e[i].key, l->key_mode, l->prefix_v4, l->prefix_v6, text[i],
-			   sizeof(text[i]));
-		e[i].key_text = text[i];
-		memcpy(e[i].pkts, mt->e[i].pkts, sizeof(e[i].pkts));
-		memcpy(e[i].bytes, mt->e[i].bytes, sizeof(e[i].bytes));
-	}
-	if (!co->meter_txn_failed &&
-	    uledger_keys_add(co->usage, mt->holder, mt->ident, mt->limit_uid, mt->limit,
-			     uledger_now(), e, mt->n))
-		co->meter_txn_failed = true;
-	p = &co->mpend[co->n_mpend++];
-	*p = (struct meter_pending){
-	    .ci = ci, .hi = hi, .ident = mt->ident, .seq = mt->seq, .arrival_ns = now};
 }
 
-/* Group commit: the per-key transaction stays open across turns of the
- * loop until it is this old or this large, so that one fsync covers many
- * batches (8 gateways x 100k keys per 10 s is 160 batches a second).
+/* The jobs the writer is done with: a METER batch's ack (recorded only
+ * once committed; refused: its identity pruned; else sent again), a
+ * report's grants of its metered limits (committed: granted now; not: none,
+ * the holder reports the same totals again). Nothing for a connection or
+ * incarnation that went meanwhile.
  */
-#define COORD_METER_COMMIT_NS	   (200 * NSEC_PER_MSEC)
-#define COORD_METER_COMMIT_BATCHES 1024
+static void conn_watch(struct coord *co, int ci);
 
-/* Commit the per-key transaction when due (force: now), then ack every
- * batch in it, recorded or (nothing of it written) to be sent again.
- */
-static void meter_flush(struct coord *co, bool force)
+static void usage_done(struct coord *co)
 {
-	uint8_t status = WIRE_METER_RECORDED;
+	struct uw_job *j = uwriter_done(co->uw);
+	uint64_t now = clock_now_ns();
 
-	if (!co->meter_txn)
-		return;
-	if (!force && !co->meter_txn_failed && co->n_mpend < COORD_METER_COMMIT_BATCHES &&
-	    co->n_mpend && clock_now_ns() - co->mpend[0].arrival_ns < COORD_METER_COMMIT_NS)
-		return;
-	co->meter_txn = false;
-	if (co->meter_txn_failed) {
-		uledger_keys_abort(co->usage);
-		status = WIRE_METER_RETRY;
-	} else if (uledger_keys_commit(co->usage,
-				       co->n_mpend ? co->mpend[0].arrival_ns : clock_now_ns())) {
-		status = WIRE_METER_RETRY;
-	}
-	for (size_t i = 0; i < co->n_mpend; i++) {
-		const struct meter_pending *p = &co->mpend[i];
+	while (j) {
+		struct uw_job *next = j->next;
+		struct cholder *h = &co->h[j->hi];
+		bool live = co->conns[j->ci] && co->conns[j->ci]->holder == j->hi &&
+			    h->incarnation == j->incarnation && !strcmp(h->name, j->holder);
 
-		if (co->conns[p->ci] && co->conns[p->ci]->holder == p->hi)
-			meter_ack(co, p->ci, p->ident, p->seq, status);
+		if (j->kind == UW_KEYS) {
+			if (live)
+				meter_ack(co, j->ci, j->ident, j->seq,
+					  !j->err		? WIRE_METER_RECORDED
+					  : j->err == -ESTALE ? WIRE_METER_REFUSED
+							      : WIRE_METER_RETRY);
+		} else {
+			h->uledger_busy = false;
+			if (j->err) {
+				co->usage_failures++;
+				pr_warn("cannot record usage of '%s' in the usage ledger: %s; no grant "
+					"for its metered limits until it can\n",
+					j->holder, strerror(-j->err));
+			} else if (live) {
+				h->uledger_ns = j->arrival_ns;
+			}
+			for (uint32_t i = 0; !j->err && live && i < j->n; i++) {
+				struct climit *c = limit_by_name(co, j->re[i].limit);
+
+				if (!c || !c->meter)
+					continue;
+				check_invariant(co, c, now);
+				if (now >= co->quiet_until && co->conns[j->ci])
+					grant_one(co, j->ci, j->hi, c, h->report_seq, now);
+			}
+		}
+		if (live)
+			conn_watch(co, j->ci); /* what did not fit in the socket: EPOLLOUT */
+		free(j);
+		j = next;
 	}
-	co->n_mpend = 0;
 }
 
 static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
@@ -1292,11 +1339,18 @@ static void handle_events(struct coord *co, const struct epoll_event *ev, int n)
 {
 	bool listen = false, done[COORD_EPOLL_BATCH] = {false};
 
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.u64 == EP_USAGE) {
+			usage_done(co); /* acks and grants the ledger's commits allow, first */
+			done[i] = true;
+		}
 	for (int i = 0; i < n; i++) {
 		uint64_t d = ev[i].data.u64;
-		struct cconn *cc = d == EP_LISTEN ? NULL : co->conns[d - EP_CONN0];
+		struct cconn *cc = d == EP_LISTEN || d == EP_USAGE ? NULL : co->conns[d - EP_CONN0];
 
-		if (d == EP_LISTEN) {
+		if (done[i]) {
+			continue;
+		} else if (d == EP_LISTEN) {
 			listen = done[i] = true;
 		} else if (cc && cc->holder >= 0) {
 			conn_event(co, (int)(d - EP_CONN0), ev[i].events);
@@ -1308,27 +1362,6 @@ static void handle_events(struct coord *co, const struct epoll_event *ev, int n)
 			conn_event(co, (int)(ev[i].data.u64 - EP_CONN0), ev[i].events);
 	if (listen)
 		accept_all(co);
-}
-
-/* Ledger retention: one small transaction (COORD_PRUNE_ROWS rows at most)
- * every COORD_PRUNE_STEP_NS while a pass has work, then the next pass an
- * hour later; never inside the per-key transaction. Each step is one
- * commit (fsync) of a few hundred microseconds to milliseconds: the loop
- * goes on between steps.
- */
-#define COORD_PRUNE_ROWS	1024
-#define COORD_PRUNE_STEP_NS (100 * 1000000ull)
-#define COORD_PRUNE_PASS_NS (3600 * 1000000000ull)
-static void usage_ledger_prune(struct coord *co, uint64_t now)
-{
-	int r;
-
-	if (!co->usage || !co->cfg.ledger_retention_s || co->meter_txn || now < co->prune_next_ns)
-		return;
-	r = uledger_prune(co->usage, uledger_now(), co->cfg.ledger_retention_s, COORD_PRUNE_ROWS);
-	co->prune_next_ns = now + (r > 0 ? COORD_PRUNE_STEP_NS
-				   : r == 0 ? COORD_PRUNE_PASS_NS
-					    : 60 * 1000000000ull);
 }
 
 /* Periodic work: silent holders stop asking, targets follow demand, the
@@ -1366,7 +1399,6 @@ static void tick(struct coord *co)
 		co->violations += hotkeys_tick(&c->hot, &c->led, now, false);
 		check_invariant(co, c, now);
 	}
-	usage_ledger_prune(co, now);
 }
 
 static void reload(struct coord *co)
@@ -1525,7 +1557,6 @@ int coord_run(const char *config_path)
 			reload(co);
 		}
 		handle_events(co, ev, n);
-		meter_flush(co, false);
 		tick(co);
 		pthread_mutex_unlock(&co->lock);
 	}
@@ -1541,9 +1572,8 @@ int coord_run(const char *config_path)
 	free(co->hl);
 	free(co->conns);
 	coord_store_close(&co->store);
-	meter_flush(co, true);
-	uledger_close(co->usage);
-	free(co->mpend);
+	/* After the connections: what the writer still commits gets no ack. */
+	uwriter_stop(co->uw);
 	free(co->pol);
 	free(co->yaml);
 	tls_ctx_free(&co->tls);

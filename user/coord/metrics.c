@@ -288,13 +288,16 @@ static void write_failures(FILE *f, struct coord *co)
 /* The usage ledger (usage_ledger.h): zeros until a limit is metered. */
 static void write_usage_ledger(FILE *f, struct coord *co)
 {
-	struct uledger_counters c = co->usage ? *uledger_counters(co->usage)
-					      : (struct uledger_counters){0};
-	uint64_t p50 = 0, p99 = 0;
-	size_t n = 0;
+	struct uwriter_stats st = {0};
+	struct uledger_counters c;
+	uint64_t p50, p99;
 
-	if (co->usage)
-		uledger_latency(co->usage, &p50, &p99, &n);
+	/* The writer's copy, as of its last job: it owns the ledger. */
+	if (co->uw)
+		uwriter_stats(co->uw, &st);
+	c = st.c;
+	p50 = st.p50;
+	p99 = st.p99;
 	prom_family(f, "leaseline_coord_usage_ledger_reports_total", "counter",
 		    "Reports of metered limits by result: recorded (one transaction each), or "
 		    "failed (nothing written; no grant for their metered limits).");
@@ -353,6 +356,17 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 	prom_value(f, ns_to_s(p50));
 	fprintf(f, "leaseline_coord_usage_ledger_commit_seconds{quantile=\"0.99\"}");
 	prom_value(f, ns_to_s(p99));
+	prom_family(f, "leaseline_coord_usage_ledger_queue_full_total", "counter",
+		    "Reports and METER batches the ledger's writer thread could not take (its "
+		    "queue full): a batch is answered retry, a report's metered limits get no "
+		    "grant; the agent sends them again.");
+	fprintf(f, "leaseline_coord_usage_ledger_queue_full_total %llu\n",
+		(unsigned long long)co->usage_full);
+	prom_family(f, "leaseline_coord_usage_ledger_queue_bytes", "gauge",
+		    "Bytes of reports and METER batches at the ledger's writer thread (queued or in "
+		    "its open transaction).");
+	fprintf(f, "leaseline_coord_usage_ledger_queue_bytes %llu\n",
+		(unsigned long long)st.queued_bytes);
 }
 
 int coord_metrics_write(FILE *f, void *arg)

@@ -22,6 +22,7 @@
 #include "telemetry.h"
 #include "tls.h"
 #include "usage_ledger.h"
+#include "usage_writer.h"
 #include "wire.h"
 
 struct climit {
@@ -60,15 +61,8 @@ struct cholder {
 	uint64_t tele_incarnation; /* the incarnation its tele slots count */
 	uint64_t uledger_ns;	   /* when its last report went to the usage ledger */
 	uint64_t counters_ident;   /* its pinned counters' identity, from its HELLO (0 unknown) */
-};
-
-/* A METER batch written in the open per-key transaction, its ack due when
- * that transaction commits (or fails).
- */
-struct meter_pending {
-	int ci, hi; /* the connection and holder it came on */
-	uint64_t ident, seq;
-	uint64_t arrival_ns;
+	bool uledger_busy;	   /* a report of it at the ledger's writer: grants of its
+				    * metered limits wait for that one's commit */
 };
 
 struct cconn {
@@ -114,14 +108,10 @@ struct coord {
 	uint64_t tls_refused;	  /* holders whose certificate does not name them */
 	uint64_t ring_full, key_ledger_full, link_drops; /* allocator failures (telemetry.h) */
 	uint64_t reloads, reloads_refused;		 /* SIGHUP: policies loaded, refused */
-	struct uledger *usage; /* the usage ledger; NULL until a limit is metered */
-	bool usage_unsynced;   /* the metered limits not yet recorded in it */
+	/* The usage ledger: its writer thread owns it (usage_writer.h). */
+	struct uwriter *uw;
 	uint64_t usage_failures; /* reports the usage ledger could not record (no grant) */
-	/* Per-key usage (METER): one transaction per turn of the loop. */
-	struct meter_pending *mpend;
-	size_t n_mpend, cap_mpend;
-	bool meter_txn, meter_txn_failed;
-	uint64_t prune_next_ns; /* ledger retention: the next step (CLOCK_MONOTONIC) */
+	uint64_t usage_full;	 /* reports and METER batches refused: the writer's queue full */
 	uint64_t meter_recorded, meter_retry, meter_refused; /* acks sent, by status */
 };
 

@@ -67,7 +67,10 @@ struct uledger_counters {
 	uint64_t pruned_idents;	 /* counters identities whose marks went */
 };
 
-/* Open (creating) the ledger file: WAL, synchronous FULL. 0 or -errno. */
+/* Open (creating) the ledger file: WAL, synchronous FULL. 0 or -errno.
+ * A handle is used by one thread at a time (the coordinator: its writer
+ * thread, usage_writer.h).
+ */
 int uledger_open(struct uledger **out, const char *path);
 void uledger_close(struct uledger *lg);
 
@@ -127,8 +130,8 @@ struct uledger_key_entry {
 	uint64_t bytes[LL_METER_CLASSES];
 };
 
-/* A transaction over any number of batches (the coordinator's: every METER
- * frame of one turn of its loop), then commit (0, or -errno with nothing of
+/* A transaction over any number of batches (the coordinator's writer
+ * thread: the METER batches of up to 200 ms), then commit (0, or -errno with nothing of
  * it written: every batch in it must be sent again).
  */
 int uledger_keys_begin(struct uledger *lg);
