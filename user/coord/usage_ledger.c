@@ -632,8 +632,8 @@ int uledger_record_keys(struct uledger *lg, const char *holder, uint64_t ident, 
 	return err;
 }
 
-int uledger_query_keys(const char *path, const struct uledger_query *q, const char *key,
-		       int (*cb)(const struct uledger_key_row *r, void *arg), void *arg)
+/* The SQL of a period's first second, from an hour row's `hour`. */
+static const char *period_sql(enum uledger_period p)
 {
 	static const char *const pexpr[] = {
 	    [ULEDGER_HOUR] = "hour",
@@ -641,9 +641,55 @@ int uledger_query_keys(const char *path, const struct uledger_query *q, const ch
 	    [ULEDGER_MONTH] =
 		"CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
 	};
+
+	return pexpr[p];
+}
+
+/* Open the ledger read-only and prepare a usage query, q bound as ?1
+ * limit, ?2 holder, ?3 and ?4 the first seconds of the periods q spans
+ * (?4 0: no end). An SQLite result code.
+ */
+static int query_prepare(const char *path, const struct uledger_query *q, const char *sql,
+			 sqlite3 **db, sqlite3_stmt **s)
+{
 	int64_t from = q->from ? uledger_period_start(q->period, q->from) : 0;
 	int64_t to =
 	    q->to ? uledger_period_next(q->period, uledger_period_start(q->period, q->to - 1)) : 0;
+	int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY, NULL);
+
+	if (rc == SQLITE_OK)
+		sqlite3_busy_timeout(*db, 2000);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(*db, sql, -1, s, NULL);
+	if (rc == SQLITE_OK) {
+		if (q->limit)
+			sqlite3_bind_text(*s, 1, q->limit, -1, SQLITE_STATIC);
+		if (q->holder)
+			sqlite3_bind_text(*s, 2, q->holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(*s, 3, from);
+		sqlite3_bind_int64(*s, 4, to);
+	}
+	return rc;
+}
+
+/* Close a query that ended with rc: 0 or a negative errno, the error
+ * printed. A ledger without the table (no_table_ok) has no rows.
+ */
+static int query_finish(const char *path, sqlite3 *db, sqlite3_stmt *s, int rc, bool no_table_ok)
+{
+	if (no_table_ok && rc == SQLITE_ERROR && db && strstr(sqlite3_errmsg(db), "no such table"))
+		rc = SQLITE_DONE;
+	else if (rc != SQLITE_DONE && rc != SQLITE_OK)
+		fprintf(stderr, "usage ledger '%s': %s\n", path,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+}
+
+int uledger_query_keys(const char *path, const struct uledger_query *q, const char *key,
+		       int (*cb)(const struct uledger_key_row *r, void *arg), void *arg)
+{
 	char sql[1200];
 	sqlite3_stmt *s = NULL;
 	sqlite3 *db = NULL;
@@ -655,20 +701,10 @@ int uledger_query_keys(const char *path, const struct uledger_query *q, const ch
 		 "limit_name = ?1) AND (?2 IS NULL OR holder = ?2) AND (?5 IS NULL OR key = ?5) "
 		 "AND hour >= ?3 AND (?4 = 0 OR hour < ?4) GROUP BY p, limit_name, key%s "
 		 "ORDER BY p, limit_name, key%s",
-		 pexpr[q->period], q->by_holder ? "holder" : "''", q->by_holder ? ", holder" : "",
+		 period_sql(q->period), q->by_holder ? "holder" : "''", q->by_holder ? ", holder" : "",
 		 q->by_holder ? ", holder" : "");
-	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
-	if (rc == SQLITE_OK)
-		sqlite3_busy_timeout(db, 2000);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	rc = query_prepare(path, q, sql, &db, &s);
 	if (rc == SQLITE_OK) {
-		if (q->limit)
-			sqlite3_bind_text(s, 1, q->limit, -1, SQLITE_STATIC);
-		if (q->holder)
-			sqlite3_bind_text(s, 2, q->holder, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 3, from);
-		sqlite3_bind_int64(s, 4, to);
 		if (key)
 			sqlite3_bind_text(s, 5, key, -1, SQLITE_STATIC);
 		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -692,14 +728,7 @@ int uledger_query_keys(const char *path, const struct uledger_query *q, const ch
 			}
 		}
 	}
-	if (rc == SQLITE_ERROR && db && strstr(sqlite3_errmsg(db), "no such table"))
-		rc = SQLITE_DONE; /* a ledger from before per-key usage: no rows */
-	else if (rc != SQLITE_DONE && rc != SQLITE_OK)
-		fprintf(stderr, "usage ledger '%s': %s\n", path,
-			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+	return query_finish(path, db, s, rc, true); /* a ledger from before per-key usage */
 }
 
 int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
@@ -901,15 +930,6 @@ int64_t uledger_period_next(enum uledger_period p, int64_t start)
 int uledger_query(const char *path, const struct uledger_query *q,
 		  int (*cb)(const struct uledger_row *r, void *arg), void *arg)
 {
-	static const char *const pexpr[] = {
-	    [ULEDGER_HOUR] = "hour",
-	    [ULEDGER_DAY] = "(hour - hour % 86400)",
-	    [ULEDGER_MONTH] =
-		"CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
-	};
-	int64_t from = q->from ? uledger_period_start(q->period, q->from) : 0;
-	int64_t to =
-	    q->to ? uledger_period_next(q->period, uledger_period_start(q->period, q->to - 1)) : 0;
 	char sql[1024];
 	sqlite3_stmt *s = NULL;
 	sqlite3 *db = NULL;
@@ -920,20 +940,10 @@ int uledger_query(const char *path, const struct uledger_query *q,
 		 "SUM(bypass) FROM usage WHERE (?1 IS NULL OR limit_name = ?1) AND "
 		 "(?2 IS NULL OR holder = ?2) AND hour >= ?3 AND (?4 = 0 OR hour < ?4) "
 		 "GROUP BY p, limit_name%s ORDER BY p, limit_name%s",
-		 pexpr[q->period], q->by_holder ? "holder" : "''", q->by_holder ? ", holder" : "",
+		 period_sql(q->period), q->by_holder ? "holder" : "''", q->by_holder ? ", holder" : "",
 		 q->by_holder ? ", holder" : "");
-	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
-	if (rc == SQLITE_OK)
-		sqlite3_busy_timeout(db, 2000);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	rc = query_prepare(path, q, sql, &db, &s);
 	if (rc == SQLITE_OK) {
-		if (q->limit)
-			sqlite3_bind_text(s, 1, q->limit, -1, SQLITE_STATIC);
-		if (q->holder)
-			sqlite3_bind_text(s, 2, q->holder, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 3, from);
-		sqlite3_bind_int64(s, 4, to);
 		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 			struct uledger_row r = {0};
 
@@ -950,12 +960,7 @@ int uledger_query(const char *path, const struct uledger_query *q,
 			}
 		}
 	}
-	if (rc != SQLITE_DONE && rc != SQLITE_OK)
-		fprintf(stderr, "usage ledger '%s': %s\n", path,
-			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+	return query_finish(path, db, s, rc, false);
 }
 
 /* ---- retention ---- */
