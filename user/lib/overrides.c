@@ -61,14 +61,8 @@ static int count_arg(struct ovr_ctx *c, char **p, const char *what, uint64_t max
 static int entry_cmp(const void *a, const void *b)
 {
 	const struct ovr_entry *x = a, *y = b;
-	int c;
 
-	if (x->family != y->family)
-		return x->family < y->family ? -1 : 1;
-	c = memcmp(x->addr, y->addr, sizeof(x->addr));
-	if (c)
-		return c;
-	return x->plen < y->plen ? -1 : x->plen > y->plen;
+	return units_prefix_cmp(x->family, x->addr, x->plen, y->family, y->addr, y->plen);
 }
 
 /* The contract after key word w (rate R burst B, unlimited or deny) into e. */

@@ -21,14 +21,8 @@
 static int entry_cmp(const void *a, const void *b)
 {
 	const struct set_entry *x = a, *y = b;
-	int c;
 
-	if (x->family != y->family)
-		return x->family < y->family ? -1 : 1;
-	c = memcmp(x->addr, y->addr, sizeof(x->addr));
-	if (c)
-		return c;
-	return x->plen < y->plen ? -1 : x->plen > y->plen;
+	return units_prefix_cmp(x->family, x->addr, x->plen, y->family, y->addr, y->plen);
 }
 
 /* One line into e: 0, 1 for a blank or comment line, or -EINVAL. */

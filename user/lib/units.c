@@ -194,6 +194,19 @@ void units_prefix_mask(uint8_t family, uint8_t addr[16], uint8_t plen)
 	}
 }
 
+int units_prefix_cmp(uint8_t fa, const uint8_t a[16], uint8_t pa, uint8_t fb, const uint8_t b[16],
+		     uint8_t pb)
+{
+	int c;
+
+	if (fa != fb)
+		return fa < fb ? -1 : 1;
+	c = memcmp(a, b, 16);
+	if (c)
+		return c;
+	return pa < pb ? -1 : pa > pb;
+}
+
 uint32_t units_prefix_v6map(uint8_t family, const uint8_t addr[16], uint8_t plen, uint8_t out[16])
 {
 	memset(out, 0, 16);

@@ -41,6 +41,11 @@ void units_prefix_mask(uint8_t family, uint8_t addr[16], uint8_t plen);
  * v4-mapped (::ffff:a.b.c.d), IPv6 as is. Writes out[16]; returns the
  * prefix's length in those 128 bits.
  */
+/* Order of two prefixes: family, then address, then length (qsort, and
+ * 0 for the same prefix twice).
+ */
+int units_prefix_cmp(uint8_t fa, const uint8_t a[16], uint8_t pa, uint8_t fb, const uint8_t b[16],
+		     uint8_t pb);
 uint32_t units_prefix_v6map(uint8_t family, const uint8_t addr[16], uint8_t plen, uint8_t out[16]);
 /* Shortest exact form that units_parse_count/_duration read back to the same
  * value ("100G", "1500", "500ms"). Return snprintf's result.
