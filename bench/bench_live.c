@@ -123,6 +123,7 @@ struct opts {
 	int global;	  /* the client limit is a per-key global one, spending a leased share */
 	uint8_t unit;	  /* of the client limit: enum ll_unit */
 	uint32_t src_mul; /* trafgen's tg_src_mul: 1 keeps the sweep's order */
+	int gen_write_always; /* trafgen's tg_write_always (--gen-write always|changed) */
 	int tcp_flags;	  /* -1: UDP frames; else TCP frames with this flags byte */
 	int precise_clock; /* leaseline charges against bpf_ktime_get_ns (bpf/clock.h) */
 };
@@ -803,7 +804,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
 	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
 	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f "
-	    "tcp_flags=%d\n",
+	    "tcp_flags=%d gen_write=%s\n",
 	    o->label, phase, prog_names[o->prog], o->global ? "g" : o->precise_clock ? "p" : "",
 	    o->keys, o->flow ? "flow" : "src-ip",
 	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
@@ -820,7 +821,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    (unsigned long long)tot.overflow, a->t - s0->t, (int)napi, s0->t * 1e9,
 	    (unsigned long long)g->skel->bss->tg_first_ns, b->t * 1e9,
 	    (unsigned long long)g->skel->bss->tg_held, (unsigned long long)g->skel->bss->tg_resyncs,
-	    clock_ns, mem_ns, alu_ns, o->tcp_flags);
+	    clock_ns, mem_ns, alu_ns, o->tcp_flags, o->gen_write_always ? "always" : "changed");
 	fflush(stdout);
 }
 
@@ -848,6 +849,7 @@ static void usage(FILE *f)
 	    "         [--unit packets|bytes] [--precise-clock] [--window N] [--batch N] "
 	    "[--gen-cpu C] [--dut-cpu C]\n"
 	    "         [--prog-stats] [--global] [--src-mul ODD] [--tcp-flags BYTE]\n"
+	    "         [--gen-write always|changed]\n"
 	    "         [--dump-buckets FILE] [--label TEXT]\n"
 	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
 }
@@ -881,6 +883,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"src-mul", 1, 0, 'x'},
 	    {"tcp-flags", 1, 0, 'y'},
 	    {"precise-clock", 0, 0, 'z'},
+	    {"gen-write", 1, 0, 'A'},
 	    {0, 0, 0, 0},
 	};
 	struct in_addr a;
@@ -900,6 +903,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			   .window = DEF_WINDOW,
 			   .batch = DEF_BATCH,
 			   .src_mul = 1,
+			   .gen_write_always = 1,
 			   .tcp_flags = -1};
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -986,6 +990,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'x':
 			o->src_mul = strtoul(optarg, NULL, 0);
+			break;
+		case 'A':
+			if (strcmp(optarg, "always") && strcmp(optarg, "changed"))
+				return -EINVAL;
+			o->gen_write_always = !strcmp(optarg, "always");
 			break;
 		case 'y':
 			o->tcp_flags = (int)strtol(optarg, NULL, 0);
@@ -1098,6 +1107,7 @@ int main(int argc, char **argv)
 	g.skel->bss->tg_src_base = SRC_BASE;
 	g.skel->bss->tg_csum_base = csum_base;
 	g.skel->bss->tg_window = o.window;
+	g.skel->data->tg_write_always = o.gen_write_always;
 	g.skel->data->tg_dut_cpu = o.dut_cpu;
 	g.skel->bss->tg_dut_key = 0; /* LL_PARSE_OK in ll_parse_stats and pass_parse_stats */
 	g.ctx = (struct xdp_md){.data_end = FRAME_LEN, .ingress_ifindex = gen_ifindex};

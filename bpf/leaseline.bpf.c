@@ -183,12 +183,12 @@ static __always_inline int limit_hinted(__u32 id, const struct ll_limit_cfg *cfg
 	if (cfg->key_mode == LL_KEY_NONE)
 		return pool_hinted(id, cfg, m);
 	if (cfg->key_mode == LL_KEY_FLOW) {
-		struct ll_flow_key fk;
+		struct ll_flow_key fk LL_KEY_ALIGN;
 
 		flow_key_build(&fk, cfg, m);
 		return key_hinted(&ll_flow_buckets, &fk, sizeof(fk), id, cfg, m);
 	}
-	struct ll_key k;
+	struct ll_key k LL_KEY_ALIGN;
 
 	key_build(&k, cfg, m);
 	return key_hinted(&ll_buckets, &k, sizeof(k), id, cfg, m);
@@ -205,12 +205,12 @@ static __always_inline int limit_charge(__u32 id, const struct ll_limit_cfg *cfg
 	if (cfg->key_mode == LL_KEY_NONE)
 		return pool_charge(id, cfg, m, cost_s, refund);
 	if (cfg->key_mode == LL_KEY_FLOW) {
-		struct ll_flow_key fk;
+		struct ll_flow_key fk LL_KEY_ALIGN;
 
 		flow_key_build(&fk, cfg, m);
 		return key_charge(&ll_flow_buckets, &fk, sizeof(fk), id, cfg, m, cost_s, refund);
 	}
-	struct ll_key k;
+	struct ll_key k LL_KEY_ALIGN;
 
 	key_build(&k, cfg, m);
 	return key_charge(&ll_buckets, &k, sizeof(k), id, cfg, m, cost_s, refund);
@@ -415,7 +415,7 @@ __noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *
 	if (!cfg || !m)
 		return 0;
 	if (cfg->key_mode == LL_KEY_FLOW) {
-		struct ll_flow_key fk;
+		struct ll_flow_key fk LL_KEY_ALIGN;
 
 		flow_key_build(&fk, cfg, m);
 		v = bpf_map_lookup_elem(&ll_meter, &fk);
@@ -429,7 +429,7 @@ __noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *
 			ov = bpf_map_lookup_elem(&ll_meter, &fk);
 		}
 	} else {
-		struct ll_key k;
+		struct ll_key k LL_KEY_ALIGN;
 
 		key_build(&k, cfg, m);
 		v = bpf_map_lookup_elem(&ll_meter_k, &k);

@@ -28,6 +28,9 @@
 # Usage: scripts/bench-live.sh [BUILD_DIR]
 #        scripts/bench-live.sh --summary RAW_FILE   (the tables of an earlier run)
 # Knobs: BL_REPS (5), BL_DUR (3 s per run), BL_WINDOW (192 frames; 0: overrun the ring),
+#        BL_GEN_WRITE (always: the generator writes the varied fields into every frame;
+#        changed: only when the page holds other values, so at 1 key the DUT reads
+#        frames no other CPU has just written, as from a NIC),
 #        BL_BATCH (256: test_run's batch, which sizes its page pool),
 #        BL_RATE (1), BL_BURST (1), BL_KEYS ("1 65536 1048576"),
 #        BL_CONFIGS ("drop kfloor ll1 ll1g ll4 ll4f ll1b hashlimit nft"; also kfhdr kfloorc,
@@ -155,6 +158,7 @@ BL_DUR=${BL_DUR:-3}
 BL_RATE=${BL_RATE:-1}
 BL_BURST=${BL_BURST:-1}
 BL_WINDOW=${BL_WINDOW:-192}
+BL_GEN_WRITE=${BL_GEN_WRITE:-always}
 BL_BATCH=${BL_BATCH:-256}
 FRAME=64 # bytes per generated frame: ll1b's cost per packet in bytes mode
 BL_KEYS=${BL_KEYS:-"1 65536 1048576"}
@@ -316,7 +320,7 @@ tput_run() {
 	nf_set "$cfg" "$keys"
 	# Per-key tables sized as nf_set sizes the netfilter ones: room for 2N keys.
 	bl_run "tput:$cfg:$keys:$rep" "$prog" "$keys" "${lim[@]}" --duration "$BL_DUR" \
-		--window "$BL_WINDOW" --batch "$BL_BATCH" --max-keys $((2 * (keys < 1024 ? 1024 : keys))) "$@"
+		--window "$BL_WINDOW" --batch "$BL_BATCH" --gen-write "$BL_GEN_WRITE" --max-keys $((2 * (keys < 1024 ? 1024 : keys))) "$@"
 	nf_clear
 }
 

@@ -67,6 +67,10 @@ volatile __u32 tg_src_mul = 1;
  * address and the checksum, as they lie in the template (computed by the driver).
  */
 volatile __u32 tg_csum_base = 0;
+/* 1: write the varied fields into every frame even when the page already
+ * holds them (the old behaviour); 0: only when they differ.
+ */
+volatile __u32 tg_write_always = 1;
 volatile __u32 tg_window = 0;  /* frames in flight at most; 0: no limit */
 volatile __u32 tg_dut_cpu = 1; /* where the DUT counts */
 volatile __u32 tg_dut_key = 0; /* which entry of tg_dut counts our frames */
@@ -165,6 +169,7 @@ int trafgen(struct xdp_md *ctx)
 	struct iphdr *ip = data + ETH_HLEN;
 	struct udphdr *udp = (void *)(ip + 1);
 	__u32 zero = 0, k, sweep, n_keys = tg_n_keys, n_src = tg_n_src, saddr;
+	__u16 sport, check;
 	__u64 *pos = bpf_map_lookup_elem(&tg_pos, &zero);
 
 	if (!pos || (void *)(udp + 1) > data_end)
@@ -181,8 +186,12 @@ int trafgen(struct xdp_md *ctx)
 	k = (__u32)(((*pos % n_keys) + (__u64)(sweep * SWEEP_MUL)) % n_keys);
 	(*pos)++;
 	saddr = bpf_htonl(tg_src_base + (__u32)((__u64)(k % n_src) * tg_src_mul % n_src));
-	ip->saddr = saddr;
-	udp->source = bpf_htons((__u16)(tg_sport_base + k / n_src));
-	ip->check = csum_fold(tg_csum_base + (saddr & 0xffff) + (saddr >> 16));
+	sport = bpf_htons((__u16)(tg_sport_base + k / n_src));
+	check = csum_fold(tg_csum_base + (saddr & 0xffff) + (saddr >> 16));
+	if (tg_write_always || ip->saddr != saddr || udp->source != sport || ip->check != check) {
+		ip->saddr = saddr;
+		udp->source = sport;
+		ip->check = check;
+	}
 	return XDP_TX;
 }
