@@ -32,7 +32,6 @@
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/ip.h>
-#include <linux/ipv6.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
 #include <sys/ioctl.h>
@@ -125,7 +124,6 @@ struct opts {
 	uint8_t unit;	  /* of the client limit: enum ll_unit */
 	uint32_t src_mul; /* trafgen's tg_src_mul: 1 keeps the sweep's order */
 	int gen_write_always; /* trafgen's tg_write_always (--gen-write always|changed) */
-	int ipv6;	      /* --ipv6: IPv6 frames, one source per key (trafgen's tg_v6) */
 	int tcp_flags;	  /* -1: UDP frames; else TCP frames with this flags byte */
 	int precise_clock; /* leaseline charges against bpf_ktime_get_ns (bpf/clock.h) */
 };
@@ -570,55 +568,6 @@ static void frame_build(uint8_t *f, const uint8_t *src_mac, const uint8_t *dst_m
 	}
 }
 
-/* IPv6 source and destination of --ipv6 frames: 2001:2::/48, the IPv6
- * benchmarking range (RFC 5180); key k's source is SRC6 with its last word
- * k, written by the generator.
- */
-#define SRC6_PREFIX 0x20010002u /* 2001:2: */
-#define DST6_WORD1  0x0000ffffu /* 2001:2:0:ffff::1 */
-
-/* The --ipv6 template: Ethernet/IPv6/UDP to dport, the source's last word 0;
- * *csum_base: the sum of the UDP checksum's words but that one.
- */
-static void frame_build6(uint8_t *f, const uint8_t *src_mac, const uint8_t *dst_mac,
-			 uint16_t dport, uint32_t *csum_base)
-{
-	struct ethhdr *eth = (struct ethhdr *)f;
-	struct ipv6hdr *ip6 = (struct ipv6hdr *)(eth + 1);
-	struct udphdr *udp = (struct udphdr *)(ip6 + 1);
-	uint16_t ulen = FRAME_LEN - ETH_HLEN - sizeof(*ip6);
-	struct {
-		struct in6_addr src, dst;
-		uint32_t len, nexthdr;
-	} ph;
-	uint32_t sum;
-
-	memset(f, 0, FRAME_LEN);
-	memcpy(eth->h_dest, dst_mac, ETH_ALEN);
-	memcpy(eth->h_source, src_mac, ETH_ALEN);
-	eth->h_proto = htons(ETH_P_IPV6);
-	ip6->version = 6;
-	ip6->payload_len = htons(ulen);
-	ip6->nexthdr = IPPROTO_UDP;
-	ip6->hop_limit = 64;
-	ip6->saddr.s6_addr32[0] = htonl(SRC6_PREFIX);
-	ip6->daddr.s6_addr32[0] = htonl(SRC6_PREFIX);
-	ip6->daddr.s6_addr32[1] = htonl(DST6_WORD1);
-	ip6->daddr.s6_addr32[3] = htonl(1);
-	udp->source = htons(SPORT_BASE);
-	udp->dest = htons(dport);
-	udp->len = htons(ulen);
-	udp->check = 0;
-	ph.src = ip6->saddr;
-	ph.dst = ip6->daddr;
-	ph.len = htonl(ulen);
-	ph.nexthdr = htonl(IPPROTO_UDP);
-	sum = (uint32_t)csum_partial16(&ph, sizeof(ph)) + csum_partial16(udp, ulen);
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	*csum_base = sum;
-}
-
 struct gen {
 	struct trafgen_bpf *skel;
 	int fd, cpu, err;
@@ -777,28 +726,6 @@ static int buckets_dump(const struct dut *d, const char *path)
 #define PROBE_READS 400000
 #define PROBE_ALU   20000000
 
-/* The nominal clock of CPU cpu in MHz as /proc/cpuinfo gives it (a VM's
- * vCPUs report the host's), or -1: for cycles per packet.
- */
-static double cpu_mhz(int cpu)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[256];
-	int cur = -1;
-	double mhz = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "processor : %d", &cur) == 1)
-			continue;
-		if (cur == cpu && sscanf(line, "cpu MHz : %lf", &mhz) == 1)
-			break;
-	}
-	fclose(f);
-	return mhz;
-}
-
 static void machine_probe(int cpu, double *clock_ns, double *mem_ns, double *alu_ns)
 {
 	size_t *next = malloc(PROBE_WORDS * sizeof(*next)), i, j, t, at = 0;
@@ -877,9 +804,9 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
 	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
 	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f "
-	    "tcp_flags=%d gen_write=%s cpu_mhz=%.0f\n",
+	    "tcp_flags=%d gen_write=%s\n",
 	    o->label, phase, prog_names[o->prog], o->global ? "g" : o->precise_clock ? "p" : "",
-	    o->keys, o->flow ? "flow" : o->ipv6 ? "src-ip6" : "src-ip",
+	    o->keys, o->flow ? "flow" : "src-ip",
 	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
 	    (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
 	    pkts > 0 ? napi_ns / pkts : 0, busy, cpu_busy > busy ? cpu_busy - busy : 0, pushed / dt,
@@ -894,8 +821,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    (unsigned long long)tot.overflow, a->t - s0->t, (int)napi, s0->t * 1e9,
 	    (unsigned long long)g->skel->bss->tg_first_ns, b->t * 1e9,
 	    (unsigned long long)g->skel->bss->tg_held, (unsigned long long)g->skel->bss->tg_resyncs,
-	    clock_ns, mem_ns, alu_ns, o->tcp_flags, o->gen_write_always ? "always" : "changed",
-	    cpu_mhz(o->dut_cpu));
+	    clock_ns, mem_ns, alu_ns, o->tcp_flags, o->gen_write_always ? "always" : "changed");
 	fflush(stdout);
 }
 
@@ -923,7 +849,7 @@ static void usage(FILE *f)
 	    "         [--unit packets|bytes] [--precise-clock] [--window N] [--batch N] "
 	    "[--gen-cpu C] [--dut-cpu C]\n"
 	    "         [--prog-stats] [--global] [--src-mul ODD] [--tcp-flags BYTE]\n"
-	    "         [--gen-write always|changed] [--ipv6 (drop, ll1, ll4: a source per key)]\n"
+	    "         [--gen-write always|changed]\n"
 	    "         [--dump-buckets FILE] [--label TEXT]\n"
 	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
 }
@@ -958,7 +884,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"tcp-flags", 1, 0, 'y'},
 	    {"precise-clock", 0, 0, 'z'},
 	    {"gen-write", 1, 0, 'A'},
-	    {"ipv6", 0, 0, 'B'},
 	    {0, 0, 0, 0},
 	};
 	struct in_addr a;
@@ -1066,9 +991,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'x':
 			o->src_mul = strtoul(optarg, NULL, 0);
 			break;
-		case 'B':
-			o->ipv6 = 1;
-			break;
 		case 'A':
 			if (strcmp(optarg, "always") && strcmp(optarg, "changed"))
 				return -EINVAL;
@@ -1088,9 +1010,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    o->warmup_s < 0 || (o->prog == DUT_KEEP && !o->pin_dir) || !o->batch || o->batch > 256 ||
 	    !(o->src_mul & 1))
 		return -EINVAL;
-	if (o->ipv6 && o->prog != DUT_DROP && o->prog != DUT_LL1 && o->prog != DUT_LL4)
-		return -EINVAL;
-	o->flow = !o->ipv6 && o->keys > MAX_SRC;
+	o->flow = o->keys > MAX_SRC;
 	return 0;
 }
 
@@ -1178,17 +1098,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	g.fd = bpf_program__fd(g.skel->progs.trafgen);
-	if (o.ipv6)
-		frame_build6(g.frame, gen_mac, dut_mac, o.dport, &csum_base);
-	else
-		frame_build(g.frame, gen_mac, dut_mac, o.dst, o.dport, o.tcp_flags, &csum_base);
-	n_src = o.ipv6 || o.keys < MAX_SRC ? o.keys : MAX_SRC;
+	frame_build(g.frame, gen_mac, dut_mac, o.dst, o.dport, o.tcp_flags, &csum_base);
+	n_src = o.keys < MAX_SRC ? o.keys : MAX_SRC;
 	g.skel->data->tg_n_keys = o.keys;
 	g.skel->data->tg_n_src = n_src;
 	g.skel->data->tg_src_mul = o.src_mul;
 	g.skel->data->tg_sport_base = SPORT_BASE;
-	g.skel->bss->tg_src_base = o.ipv6 ? 0 : SRC_BASE;
-	g.skel->bss->tg_v6 = o.ipv6;
+	g.skel->bss->tg_src_base = SRC_BASE;
 	g.skel->bss->tg_csum_base = csum_base;
 	g.skel->bss->tg_window = o.window;
 	g.skel->data->tg_write_always = o.gen_write_always;

@@ -34,9 +34,7 @@
 #        BL_BATCH (256: test_run's batch, which sizes its page pool),
 #        BL_RATE (1), BL_BURST (1), BL_KEYS ("1 65536 1048576"),
 #        BL_CONFIGS ("drop kfloor ll1 ll1g ll4 ll4f ll1b hashlimit nft"; also kfhdr kfloorc,
-#        llsyn llsynack: TCP SYN / ACK frames against a tcp-flags: syn rule;
-#        drop6 ll16 ll46: IPv6 frames from 2001:2::/48, one source per key, so
-#        src-ip keys past 64k), BL_ONLY ("tput stats acc mem perf"),
+#        llsyn llsynack: TCP SYN / ACK frames against a tcp-flags: syn rule), BL_ONLY ("tput stats acc mem perf"),
 #        BL_PERF_CFGS ("ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"),
 #        BL_ACC_S (10), LL_KEEP=1 (keep the temp dir). Raw lines: BUILD/bench-live.txt.
 set -u
@@ -63,7 +61,7 @@ for line in open(sys.argv[1]):
 def med(rs, f):
     return statistics.median(float(r[f]) for r in rs)
 keys = sorted({k for _, k, _ in tput})
-order = ["drop", "drop6", "pass", "kfhdr", "kfloor", "kfloorc", "ref", "reft", "refa", "ll1", "ll16", "ll1p", "ll1a", "ll1pa", "ll4a", "ll1g", "ll4", "ll46", "ll4f", "ll1b", "llsyn",
+order = ["drop", "pass", "kfhdr", "kfloor", "kfloorc", "ref", "reft", "refa", "ll1", "ll1p", "ll1a", "ll1pa", "ll4a", "ll1g", "ll4", "ll4f", "ll1b", "llsyn",
          "llsynack", "hashlimit", "nft"]
 cfgs = [c for c in order if any((c, k, p) in tput for k in keys for p in ("win", "open"))]
 for phase, title in (("win", "DUT saturated, window-limited generator"),
@@ -71,9 +69,9 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
     if not any(p == phase for _, _, p in tput):
         continue
     print("-- %s: medians over repetitions (min-max of DUT ns/pkt)" % title)
-    print("%-10s %8s %3s %10s %11s %7s %8s %6s %6s %7s %6s %8s %6s %6s" % ("config", "keys", "n",
-          "DUT ns/pkt", "(min-max)", "cyc/pkt", "DUT Mpps", "busy", "other", "admit", "loss",
-          "prog ns", "clk ns", "mem ns"))
+    print("%-10s %8s %3s %10s %11s %8s %6s %6s %7s %6s %8s %6s %6s" % ("config", "keys", "n",
+          "DUT ns/pkt", "(min-max)", "DUT Mpps", "busy", "other", "admit", "loss", "prog ns",
+          "clk ns", "mem ns"))
     for k in keys:
         for c in cfgs:
             rs = tput.get((c, k, phase))
@@ -82,11 +80,8 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
             ns = [float(r["napi_ns_per_pkt"]) for r in rs]
             st = stats.get((c, k, phase))
             host = lambda f: "%.0f" % med(rs, f) if all(f in r for r in rs) else "-"
-            # cycles at the nominal clock /proc/cpuinfo gives (cpu_mhz)
-            cyc = ("%.0f" % (statistics.median(ns) * med(rs, "cpu_mhz") / 1e3)
-                   if all(float(r.get("cpu_mhz", -1)) > 0 for r in rs) else "-")
-            print("%-10s %8d %3d %10.1f %5.0f-%-5.0f %7s %8.3f %6.2f %6.2f %7s %6.3f %8s %6s %6s" % (
-                c, k, len(rs), statistics.median(ns), min(ns), max(ns), cyc,
+            print("%-10s %8d %3d %10.1f %5.0f-%-5.0f %8.3f %6.2f %6.2f %7s %6.3f %8s %6s %6s" % (
+                c, k, len(rs), statistics.median(ns), min(ns), max(ns),
                 med(rs, "dut_pps") / 1e6, med(rs, "napi_busy"), med(rs, "cpu_other"),
                 "%.4f" % max(med(rs, "admit_frac"), 0) if c.startswith("ll") else "-",
                 med(rs, "ring_loss"), "%.1f" % st if st is not None else "-",
@@ -119,9 +114,6 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
                                ("hashlimit", "ll1", 1048576, None, None),
                                ("nft", "ll1", 1048576, None, None),
                                ("ll1", "drop", 65536, None, None), ("ll1", "drop", 1048576, None, None),
-                               ("ll16", "drop6", 1, None, None), ("ll16", "drop6", 65536, None, None),
-                               ("ll16", "drop6", 1048576, None, None), ("ll16", "ll1", 1, None, None),
-                               ("ll46", "ll16", 1048576, None, None),
                                ("ll1b", "ll1", 1, None, None), ("ll1b", "ll1", 65536, None, None),
                                ("ll1g", "ll1", 65536, "<=", 1.1), ("ll1g", "ll1", 1, None, None),
                                ("ll1g", "ll1", 1048576, None, None),
@@ -322,10 +314,6 @@ tput_run() {
 	llsynack) # the same DUT; ACK frames: not a SYN, the rule is skipped, the default drops
 		prog=llsyn
 		set -- "$@" --tcp-flags 0x10
-		;;
-	drop6 | ll16 | ll46) # the same on IPv6 frames, one source per key (src-ip keys at any count)
-		prog=${cfg%6}
-		set -- "$@" --ipv6
 		;;
 	*) prog=$cfg ;;
 	esac

@@ -34,7 +34,6 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
-#include <linux/ipv6.h>
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -72,11 +71,6 @@ volatile __u32 tg_csum_base = 0;
  * holds them (the old behaviour); 0: only when they differ.
  */
 volatile __u32 tg_write_always = 1;
-/* 1: the template is IPv6/UDP; key k's source is its last 32-bit word set to
- * tg_src_base + k (as many sources as keys, no port varied), and the UDP
- * checksum (tg_csum_base: the rest of its sum) is rewritten with it.
- */
-volatile __u32 tg_v6 = 0;
 volatile __u32 tg_window = 0;  /* frames in flight at most; 0: no limit */
 volatile __u32 tg_dut_cpu = 1; /* where the DUT counts */
 volatile __u32 tg_dut_key = 0; /* which entry of tg_dut counts our frames */
@@ -191,23 +185,6 @@ int trafgen(struct xdp_md *ctx)
 	sweep = (__u32)(*pos / n_keys);
 	k = (__u32)(((*pos % n_keys) + (__u64)(sweep * SWEEP_MUL)) % n_keys);
 	(*pos)++;
-	if (tg_v6) {
-		struct ipv6hdr *ip6 = data + ETH_HLEN;
-		struct udphdr *udp6 = (void *)(ip6 + 1);
-
-		if ((void *)(udp6 + 1) > data_end)
-			return XDP_ABORTED;
-		saddr = bpf_htonl(tg_src_base + (__u32)((__u64)k * tg_src_mul % n_keys));
-		check = csum_fold(tg_csum_base + (saddr & 0xffff) + (saddr >> 16));
-		if (!check)
-			check = 0xffff; /* UDP over IPv6: 0 means none, which is not allowed */
-		if (tg_write_always || ip6->saddr.in6_u.u6_addr32[3] != saddr ||
-		    udp6->check != check) {
-			ip6->saddr.in6_u.u6_addr32[3] = saddr;
-			udp6->check = check;
-		}
-		return XDP_TX;
-	}
 	saddr = bpf_htonl(tg_src_base + (__u32)((__u64)(k % n_src) * tg_src_mul % n_src));
 	sport = bpf_htons((__u16)(tg_sport_base + k / n_src));
 	check = csum_fold(tg_csum_base + (saddr & 0xffff) + (saddr >> 16));
