@@ -726,6 +726,28 @@ static int buckets_dump(const struct dut *d, const char *path)
 #define PROBE_READS 400000
 #define PROBE_ALU   20000000
 
+/* The nominal clock of CPU cpu in MHz as /proc/cpuinfo gives it (a VM's
+ * vCPUs report the host's), or -1: for cycles per packet.
+ */
+static double cpu_mhz(int cpu)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[256];
+	int cur = -1;
+	double mhz = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "processor : %d", &cur) == 1)
+			continue;
+		if (cur == cpu && sscanf(line, "cpu MHz : %lf", &mhz) == 1)
+			break;
+	}
+	fclose(f);
+	return mhz;
+}
+
 static void machine_probe(int cpu, double *clock_ns, double *mem_ns, double *alu_ns)
 {
 	size_t *next = malloc(PROBE_WORDS * sizeof(*next)), i, j, t, at = 0;
@@ -804,7 +826,7 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    "total_secs=%.3f total_allowed=%llu total_new_keys=%llu total_overflow=%llu "
 	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
 	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f "
-	    "tcp_flags=%d gen_write=%s\n",
+	    "tcp_flags=%d gen_write=%s cpu_mhz=%.0f\n",
 	    o->label, phase, prog_names[o->prog], o->global ? "g" : o->precise_clock ? "p" : "",
 	    o->keys, o->flow ? "flow" : "src-ip",
 	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
@@ -821,7 +843,8 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    (unsigned long long)tot.overflow, a->t - s0->t, (int)napi, s0->t * 1e9,
 	    (unsigned long long)g->skel->bss->tg_first_ns, b->t * 1e9,
 	    (unsigned long long)g->skel->bss->tg_held, (unsigned long long)g->skel->bss->tg_resyncs,
-	    clock_ns, mem_ns, alu_ns, o->tcp_flags, o->gen_write_always ? "always" : "changed");
+	    clock_ns, mem_ns, alu_ns, o->tcp_flags, o->gen_write_always ? "always" : "changed",
+	    cpu_mhz(o->dut_cpu));
 	fflush(stdout);
 }
 

@@ -28,9 +28,10 @@
 # Usage: scripts/bench-live.sh [BUILD_DIR]
 #        scripts/bench-live.sh --summary RAW_FILE   (the tables of an earlier run)
 # Knobs: BL_REPS (5), BL_DUR (3 s per run), BL_WINDOW (192 frames; 0: overrun the ring),
-#        BL_GEN_WRITE (always: the generator writes the varied fields into every frame;
-#        changed: only when the page holds other values, so at 1 key the DUT reads
-#        frames no other CPU has just written, as from a NIC),
+#        BL_GEN_WRITE (changed: the generator writes a frame's varied fields only when
+#        its page holds other values, so at 1 key the DUT reads headers no other CPU
+#        has just written, as from a NIC; always: into every frame, as before
+#        2026-12-02, which puts a cross-CPU cache miss on every packet's first read),
 #        BL_BATCH (256: test_run's batch, which sizes its page pool),
 #        BL_RATE (1), BL_BURST (1), BL_KEYS ("1 65536 1048576"),
 #        BL_CONFIGS ("drop kfloor ll1 ll1g ll4 ll4f ll1b hashlimit nft"; also kfhdr kfloorc,
@@ -69,9 +70,9 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
     if not any(p == phase for _, _, p in tput):
         continue
     print("-- %s: medians over repetitions (min-max of DUT ns/pkt)" % title)
-    print("%-10s %8s %3s %10s %11s %8s %6s %6s %7s %6s %8s %6s %6s" % ("config", "keys", "n",
-          "DUT ns/pkt", "(min-max)", "DUT Mpps", "busy", "other", "admit", "loss", "prog ns",
-          "clk ns", "mem ns"))
+    print("%-10s %8s %3s %10s %11s %7s %8s %6s %6s %7s %6s %8s %6s %6s" % ("config", "keys", "n",
+          "DUT ns/pkt", "(min-max)", "cyc/pkt", "DUT Mpps", "busy", "other", "admit", "loss",
+          "prog ns", "clk ns", "mem ns"))
     for k in keys:
         for c in cfgs:
             rs = tput.get((c, k, phase))
@@ -80,8 +81,11 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
             ns = [float(r["napi_ns_per_pkt"]) for r in rs]
             st = stats.get((c, k, phase))
             host = lambda f: "%.0f" % med(rs, f) if all(f in r for r in rs) else "-"
-            print("%-10s %8d %3d %10.1f %5.0f-%-5.0f %8.3f %6.2f %6.2f %7s %6.3f %8s %6s %6s" % (
-                c, k, len(rs), statistics.median(ns), min(ns), max(ns),
+            # cycles at the nominal clock /proc/cpuinfo gives (cpu_mhz)
+            cyc = ("%.0f" % (statistics.median(ns) * med(rs, "cpu_mhz") / 1e3)
+                   if all(float(r.get("cpu_mhz", -1)) > 0 for r in rs) else "-")
+            print("%-10s %8d %3d %10.1f %5.0f-%-5.0f %7s %8.3f %6.2f %6.2f %7s %6.3f %8s %6s %6s" % (
+                c, k, len(rs), statistics.median(ns), min(ns), max(ns), cyc,
                 med(rs, "dut_pps") / 1e6, med(rs, "napi_busy"), med(rs, "cpu_other"),
                 "%.4f" % max(med(rs, "admit_frac"), 0) if c.startswith("ll") else "-",
                 med(rs, "ring_loss"), "%.1f" % st if st is not None else "-",
@@ -158,7 +162,7 @@ BL_DUR=${BL_DUR:-3}
 BL_RATE=${BL_RATE:-1}
 BL_BURST=${BL_BURST:-1}
 BL_WINDOW=${BL_WINDOW:-192}
-BL_GEN_WRITE=${BL_GEN_WRITE:-always}
+BL_GEN_WRITE=${BL_GEN_WRITE:-changed}
 BL_BATCH=${BL_BATCH:-256}
 FRAME=64 # bytes per generated frame: ll1b's cost per packet in bytes mode
 BL_KEYS=${BL_KEYS:-"1 65536 1048576"}
