@@ -67,7 +67,7 @@ static void *serve(void *arg)
 {
 	struct http_server *s = arg;
 
-	while (!s->stop) {
+	while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
 		struct pollfd p = {.fd = s->fd, .events = POLLIN};
 		int c;
 
@@ -117,7 +117,7 @@ int http_start(struct http_server *s, const char *addr, http_writer write, void 
 void http_stop(struct http_server *s)
 {
 	if (s->running) {
-		s->stop = 1;
+		atomic_store_explicit(&s->stop, 1, memory_order_relaxed);
 		pthread_join(s->thread, NULL);
 		s->running = false;
 	}

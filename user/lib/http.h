@@ -9,6 +9,7 @@
 #define LEASELINE_HTTP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -17,7 +18,7 @@ typedef int (*http_writer)(FILE *f, void *arg);
 struct http_server {
 	int fd;
 	pthread_t thread;
-	volatile int stop;
+	atomic_int stop; /* set by http_stop, read by the server thread */
 	bool running;
 	http_writer write;
 	void *arg;
