@@ -27,7 +27,7 @@
 struct fx {
 	struct http_server s;
 	pthread_mutex_t lock;
-	int calls;	   /* writer calls */
+	int calls;     /* writer calls */
 	int lock_held; /* the writer found the lock held each time */
 	char addr[32];
 };
@@ -178,7 +178,7 @@ static void test_stop_closes_the_port(void **state)
 	assert_int_equal(x->s.fd, -1);
 	assert_false(x->s.running);
 	assert_int_equal(client(&copy), -1); /* nothing listens any more */
-	http_stop(&x->s);			     /* twice is safe */
+	http_stop(&x->s);		     /* twice is safe */
 }
 
 int main(void)
