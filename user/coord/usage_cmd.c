@@ -103,21 +103,37 @@ static const char *unit_of(const struct print_ctx *x, const char *limit)
 	return l ? cfg_unit_name(l->unit) : "";
 }
 
+/* A row's period as printed: its start and end, and its name. */
+struct row_when {
+	char start[32], end[32], per[32];
+};
+
+/* Format a row's period into *w; in JSON, open the row's object with the
+ * fields every row kind begins with (period, start, end, limit).
+ */
+static void row_begin(struct print_ctx *x, int64_t start, int64_t end, const char *limit,
+		      struct row_when *w)
+{
+	fmt_time(start, w->start, sizeof(w->start));
+	fmt_time(end, w->end, sizeof(w->end));
+	fmt_period(x->o->period, start, w->per, sizeof(w->per));
+	if (x->o->format != USAGE_JSON)
+		return;
+	out_obj_begin(&x->out, NULL);
+	out_str(&x->out, "period", w->per);
+	out_str(&x->out, "start", w->start);
+	out_str(&x->out, "end", w->end);
+	out_str(&x->out, "limit", limit);
+}
+
 static int print_row(const struct uledger_row *r, void *arg)
 {
 	struct print_ctx *x = arg;
-	char start[32], end[32], per[32];
+	struct row_when w;
 
-	fmt_time(r->start, start, sizeof(start));
-	fmt_time(r->end, end, sizeof(end));
-	fmt_period(x->o->period, r->start, per, sizeof(per));
+	row_begin(x, r->start, r->end, r->limit, &w);
 	switch (x->o->format) {
 	case USAGE_JSON:
-		out_obj_begin(&x->out, NULL);
-		out_str(&x->out, "period", per);
-		out_str(&x->out, "start", start);
-		out_str(&x->out, "end", end);
-		out_str(&x->out, "limit", r->limit);
 		out_str(&x->out, "holder", r->holder);
 		out_str(&x->out, "unit", unit_of(x, r->limit));
 		out_u64(&x->out, "admitted", r->t.admitted);
@@ -127,13 +143,13 @@ static int print_row(const struct uledger_row *r, void *arg)
 		out_obj_end(&x->out);
 		break;
 	case USAGE_CSV:
-		printf("%s,%s,%s,%s,%s,%llu,%llu,%llu,%llu\n", start, end, r->limit, r->holder,
+		printf("%s,%s,%s,%s,%s,%llu,%llu,%llu,%llu\n", w.start, w.end, r->limit, r->holder,
 		       unit_of(x, r->limit), (unsigned long long)r->t.admitted,
 		       (unsigned long long)r->t.denied, (unsigned long long)r->t.fallback,
 		       (unsigned long long)r->t.bypass);
 		break;
 	default:
-		printf("%-14s %-20s %-24s %-8s %14llu %14llu %12llu %12llu\n", per, r->limit,
+		printf("%-14s %-20s %-24s %-8s %14llu %14llu %12llu %12llu\n", w.per, r->limit,
 		       r->holder, unit_of(x, r->limit), (unsigned long long)r->t.admitted,
 		       (unsigned long long)r->t.denied, (unsigned long long)r->t.fallback,
 		       (unsigned long long)r->t.bypass);
@@ -238,18 +254,11 @@ static uint64_t in_unit(const struct print_ctx *x, const struct uledger_key_row 
 static int print_key_row(const struct uledger_key_row *r, void *arg)
 {
 	struct print_ctx *x = arg;
-	char start[32], end[32], per[32];
+	struct row_when w;
 
-	fmt_time(r->start, start, sizeof(start));
-	fmt_time(r->end, end, sizeof(end));
-	fmt_period(x->o->period, r->start, per, sizeof(per));
+	row_begin(x, r->start, r->end, r->limit, &w);
 	switch (x->o->format) {
 	case USAGE_JSON:
-		out_obj_begin(&x->out, NULL);
-		out_str(&x->out, "period", per);
-		out_str(&x->out, "start", start);
-		out_str(&x->out, "end", end);
-		out_str(&x->out, "limit", r->limit);
 		out_str(&x->out, "key", r->key);
 		out_str(&x->out, "holder", r->holder);
 		out_str(&x->out, "unit", unit_of(x, r->limit));
@@ -266,15 +275,15 @@ static int print_key_row(const struct uledger_key_row *r, void *arg)
 		out_obj_end(&x->out);
 		break;
 	case USAGE_CSV:
-		printf("%s,%s,%s,\"%s\",%s", start, end, r->limit, r->key, r->holder);
+		printf("%s,%s,%s,\"%s\",%s", w.start, w.end, r->limit, r->key, r->holder);
 		for (int c = 0; c < LL_METER_CLASSES; c++)
 			printf(",%llu,%llu", (unsigned long long)r->pkts[c],
 			       (unsigned long long)r->bytes[c]);
 		putchar('\n');
 		break;
 	default:
-		printf("%-14s %-16s %-24s %-16s %-8s %14llu %12llu %12llu %12llu\n", per, r->limit,
-		       r->key, r->holder, unit_of(x, r->limit),
+		printf("%-14s %-16s %-24s %-16s %-8s %14llu %12llu %12llu %12llu\n", w.per,
+		       r->limit, r->key, r->holder, unit_of(x, r->limit),
 		       (unsigned long long)in_unit(x, r, LL_METER_ADMITTED),
 		       (unsigned long long)in_unit(x, r, LL_METER_DENIED),
 		       (unsigned long long)in_unit(x, r, LL_METER_FALLBACK),
@@ -539,8 +548,7 @@ static int live_read(const char *pin_dir, struct ll_meter_info *info, struct liv
 		/* Key by key: a command run by hand. Bounded: a map whose keys
 		 * churn under the walk cannot keep it going.
 		 */
-		while (!err && got < bound &&
-		       !bpf_map_get_next_key(mfd, first ? NULL : kb, nb)) {
+		while (!err && got < bound && !bpf_map_get_next_key(mfd, first ? NULL : kb, nb)) {
 			first = false;
 			memcpy(kb, nb, ksz);
 			if (bpf_map_lookup_elem(mfd, kb, pc))
@@ -689,11 +697,12 @@ static void live_one(struct live_ctx *x, const struct live_series *ls,
 			x->late_pkts[c] += dp[c];
 			x->late_bytes[c] += db[c];
 		}
-		n += (size_t)snprintf(causes + n, sizeof(causes) - n,
-				      "late reports: counted by the datapath, not in the ledger yet "
-				      "(%llu packets admitted, %llu denied",
-				      (unsigned long long)dp[LL_METER_ADMITTED],
-				      (unsigned long long)dp[LL_METER_DENIED]);
+		n +=
+		    (size_t)snprintf(causes + n, sizeof(causes) - n,
+				     "late reports: counted by the datapath, not in the ledger yet "
+				     "(%llu packets admitted, %llu denied",
+				     (unsigned long long)dp[LL_METER_ADMITTED],
+				     (unsigned long long)dp[LL_METER_DENIED]);
 		if (dp[LL_METER_FALLBACK] || db[LL_METER_FALLBACK])
 			n += (size_t)snprintf(causes + n, sizeof(causes) - n, ", fallback %llu",
 					      (unsigned long long)dp[LL_METER_FALLBACK]);
