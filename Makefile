@@ -139,6 +139,9 @@ $(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
 
+# The reference limiter's test loads the benchmark's program.
+$(BUILD)/tests/test_reflim: $(BUILD)/reflim.skel.h
+
 $(BUILD)/bench/%: bench/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/bench $(SKEL) $(BENCH_SKELS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS)

@@ -37,6 +37,20 @@ __u32 ref_ports SEC(".data") = 0;      /* 1: key on source address and port */
  */
 __u32 ref_table SEC(".data") = 0;
 __u32 ref_set_bits SEC(".data") = 10; /* rl_table holds 1 << ref_set_bits sets */
+/* 1..RL_MAX_LIMITS: budgets a packet owes, all or none: its source under
+ * /32, /24, /16 and /8 (the first ref_limits of them), each its own GCRA
+ * word (the key carries the limit's index above the address). All are read
+ * and checked (a check that fails drops the packet, nothing written), then
+ * moved on by CAS in order; a CAS that loses a race drops it and gives the
+ * words already moved back (an atomic subtract of the interval). What a limiter with one-word
+ * buckets pays per extra budget: leaseline's 4 ÷ 1 on the admit path is
+ * held against this (docs/benchmarks.md).
+ */
+__u32 ref_limits SEC(".data") = 1;
+/* 1: time with bpf_ktime_get_coarse_ns, as leaseline does (a lagging clock
+ * only under-admits); 0: bpf_ktime_get_ns, the reference as the issue set it.
+ */
+__u32 ref_coarse SEC(".data") = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -106,6 +120,75 @@ static __always_inline int admitted(void)
 	return XDP_PASS;
 }
 
+/* The tat of key; a new key's is created at now (a full bucket). */
+static __always_inline __u64 *key_tat(__u64 key, __u64 now)
+{
+	__u64 *tat;
+	int fresh = 0;
+
+	if (ref_table) {
+		tat = table_tat(key, now, &fresh);
+		if (tat && fresh)
+			*tat = now;
+		if (tat)
+			return tat;
+	}
+	tat = bpf_map_lookup_elem(&rl_keys, &key);
+	if (tat)
+		return tat;
+	/* Lost to another CPU's insert: take what it made. */
+	bpf_map_update_elem(&rl_keys, &key, &now, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&rl_keys, &key);
+}
+
+/* Several budgets, all or none (ref_limits > 1), written out for constant
+ * indices (the verifier tracks pointers spilled to fixed stack slots only).
+ */
+#define RL_READ(i)                                                                                 \
+	if (i < ref_limits) {                                                                      \
+		tat##i = key_tat((__u64)(saddr & bpf_htonl(0xffffffffu << (8 * i))) |              \
+				     (__u64)(i + 1) << 40,                                         \
+				 now);                                                             \
+		if (!tat##i)                                                                       \
+			return XDP_DROP;                                                           \
+		t##i = *(volatile __u64 *)tat##i;                                                  \
+		if (t##i > now + ref_tau_ns)                                                       \
+			return XDP_DROP;                                                           \
+	}
+#define RL_MOVE(i)                                                                                 \
+	if (i < ref_limits) {                                                                      \
+		if (!tat##i ||                                                                     \
+		    __sync_val_compare_and_swap(                                                   \
+			tat##i, t##i, (t##i > now ? t##i : now) + ref_interval_ns) != t##i)        \
+			goto undo;                                                                 \
+		moved++;                                                                           \
+	}
+#define RL_UNDO(i)                                                                                 \
+	if (moved > i && tat##i)                                                                   \
+		__sync_fetch_and_sub(tat##i, ref_interval_ns);
+
+static __always_inline int charge_all(__u32 saddr, __u64 now)
+{
+	__u64 *tat0 = 0, *tat1 = 0, *tat2 = 0, *tat3 = 0, t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+	int moved = 0;
+
+	RL_READ(0)
+	RL_READ(1)
+	RL_READ(2)
+	RL_READ(3)
+	RL_MOVE(0)
+	RL_MOVE(1)
+	RL_MOVE(2)
+	RL_MOVE(3)
+	return admitted();
+undo:
+	/* A CAS lost a race: the budgets moved on before it get their interval back. */
+	RL_UNDO(0)
+	RL_UNDO(1)
+	RL_UNDO(2)
+	return XDP_DROP;
+}
+
 SEC("xdp")
 int reflim(struct xdp_md *ctx)
 {
@@ -123,7 +206,9 @@ int reflim(struct xdp_md *ctx)
 	key = ip->saddr;
 	if (ref_ports && (void *)(udp + 1) <= end)
 		key |= (__u64)udp->source << 32;
-	now = bpf_ktime_get_ns();
+	now = ref_coarse ? bpf_ktime_get_coarse_ns() : bpf_ktime_get_ns();
+	if (ref_limits > 1)
+		return charge_all(ip->saddr, now);
 	if (ref_table) {
 		int fresh = 0;
 
