@@ -124,8 +124,9 @@ struct opts {
 	uint8_t unit;	  /* of the client limit: enum ll_unit */
 	uint32_t src_mul; /* trafgen's tg_src_mul: 1 keeps the sweep's order */
 	int gen_write_always; /* trafgen's tg_write_always (--gen-write always|changed) */
-	int tcp_flags;	  /* -1: UDP frames; else TCP frames with this flags byte */
-	int precise_clock; /* leaseline charges against bpf_ktime_get_ns (bpf/clock.h) */
+	int tcp_flags;	      /* -1: UDP frames; else TCP frames with this flags byte */
+	int precise_clock;    /* leaseline charges against bpf_ktime_get_ns (bpf/clock.h) */
+	int coarse_clock;     /* the reference reads bpf_ktime_get_coarse_ns (ref_coarse) */
 };
 
 struct dut {
@@ -483,6 +484,7 @@ static int dut_load(struct dut *d, const struct opts *o)
 		    (o->burst ? o->burst - 1 : 0) * d->ref->data->ref_interval_ns;
 		d->ref->data->ref_ports = o->flow;
 		d->ref->data->ref_table = o->prog == DUT_REFT;
+		d->ref->data->ref_coarse = o->coarse_clock;
 		d->ref->data->ref_set_bits = bits;
 		bpf_map__set_max_entries(d->ref->maps.rl_keys, o->max_keys);
 		bpf_map__set_max_entries(d->ref->maps.rl_table, 1u << bits);
@@ -827,11 +829,15 @@ static void report(const struct opts *o, const char *phase, const struct dut *d,
 	    "warmup_secs=%.3f napi_tid=%d t0_ns=%.0f t_first_ns=%llu t_end_ns=%.0f "
 	    "gen_held=%llu gen_resyncs=%llu host_clock_ns=%.1f host_mem_ns=%.1f host_alu_ns=%.2f "
 	    "tcp_flags=%d gen_write=%s cpu_mhz=%.0f\n",
-	    o->label, phase, prog_names[o->prog], o->global ? "g" : o->precise_clock ? "p" : "",
-	    o->keys, o->flow ? "flow" : "src-ip",
-	    o->unit == LL_UNIT_BYTES ? "bytes" : "packets", (unsigned long long)o->rate,
-	    (unsigned long long)o->burst, o->window, o->batch, dt, pkts, pkts / dt,
-	    pkts > 0 ? napi_ns / pkts : 0, busy, cpu_busy > busy ? cpu_busy - busy : 0, pushed / dt,
+	    o->label, phase, prog_names[o->prog],
+	    o->global	       ? "g"
+	    : o->precise_clock ? "p"
+	    : o->coarse_clock  ? "c"
+			       : "",
+	    o->keys, o->flow ? "flow" : "src-ip", o->unit == LL_UNIT_BYTES ? "bytes" : "packets",
+	    (unsigned long long)o->rate, (unsigned long long)o->burst, o->window, o->batch, dt,
+	    pkts, pkts / dt, pkts > 0 ? napi_ns / pkts : 0, busy,
+	    cpu_busy > busy ? cpu_busy - busy : 0, pushed / dt,
 	    pushed > 0 ? (double)(b->gen_ns - a->gen_ns) / pushed : 0,
 	    pushed > 0 ? 1 - pkts / pushed : 0, (unsigned long long)allowed,
 	    (unsigned long long)denied,
@@ -861,20 +867,20 @@ static void run_for(double secs, struct sample *s, const struct dut *d, const st
 
 static void usage(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
-	    "A.B.C.D\n"
-	    "         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc|ref|reft "
-	    "[--pin-dir DIR] "
-	    "--keys N [--rate R]\n"
-	    "         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
-	    "         [--unit packets|bytes] [--precise-clock] [--window N] [--batch N] "
-	    "[--gen-cpu C] [--dut-cpu C]\n"
-	    "         [--prog-stats] [--global] [--src-mul ODD] [--tcp-flags BYTE]\n"
-	    "         [--gen-write always|changed]\n"
-	    "         [--dump-buckets FILE] [--label TEXT]\n"
-	    "Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
+	fprintf(f,
+		"usage: bench_live run --gen-ns PATH --gen-if IF --dut-ns PATH --dut-if IF --dst "
+		"A.B.C.D\n"
+		"         --prog drop|pass|ll1|ll4|ll4f|llsyn|keep|kfhdr|kfloor|kfloorc|ref|reft "
+		"[--pin-dir DIR] "
+		"--keys N [--rate R]\n"
+		"         [--burst B] [--dport P] [--warmup S] [--duration S] [--max-keys N]\n"
+		"         [--unit packets|bytes] [--precise-clock] [--coarse-clock] [--window N] "
+		"[--batch N] "
+		"[--gen-cpu C] [--dut-cpu C]\n"
+		"         [--prog-stats] [--global] [--src-mul ODD] [--tcp-flags BYTE]\n"
+		"         [--gen-write always|changed]\n"
+		"         [--dump-buckets FILE] [--label TEXT]\n"
+		"Runs only with LL_BENCH_LIVE set; scripts/bench-live.sh is the way to run it.\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -907,6 +913,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"tcp-flags", 1, 0, 'y'},
 	    {"precise-clock", 0, 0, 'z'},
 	    {"gen-write", 1, 0, 'A'},
+	    {"coarse-clock", 0, 0, 'B'},
 	    {0, 0, 0, 0},
 	};
 	struct in_addr a;
@@ -1011,6 +1018,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'z':
 			o->precise_clock = 1;
 			break;
+		case 'B':
+			o->coarse_clock = 1;
+			break;
 		case 'x':
 			o->src_mul = strtoul(optarg, NULL, 0);
 			break;
@@ -1030,8 +1040,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (!o->gen_ns || !o->gen_if || !o->dut_ns || !o->dut_if || !o->dst || !o->keys ||
 	    o->keys > (MAX_SRC << 6) || o->duration_s <= 0 || o->duration_s > 60 ||
-	    o->warmup_s < 0 || (o->prog == DUT_KEEP && !o->pin_dir) || !o->batch || o->batch > 256 ||
-	    !(o->src_mul & 1))
+	    o->warmup_s < 0 || (o->prog == DUT_KEEP && !o->pin_dir) || !o->batch ||
+	    o->batch > 256 || !(o->src_mul & 1))
 		return -EINVAL;
 	o->flow = o->keys > MAX_SRC;
 	return 0;

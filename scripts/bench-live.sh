@@ -35,6 +35,7 @@
 #        BL_BATCH (256: test_run's batch, which sizes its page pool),
 #        BL_RATE (1), BL_BURST (1), BL_KEYS ("1 65536 1048576"),
 #        BL_CONFIGS ("drop kfloor kfloorc ref ll1 ll1g ll4 ll4f ll1b hashlimit nft"; also kfhdr,
+#        reft refc reftc: the reference on its own table, timed by the coarse clock, both,
 #        llsyn llsynack: TCP SYN / ACK frames against a tcp-flags: syn rule), BL_ONLY ("tput stats acc mem perf"),
 #        BL_PERF_CFGS ("ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"),
 #        BL_ACC_S (10), LL_KEEP=1 (keep the temp dir). Raw lines: BUILD/bench-live.txt.
@@ -62,7 +63,7 @@ for line in open(sys.argv[1]):
 def med(rs, f):
     return statistics.median(float(r[f]) for r in rs)
 keys = sorted({k for _, k, _ in tput})
-order = ["drop", "pass", "kfhdr", "kfloor", "kfloorc", "ref", "reft", "refa", "ll1", "ll1p", "ll1a", "ll1pa", "ll4a", "ll1g", "ll4", "ll4f", "ll1b", "llsyn",
+order = ["drop", "pass", "kfhdr", "kfloor", "kfloorc", "ref", "reft", "refc", "reftc", "refa", "ll1", "ll1p", "ll1a", "ll1pa", "ll4a", "ll1g", "ll4", "ll4f", "ll1b", "llsyn",
          "llsynack", "hashlimit", "nft"]
 cfgs = [c for c in order if any((c, k, p) in tput for k in keys for p in ("win", "open"))]
 for phase, title in (("win", "DUT saturated, window-limited generator"),
@@ -105,6 +106,10 @@ for phase, title in (("win", "DUT saturated, window-limited generator"),
                                ("ll1", "ref", 1048576, "<=", 1.0), ("ll4", "ref", 1, None, None),
                                ("reft", "ref", 1, None, None), ("reft", "ref", 65536, None, None),
                                ("reft", "ref", 1048576, None, None), ("reft", "drop", 1, None, None),
+                               ("refc", "drop", 1, None, None), ("reftc", "drop", 1, None, None),
+                               ("ll1", "reftc", 1, None, None), ("ll1", "reftc", 65536, None, None),
+                               ("hashlimit", "reftc", 65536, None, None), ("nft", "reftc", 65536, None, None),
+                               ("reftc", "refc", 1048576, None, None),
                                ("ll1a", "pass", 1, "<=", 1.5), ("refa", "pass", 1, None, None),
                                ("ll1a", "refa", 1, "<=", 1.0), ("ll1pa", "ll1a", 1, None, None),
                                ("ll4a", "ll1a", 1, "<=", 2.0), ("ll4a", "pass", 1, None, None),
@@ -302,6 +307,10 @@ tput_run() {
 	ll1p) # ll1 charged against bpf_ktime_get_ns (leaseline's clock before issue #14)
 		prog=ll1
 		lim+=(--precise-clock)
+		;;
+	refc | reftc) # the reference (on its own table) timed by the coarse clock, as ll1
+		prog=${cfg%c}
+		set -- "$@" --coarse-clock
 		;;
 	ll1a | ll1pa | ll4a | refa) # the admit path: a key under its limit (10^9/s, burst 10^9)
 		prog=${cfg%a}
