@@ -34,8 +34,8 @@
 #        2026-12-02, which puts a cross-CPU cache miss on every packet's first read),
 #        BL_BATCH (256: test_run's batch, which sizes its page pool),
 #        BL_RATE (1), BL_BURST (1), BL_KEYS ("1 65536 1048576"),
-#        BL_CONFIGS ("drop kfloor kfloorc ref ll1 ll1g ll4 ll4f ll1b hashlimit nft"; also kfhdr,
-#        reft refc reftc: the reference on its own table, timed by the coarse clock, both,
+#        BL_CONFIGS ("drop kfloor kfloorc ref reftc ll1 ll1g ll4 ll4f ll1b hashlimit nft"; also kfhdr,
+#        reft refc: the reference on its own table, timed by the coarse clock (reftc: both),
 #        llsyn llsynack: TCP SYN / ACK frames against a tcp-flags: syn rule), BL_ONLY ("tput stats acc mem perf"),
 #        BL_PERF_CFGS ("ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"),
 #        BL_ACC_S (10), LL_KEEP=1 (keep the temp dir). Raw lines: BUILD/bench-live.txt.
@@ -173,7 +173,7 @@ BL_GEN_WRITE=${BL_GEN_WRITE:-changed}
 BL_BATCH=${BL_BATCH:-256}
 FRAME=64 # bytes per generated frame: ll1b's cost per packet in bytes mode
 BL_KEYS=${BL_KEYS:-"1 65536 1048576"}
-BL_CONFIGS=${BL_CONFIGS:-"drop kfloor kfloorc ref ll1 ll1g ll4 ll4f ll1b hashlimit nft"}
+BL_CONFIGS=${BL_CONFIGS:-"drop kfloor kfloorc ref reftc ll1 ll1g ll4 ll4f ll1b hashlimit nft"}
 BL_ONLY=${BL_ONLY:-"tput stats acc mem perf"}
 BL_ACC_S=${BL_ACC_S:-10}
 BL_PERF_CFGS=${BL_PERF_CFGS:-"ll1:1 ll4:1 ll1:65536 hashlimit:65536 nft:65536 ll1:1048576"}
