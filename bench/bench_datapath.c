@@ -5,8 +5,9 @@
  * in one process. Prints figures and ratios, asserts nothing; exits 0, or 1
  * when it cannot run at all (not root, BPF object does not load).
  * LL_BENCH_QUICK=1 runs a shorter version, LL_BENCH_SINGLE=1 the one-key table
- * only, LL_BENCH_CLOCK=precise charges against bpf_ktime_get_ns (bpf/clock.h). docs/benchmarks.md
- * explains the method.
+ * only, LL_BENCH_CLOCK=precise charges against bpf_ktime_get_ns (bpf/clock.h),
+ * LL_BENCH_REF_CLOCK=coarse times the reference limiter with the coarse clock, as
+ * leaseline (reflim.bpf.c, ref_coarse). docs/benchmarks.md explains the method.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -1325,6 +1326,13 @@ int main(void)
 	b.cnt = xdpcount_bpf__open_and_load();
 	b.lc = lockcost_bpf__open_and_load();
 	b.ref = reflim_bpf__open();
+	if (b.ref) {
+		const char *rc = getenv("LL_BENCH_REF_CLOCK");
+
+		b.ref->data->ref_coarse = rc && !strcmp(rc, "coarse");
+		printf("  the reference limiter's clock: %s (LL_BENCH_REF_CLOCK=precise|coarse)\n",
+		       b.ref->data->ref_coarse ? "bpf_ktime_get_coarse_ns" : "bpf_ktime_get_ns");
+	}
 	if (b.ref &&
 	    (bpf_map__set_max_entries(b.ref->maps.rl_keys, 1024) || reflim_bpf__load(b.ref))) {
 		reflim_bpf__destroy(b.ref);
