@@ -11,7 +11,8 @@
  * admitted iff max(tat, now) - now <= tau, and then tat moves on by one
  * interval; a denial writes nothing (the drop path only reads the entry's
  * line, as leaseline's deny hint does). Every frame is counted in rl_pkts
- * (the generator's window reads it). Not a product: a lost CAS race drops.
+ * (the generator's window reads it). Not a product: a lost race (a CAS, or a
+ * new key's insert) drops. A new key is made full (key_tat), then charged.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -120,7 +121,10 @@ static __always_inline int admitted(void)
 	return XDP_PASS;
 }
 
-/* The tat of key; a new key's is created at now (a full bucket). */
+/* The tat of key. A new key's is made here at now, a full bucket (the
+ * packet's charge then moves it on); NULL when that insert lost to another
+ * CPU's: its packet went first, this one drops.
+ */
 static __always_inline __u64 *key_tat(__u64 key, __u64 now)
 {
 	__u64 *tat;
@@ -136,8 +140,8 @@ static __always_inline __u64 *key_tat(__u64 key, __u64 now)
 	tat = bpf_map_lookup_elem(&rl_keys, &key);
 	if (tat)
 		return tat;
-	/* Lost to another CPU's insert: take what it made. */
-	bpf_map_update_elem(&rl_keys, &key, &now, BPF_NOEXIST);
+	if (bpf_map_update_elem(&rl_keys, &key, &now, BPF_NOEXIST))
+		return 0;
 	return bpf_map_lookup_elem(&rl_keys, &key);
 }
 
@@ -209,26 +213,9 @@ int reflim(struct xdp_md *ctx)
 	now = ref_coarse ? bpf_ktime_get_coarse_ns() : bpf_ktime_get_ns();
 	if (ref_limits > 1)
 		return charge_all(ip->saddr, now);
-	if (ref_table) {
-		int fresh = 0;
-
-		tat = table_tat(key, now, &fresh);
-		if (tat && fresh) {
-			*tat = now + ref_interval_ns;
-			return admitted();
-		}
-		if (tat)
-			goto charge;
-	}
-	tat = bpf_map_lookup_elem(&rl_keys, &key);
-	if (!tat) {
-		next = now + ref_interval_ns;
-		/* A race with another CPU's insert: its packet went first. */
-		if (bpf_map_update_elem(&rl_keys, &key, &next, BPF_NOEXIST))
-			return XDP_DROP;
-		return admitted();
-	}
-charge:
+	tat = key_tat(key, now);
+	if (!tat)
+		return XDP_DROP;
 	t = *(volatile __u64 *)tat;
 	if (t > now + ref_tau_ns)
 		return XDP_DROP;
