@@ -28,6 +28,22 @@
 #define IPV6_FRAG_OFFSET_MASK 0xfff8
 #define IPV4_MIN_IHL	      5
 
+/*
+ * A 16-bit length field in host order, as a value whose bounds the verifier
+ * keeps. Debian's 6.1 and 6.12 (6.18 does not) forget a
+ * register's bounds after a byte swap (BPF_END), and then refuse adding it
+ * to a packet pointer ("math between pkt pointer and register with
+ * unbounded min value"). The mask puts the bounds back; the empty asm keeps
+ * clang from dropping it as redundant (be16 already clears the upper bits).
+ */
+static __always_inline __u32 load_len16(const __be16 *field)
+{
+	__u32 v = bpf_ntohs(*field);
+
+	asm volatile("" : "+r"(v));
+	return v & 0xffff;
+}
+
 struct vlan_tag {
 	__be16 tci;
 	__be16 encap_proto;
@@ -96,19 +112,20 @@ static __always_inline int parse_l4(void *l4, void *data_end, struct pkt_meta *m
 static __always_inline int parse_ipv4(void *data, void *data_end, struct pkt_meta *m)
 {
 	struct iphdr *ip = data;
-	__u32 hlen;
+	__u32 hlen, tot_len;
 
 	if ((void *)(ip + 1) > data_end)
 		return LL_PARSE_TRUNC_IP;
 	if (ip->version != 4 || ip->ihl < IPV4_MIN_IHL)
 		return LL_PARSE_BAD_IP;
 	hlen = ip->ihl * 4;
-	if (bpf_ntohs(ip->tot_len) < hlen)
+	tot_len = load_len16(&ip->tot_len);
+	if (tot_len < hlen)
 		return LL_PARSE_BAD_IP;
 	if (data + hlen > data_end)
 		return LL_PARSE_TRUNC_IP;
 	/* Total length beyond the frame: the datagram was cut off on the way. */
-	if (data + bpf_ntohs(ip->tot_len) > data_end)
+	if (data + tot_len > data_end)
 		return LL_PARSE_TRUNC_IP;
 	m->family = 4;
 	m->proto = ip->protocol;
@@ -132,7 +149,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, struct pkt_met
 		return LL_PARSE_TRUNC_IP;
 	if (ip6->version != 6)
 		return LL_PARSE_BAD_IP;
-	if (p + bpf_ntohs(ip6->payload_len) > data_end)
+	if (p + load_len16(&ip6->payload_len) > data_end)
 		return LL_PARSE_TRUNC_IP;
 	m->family = 6;
 	__builtin_memcpy(m->src, &ip6->saddr, 16);
