@@ -228,7 +228,7 @@ static __always_inline struct ll_bucket *bucket_create(void *map, void *k,
 {
 	struct ll_scratch *sc = bpf_map_lookup_elem(&ll_scratch, &(__u32){0});
 	struct ll_bucket *nbp;
-	long err;
+	int err;
 
 	if (fill_pressed(f) || !f || !sc)
 		return 0;
@@ -256,7 +256,7 @@ static __always_inline struct ll_bucket *bucket_create(void *map, void *k,
 		nb.tokens = 0;
 	}
 #undef nb
-	err = bpf_map_update_elem(map, k, nbp, BPF_NOEXIST);
+	err = map_err(bpf_map_update_elem(map, k, nbp, BPF_NOEXIST));
 	if (err == 0) {
 		__sync_fetch_and_add(&f->live, 1);
 		count_key_event(id, KEV_NEW);
@@ -323,7 +323,7 @@ fallback_bucket(void *map, struct ll_flow_key *kb, struct ll_bucket *nb,
 {
 	struct ll_key *pk = (struct ll_key *)kb;
 	struct ll_bucket *fb;
-	long err;
+	int err;
 
 	prefix_key_build(pk, cfg, m);
 	fb = bpf_map_lookup_elem(&ll_prefix_buckets, pk);
@@ -333,7 +333,7 @@ fallback_bucket(void *map, struct ll_flow_key *kb, struct ll_bucket *nb,
 	nb->gen = v->gen;
 	nb->tokens = v->cur.burst_s;
 	nb->last_ns = now;
-	err = bpf_map_update_elem(&ll_prefix_buckets, pk, nb, BPF_NOEXIST);
+	err = map_err(bpf_map_update_elem(&ll_prefix_buckets, pk, nb, BPF_NOEXIST));
 	if (err == 0)
 		count_key_event(id, KEV_PREFIX_NEW);
 	if (err == 0 || err == -EEXIST)

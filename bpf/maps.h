@@ -14,6 +14,19 @@
 #include "ll_types.h"
 #include "params.h"
 
+/* A map helper's error as the int it is. Before 6.4 ("bpf: return long from
+ * bpf_map_ops funcs") the kernel's map operations returned int, and the
+ * helper call, patched to call them directly, hands the program that int
+ * zero-extended: -EEXIST reads as 4294967279 in a long. Comparing the long
+ * made a lost BPF_NOEXIST race on 6.1 look like a failed insert, and the
+ * key's packet was charged to its prefix's fallback bucket instead of the
+ * bucket the other CPU had just made (test_concurrency caught the token).
+ */
+static __always_inline int map_err(long err)
+{
+	return (int)err;
+}
+
 /* Default when the loader does not set max-keys (tests, benchmarks). */
 #define LL_DEFAULT_MAX_KEYS 65536
 

@@ -174,6 +174,20 @@ static void expect_conserved(const char *what, uint64_t held, uint64_t allowed, 
 			 (unsigned long long)hx_refill_max(rate, t0, last));
 }
 
+/* Both CPUs' first packets race to make the key's bucket: the one that
+ * loses the insert (EEXIST) charges the bucket the other made. The key is
+ * then in exactly one place, its own bucket, never also in its prefix's
+ * fallback bucket (a fallback debit is a token the bucket never saw).
+ */
+static void expect_one_bucket(const char *what, const struct ll_limit_stats *st)
+{
+	if (st->new_keys != 1 || st->prefix_pkts || st->overflow_pkts)
+		fail_msg("%s: %llu buckets made, %llu packets charged to a prefix's, %llu to the "
+			 "overflow bucket (want 1, 0, 0)",
+			 what, (unsigned long long)st->new_keys, (unsigned long long)st->prefix_pkts,
+			 (unsigned long long)st->overflow_pkts);
+}
+
 /* [per-key src-ip, aggregate key none]: the aggregate (smaller burst) denies
  * and the per-key debit is given back while the other CPU charges the same
  * bucket. Both limits admit exactly the same packets.
@@ -229,6 +243,7 @@ static void test_two_cpus_key_and_aggregate(void **state)
 	/* Per-key bucket: no debit lost, none counted twice, refunds exact. */
 	k = hx_key_addr(cpk.uid, 4, "198.18.0.1", 32);
 	assert_int_equal(hx_bucket(fx, &k, &b), 0);
+	expect_one_bucket("per-key limit", &spk);
 	expect_conserved("per-key bucket", b.tokens, spk.allowed_pkts, cpk.burst_s, 1, t0,
 			 b.last_ns);
 	/* Pool and slices together. */
@@ -284,6 +299,7 @@ static void test_two_cpus_aggregate_then_key(void **state)
 
 	k = hx_key_addr(cpk.uid, 4, "198.18.0.7", 32);
 	assert_int_equal(hx_bucket(fx, &k, &b), 0);
+	expect_one_bucket("per-key limit", &spk);
 	expect_conserved("per-key bucket", b.tokens, spk.allowed_pkts, cpk.burst_s, 1, t0,
 			 b.last_ns);
 	pl = hx_pool(fx, hx_limit_id(fx, "agg"), cagg.gen);
