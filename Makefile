@@ -101,7 +101,7 @@ COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
 	      $(BUILD)/bench/bench_coord
 link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(COORD_A) $(LIB_A),$(AGENT_A) $(COORD_A) $(LIB_A))
 
-.PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-bpf check-net bench bench-live bench-global demo install clean format print-flags
+.PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -200,6 +200,13 @@ check-bpf: all
 
 check-net: all
 	$(Q)scripts/run-tests.sh $(BUILD) net
+
+# The kernel matrix (tests/kernels/README.md): Debian's 6.1, 6.12 and 5.10
+# booted in qemu and the host's own kernel, each running the BPF suite, the
+# agent on a veth and the multiprog dispatcher; `make check` boots 6.1 only.
+check-kernels: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)tests/kernels/run.sh $(BUILD) full
 
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all

@@ -5,14 +5,16 @@
 #   unit  cmocka binaries from tests/unit (no root needed)
 #   bpf   cmocka binaries from tests/bpf (real kernel, bpf_prog_test_run_opts)
 #   net   scripts tests/net/test_*.sh (namespaces + veth, reference §8); exit 77 = skip
+#   kernel scripts tests/kernels/test_*.sh: Debian 12's kernel booted in qemu
+#         (tests/kernels/README.md)
 #   san   BUILD/san (make san): the unit tests again under ASan+UBSan, and each
 #         libFuzzer harness of tests/fuzz for LL_FUZZ_SECONDS (default 10) on a
 #         copy of its seed corpus; skipped when BUILD/san is not built
-# Usage: run-tests.sh BUILD_DIR [build|unit|bpf|net|san]...
+# Usage: run-tests.sh BUILD_DIR [build|unit|bpf|net|kernel|san]...
 set -u
 BUILD=${1:?build dir}
 shift
-SUITES=${*:-build unit bpf net san}
+SUITES=${*:-build unit bpf net kernel san}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
@@ -103,6 +105,7 @@ run_script_suite() {
 for s in $SUITES; do
 	case $s in
 	build | net) run_script_suite "$s" ;;
+	kernel) run_script_suite kernels ;;
 	unit | bpf) run_cmocka_suite "$s" ;;
 	san) run_san_suite ;;
 	*) echo "unknown suite '$s'" >&2; exit 2 ;;

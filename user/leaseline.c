@@ -545,6 +545,39 @@ static int cmd_reset_fence(int argc, char **argv)
 	return 0;
 }
 
+/* Whether this kernel runs leaseline: the helper probe, then a real load
+ * (default sizes, nothing pinned or attached), timed.
+ */
+static int cmd_kernel(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	struct dp_opts o = {0};
+	struct dp dp;
+	int opt, rc;
+	enum log_level lv = log_get_level();
+
+	while ((opt = getopt_long(argc, argv, ":vh", lo, NULL)) != -1)
+		if ((rc = common_opt("kernel", opt, argv)) >= 0)
+			return rc;
+	/* dp_open's own report is printed here, on stdout, instead. */
+	if (lv == LOG_INFO)
+		log_set_level(LOG_WARN);
+	rc = dp_open(&dp, &o);
+	log_set_level(lv);
+	if (rc) {
+		fprintf(stderr, "leaseline kernel: leaseline cannot run on this kernel\n");
+		return EXIT_RUNTIME;
+	}
+	printf("%s: the XDP program loads in %llu ms, %u instructions verified\n",
+	       dp.kernel, (unsigned long long)dp.load_ms, dp.verified_insns);
+	dp_close(&dp);
+	return 0;
+}
+
 static int cmd_detach(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -665,6 +698,12 @@ static const struct cmd cmds[] = {
      "listed with its cause (late reports, with their fallback and bypass); exit 1\n"
      "if any. --ledger FILE: the ledger file (a copy, or the coordinator's).",
      cmd_usage, USAGE_SO, usage_lo},
+    {"kernel", "leaseline kernel",
+     "Whether this kernel can run leaseline: probes the BPF helpers the XDP program\n"
+     "calls, then loads it (nothing pinned, nothing attached) and prints the kernel,\n"
+     "the load's time and the verifier's instruction count. A kernel it cannot run on\n"
+     "gets one line naming what is missing and what to upgrade to, and exit 1.",
+     cmd_kernel, NULL, NULL},
     {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
      cmd_detach, NULL, NULL},
     {"reset-fence", "leaseline reset-fence [--pin-dir DIR]",

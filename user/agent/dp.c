@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/utsname.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -104,8 +105,78 @@ void dp_fill_add(struct dp *dp, unsigned int which, int64_t delta)
 		__atomic_fetch_add(&dp->fill[which].live, (uint64_t)delta, __ATOMIC_RELAXED);
 }
 
+/* What the XDP program calls that not every kernel has, oldest first, with
+ * the release that brought it. A kernel without one would refuse the program
+ * with a verifier log; it is told instead, in one line, before the load.
+ */
+static const struct {
+	enum bpf_func_id id;
+	const char *name, *since;
+} needed_helpers[] = {
+    {BPF_FUNC_spin_lock, "bpf_spin_lock", "5.1"},
+    {BPF_FUNC_ringbuf_output, "bpf_ringbuf_output", "5.8"},
+    {BPF_FUNC_ktime_get_coarse_ns, "bpf_ktime_get_coarse_ns", "5.11"},
+    {BPF_FUNC_loop, "bpf_loop", "5.17"},
+};
+
+/* The oldest release whose helpers the program needs: the floor. */
+#define DP_KERNEL_FLOOR "5.17"
+
+static void kernel_name(char *buf, size_t len)
+{
+	struct utsname u;
+
+	snprintf(buf, len, "Linux %s", uname(&u) ? "?" : u.release);
+}
+
+int dp_kernel_check(char *why, size_t len)
+{
+	char k[sizeof(((struct dp *)0)->kernel)], missing[160] = "";
+	size_t n = 0, nmiss = 0;
+
+	kernel_name(k, sizeof(k));
+	for (size_t i = 0; i < sizeof(needed_helpers) / sizeof(needed_helpers[0]); i++) {
+		/* 1: there; 0: not; < 0: the probe itself failed (no BPF at all,
+		 * or no privilege): the load then says what is wrong.
+		 */
+		if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_XDP, needed_helpers[i].id, NULL) != 0)
+			continue;
+		if (n < sizeof(missing))
+			n += (size_t)snprintf(missing + n, sizeof(missing) - n, "%s%s (Linux %s)",
+					      nmiss ? ", " : "", needed_helpers[i].name,
+					      needed_helpers[i].since);
+		nmiss++;
+	}
+	if (!nmiss)
+		return 0;
+	snprintf(why, len,
+		 "%s lacks the BPF helper%s %s: leaseline needs Linux " DP_KERNEL_FLOOR
+		 " or later; upgrade the kernel (Debian 12's own, 6.1, runs it)",
+		 k, nmiss > 1 ? "s" : "", missing);
+	return -EOPNOTSUPP;
+}
+
+/* The verifier's work and the load's time, for the log (and the kernel
+ * matrix, tests/kernels/README.md, which reads this line).
+ */
+static void load_report(struct dp *dp, uint64_t t0)
+{
+	struct bpf_prog_info pi;
+	__u32 plen = sizeof(pi);
+
+	memset(&pi, 0, sizeof(pi));
+	kernel_name(dp->kernel, sizeof(dp->kernel));
+	dp->load_ms = (clock_now_ns() - t0) / 1000000;
+	if (!bpf_obj_get_info_by_fd(dp->prog_fd, &pi, &plen))
+		dp->verified_insns = pi.verified_insns;
+	pr_info("%s: the XDP program loads in %llu ms, %u instructions verified\n", dp->kernel,
+		(unsigned long long)dp->load_ms, dp->verified_insns);
+}
+
 int dp_open(struct dp *dp, const struct dp_opts *opts)
 {
+	char why[320];
+	uint64_t t0;
 	struct pins_plan plan = {};
 	struct bpf_map *map;
 	uint32_t prefixes;
@@ -113,6 +184,11 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 
 	memset(dp, 0, sizeof(*dp));
 	dp->rcu_fd = -1;
+	err = dp_kernel_check(why, sizeof(why));
+	if (err) {
+		pr_warn("%s\n", why);
+		return err;
+	}
 	dp->ncpus = libbpf_num_possible_cpus();
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = opts->pin_dir);
 	dp->skel = leaseline_bpf__open_opts(&oo);
@@ -156,6 +232,7 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 		if (err)
 			goto fail;
 	}
+	t0 = clock_now_ns();
 	err = leaseline_bpf__load(dp->skel);
 	if (err) {
 		pr_warn("cannot load the BPF program: %s (the verifier log, if any, is above)\n",
@@ -168,6 +245,7 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 			goto fail;
 	}
 	dp->prog_fd = bpf_program__fd(dp->skel->progs.leaseline);
+	load_report(dp, t0);
 	dp->policy_fd = bpf_map__fd(dp->skel->maps.ll_policy);
 	dp->state_fd = bpf_map__fd(dp->skel->maps.ll_state);
 	dp->buckets_fd = bpf_map__fd(dp->skel->maps.ll_buckets);

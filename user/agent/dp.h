@@ -23,6 +23,9 @@ struct lease_key_plan;
 struct dp {
 	struct leaseline_bpf *skel;
 	int prog_fd;
+	char kernel[80];	 /* "Linux RELEASE" it was loaded on */
+	uint64_t load_ms;	 /* how long the load (maps, verifier, JIT) took */
+	uint32_t verified_insns; /* the verifier's count (0 before Linux 5.16) */
 	int policy_fd, state_fd, pools_fd, slices_fd;
 	int buckets_fd;	     /* ll_buckets: src-ip, dst-ip, dst-port keys (struct ll_key) */
 	int flow_buckets_fd; /* ll_flow_buckets: flow keys (struct ll_flow_key) */
@@ -56,6 +59,10 @@ struct dp_opts {
 };
 
 int dp_open(struct dp *dp, const struct dp_opts *opts);
+/* 0 when this kernel has every helper the program calls; else -EOPNOTSUPP
+ * and, in why, one line naming the missing one and the kernel to upgrade to.
+ */
+int dp_kernel_check(char *why, size_t len);
 
 /* Per-key metering (ll_meter). The counters' identity: dp_open makes one
  * (random, never 0) when the pins have none, after emptying ll_meter, so
