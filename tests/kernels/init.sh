@@ -47,6 +47,8 @@ mkdir -p "/host$job"
 mount -t 9p -o "$o" job "/host$job" || fail "cannot mount the job directory $job"
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
+# As systemd does on a real host: libxdp keeps its dispatchers' state there.
+mount -t bpf bpf /host/sys/fs/bpf
 mount -t devtmpfs dev /host/dev
 mkdir -p /host/dev/pts /host/dev/shm
 mount -t devpts devpts /host/dev/pts

@@ -352,6 +352,16 @@ int agent_run(const struct agent_opts *opts)
 				.max_keys = ac->max_keys,
 				.max_flow_keys = ac->max_flow_keys,
 				.flow_keys_set = true};
+	/* Restarted in multiprog mode: the program left in the dispatcher is
+	 * kept when the new load is the same one (dp_opts.adopt_prog_id).
+	 */
+	if (ac->attach_mode == CFG_ATTACH_MULTIPROG && ac->n_ifaces) {
+		struct attach_info cur;
+		int ifx = (int)if_nametoindex(ac->ifaces[0].name);
+
+		if (ifx && !attach_query(ifx, &cur) && cur.dispatcher && cur.our_id)
+			dopts.adopt_prog_id = cur.our_id;
+	}
 	if (dp_open(&dp, &dopts))
 		goto out;
 	pr_info("maps pinned under '%s'\n", ac->pin_dir);

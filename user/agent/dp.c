@@ -173,6 +173,99 @@ static void load_report(struct dp *dp, uint64_t t0)
 		(unsigned long long)dp->load_ms, dp->verified_insns);
 }
 
+/* The maps of the program `id` that are not pinned (ll_hot, the scratch
+ * and per-CPU maps, .rodata), taken over by the skeleton about to load, so
+ * that it loads as the same program on the same maps (attach.c keeps a
+ * multiprog program then, rather than adding a second one with a ring
+ * buffer nobody reads). All or nothing: a map of another shape, or a
+ * .rodata of other bytes (another clock setting), and nothing is taken.
+ */
+/* Map fd (of the old program's) that can stand for m: same name, shape and
+ * (for a map with an initial value: .rodata) the same bytes; -1 if none.
+ */
+static int adopt_match(const struct bpf_map *m, const int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct bpf_map_info mi;
+		__u32 ml = sizeof(mi);
+		const void *init;
+		size_t sz = 0;
+
+		memset(&mi, 0, sizeof(mi));
+		if (bpf_obj_get_info_by_fd(fds[i], &mi, &ml) ||
+		    strncmp(mi.name, bpf_map__name(m), BPF_OBJ_NAME_LEN - 1) ||
+		    mi.type != bpf_map__type(m) || mi.key_size != bpf_map__key_size(m) ||
+		    mi.value_size != bpf_map__value_size(m) ||
+		    mi.max_entries != bpf_map__max_entries(m))
+			continue;
+		init = bpf_map__initial_value((struct bpf_map *)m, &sz);
+		if (init && sz) {
+			char *cur = malloc(sz);
+			__u32 k = 0;
+			bool same =
+			    cur && !bpf_map_lookup_elem(fds[i], &k, cur) && !memcmp(cur, init, sz);
+
+			free(cur);
+			if (!same)
+				continue;
+		}
+		return fds[i];
+	}
+	return -1;
+}
+
+/* The maps of the program `id` that are not pinned (ll_hot, the scratch
+ * and per-CPU maps, .rodata), taken over by the skeleton about to load, so
+ * that it loads as the same program on the same maps (attach.c keeps a
+ * multiprog program then, rather than adding a second one beside a ring
+ * buffer nobody reads). All or nothing: a map of another shape, or a
+ * .rodata of other bytes (another clock setting), and nothing is taken.
+ */
+#define ADOPT_MAX 64
+static void adopt_unpinned(struct dp *dp, uint32_t id)
+{
+	int fds[ADOPT_MAX], use[ADOPT_MAX], n = 0, want = 0, got = 0, j = 0, pfd;
+	struct bpf_map *m, *maps[ADOPT_MAX];
+	uint32_t ids[ADOPT_MAX];
+	struct bpf_prog_info pi;
+	__u32 len = sizeof(pi);
+
+	pfd = bpf_prog_get_fd_by_id(id);
+	if (pfd < 0)
+		return;
+	memset(&pi, 0, sizeof(pi));
+	pi.nr_map_ids = ADOPT_MAX;
+	pi.map_ids = (__u64)(unsigned long)ids;
+	if (bpf_obj_get_info_by_fd(pfd, &pi, &len) || pi.nr_map_ids > ADOPT_MAX)
+		pi.nr_map_ids = 0;
+	close(pfd);
+	for (uint32_t i = 0; i < pi.nr_map_ids; i++) {
+		int fd = bpf_map_get_fd_by_id(ids[i]);
+
+		if (fd >= 0)
+			fds[n++] = fd;
+	}
+	bpf_object__for_each_map(m, dp->skel->obj)
+	{
+		if (bpf_map__pin_path(m) || want == ADOPT_MAX)
+			continue;
+		maps[want] = m;
+		use[want] = adopt_match(m, fds, n);
+		got += use[want] >= 0;
+		want++;
+	}
+	if (n && got == want) {
+		for (j = 0; j < want && !bpf_map__reuse_fd(maps[j], use[j]); j++)
+			;
+		pr_debug("took over %d of %d unpinned maps of program id %u\n", j, want, id);
+	} else {
+		pr_debug("program id %u: %d of %d unpinned maps match; none taken over\n", id, got,
+			 want);
+	}
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
 int dp_open(struct dp *dp, const struct dp_opts *opts)
 {
 	char why[320];
@@ -223,6 +316,8 @@ int dp_open(struct dp *dp, const struct dp_opts *opts)
 				 prefixes > LL_PREFIX_MIN ? prefixes : LL_PREFIX_MIN);
 
 	dp->skel->rodata->ll_clock_precise = opts->precise_clock;
+	if (opts->adopt_prog_id && opts->pin_dir)
+		adopt_unpinned(dp, opts->adopt_prog_id);
 
 	/* Pins of another layout are refused here, before libbpf would re-create
 	 * a missing one beside them; bucket maps of another size are set aside.

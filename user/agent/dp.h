@@ -56,6 +56,11 @@ struct dp_opts {
 	uint32_t max_meter_keys; /* ll_meter size; 0 keeps LL_MAX_METER_KEYS */
 	/* Charge against bpf_ktime_get_ns, not the coarse clock (bpf/clock.h). */
 	bool precise_clock;
+	/* A leaseline program already running in a dispatcher (the agent
+	 * restarted in multiprog mode): the new load takes over its unpinned
+	 * maps when they match, so that it is the same program and stays.
+	 */
+	uint32_t adopt_prog_id;
 };
 
 int dp_open(struct dp *dp, const struct dp_opts *opts);
