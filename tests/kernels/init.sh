@@ -13,11 +13,12 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 
-job="" kmods=""
+job="" kmods="" root=""
 for a in $(cat /proc/cmdline); do
 	case $a in
 	ll.job=*) job=${a#ll.job=} ;;
 	ll.kmods=*) kmods=${a#ll.kmods=} ;;
+	ll.root=*) root=${a#ll.root=} ;;
 	esac
 done
 
@@ -40,8 +41,15 @@ mount -t tmpfs tmpfs /rw
 mkdir -p /rw/upper /rw/work
 mount -t overlay overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work /host ||
 	fail "cannot mount the overlay"
+# The host's temporary files and its run state (netns names, pid files)
+# are not the guest's; but a tree, job or kernel cache kept below one of
+# them (a clone in /tmp) stays visible.
 for d in tmp run var/tmp; do
-	mount -t tmpfs tmpfs "/host/$d"
+	keep=""
+	for p in "$root" "$job" "$kmods"; do
+		case "$p/" in "/$d/"*) keep=1 ;; esac
+	done
+	[ -n "$keep" ] || mount -t tmpfs tmpfs "/host/$d"
 done
 mkdir -p "/host$job"
 mount -t 9p -o "$o" job "/host$job" || fail "cannot mount the job directory $job"

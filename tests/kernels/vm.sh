@@ -10,6 +10,7 @@
 set -uo pipefail
 kdir=${1:?kernel dir (fetch.sh)}
 job=$(cd "${2:?job dir}" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${3:-900}
 kver=$(cat "$kdir/kver")
 [ -e "$job/cmd" ] || {
@@ -35,7 +36,7 @@ trap '[ -n "$qpid" ] && kill "$qpid" 2>/dev/null; [ -n "$tpid" ] && kill "$tpid"
 timeout "$secs" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -smp "${LL_VM_CPUS:-2}" \
 	-m "${LL_VM_MEM:-2048}" -nodefaults -no-user-config -display none -no-reboot \
 	-kernel "$kdir/root/boot/vmlinuz-$kver" -initrd "$kdir/initrd.img" \
-	-append "console=ttyS0 panic=-1 quiet ll.job=$job ll.kmods=$kdir/root/lib/modules/$kver" \
+	-append "console=ttyS0 panic=-1 quiet ll.job=$job ll.root=$root ll.kmods=$kdir/root/lib/modules/$kver" \
 	-serial "file:$job/console" \
 	-device virtio-rng-pci \
 	-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
