@@ -48,21 +48,28 @@ SKEL      := $(BUILD)/leaseline.skel.h
 BENCH_SKELS := $(patsubst bench/bpf/%.bpf.c,$(BUILD)/%.skel.h,$(wildcard bench/bpf/*.bpf.c))
 
 # Layering (docs/design.md, "Layers"): each folder of user/ compiles with the
-# include paths it may use and becomes one archive. lib/ sees only itself and
-# the kernel ABI; agent/ and coord/ see lib/ and themselves, never each
-# other; only user/leaseline.c (the command table) sees all three. A file
-# that includes a header of a layer it may not use fails to compile
-# (tests/build/test_layering.sh proves it).
-INC_lib   := -Iinclude -Iuser/lib
-INC_agent := $(INC_lib) -Iuser/agent -I$(BUILD)
-INC_coord := $(INC_lib) -Iuser/coord
-INC_main  := $(INC_lib) -Iuser/agent -Iuser/coord
-LAYERS    := lib agent coord
+# include root of its layer and becomes one archive. A header is included by
+# its path from user/ ("lib/clock.h"); a layer's root, $(BUILD)/inc/LAYER,
+# holds links to the folders it may use and no others. lib/ sees only itself
+# and the kernel ABI (include/); agent/ and coord/ see lib/ and themselves,
+# never each other; cmd/ (the commands and the command table) sees all
+# four. A file that includes a header of a layer it may not use fails to
+# compile (tests/build/test_layering.sh proves it).
+SEES_lib   := lib
+SEES_agent := lib agent
+SEES_coord := lib coord
+SEES_cmd   := lib agent coord cmd
+INC_lib   := -Iinclude -I$(BUILD)/inc/lib
+INC_agent := -Iinclude -I$(BUILD)/inc/agent -I$(BUILD)
+INC_coord := -Iinclude -I$(BUILD)/inc/coord
+INC_cmd   := -Iinclude -I$(BUILD)/inc/cmd -I$(BUILD)
+LAYERS    := lib agent coord cmd
 
 define layer
 $(1)_SRCS := $$(wildcard user/$(1)/*.c)
+$(1)_SRCS := $$(filter-out user/cmd/leaseline.c,$$($(1)_SRCS))
 $(1)_OBJS := $$(patsubst user/$(1)/%.c,$(BUILD)/user/$(1)/%.o,$$($(1)_SRCS))
-$(BUILD)/user/$(1)/%.o: user/$(1)/%.c | $(BUILD)/user/$(1) $(if $(filter agent,$(1)),$(SKEL))
+$(BUILD)/user/$(1)/%.o: user/$(1)/%.c | $(BUILD)/user/$(1) $(BUILD)/inc/$(1) $(if $(filter agent cmd,$(1)),$(SKEL))
 	$$(call msg,CC,$$@)
 	$(Q)$$(CC) $$(LL_CFLAGS) $$(DEP_FLAGS) $$(CFLAGS) $$(INC_$(1)) -c $$< -o $$@
 $(BUILD)/libll-$(1).a: $$($(1)_OBJS)
@@ -70,6 +77,9 @@ $(BUILD)/libll-$(1).a: $$($(1)_OBJS)
 	$(Q)rm -f $$@ && ar rcs $$@ $$^
 $(BUILD)/user/$(1):
 	$(Q)mkdir -p $$@
+$(BUILD)/inc/$(1):
+	$(Q)mkdir -p $$@.new && for l in $(SEES_$(1)); do ln -sfn $(CURDIR)/user/$$$$l $$@.new/$$$$l; done
+	$(Q)rm -rf $$@ && mv $$@.new $$@
 endef
 $(foreach l,$(LAYERS),$(eval $(call layer,$(l))))
 
@@ -85,6 +95,7 @@ $(BUILD)/user/lib/version.o: LL_CFLAGS += -DLL_VERSION_STRING='"$(LL_VERSION)"'
 LIB_A     := $(BUILD)/libll-lib.a
 AGENT_A   := $(BUILD)/libll-agent.a
 COORD_A   := $(BUILD)/libll-coord.a
+CMD_A     := $(BUILD)/libll-cmd.a
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -94,12 +105,12 @@ BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 # Tests and benchmarks see what they test; the coordinator's link without
 # the agent's archive, so none of them can contain the BPF loader.
-TEST_INC  := $(INC_main) -I$(BUILD) -Itests -Ibench
+TEST_INC  := $(INC_cmd) -Itests -Ibench
 COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
 	      $(BUILD)/tests/test_ledger $(BUILD)/tests/test_hotkeys $(BUILD)/tests/test_telemetry \
 	      $(BUILD)/tests/test_usage_ledger $(BUILD)/tests/test_usage_proto \
 	      $(BUILD)/bench/bench_coord
-link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(COORD_A) $(LIB_A),$(AGENT_A) $(COORD_A) $(LIB_A))
+link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(CMD_A) $(COORD_A) $(LIB_A),$(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A))
 
 .PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
@@ -123,26 +134,22 @@ $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
-$(BUILD)/user/leaseline.o: user/leaseline.c | $(BUILD)/user
-	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(INC_main) -c $< -o $@
-
-$(BUILD)/leaseline: $(BUILD)/user/leaseline.o $(AGENT_A) $(COORD_A) $(LIB_A)
+$(BUILD)/leaseline: $(BUILD)/user/cmd/leaseline.o $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/tests
+$(BUILD)/tests/%: tests/unit/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(SKEL)
+$(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
 
 # The reference limiter's test loads the benchmark's program.
 $(BUILD)/tests/test_reflim: $(BUILD)/reflim.skel.h
 
-$(BUILD)/bench/%: bench/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/bench $(SKEL) $(BENCH_SKELS)
+$(BUILD)/bench/%: bench/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/bench $(BUILD)/inc/cmd $(SKEL) $(BENCH_SKELS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS)
 
@@ -166,11 +173,11 @@ FUZZ_SECONDS ?= 600
 
 san-all: $(UNIT_BINS) $(FUZZ_BINS)
 
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD) $(BUILD)/inc/cmd
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(BUILD)/fuzz
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) -fsanitize=fuzzer $(TEST_INC) $< \
-		$(AGENT_A) $(COORD_A) $(LIB_A) -o $@ $(LDLIBS)
+		$(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) -o $@ $(LDLIBS)
 
 san:
 	$(Q)$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CC=$(CLANG) CFLAGS="$(SAN_CFLAGS)" \
@@ -252,7 +259,7 @@ install: $(BUILD)/leaseline
 	install -D -m 0644 deploy/grafana/leaseline.json $(DESTDIR)$(DATADIR)/grafana/leaseline.json
 
 format:
-	clang-format -i bpf/*.c bpf/*.h bench/bpf/*.c include/*.h user/*.c user/*/*.c user/*/*.h \
+	clang-format -i bpf/*.c bpf/*.h bench/bpf/*.c include/*.h user/*/*.c user/*/*.h \
 		tests/*/*.c tests/*/*.h bench/*.c
 
 clean:

@@ -23,12 +23,12 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "clock.h"
-#include "config.h"
-#include "dp.h"
+#include "lib/clock.h"
+#include "lib/config.h"
+#include "agent/dp.h"
 #include "leaseline.skel.h"
-#include "log.h"
-#include "policy.h"
+#include "lib/log.h"
+#include "agent/policy.h"
 #include "tb_math.h"
 #include "bpf/pkt.h"
 

@@ -22,10 +22,10 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "lease.h"
-#include "link.h"
-#include "metrics.h"
-#include "stats.h"
+#include "agent/lease.h"
+#include "agent/link.h"
+#include "agent/metrics.h"
+#include "agent/stats.h"
 
 #define S4  "198.18.0.1"
 #define S4B "198.18.0.2"

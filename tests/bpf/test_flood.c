@@ -24,8 +24,8 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "lease.h"
-#include "link.h"
+#include "agent/lease.h"
+#include "agent/link.h"
 
 #define DST "198.19.255.1"
 /* The limit under test: 5 packets of burst, 1 packet/s. */

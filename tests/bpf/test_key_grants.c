@@ -18,8 +18,8 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "lease.h"
-#include "link.h"
+#include "agent/lease.h"
+#include "agent/link.h"
 
 #define FAR_FUTURE (clock_now_ns() + 3600 * NSEC_PER_SEC)
 #define SRC_A	   "198.18.0.10"

@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "lease.h"
-#include "link.h"
+#include "agent/lease.h"
+#include "agent/link.h"
 
 #define GLOBAL_POLICY                                                                              \
 	"version: 1\n"                                                                             \

@@ -18,9 +18,9 @@
 #include <netinet/in.h>
 
 #include "bpf/harness.h"
-#include "conn.h"
-#include "lease.h"
-#include "link.h"
+#include "lib/conn.h"
+#include "agent/lease.h"
+#include "agent/link.h"
 
 #define POLICY_FMT                                                                                 \
 	"version: %llu\n"                                                                          \

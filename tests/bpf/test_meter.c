@@ -21,11 +21,11 @@
 #include <sys/socket.h>
 
 #include "bpf/harness.h"
-#include "conn.h"
-#include "lease.h"
-#include "link.h"
-#include "meter.h"
-#include "wire.h"
+#include "lib/conn.h"
+#include "agent/lease.h"
+#include "agent/link.h"
+#include "agent/meter.h"
+#include "lib/wire.h"
 
 #define FAR_FUTURE (clock_now_ns() + 3600 * NSEC_PER_SEC)
 #define DST	   "198.18.1.1"

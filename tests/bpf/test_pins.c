@@ -20,7 +20,7 @@
 #include <bpf/btf.h>
 
 #include "bpf/harness.h"
-#include "pins.h"
+#include "agent/pins.h"
 
 #define POLICY                                                                                     \
 	"version: 1\n"                                                                             \

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "set_map.h"
+#include "agent/set_map.h"
 
 #define ALLOW "/tmp/leaseline-test-allow.txt"
 #define DENY  "/tmp/leaseline-test-deny.txt"

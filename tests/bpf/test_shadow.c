@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 
 #include "bpf/harness.h"
-#include "stats.h"
+#include "agent/stats.h"
 
 #define SA "198.18.0.1"
 #define SB "198.18.0.2"

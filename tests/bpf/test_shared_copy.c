@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "attach.h"
+#include "agent/attach.h"
 
 #define BURST 5
 

@@ -38,45 +38,72 @@ probe() {
 	fi
 }
 
-probe lib wire.h allowed
+probe lib lib/wire.h allowed
 probe lib ll_types.h allowed
-probe lib dp.h forbidden
-probe lib stats.h forbidden
-probe lib ledger.h forbidden
-probe lib coord.h forbidden
-probe agent dp.h allowed
-probe agent config.h allowed
-probe agent ledger.h forbidden
-probe agent store.h forbidden
-probe coord ledger.h allowed
-probe coord lease_clock.h allowed
-probe coord dp.h forbidden
-probe coord lease.h forbidden
-probe coord policy.h forbidden
+probe lib agent/dp.h forbidden
+probe lib agent/stats.h forbidden
+probe lib coord/ledger.h forbidden
+probe lib coord/coord.h forbidden
+probe lib cmd/status.h forbidden
+probe agent agent/dp.h allowed
+probe agent lib/config.h allowed
+probe agent leaseline.skel.h allowed
+probe agent coord/ledger.h forbidden
+probe agent coord/store.h forbidden
+probe agent cmd/top.h forbidden
+probe coord coord/ledger.h allowed
+probe coord lib/lease_clock.h allowed
+probe coord agent/dp.h forbidden
+probe coord agent/lease.h forbidden
+probe coord agent/policy.h forbidden
+probe coord cmd/usage_cmd.h forbidden
 probe coord leaseline.skel.h forbidden
+probe cmd agent/dp.h allowed
+probe cmd coord/coord.h allowed
+probe cmd cmd/status.h allowed
 
-# The same rule on the real sources: what each layer's files include.
-for layer in lib agent coord; do
-	other=""
-	case $layer in
-	lib) other="user/agent user/coord" ;;
-	agent) other="user/coord" ;;
-	coord) other="user/agent" ;;
+# The same rule on the real sources: every header of user/ is included by
+# its path from user/, and only from a layer that may see it.
+sees() {
+	case $1 in
+	lib) echo "lib" ;;
+	agent) echo "lib agent" ;;
+	coord) echo "lib coord" ;;
+	cmd) echo "lib agent coord cmd" ;;
 	esac
+}
+for layer in lib agent coord cmd; do
 	bad_inc=""
 	for f in user/"$layer"/*.[ch]; do
 		for inc in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f"); do
-			for d in $other; do
-				[ -e "$d/$inc" ] && [ ! -e "user/$layer/$inc" ] && bad_inc="$bad_inc $f:$inc"
-			done
+			case $inc in
+			*/*)
+				top=${inc%%/*}
+				[ -e "user/$inc" ] || continue
+				case " $(sees "$layer") " in
+				*" $top "*) ;;
+				*) bad_inc="$bad_inc $f:$inc" ;;
+				esac
+				;;
+			*)
+				# a bare name must not be a header of user/
+				for d in user/*/; do
+					[ -e "$d$inc" ] && bad_inc="$bad_inc $f:$inc(by-name)"
+				done
+				;;
+			esac
 		done
 	done
 	if [ -z "$bad_inc" ]; then
-		ok "user/$layer/ includes no header of $other"
+		ok "user/$layer/ includes only $(sees "$layer"), each by its path"
 	else
 		bad "user/$layer/ includes$bad_inc"
 	fi
 done
+
+# No two headers share an include guard.
+dups=$(grep -h '^#ifndef LEASELINE_[A-Z0-9_]*_H$' $(find bpf include user tests bench -name '*.h') | sort | uniq -d)
+[ -z "$dups" ] && ok "every header has its own include guard" || bad "guards shared: $dups"
 
 # No coordinator object or binary holds the agent's datapath code.
 FORBIDDEN='dp_open|dp_policy_commit|policy_compile|policy_apply|leaseline_bpf__|bpf_object__open|bpf_prog_load'

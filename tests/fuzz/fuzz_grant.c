@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lease.h"
+#include "agent/lease.h"
 #include "tb_math.h"
-#include "wire.h"
+#include "lib/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

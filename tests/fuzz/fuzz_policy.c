@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "policy.h"
+#include "lib/config.h"
+#include "agent/policy.h"
 #include "tb_math.h"
 
 static const char prev_text[] = "version: 1\n"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "lib/config.h"
 
 static char dir[] = "/tmp/ll-attach-cfg.XXXXXX";
 

@@ -18,10 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "config.h"
+#include "lib/clock.h"
+#include "lib/config.h"
 #include "tb_math.h"
-#include "walk.h"
+#include "lib/walk.h"
+#include "lib/util.h"
 
 /* Fixture directory: $LL_FIXTURES, else relative to the repository root. */
 static void fixture(char *buf, size_t size, const char *name)

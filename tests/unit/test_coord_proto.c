@@ -30,10 +30,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "lease_clock.h"
-#include "wire.h"
+#include "lib/clock.h"
+#include "lib/conn.h"
+#include "lib/lease_clock.h"
+#include "lib/wire.h"
 
 #define TTL_MS	 300
 #define N_LIMITS 3

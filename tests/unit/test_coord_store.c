@@ -17,9 +17,9 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "lease_clock.h"
-#include "store.h"
-#include "log.h"
+#include "lib/lease_clock.h"
+#include "coord/store.h"
+#include "lib/log.h"
 
 static int dir_setup(void **state)
 {

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "clock.h"
-#include "lease.h"
+#include "lib/clock.h"
+#include "agent/lease.h"
 #include "tb_math.h"
 #include "unit/rnd.h"
 

@@ -22,10 +22,10 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "clock.h"
-#include "hotkeys.h"
-#include "ledger.h"
-#include "log.h"
+#include "lib/clock.h"
+#include "coord/hotkeys.h"
+#include "coord/ledger.h"
+#include "lib/log.h"
 #include "unit/rnd.h"
 
 typedef unsigned __int128 u128;

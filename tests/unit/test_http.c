@@ -22,7 +22,7 @@
 #include <sys/time.h>
 #include <cmocka.h>
 
-#include "http.h"
+#include "lib/http.h"
 
 struct fx {
 	struct http_server s;

@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "keyfmt.h"
+#include "lib/clock.h"
+#include "lib/keyfmt.h"
 #include "tb_math.h"
 
 /* An ll_key_id as the datapath builds it: IPv4 as ::ffff:a.b.c.d. */

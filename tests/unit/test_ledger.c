@@ -14,7 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ledger.h"
+#include "coord/ledger.h"
 #include "unit/rnd.h"
 
 typedef unsigned __int128 u128;

@@ -13,9 +13,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "clock.h"
-#include "ledger.h"
-#include "telemetry.h"
+#include "lib/clock.h"
+#include "coord/ledger.h"
+#include "coord/telemetry.h"
 
 #define S   NSEC_PER_SEC
 #define GAP (4 * S)

@@ -15,8 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "units.h"
+#include "lib/clock.h"
+#include "lib/units.h"
+#include "lib/util.h"
 
 struct num_case {
 	const char *in;

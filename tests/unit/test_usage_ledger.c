@@ -24,10 +24,10 @@
 
 #include <sqlite3.h>
 
-#include "clock.h"
-#include "usage_cmd.h"
-#include "usage_ledger.h"
-#include "wire.h"
+#include "lib/clock.h"
+#include "cmd/usage_cmd.h"
+#include "coord/usage_ledger.h"
+#include "lib/wire.h"
 
 /* 2026-11-30T23:00:00Z: an hour before a day and a month end. */
 #define T0 1796079600LL

@@ -41,11 +41,11 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "net.h"
-#include "usage_ledger.h"
-#include "wire.h"
+#include "lib/clock.h"
+#include "lib/conn.h"
+#include "lib/net.h"
+#include "coord/usage_ledger.h"
+#include "lib/wire.h"
 
 #define TTL_MS	   300
 #define WAIT_MS	   3000

@@ -16,9 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "config.h"
-#include "wire.h"
+#include "lib/clock.h"
+#include "lib/config.h"
+#include "lib/wire.h"
+#include "lib/util.h"
 
 #define FRAME_MAX (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD)
 /* Frame offsets of the header fields. */

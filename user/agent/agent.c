@@ -20,21 +20,21 @@
 
 #include <bpf/bpf.h>
 
-#include "agent.h"
-#include "attach.h"
-#include "clock.h"
-#include "config.h"
-#include "dp.h"
+#include "agent/agent.h"
+#include "agent/attach.h"
+#include "lib/clock.h"
+#include "lib/config.h"
+#include "agent/dp.h"
 #include "leaseline.skel.h" /* dp->skel->skeleton: the ELF multiprog loads again */
-#include "fs.h"
-#include "http.h"
-#include "link.h"
-#include "log.h"
-#include "metrics.h"
-#include "pins.h"
-#include "policy.h"
-#include "privs.h"
-#include "signals.h"
+#include "lib/fs.h"
+#include "lib/http.h"
+#include "agent/link.h"
+#include "lib/log.h"
+#include "agent/metrics.h"
+#include "agent/pins.h"
+#include "agent/policy.h"
+#include "agent/privs.h"
+#include "lib/signals.h"
 
 #define AGENT_TICK_MS		100
 #define AGENT_LINK_TICK_MS	10		    /* reports go out within 10 ms of being due */

@@ -3,8 +3,8 @@
  * The gateway daemon: load (re-adopting pinned state), attach, apply the
  * policy, then reload on SIGHUP and reap idle buckets until told to stop.
  */
-#ifndef LEASELINE_AGENT_H
-#define LEASELINE_AGENT_H
+#ifndef LEASELINE_AGENT_AGENT_H
+#define LEASELINE_AGENT_AGENT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,4 +21,4 @@ int agent_run(const struct agent_opts *opts);
 /* Make sure dir is on a bpffs, mounting one there if needed. */
 int agent_bpffs_ensure(const char *dir);
 
-#endif /* LEASELINE_AGENT_H */
+#endif /* LEASELINE_AGENT_AGENT_H */

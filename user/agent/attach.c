@@ -20,9 +20,9 @@
 #include <bpf/libbpf.h>
 #include <xdp/libxdp.h>
 
-#include "attach.h"
-#include "config.h"
-#include "log.h"
+#include "agent/attach.h"
+#include "lib/config.h"
+#include "lib/log.h"
 
 const char *attach_mode_name(uint8_t mode)
 {

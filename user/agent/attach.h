@@ -8,8 +8,8 @@
  *              a run priority (lower runs first); XDP_PASS goes on to the next
  *              program. Removing it removes only leaseline's program.
  */
-#ifndef LEASELINE_ATTACH_H
-#define LEASELINE_ATTACH_H
+#ifndef LEASELINE_AGENT_ATTACH_H
+#define LEASELINE_AGENT_ATTACH_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -77,4 +77,4 @@ const char *attach_mode_name(uint8_t mode);
  */
 struct bpf_object *attach_shared_copy(struct bpf_object *loaded, const void *elf, size_t elf_sz);
 
-#endif /* LEASELINE_ATTACH_H */
+#endif /* LEASELINE_AGENT_ATTACH_H */

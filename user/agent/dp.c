@@ -17,13 +17,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "clock.h"
-#include "dp.h"
-#include "set_map.h"
-#include "lease.h"
+#include "lib/clock.h"
+#include "agent/dp.h"
+#include "agent/set_map.h"
+#include "agent/lease.h"
 #include "leaseline.skel.h"
-#include "log.h"
-#include "pins.h"
+#include "lib/log.h"
+#include "agent/pins.h"
 #include "tb_math.h"
 
 /* An array-of-maps whose every update makes the kernel wait for an RCU grace

@@ -7,8 +7,8 @@
  * what they decided, in the order that keeps packets safe. Functions return
  * 0 or a negative errno.
  */
-#ifndef LEASELINE_DP_H
-#define LEASELINE_DP_H
+#ifndef LEASELINE_AGENT_DP_H
+#define LEASELINE_AGENT_DP_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -173,4 +173,4 @@ int dp_key_grants_read(struct dp *dp, uint32_t uid, struct lease_key **out, size
 int dp_key_grants_get(struct dp *dp, uint32_t uid, const struct lease_key *keys, size_t n,
 		      struct lease_key *out, size_t *n_out);
 
-#endif /* LEASELINE_DP_H */
+#endif /* LEASELINE_AGENT_DP_H */

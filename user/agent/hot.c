@@ -11,11 +11,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "clock.h"
-#include "dp.h"
-#include "hot.h"
-#include "lease.h"
-#include "log.h"
+#include "lib/clock.h"
+#include "agent/dp.h"
+#include "agent/hot.h"
+#include "agent/lease.h"
+#include "lib/log.h"
 #include "tb_math.h"
 
 _Static_assert(LL_IS_POW2(HOT_CAPACITY), "slots are masked with HOT_CAPACITY - 1");

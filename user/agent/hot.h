@@ -13,14 +13,14 @@
  * Bounded: HOT_CAPACITY keys tracked, WIRE_MAX_HOT reported; what does not
  * fit is counted and stays at the default share.
  */
-#ifndef LEASELINE_HOT_H
-#define LEASELINE_HOT_H
+#ifndef LEASELINE_AGENT_HOT_H
+#define LEASELINE_AGENT_HOT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "ll_types.h"
-#include "wire.h"
+#include "lib/wire.h"
 
 #define HOT_CAPACITY 8192 /* keys tracked, all limits */
 
@@ -60,4 +60,4 @@ void hot_reconnect(struct hot *h);
 void hot_report(struct hot *h, struct dp *dp, const struct ll_policy *pol, const int *entry_of,
 		struct wire_report *r, uint64_t window_ns, uint64_t now);
 
-#endif /* LEASELINE_HOT_H */
+#endif /* LEASELINE_AGENT_HOT_H */

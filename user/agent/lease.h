@@ -13,13 +13,13 @@
  *     is never mistaken for another's;
  *   - raising a share never deposits tokens; a revived lease starts empty.
  */
-#ifndef LEASELINE_LEASE_H
-#define LEASELINE_LEASE_H
+#ifndef LEASELINE_AGENT_LEASE_H
+#define LEASELINE_AGENT_LEASE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lease_clock.h"
+#include "lib/lease_clock.h"
 #include "ll_types.h"
 
 struct lease_grant {
@@ -150,4 +150,4 @@ void lease_keys_plan(struct lease_key *old, size_t n_old, struct lease_key *want
  */
 size_t lease_keys_sets(struct lease_key *ch, size_t n);
 
-#endif /* LEASELINE_LEASE_H */
+#endif /* LEASELINE_AGENT_LEASE_H */

@@ -15,13 +15,13 @@
 
 #include <bpf/bpf.h>
 
-#include "clock.h"
-#include "dp.h"
-#include "lease.h"
-#include "link.h"
-#include "log.h"
-#include "policy.h"
-#include "stats.h"
+#include "lib/clock.h"
+#include "agent/dp.h"
+#include "agent/lease.h"
+#include "agent/link.h"
+#include "lib/log.h"
+#include "agent/policy.h"
+#include "agent/stats.h"
 
 #define LINK_BACKOFF_MIN_NS	100000000ull /* 100 ms */
 #define LINK_BACKOFF_MAX_NS	NSEC_PER_SEC /* back within a second of a link returning */

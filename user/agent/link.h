@@ -6,17 +6,17 @@
  * totals, demand, and the grants applied (which acknowledges them).
  * Losing the link changes nothing in the kernel: leases die there.
  */
-#ifndef LEASELINE_LINK_H
-#define LEASELINE_LINK_H
+#ifndef LEASELINE_AGENT_LINK_H
+#define LEASELINE_AGENT_LINK_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "conn.h"
-#include "hot.h"
-#include "meter.h"
-#include "wire.h"
+#include "lib/config.h"
+#include "lib/conn.h"
+#include "agent/hot.h"
+#include "agent/meter.h"
+#include "lib/wire.h"
 
 #define LINK_SENT_RING 64 /* recent reports whose send time a grant may name */
 
@@ -88,4 +88,4 @@ int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct
  */
 int link_epoch_see(struct dp *dp, uint64_t epoch, uint64_t incarnation);
 
-#endif /* LEASELINE_LINK_H */
+#endif /* LEASELINE_AGENT_LINK_H */

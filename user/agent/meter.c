@@ -12,10 +12,10 @@
 
 #include <bpf/bpf.h>
 
-#include "conn.h"
-#include "dp.h"
-#include "log.h"
-#include "meter.h"
+#include "lib/conn.h"
+#include "agent/dp.h"
+#include "lib/log.h"
+#include "agent/meter.h"
 
 #define EMPTY UINT32_MAX
 

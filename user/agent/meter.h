@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "ll_types.h"
-#include "wire.h"
+#include "lib/wire.h"
 
 #define METER_PERIOD_NS	     1000000000ull /* a scan of ll_meter a second */
 #define METER_ACK_TIMEOUT_NS 10000000000ull

@@ -10,12 +10,13 @@
 
 #include <bpf/bpf.h>
 
-#include "clock.h"
-#include "dp.h"
-#include "metrics.h"
-#include "prom.h"
-#include "stats.h"
+#include "lib/clock.h"
+#include "agent/dp.h"
+#include "agent/metrics.h"
+#include "lib/prom.h"
+#include "agent/stats.h"
 #include "tb_math.h"
+#include "lib/util.h"
 
 static const char *verdicts[] = {"allowed", "denied", "shadow_denied", "fallback", "bypass"};
 #define N_VERDICTS ARRAY_SIZE(verdicts)

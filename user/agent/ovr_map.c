@@ -9,12 +9,12 @@
 
 #include <bpf/bpf.h>
 
-#include "dp.h"
-#include "log.h"
-#include "overrides.h"
-#include "ovr_map.h"
+#include "agent/dp.h"
+#include "lib/log.h"
+#include "lib/overrides.h"
+#include "agent/ovr_map.h"
 #include "tb_math.h"
-#include "units.h"
+#include "lib/units.h"
 
 /* One entry of the trie: its key and what it holds. */
 struct ovr_kv {

@@ -6,12 +6,12 @@
  * removed after it. An override whose contract did not change keeps its
  * generation, so a reload that leaves it alone leaves its buckets alone.
  */
-#ifndef LEASELINE_OVR_MAP_H
-#define LEASELINE_OVR_MAP_H
+#ifndef LEASELINE_AGENT_OVR_MAP_H
+#define LEASELINE_AGENT_OVR_MAP_H
 
 #include <stddef.h>
 
-#include "config.h"
+#include "lib/config.h"
 #include "ll_types.h"
 
 struct dp;
@@ -30,4 +30,4 @@ int ovr_map_write(struct dp *dp, const struct cfg_policy *cp, const struct ll_po
 /* Remove the entries of every uid pol no longer has overrides for. */
 void ovr_map_prune(struct dp *dp, const struct ll_policy *pol);
 
-#endif /* LEASELINE_OVR_MAP_H */
+#endif /* LEASELINE_AGENT_OVR_MAP_H */

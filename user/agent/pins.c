@@ -23,13 +23,14 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
-#include "clock.h"
-#include "fs.h"
+#include "lib/clock.h"
+#include "lib/fs.h"
 #include "leaseline.skel.h"
 #include "ll_types.h"
-#include "log.h"
-#include "pins.h"
-#include "version.h"
+#include "lib/log.h"
+#include "agent/pins.h"
+#include "lib/version.h"
+#include "lib/util.h"
 
 #define PINS_MAX_MAPS	 24
 #define PINS_MAX_DIFFS	 4

@@ -11,8 +11,8 @@
  * the old ones any more. Functions return 0 or a negative errno and say
  * why in a log line.
  */
-#ifndef LEASELINE_PINS_H
-#define LEASELINE_PINS_H
+#ifndef LEASELINE_AGENT_PINS_H
+#define LEASELINE_AGENT_PINS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,4 +55,4 @@ void pins_plan_free(struct pins_plan *plan);
  */
 int pins_readable(const char *dir);
 
-#endif /* LEASELINE_PINS_H */
+#endif /* LEASELINE_AGENT_PINS_H */

@@ -10,13 +10,13 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "clock.h"
-#include "dp.h"
-#include "lease.h"
-#include "log.h"
-#include "ovr_map.h"
-#include "set_map.h"
-#include "policy.h"
+#include "lib/clock.h"
+#include "agent/dp.h"
+#include "agent/lease.h"
+#include "lib/log.h"
+#include "agent/ovr_map.h"
+#include "agent/set_map.h"
+#include "agent/policy.h"
 #include "tb_math.h"
 
 void policy_mask_v6(uint8_t plen, uint32_t mask[4])

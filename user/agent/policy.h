@@ -6,13 +6,13 @@
  * so the datapath settles each bucket with the old rate up to the reload and
  * clamps it to the new burst. An older version is refused.
  */
-#ifndef LEASELINE_POLICY_H
-#define LEASELINE_POLICY_H
+#ifndef LEASELINE_AGENT_POLICY_H
+#define LEASELINE_AGENT_POLICY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "lib/config.h"
 #include "ll_types.h"
 
 struct policy_compile_opts {
@@ -46,4 +46,4 @@ void policy_mask_v6(uint8_t plen, uint32_t mask[4]);
 /* Id of the limit named `name` in pol, or -1. */
 int policy_limit_id(const struct ll_policy *pol, const char *name);
 
-#endif /* LEASELINE_POLICY_H */
+#endif /* LEASELINE_AGENT_POLICY_H */

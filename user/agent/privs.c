@@ -10,8 +10,8 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
-#include "log.h"
-#include "privs.h"
+#include "lib/log.h"
+#include "agent/privs.h"
 
 #define BIT(c) (1ull << (c))
 

@@ -7,8 +7,8 @@
  * set), so neither a bug in the YAML or wire parsers nor a child process
  * can take them back.
  */
-#ifndef LEASELINE_PRIVS_H
-#define LEASELINE_PRIVS_H
+#ifndef LEASELINE_AGENT_PRIVS_H
+#define LEASELINE_AGENT_PRIVS_H
 
 #include <stdint.h>
 
@@ -21,4 +21,4 @@ uint64_t privs_kept(void);
 /* Drop every capability but privs_kept(). 0 or a negative errno. */
 int privs_drop(void);
 
-#endif /* LEASELINE_PRIVS_H */
+#endif /* LEASELINE_AGENT_PRIVS_H */

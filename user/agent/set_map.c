@@ -9,11 +9,11 @@
 
 #include <bpf/bpf.h>
 
-#include "dp.h"
-#include "log.h"
-#include "set_map.h"
-#include "sets.h"
-#include "units.h"
+#include "agent/dp.h"
+#include "lib/log.h"
+#include "agent/set_map.h"
+#include "lib/sets.h"
+#include "lib/units.h"
 
 /* What the agent wrote for the live policy (live) and for the one being
  * applied (next): each set's file, content digest and id. A set of a new

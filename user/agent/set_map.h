@@ -8,14 +8,14 @@
  * policy never matches against a half-written set, and a set file that
  * cannot be read or written leaves the running policy as it was.
  */
-#ifndef LEASELINE_SET_MAP_H
-#define LEASELINE_SET_MAP_H
+#ifndef LEASELINE_AGENT_SET_MAP_H
+#define LEASELINE_AGENT_SET_MAP_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "lib/config.h"
 #include "ll_types.h"
 
 struct dp;
@@ -38,4 +38,4 @@ void set_map_settle(struct dp *dp, const struct ll_policy *live, bool applied);
 /* Forget what the agent knows of the sets written (dp_close). */
 void set_map_free(struct dp *dp);
 
-#endif /* LEASELINE_SET_MAP_H */
+#endif /* LEASELINE_AGENT_SET_MAP_H */

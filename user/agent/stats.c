@@ -10,7 +10,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "stats.h"
+#include "agent/stats.h"
 
 static int percpu_sum(int fd, uint32_t key, uint64_t *out, size_t nfields)
 {

@@ -3,8 +3,8 @@
  * Reading the datapath's per-CPU counters as totals. Shared by status,
  * tests and benchmarks so every reader sums the same way.
  */
-#ifndef LEASELINE_STATS_H
-#define LEASELINE_STATS_H
+#ifndef LEASELINE_AGENT_STATS_H
+#define LEASELINE_AGENT_STATS_H
 
 #include <stdint.h>
 
@@ -35,4 +35,4 @@ int stats_shadow_window(int fd, uint32_t id, uint32_t uid, uint64_t now, uint32_
  */
 uint32_t stats_window_slots(double seconds);
 
-#endif /* LEASELINE_STATS_H */
+#endif /* LEASELINE_AGENT_STATS_H */

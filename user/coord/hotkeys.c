@@ -28,8 +28,8 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "hotkeys.h"
-#include "log.h"
+#include "coord/hotkeys.h"
+#include "lib/log.h"
 
 #define HOTKEYS_LOG_WINDOW_NS 1000000000ull
 #define HOTKEYS_LOG_LINES     5 /* per window and limit; the rest are counted */

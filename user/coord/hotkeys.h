@@ -39,16 +39,16 @@
  *
  * Pure bookkeeping: no I/O, times are passed in (log lines aside).
  */
-#ifndef LEASELINE_HOTKEYS_H
-#define LEASELINE_HOTKEYS_H
+#ifndef LEASELINE_COORD_HOTKEYS_H
+#define LEASELINE_COORD_HOTKEYS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ledger.h"
+#include "coord/ledger.h"
 #include "ll_types.h"
-#include "wire.h"
+#include "lib/wire.h"
 
 #define HOTKEYS_MAX	LL_MAX_LIMIT_KEY_GRANTS /* per limit: entries an agent holds */
 #define HOTKEYS_COOL_NS 3000000000ull		/* nobody above its share this long: the key cools */
@@ -239,4 +239,4 @@ uint64_t hotkeys_stranded(const struct hotkeys *t, uint64_t now);
 /* A key as text for log lines: "10.0.0.1", "[2001:db8::1]", "tcp/443", a flow. */
 void hotkeys_key_str(const struct ll_key_id *key, char *buf, size_t len);
 
-#endif /* LEASELINE_HOTKEYS_H */
+#endif /* LEASELINE_COORD_HOTKEYS_H */

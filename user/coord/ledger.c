@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ledger.h"
+#include "coord/ledger.h"
 
 typedef unsigned __int128 u128;
 

@@ -19,8 +19,8 @@
  *
  * Pure code: no I/O, no clock reads (times are passed in), unit-tested.
  */
-#ifndef LEASELINE_LEDGER_H
-#define LEASELINE_LEDGER_H
+#ifndef LEASELINE_COORD_LEDGER_H
+#define LEASELINE_COORD_LEDGER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -165,4 +165,4 @@ int ledger_targets(const struct ledger *l, uint64_t *rate, uint64_t *burst);
 /* Check the invariant; returns 0 or -ERANGE. */
 int ledger_check(const struct ledger *l, uint64_t now);
 
-#endif /* LEASELINE_LEDGER_H */
+#endif /* LEASELINE_COORD_LEDGER_H */

@@ -5,11 +5,12 @@
  * depends on. Families are tables, written family by family, so every one
  * has HELP and TYPE and its samples together.
  */
-#include "clock.h"
-#include "metrics.h"
-#include "prom.h"
-#include "state.h"
-#include "telemetry.h"
+#include "lib/clock.h"
+#include "coord/metrics.h"
+#include "lib/prom.h"
+#include "coord/state.h"
+#include "coord/telemetry.h"
+#include "lib/util.h"
 
 struct coord_family {
 	const char *name, *type, *help;

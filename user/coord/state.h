@@ -12,18 +12,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "conn.h"
-#include "hotkeys.h"
-#include "http.h"
-#include "ledger.h"
+#include "lib/config.h"
+#include "lib/conn.h"
+#include "coord/hotkeys.h"
+#include "lib/http.h"
+#include "coord/ledger.h"
 #include "ll_types.h"
-#include "store.h"
-#include "telemetry.h"
-#include "tls.h"
-#include "usage_ledger.h"
-#include "usage_writer.h"
-#include "wire.h"
+#include "coord/store.h"
+#include "coord/telemetry.h"
+#include "lib/tls.h"
+#include "coord/usage_ledger.h"
+#include "coord/usage_writer.h"
+#include "lib/wire.h"
 
 struct climit {
 	char name[LL_NAME_LEN];

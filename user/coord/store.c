@@ -15,10 +15,10 @@
 
 #include <zlib.h>
 
-#include "fs.h"
-#include "lease_clock.h"
-#include "log.h"
-#include "store.h"
+#include "lib/fs.h"
+#include "lib/lease_clock.h"
+#include "lib/log.h"
+#include "coord/store.h"
 
 #define EPOCH_MAGIC 0x4c4c4550u /* "LLEP" */
 #define USAGE_MAGIC 0x4c4c5553u /* "LLUS" */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "ll_types.h"
-#include "wire.h"
+#include "lib/wire.h"
 
 struct coord_store {
 	int dir_fd;

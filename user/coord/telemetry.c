@@ -5,10 +5,10 @@
  */
 #include <string.h>
 
-#include "clock.h"
-#include "ledger.h"
-#include "state.h"
-#include "telemetry.h"
+#include "lib/clock.h"
+#include "coord/ledger.h"
+#include "coord/state.h"
+#include "coord/telemetry.h"
 
 const char *telemetry_fail_name(enum coord_fail r)
 {

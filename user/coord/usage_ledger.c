@@ -18,9 +18,9 @@
 
 #include <sqlite3.h>
 
-#include "clock.h"
-#include "log.h"
-#include "usage_ledger.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "coord/usage_ledger.h"
 
 #define LAT_SAMPLES 4096
 

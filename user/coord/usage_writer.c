@@ -11,10 +11,10 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 
-#include "clock.h"
-#include "keyfmt.h"
-#include "log.h"
-#include "usage_writer.h"
+#include "lib/clock.h"
+#include "lib/keyfmt.h"
+#include "lib/log.h"
+#include "coord/usage_writer.h"
 
 /* Group commit: the per-key transaction stays open until it is this old or
  * this large, so that one fsync covers many batches (8 gateways x 100k keys

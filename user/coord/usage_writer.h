@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "usage_ledger.h"
-#include "wire.h"
+#include "coord/usage_ledger.h"
+#include "lib/wire.h"
 
 enum uw_kind {
 	UW_KEYS,   /* a METER batch: uledger_keys_add into the group's transaction */

@@ -6,8 +6,8 @@
  * the offending node), the sizes of a host:port and a path, and the tls:
  * section both daemons' files share.
  */
-#ifndef LEASELINE_CFG_TYPES_H
-#define LEASELINE_CFG_TYPES_H
+#ifndef LEASELINE_LIB_CFG_TYPES_H
+#define LEASELINE_LIB_CFG_TYPES_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -42,4 +42,4 @@ static inline void cfg_err_at(struct cfg_err *e, const char *file, size_t line, 
 	e->col = (unsigned int)col;
 }
 
-#endif /* LEASELINE_CFG_TYPES_H */
+#endif /* LEASELINE_LIB_CFG_TYPES_H */

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Time and small helpers every part of leaseline shares.
+ * Time every part of leaseline shares.
  *
  * clock_now_ns() reads CLOCK_MONOTONIC, the clock bpf_ktime_get_ns reads in the
  * kernel, so an agent's deadlines and the datapath's lease expiry compare
  * directly, and the coordinator's own deadlines never jump with wall time.
  */
-#ifndef LEASELINE_CLOCK_H
-#define LEASELINE_CLOCK_H
+#ifndef LEASELINE_LIB_CLOCK_H
+#define LEASELINE_LIB_CLOCK_H
 
 #include <stdint.h>
 #include <time.h>
@@ -15,8 +15,6 @@
 #define NSEC_PER_USEC 1000ull
 #define NSEC_PER_MSEC 1000000ull
 #define NSEC_PER_SEC  1000000000ull
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static inline uint64_t ts_to_ns(const struct timespec *ts)
 {
@@ -37,4 +35,4 @@ static inline double ns_to_s(uint64_t ns)
 	return (double)ns / (double)NSEC_PER_SEC;
 }
 
-#endif /* LEASELINE_CLOCK_H */
+#endif /* LEASELINE_LIB_CLOCK_H */

@@ -14,16 +14,16 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "clock.h"
-#include "config.h"
-#include "overrides.h"
-#include "sets.h"
-#include "lease_clock.h"
+#include "lib/clock.h"
+#include "lib/config.h"
+#include "lib/overrides.h"
+#include "lib/sets.h"
+#include "lib/lease_clock.h"
 #include "tb_math.h"
-#include "tls.h"
-#include "units.h"
-#include "walk.h"
-#include "wire.h"
+#include "lib/tls.h"
+#include "lib/units.h"
+#include "lib/walk.h"
+#include "lib/wire.h"
 
 /* Lease times: under a millisecond the refreshes become the workload; over an
  * hour a vanished gateway would sit on its share of the contract for too long.

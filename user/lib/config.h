@@ -5,14 +5,14 @@
  * column of the offending node); unknown keys are errors. Nothing here
  * touches the kernel: `leaseline check` and the unit tests run it as is.
  */
-#ifndef LEASELINE_CONFIG_H
-#define LEASELINE_CONFIG_H
+#ifndef LEASELINE_LIB_CONFIG_H
+#define LEASELINE_LIB_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cfg_types.h"
+#include "lib/cfg_types.h"
 #include "ll_types.h"
 
 
@@ -213,4 +213,4 @@ const char *cfg_proto_name(uint8_t proto);
  */
 void cfg_policy_too_big(const char *path, uint64_t size, char *buf, size_t len);
 
-#endif /* LEASELINE_CONFIG_H */
+#endif /* LEASELINE_LIB_CONFIG_H */

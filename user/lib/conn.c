@@ -16,7 +16,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "conn.h"
+#include "lib/conn.h"
 
 #define CONN_IN_MIN    512 /* a report of a few limits, a grant, a hello */
 #define CONN_FRAME_MAX (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD)

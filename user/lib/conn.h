@@ -4,15 +4,15 @@
  * never blocks the caller's loop, input decoded frame by frame with the
  * strict decoder. Shared by the coordinator and the agent.
  */
-#ifndef LEASELINE_CONN_H
-#define LEASELINE_CONN_H
+#ifndef LEASELINE_LIB_CONN_H
+#define LEASELINE_LIB_CONN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "net.h"
-#include "tls.h"
-#include "wire.h"
+#include "lib/net.h"
+#include "lib/tls.h"
+#include "lib/wire.h"
 
 /* Output a slow peer may leave unsent before it is cut off. */
 #define CONN_MAX_OUT (4 * (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD))
@@ -55,4 +55,4 @@ int conn_read(struct conn *c);
 /* Next complete frame: 1 and *m filled, 0 if none yet, -EPROTO. */
 int conn_next(struct conn *c, struct wire_msg *m);
 
-#endif /* LEASELINE_CONN_H */
+#endif /* LEASELINE_LIB_CONN_H */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "fs.h"
+#include "lib/fs.h"
 
 int fs_mkdir_p(const char *dir, mode_t mode)
 {

@@ -3,8 +3,8 @@
  * Small file-system helpers shared by the agent and the coordinator.
  * Return 0 or a negative errno.
  */
-#ifndef LEASELINE_FS_H
-#define LEASELINE_FS_H
+#ifndef LEASELINE_LIB_FS_H
+#define LEASELINE_LIB_FS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,4 +20,4 @@ int fs_read_file(const char *path, size_t max, char **buf, size_t *len);
  */
 uint64_t fs_netns_ino(void);
 
-#endif /* LEASELINE_FS_H */
+#endif /* LEASELINE_LIB_FS_H */

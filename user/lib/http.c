@@ -17,8 +17,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "http.h"
-#include "net.h"
+#include "lib/http.h"
+#include "lib/net.h"
 
 #define HTTP_REQ_MAX	2048 /* enough for a GET line and headers */
 #define HTTP_TIMEOUT_MS 200

@@ -5,8 +5,8 @@
  * its own so that a slow or silent scraper never delays the daemon's loop.
  * Shared by the agent and the coordinator; knows nothing of what it serves.
  */
-#ifndef LEASELINE_HTTP_H
-#define LEASELINE_HTTP_H
+#ifndef LEASELINE_LIB_HTTP_H
+#define LEASELINE_LIB_HTTP_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,4 +37,4 @@ int http_serve(struct http_server *s, http_writer write, void *arg, pthread_mute
 /* Stop the thread (within ~100 ms) and close the socket. */
 void http_stop(struct http_server *s);
 
-#endif /* LEASELINE_HTTP_H */
+#endif /* LEASELINE_LIB_HTTP_H */

@@ -7,8 +7,8 @@
 #include <netinet/in.h>
 #include <stdio.h>
 
-#include "clock.h"
-#include "keyfmt.h"
+#include "lib/clock.h"
+#include "lib/keyfmt.h"
 
 const char *keyfmt_proto(uint8_t proto, char *buf, size_t len)
 {

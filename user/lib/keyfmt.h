@@ -4,8 +4,8 @@
  * about the wait, for `leaseline top` (reference §3). Pure functions of
  * their arguments: no I/O, no clock of their own.
  */
-#ifndef LEASELINE_KEYFMT_H
-#define LEASELINE_KEYFMT_H
+#ifndef LEASELINE_LIB_KEYFMT_H
+#define LEASELINE_LIB_KEYFMT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -65,4 +65,4 @@ struct keyfmt_retry keyfmt_retry(uint64_t hint, bool valid, uint64_t now);
  */
 int keyfmt_retry_str(const struct keyfmt_retry *r, char *buf, size_t len);
 
-#endif /* LEASELINE_KEYFMT_H */
+#endif /* LEASELINE_LIB_KEYFMT_H */

@@ -3,7 +3,7 @@
  * Lease clock arithmetic (see lease_clock.h). Pure functions: no clock is
  * read here, so both sides and the unit tests compute the same instants.
  */
-#include "lease_clock.h"
+#include "lib/lease_clock.h"
 
 #define PPM 1000000ull
 

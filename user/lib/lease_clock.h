@@ -15,8 +15,8 @@
  * every t and ttl; unless the lease is dead on arrival (expiry == t), the
  * two sit at least 2*ttl*rho + 2*delta apart.
  */
-#ifndef LEASELINE_LEASE_CLOCK_H
-#define LEASELINE_LEASE_CLOCK_H
+#ifndef LEASELINE_LIB_LEASE_CLOCK_H
+#define LEASELINE_LIB_LEASE_CLOCK_H
 
 #include <stdint.h>
 
@@ -49,4 +49,4 @@ uint64_t lease_expiry(uint64_t t_send_ns, uint64_t ttl_ns);
 /* Coordinator: until when a grant issued at t_issue_ns counts as live. */
 uint64_t lease_deadline(uint64_t t_issue_ns, uint64_t ttl_ns);
 
-#endif /* LEASELINE_LEASE_CLOCK_H */
+#endif /* LEASELINE_LIB_LEASE_CLOCK_H */

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "linefile.h"
+#include "lib/linefile.h"
 
 int line_file_open(struct line_file *lf, const char *path, const char *what, struct cfg_err *err)
 {

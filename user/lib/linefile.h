@@ -5,14 +5,14 @@
  * FILE:LINE:COL of the line being read. One reader, so every list file is
  * opened, bounded and reported alike.
  */
-#ifndef LEASELINE_LINEFILE_H
-#define LEASELINE_LINEFILE_H
+#ifndef LEASELINE_LIB_LINEFILE_H
+#define LEASELINE_LIB_LINEFILE_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cfg_types.h"
+#include "lib/cfg_types.h"
 
 #define LINE_FILE_MAX 512 /* longest line, newline excluded */
 

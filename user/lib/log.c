@@ -9,7 +9,7 @@
 
 #include <bpf/libbpf.h>
 
-#include "log.h"
+#include "lib/log.h"
 
 static enum log_level cur_level = LOG_INFO;
 static unsigned int warn_count;

@@ -3,8 +3,8 @@
  * Logging in the manner of xdp-tools: pr_warn/pr_info/pr_debug to stderr,
  * a level raised by -v, and libbpf's own messages routed through it.
  */
-#ifndef LEASELINE_LOG_H
-#define LEASELINE_LOG_H
+#ifndef LEASELINE_LIB_LOG_H
+#define LEASELINE_LIB_LOG_H
 
 #include <stdbool.h>
 
@@ -32,4 +32,4 @@ void log_print(enum log_level level, const char *fmt, ...) __attribute__((format
 #define pr_info(...)  log_print(LOG_INFO, __VA_ARGS__)
 #define pr_debug(...) log_print(LOG_DEBUG, __VA_ARGS__)
 
-#endif /* LEASELINE_LOG_H */
+#endif /* LEASELINE_LIB_LOG_H */

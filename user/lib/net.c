@@ -12,7 +12,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-#include "net.h"
+#include "lib/net.h"
 
 int net_addr(const char *hostport, struct sockaddr_storage *sa, socklen_t *len)
 {

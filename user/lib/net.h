@@ -3,8 +3,8 @@
  * TCP sockets from "host:port" or "[v6]:port" strings, shared by both
  * daemons and the metrics server. Functions return an fd or a negative errno.
  */
-#ifndef LEASELINE_NET_H
-#define LEASELINE_NET_H
+#ifndef LEASELINE_LIB_NET_H
+#define LEASELINE_LIB_NET_H
 
 #include <sys/socket.h>
 
@@ -15,4 +15,4 @@ int net_listen(const char *hostport);
 /* Start a non-blocking connect; returns the fd (connection may be in progress). */
 int net_connect(const char *hostport);
 
-#endif /* LEASELINE_NET_H */
+#endif /* LEASELINE_LIB_NET_H */

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "out.h"
+#include "lib/out.h"
 
 void out_init(struct out *o, FILE *f, bool json)
 {

@@ -4,8 +4,8 @@
  * json_print: callers describe objects, arrays and fields once; the printer
  * renders indented "key: value" text for people or one JSON document.
  */
-#ifndef LEASELINE_OUT_H
-#define LEASELINE_OUT_H
+#ifndef LEASELINE_LIB_OUT_H
+#define LEASELINE_LIB_OUT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,4 +34,4 @@ void out_u64(struct out *o, const char *key, uint64_t val);
 void out_f64(struct out *o, const char *key, double val);
 void out_bool(struct out *o, const char *key, bool val);
 
-#endif /* LEASELINE_OUT_H */
+#endif /* LEASELINE_LIB_OUT_H */

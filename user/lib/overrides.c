@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "linefile.h"
-#include "overrides.h"
-#include "units.h"
+#include "lib/linefile.h"
+#include "lib/overrides.h"
+#include "lib/units.h"
 
 struct ovr_ctx {
 	struct line_file lf; /* the file, its line and errors at it */

@@ -20,13 +20,13 @@
  *
  * Errors name FILE:LINE:COL. Pure code: no kernel.
  */
-#ifndef LEASELINE_OVERRIDES_H
-#define LEASELINE_OVERRIDES_H
+#ifndef LEASELINE_LIB_OVERRIDES_H
+#define LEASELINE_LIB_OVERRIDES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cfg_types.h"
+#include "lib/cfg_types.h"
 
 #define OVR_MAX_PER_LIMIT 131072 /* overrides in one limit's file */
 
@@ -67,4 +67,4 @@ int ovr_load(const char *path, uint8_t prefix_v4, uint8_t prefix_v6, uint64_t ma
 int ovr_load_ports(const char *path, uint64_t max_rate, uint64_t max_burst, struct ovr_entry **out,
 		   size_t *n, struct cfg_err *err);
 
-#endif /* LEASELINE_OVERRIDES_H */
+#endif /* LEASELINE_LIB_OVERRIDES_H */

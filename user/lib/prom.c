@@ -2,8 +2,8 @@
 /* Prometheus exposition helpers (see prom.h). */
 #include <math.h>
 
-#include "prom.h"
-#include "version.h"
+#include "lib/prom.h"
+#include "lib/version.h"
 
 void prom_value(FILE *f, double v)
 {

@@ -5,8 +5,8 @@
  * # HELP and # TYPE, and all its samples follow it before the next family
  * starts (promtool check metrics holds them to it in make check).
  */
-#ifndef LEASELINE_PROM_H
-#define LEASELINE_PROM_H
+#ifndef LEASELINE_LIB_PROM_H
+#define LEASELINE_LIB_PROM_H
 
 #include <stdio.h>
 
@@ -23,4 +23,4 @@ void prom_value(FILE *f, double v);
  */
 void prom_build_info(FILE *f);
 
-#endif /* LEASELINE_PROM_H */
+#endif /* LEASELINE_LIB_PROM_H */

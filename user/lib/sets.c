@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "linefile.h"
+#include "lib/linefile.h"
 #include "ll_types.h"
-#include "sets.h"
-#include "units.h"
+#include "lib/sets.h"
+#include "lib/units.h"
 
 static int entry_cmp(const void *a, const void *b)
 {

@@ -12,13 +12,13 @@
  * A prefix must have its host bits zero and appear once. Errors name
  * FILE:LINE:COL. Pure code: no kernel.
  */
-#ifndef LEASELINE_SETS_H
-#define LEASELINE_SETS_H
+#ifndef LEASELINE_LIB_SETS_H
+#define LEASELINE_LIB_SETS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cfg_types.h"
+#include "lib/cfg_types.h"
 
 struct set_entry {
 	uint8_t family;	  /* 4 or 6 */
@@ -42,4 +42,4 @@ int set_load(const char *path, size_t budget, size_t used, struct set_entry **ou
  */
 uint64_t set_digest(const struct set_entry *v, size_t n);
 
-#endif /* LEASELINE_SETS_H */
+#endif /* LEASELINE_LIB_SETS_H */

@@ -4,7 +4,7 @@
  * sets a sig_atomic_t flag (async-signal-safe); everything else happens in
  * the main loop, which sees the flag within one tick.
  */
-#include "signals.h"
+#include "lib/signals.h"
 
 volatile sig_atomic_t sig_reload, sig_stop;
 

@@ -3,8 +3,8 @@
  * SIGINT and SIGTERM for a clean stop. The handler only sets a flag; the
  * main loop acts on it.
  */
-#ifndef LEASELINE_SIGNALS_H
-#define LEASELINE_SIGNALS_H
+#ifndef LEASELINE_LIB_SIGNALS_H
+#define LEASELINE_LIB_SIGNALS_H
 
 #include <signal.h>
 

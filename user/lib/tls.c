@@ -11,7 +11,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "tls.h"
+#include "lib/tls.h"
 
 /* The first queued OpenSSL error as text (the queue is then cleared). */
 static const char *ssl_reason(char *buf, size_t len)

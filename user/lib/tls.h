@@ -8,13 +8,13 @@
  * (or IP address) it dialled. A context is loaded whole or not at all, so a
  * bad certificate on reload keeps the one in use.
  */
-#ifndef LEASELINE_TLS_H
-#define LEASELINE_TLS_H
+#ifndef LEASELINE_LIB_TLS_H
+#define LEASELINE_LIB_TLS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cfg_types.h"
+#include "lib/cfg_types.h"
 
 struct ssl_ctx_st;
 
@@ -36,4 +36,4 @@ void tls_ctx_free(struct tls_ctx *t);
  */
 void tls_host_of(const char *hostport, char *out, size_t size);
 
-#endif /* LEASELINE_TLS_H */
+#endif /* LEASELINE_LIB_TLS_H */

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "units.h"
+#include "lib/clock.h"
+#include "lib/units.h"
 
 /* Significant fraction digits kept: 10^18 still fits in 64 bits and the
  * largest multiplier (60 * 10^9 for minutes) keeps frac * mult in 128 bits.

@@ -4,8 +4,8 @@
  * suffixes (decimal, 1k = 1000), durations (ns, us, ms, s, m), IP prefixes
  * and port ranges. Pure functions, no I/O; overflow is an error, never a wrap.
  */
-#ifndef LEASELINE_UNITS_H
-#define LEASELINE_UNITS_H
+#ifndef LEASELINE_LIB_UNITS_H
+#define LEASELINE_LIB_UNITS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -53,4 +53,4 @@ uint32_t units_prefix_v6map(uint8_t family, const uint8_t addr[16], uint8_t plen
 int units_format_count(uint64_t v, char *buf, size_t size);
 int units_format_duration(uint64_t ns, char *buf, size_t size);
 
-#endif /* LEASELINE_UNITS_H */
+#endif /* LEASELINE_LIB_UNITS_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The build's version (version.h); the Makefile passes LL_VERSION_STRING. */
-#include "version.h"
+#include "lib/version.h"
 
 #ifndef LL_VERSION_STRING
 #define LL_VERSION_STRING "unknown"

@@ -7,8 +7,8 @@
  * "0.1.0+g3d65f32ab12c", "-dirty" when the tree had changes; outside git,
  * VERSION alone). `make LL_VERSION=...` overrides it (packagers).
  */
-#ifndef LEASELINE_VERSION_H
-#define LEASELINE_VERSION_H
+#ifndef LEASELINE_LIB_VERSION_H
+#define LEASELINE_LIB_VERSION_H
 
 /* NUL-terminated, never empty. A const char[], not a literal: print it with
  * "%s" (only version.o is rebuilt when the version changes).
@@ -16,4 +16,4 @@
 extern const char ll_version[];
 #define LL_VERSION ll_version
 
-#endif /* LEASELINE_VERSION_H */
+#endif /* LEASELINE_LIB_VERSION_H */

@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fs.h"
-#include "units.h"
-#include "walk.h"
+#include "lib/fs.h"
+#include "lib/units.h"
+#include "lib/walk.h"
 
 /* Characters of a value quoted in a message; longer values are cut. */
 #define WALK_SHOW 48

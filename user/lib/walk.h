@@ -4,15 +4,15 @@
  * keys (unknown, duplicate, missing) and converts scalars by declared type;
  * every error becomes "FILE:LINE:COL: message". config.c holds the schema.
  */
-#ifndef LEASELINE_WALK_H
-#define LEASELINE_WALK_H
+#ifndef LEASELINE_LIB_WALK_H
+#define LEASELINE_LIB_WALK_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <yaml.h>
 
-#include "cfg_types.h"
+#include "lib/cfg_types.h"
 
 /* Input caps, for files and for a policy from the network alike: a size,
  * and a flow nesting depth (libyaml slows down with depth).
@@ -141,4 +141,4 @@ int walk_fail_raw(struct walk_ctx *c, const yaml_node_t *n, const char *fmt, ...
 int walk_bad_value(struct walk_ctx *c, const struct walk_field *f, const yaml_node_t *v,
 		   const char *what, const char *expect);
 
-#endif /* LEASELINE_WALK_H */
+#endif /* LEASELINE_LIB_WALK_H */

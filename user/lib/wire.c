@@ -9,9 +9,10 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "clock.h"
-#include "config.h"
-#include "wire.h"
+#include "lib/clock.h"
+#include "lib/config.h"
+#include "lib/wire.h"
+#include "lib/util.h"
 
 #define member_size(type, member) sizeof(((type *)0)->member)
 

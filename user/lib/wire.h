@@ -10,8 +10,8 @@
  * must be consumed exactly, unknown types and versions are refused, sizes
  * are bounded. Nothing here does I/O.
  */
-#ifndef LEASELINE_WIRE_H
-#define LEASELINE_WIRE_H
+#ifndef LEASELINE_LIB_WIRE_H
+#define LEASELINE_LIB_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -210,4 +210,4 @@ int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *m);
 
 const char *wire_type_name(uint16_t type);
 
-#endif /* LEASELINE_WIRE_H */
+#endif /* LEASELINE_LIB_WIRE_H */

@@ -12,20 +12,21 @@
 #include <string.h>
 #include <net/if.h>
 
-#include "agent.h"
-#include "attach.h"
-#include "clock.h"
-#include "config.h"
-#include "coord.h"
-#include "dp.h"
-#include "log.h"
-#include "out.h"
-#include "status.h"
-#include "top.h"
-#include "usage_cmd.h"
-#include "units.h"
-#include "version.h"
-#include "walk.h"
+#include "agent/agent.h"
+#include "agent/attach.h"
+#include "lib/clock.h"
+#include "lib/config.h"
+#include "coord/coord.h"
+#include "agent/dp.h"
+#include "lib/log.h"
+#include "lib/out.h"
+#include "cmd/status.h"
+#include "cmd/top.h"
+#include "cmd/usage_cmd.h"
+#include "lib/units.h"
+#include "lib/version.h"
+#include "lib/walk.h"
+#include "lib/util.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 

@@ -16,16 +16,17 @@
 
 #include <bpf/bpf.h>
 
-#include "clock.h"
-#include "config.h"
-#include "dp.h"
-#include "keyfmt.h"
-#include "log.h"
-#include "out.h"
-#include "signals.h"
-#include "stats.h"
+#include "lib/clock.h"
+#include "lib/config.h"
+#include "agent/dp.h"
+#include "lib/keyfmt.h"
+#include "lib/log.h"
+#include "lib/out.h"
+#include "lib/signals.h"
+#include "agent/stats.h"
 #include "tb_math.h"
-#include "top.h"
+#include "cmd/top.h"
+#include "lib/util.h"
 
 /* Buckets read per batch syscall. */
 

@@ -12,16 +12,17 @@
 
 #include <bpf/bpf.h>
 
-#include "attach.h"
-#include "clock.h"
-#include "config.h"
-#include "dp.h"
-#include "fs.h"
-#include "log.h"
-#include "out.h"
-#include "stats.h"
-#include "status.h"
+#include "agent/attach.h"
+#include "lib/clock.h"
+#include "lib/config.h"
+#include "agent/dp.h"
+#include "lib/fs.h"
+#include "lib/log.h"
+#include "lib/out.h"
+#include "agent/stats.h"
+#include "cmd/status.h"
 #include "tb_math.h"
+#include "lib/util.h"
 
 struct pinned {
 	int state, policy, buckets, flow_buckets, limit_stats, rule_stats, parse_stats, leases,

@@ -16,12 +16,12 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "config.h"
-#include "keyfmt.h"
-#include "out.h"
-#include "overrides.h"
+#include "lib/config.h"
+#include "lib/keyfmt.h"
+#include "lib/out.h"
+#include "lib/overrides.h"
 #include "tb_math.h"
-#include "usage_cmd.h"
+#include "cmd/usage_cmd.h"
 
 static const char *const period_names[] = {"hour", "day", "month"};
 

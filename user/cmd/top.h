@@ -4,8 +4,8 @@
  * admitted the most, read from the pinned bucket maps (never written), with
  * why each denied key is refused and when it may retry (reference §3).
  */
-#ifndef LEASELINE_TOP_H
-#define LEASELINE_TOP_H
+#ifndef LEASELINE_CMD_TOP_H
+#define LEASELINE_CMD_TOP_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,4 +38,4 @@ struct top_opts {
  */
 int top_run(const struct top_opts *o);
 
-#endif /* LEASELINE_TOP_H */
+#endif /* LEASELINE_CMD_TOP_H */

@@ -3,13 +3,13 @@
  * `leaseline usage`: the usage ledger (usage_ledger.h) by period, limit and
  * holder as text, JSON or CSV; --reconcile compares it with the contract.
  */
-#ifndef LEASELINE_COORD_USAGE_CMD_H
-#define LEASELINE_COORD_USAGE_CMD_H
+#ifndef LEASELINE_CMD_USAGE_CMD_H
+#define LEASELINE_CMD_USAGE_CMD_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "usage_ledger.h"
+#include "coord/usage_ledger.h"
 
 enum usage_format {
 	USAGE_TEXT = 0,
@@ -41,4 +41,4 @@ int usage_run(const struct usage_opts *o);
  */
 int usage_parse_time(const char *s, int64_t *out);
 
-#endif /* LEASELINE_COORD_USAGE_CMD_H */
+#endif /* LEASELINE_CMD_USAGE_CMD_H */
