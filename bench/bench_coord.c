@@ -51,9 +51,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "wire.h"
+#include "lib/clock.h"
+#include "lib/conn.h"
+#include "lib/wire.h"
 
 #define N_LIMITS 10 /* the default */
 /* Hot mode: the coordinator keeps at most LL_MAX_LIMIT_KEY_GRANTS hot keys a limit; more are

@@ -27,19 +27,19 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "csum.h"
-#include "dp.h"
-#include "lease.h"
-#include "link.h"
-#include "log.h"
+#include "agent/dp.h"
+#include "agent/lease.h"
+#include "agent/link.h"
+#include "lib/log.h"
 #include "pass.skel.h"
 #include "reflim.skel.h"
 #include "lockcost.skel.h"
 #include "xdpcount.skel.h"
-#include "policy.h"
+#include "agent/policy.h"
 #include "tb_math.h"
-#include "units.h"
+#include "lib/units.h"
 
 /* Issue requirement: at least 5 * 10^6 packets per measurement, best of 5. */
 #define REPEAT_FULL  5000000u

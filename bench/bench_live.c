@@ -41,14 +41,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "clock.h"
+#include "lib/clock.h"
 #include "csum.h"
-#include "dp.h"
-#include "lease.h"
-#include "link.h"
-#include "log.h"
+#include "agent/dp.h"
+#include "agent/lease.h"
+#include "agent/link.h"
+#include "lib/log.h"
 #include "pass.skel.h"
-#include "policy.h"
+#include "agent/policy.h"
 #include "trafgen.skel.h"
 #include "keyfloor.skel.h"
 #include "xdpcount.skel.h"
