@@ -24,8 +24,8 @@
  * for the whole prefix (burst + rate * t): tokens a graduating key takes
  * along leave the fallback bucket.
  */
-#ifndef LEASELINE_BUCKET_H
-#define LEASELINE_BUCKET_H
+#ifndef LEASELINE_BPF_BUCKET_H
+#define LEASELINE_BPF_BUCKET_H
 
 #include <linux/errno.h>
 
@@ -544,9 +544,9 @@ static __always_inline int bucket_take(struct ll_bucket *b, const struct share_v
 
 		/* At rate 0 (a key cut to 0 here) nothing will pay until the
 		 * grant changes; the hint still lapses after LL_HOT_INTERVAL_NS so
-		 * that a locked denial, and a hot event, come again: with a hint
-		 * for ever, a key cut to 0 that kept coming was reported once,
-		 * then never, and stayed cut (the shift test: 0% after a move).
+		 * that a locked denial, and a hot event, come again: a key cut
+		 * to 0 that keeps coming is reported every interval, and the
+		 * coordinator can give it a share back when demand moves to it.
 		 */
 		if (need > tokens)
 			hint = ((rate ? now + (need - tokens + rate - 1) / rate
@@ -1010,4 +1010,4 @@ static __always_inline int key_hinted(void *map, void *k, __u32 key_size, __u32 
 	return bucket_hinted(b, gen, cfg->unit, m);
 }
 
-#endif /* LEASELINE_BUCKET_H */
+#endif /* LEASELINE_BPF_BUCKET_H */

@@ -28,17 +28,17 @@
  * window that opens mid-stream while the clock lags, refill owed from
  * before it can still arrive inside it: up to R x lag, a delay of a tick.
  */
-#ifndef LEASELINE_CLOCK_H
-#define LEASELINE_CLOCK_H
+#ifndef LEASELINE_BPF_CLOCK_H
+#define LEASELINE_BPF_CLOCK_H
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
 #include "parse.h"
 
-/* 1: settle every charge against bpf_ktime_get_ns, the clock of leaseline
- * before issue #14 (benchmarks price the two). Set by the loader (struct
- * dp_opts), frozen at load: the verifier drops the branch not taken.
+/* 1: settle every charge against bpf_ktime_get_ns, the precise clock, not
+ * the coarse one (the benchmarks compare the two). Set by the loader
+ * (struct dp_opts), frozen at load: the verifier drops the branch not taken.
  */
 const volatile __u32 ll_clock_precise = 0;
 
@@ -124,4 +124,4 @@ static __always_inline int coarse_before(struct pkt_meta *m, __u64 until)
 	return meta_coarse(m) < until - LL_COARSE_SLACK_NS;
 }
 
-#endif /* LEASELINE_CLOCK_H */
+#endif /* LEASELINE_BPF_CLOCK_H */

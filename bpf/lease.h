@@ -10,8 +10,8 @@
  * under its own generation, entered at expiry_ns, so the pool's tokens from
  * the lease are clamped to the fallback burst and its slices are dropped.
  */
-#ifndef LEASELINE_LEASE_H
-#define LEASELINE_LEASE_H
+#ifndef LEASELINE_BPF_LEASE_H
+#define LEASELINE_BPF_LEASE_H
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -115,4 +115,4 @@ static __always_inline struct share_view *lease_view(__u32 id, struct ll_lease *
 	return fallback ? &c->fb : &c->live;
 }
 
-#endif /* LEASELINE_LEASE_H */
+#endif /* LEASELINE_BPF_LEASE_H */

@@ -376,12 +376,6 @@ static __always_inline int rule_charge(const struct ll_policy *pol, __u32 slot, 
 	return denier >= 0 ? XDP_DROP : XDP_PASS;
 }
 
-/* Count packet m's outcome (enum ll_meter_class) under its key of metered
- * limit id in ll_meter (flow keys) or ll_meter_k (the other modes). A key without an entry gets one; with the map full,
- * the limit's overflow entry counts it (and ll_meter_info.full), or, with
- * none either, ll_meter_info.lost_*: never silently. Global, so the rule's
- * four limits share one verified copy; only LL_LIM_METER limits call it.
- */
 /* Count into *v (NULL: the map was full; the overflow entry then, or lost). */
 static __always_inline int meter_add(struct ll_meter *v, struct ll_meter *ov, __u32 cls,
 				     struct pkt_meta *m)
@@ -407,6 +401,13 @@ static __always_inline int meter_add(struct ll_meter *v, struct ll_meter *ov, __
 	return 1;
 }
 
+/* Count packet m's outcome (enum ll_meter_class) under its key of metered
+ * limit id in ll_meter (flow keys) or ll_meter_k (the other
+ * modes). A key without an entry gets one; with the map full,
+ * the limit's overflow entry counts it (and ll_meter_info.full), or, with
+ * none either, ll_meter_info.lost_*: never silently. Global, so the rule's
+ * four limits share one verified copy; only LL_LIM_METER limits call it.
+ */
 __noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *m)
 {
 	struct ll_limit_cfg *cfg = limit_cfg(slot, id);
@@ -457,7 +458,7 @@ __noinline int ll_meter_count(__u32 slot, __u32 id, __u32 cls, struct pkt_meta *
 _Static_assert(LL_MAX_RULES >= LL_INLINE_RULES, "the inline scan is of the first rules");
 
 /* Rules per bpf_loop step: a step's call and policy lookup are shared by
- * this many rules (measured: ~6 ns a rule one per step, see docs/config.md).
+ * this many rules (docs/config.md gives the scan's cost a rule).
  */
 #define LL_LOOP_RULES 8
 

@@ -5,8 +5,8 @@
  * ll_buckets and ll_flow_buckets are set by the agent from max-keys before
  * load.
  */
-#ifndef LEASELINE_MAPS_H
-#define LEASELINE_MAPS_H
+#ifndef LEASELINE_BPF_MAPS_H
+#define LEASELINE_BPF_MAPS_H
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -14,13 +14,13 @@
 #include "ll_types.h"
 #include "params.h"
 
-/* A map helper's error as the int it is. Before 6.4 ("bpf: return long from
- * bpf_map_ops funcs") the kernel's map operations returned int, and the
- * helper call, patched to call them directly, hands the program that int
- * zero-extended: -EEXIST reads as 4294967279 in a long. Comparing the long
- * made a lost BPF_NOEXIST race on 6.1 look like a failed insert, and the
- * key's packet was charged to its prefix's fallback bucket instead of the
- * bucket the other CPU had just made (test_concurrency caught the token).
+/* A map helper's error as the int it is. Before Linux 6.4 ("bpf: return
+ * long from bpf_map_ops funcs") the kernel's map operations return int, and
+ * the helper call, patched to call them directly, hands the program that int
+ * zero-extended: -EEXIST reads as 4294967279 in a long. Compared as a long,
+ * a lost BPF_NOEXIST race would look like a failed insert and charge the
+ * key's packet to its prefix's fallback bucket instead of the bucket the
+ * other CPU has just made.
  */
 static __always_inline int map_err(long err)
 {
@@ -310,4 +310,4 @@ struct {
 	__type(value, struct ll_scratch);
 } ll_scratch SEC(".maps");
 
-#endif /* LEASELINE_MAPS_H */
+#endif /* LEASELINE_BPF_MAPS_H */

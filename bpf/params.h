@@ -8,8 +8,8 @@
  * `prev` always describes generation prev_gen, so tb_settle carries a bucket
  * or pool over from exactly that generation and no other.
  */
-#ifndef LEASELINE_PARAMS_H
-#define LEASELINE_PARAMS_H
+#ifndef LEASELINE_BPF_PARAMS_H
+#define LEASELINE_BPF_PARAMS_H
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -66,4 +66,4 @@ static __always_inline void view_from_cfg(const struct ll_limit_cfg *cfg, struct
 	v->prev_gen = cfg->prev_gen;
 }
 
-#endif /* LEASELINE_PARAMS_H */
+#endif /* LEASELINE_BPF_PARAMS_H */

@@ -6,8 +6,8 @@
  * returns a distinct enum ll_parse_reason so the caller can count it; nothing
  * here reads past data_end.
  */
-#ifndef LEASELINE_PARSE_H
-#define LEASELINE_PARSE_H
+#ifndef LEASELINE_BPF_PARSE_H
+#define LEASELINE_BPF_PARSE_H
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -247,4 +247,4 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt_meta *m)
 	return LL_PARSE_NON_IP;
 }
 
-#endif /* LEASELINE_PARSE_H */
+#endif /* LEASELINE_BPF_PARSE_H */

@@ -10,8 +10,8 @@
  * hold more than one burst and admit at most burst + rate * t tokens; a
  * refund never creates a token.
  */
-#ifndef LEASELINE_POOL_H
-#define LEASELINE_POOL_H
+#ifndef LEASELINE_BPF_POOL_H
+#define LEASELINE_BPF_POOL_H
 
 #include "maps.h"
 #include "parse.h"
@@ -158,4 +158,4 @@ static __always_inline int pool_hinted(__u32 id, const struct ll_limit_cfg *cfg,
 	return pool->gen == gen && coarse_before(m, *(volatile __u64 *)&pool->empty_until_ns);
 }
 
-#endif /* LEASELINE_POOL_H */
+#endif /* LEASELINE_BPF_POOL_H */

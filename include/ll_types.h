@@ -621,7 +621,7 @@ struct ll_shadow_win {
  * while ll_meter_info.ident stays: a new ident (pins lost) starts from zero.
  */
 /* Entries of ll_meter, all limits: room for the 100k metered keys a gateway
- * may hold (issue #12) and then some. Allocated as keys appear: the size
+ * may hold, and then some. Allocated as keys appear: the size
  * costs the hash table 16 bytes an entry, a key in use 64 bytes a CPU.
  */
 #define LL_MAX_METER_KEYS 262144
