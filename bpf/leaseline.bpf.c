@@ -14,7 +14,7 @@
 #include "ll_types.h"
 #include "maps.h"
 #include "parse.h"
-#include "bucket.h"
+#include "key_charge.h"
 #include "pool.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -77,7 +77,7 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } ll_flow_buckets SEC(".maps");
 
-/* Fallback buckets of key prefixes (bpf/bucket.h, prefix_key_build), keyed
+/* Fallback buckets of key prefixes (bpf/key.h, prefix_key_build), keyed
  * like ll_buckets: a key without a bucket of its own is charged here while
  * its bucket map is under pressure. Preallocated; sized by the agent.
  */
@@ -192,7 +192,7 @@ struct {
 /* Per-key grants of global limits (struct ll_key_grant), keyed by limit
  * uid + key (an ll_flow_key; other modes' keys as ll_key_id lays them out).
  * Written only by the agent, a whole limit's set per grant applied; read by
- * a bucket when its lease's kg_ver moved on (bpf/bucket.h), never per
+ * a bucket when its lease's kg_ver moved on (bpf/key_charge.h), never per
  * packet. Allocated as used: most gateways hold few.
  */
 struct {
@@ -206,7 +206,7 @@ struct {
 
 /* Per-key overrides of local limits (include/ll_types.h, struct ll_ov_key):
  * read by a bucket when it is made and when its limit's ov_ver moved on
- * (bpf/bucket.h), never per packet. Written by the agent from the files
+ * (bpf/key_charge.h), never per packet. Written by the agent from the files
  * the policy names.
  */
 struct {

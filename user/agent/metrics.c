@@ -103,7 +103,7 @@ static void write_link(FILE *f, const struct ll_state *st)
 }
 
 /* What happened to keys without a bucket of their own, per limit (the
- * per-CPU counters of key events, bpf/bucket.h), then how full each bucket
+ * per-CPU counters of key events, bpf/key.h), then how full each bucket
  * map is against its pressure mark (ll_fill).
  */
 static void write_keys(FILE *f, struct dp *dp, const struct ll_policy *pol)
