@@ -325,7 +325,7 @@ int agent_run(const struct agent_opts *opts)
 
 	if (!ac || !pol)
 		goto out;
-	signals_install(); /* before anything slow */
+	signals_install_daemon(); /* before anything slow */
 	if (load_config(opts->config_path, ac, pol)) {
 		rc = 2;
 		goto out;

@@ -25,3 +25,16 @@ void signals_install(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 }
+
+void signals_install_daemon(void)
+{
+	/* A peer that has gone makes a write fail with EPIPE, which the
+	 * connection handles; SSL_write writes without MSG_NOSIGNAL, and the
+	 * default action would end the daemon with no line logged.
+	 */
+	struct sigaction sa = {.sa_handler = SIG_IGN};
+
+	signals_install();
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, NULL);
+}

@@ -15,4 +15,10 @@ extern volatile sig_atomic_t sig_reload, sig_stop;
  */
 void signals_install(void);
 
+/* The same, for a daemon: SIGPIPE is ignored too, so a write to a peer
+ * that has gone is an error (EPIPE) for its connection, not the daemon's
+ * end. A command that prints keeps SIGPIPE: `leaseline top | head` ends.
+ */
+void signals_install_daemon(void);
+
 #endif
