@@ -174,7 +174,7 @@ bash "$(dirname "$0")/../tls/mkcerts.sh" "$PKI/new" "$LL_C_ADDR" gw-1 >/dev/null
 # Same CA: sign a fresh coordinator certificate with the first CA's key.
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$PKI/coord2.key" \
 	-out "$PKI/coord2.csr" -subj "/CN=coord" 2>/dev/null &&
-	printf 'subjectAltName=IP:%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$LL_C_ADDR" >"$PKI/coord2.ext" &&
+	printf 'subjectAltName=IP:%s\nextendedKeyUsage=serverAuth\n' "$LL_C_ADDR" >"$PKI/coord2.ext" &&
 	openssl x509 -req -in "$PKI/coord2.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
 		-out "$PKI/coord2.crt" -days 1 -extfile "$PKI/coord2.ext" 2>/dev/null ||
 	ll_fail "cannot sign the second coordinator certificate"

@@ -1,10 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Throwaway certificates for the TLS tests: a CA, a coordinator certificate
-# naming its address (IP SAN), one certificate per node (CN and DNS SAN =
-# the node name), and a second CA ("rogue") with a certificate of its own
-# for the first node's name, which nobody trusts. Keys are EC P-256, valid a
-# day, made with the openssl command into DIR (which must exist).
+# naming its address (IP SAN, extendedKeyUsage serverAuth), one certificate
+# per node (CN and DNS SAN = the node name, clientAuth), and a second CA
+# ("rogue") with a certificate of its own for the first node's name, which
+# nobody trusts. Also, from the first CA, the certificates a holder or a
+# coordinator must be refused with: wild (DNS:*.gw.example), both
+# (the first node's name and the coordinator's IP, with both EKUs),
+# noeku (no extendedKeyUsage), cnonly (CN=gw-cn, only an IP SAN) and gwip
+# (a holder's certificate with the coordinator's IP). Keys are EC P-256, valid a day, made with the
+# openssl command into DIR (which must exist).
 #   mkcerts.sh DIR COORD_IP NODE...
 set -eu
 dir=$1 coord_ip=$2
@@ -19,9 +24,10 @@ ca() { # NAME
 		-addext keyUsage=critical,keyCertSign 2>/dev/null
 }
 
-leaf() { # CA NAME SAN
-	openssl req "${ec[@]}" -keyout "$2.key" -out "$2.csr" -subj "/CN=$2" 2>/dev/null
-	printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$3" >"$2.ext"
+leaf() { # CA NAME SAN EKU [CN]
+	openssl req "${ec[@]}" -keyout "$2.key" -out "$2.csr" -subj "/CN=${5:-$2}" 2>/dev/null
+	printf 'subjectAltName=%s\n' "$3" >"$2.ext"
+	[ -n "$4" ] && printf 'extendedKeyUsage=%s\n' "$4" >>"$2.ext"
 	openssl x509 -req -in "$2.csr" -CA "$1.crt" -CAkey "$1.key" -CAcreateserial \
 		-out "$2.crt" -days "$days" -extfile "$2.ext" 2>/dev/null
 	rm -f "$2.csr" "$2.ext"
@@ -29,9 +35,14 @@ leaf() { # CA NAME SAN
 
 ca ca
 ca rogue-ca
-leaf ca coord "IP:$coord_ip"
+leaf ca coord "IP:$coord_ip" serverAuth
 for n in "$@"; do
-	leaf ca "$n" "DNS:$n"
+	leaf ca "$n" "DNS:$n" clientAuth
 done
-leaf rogue-ca rogue "DNS:${1:-gw-1}"
+leaf rogue-ca rogue "DNS:${1:-gw-1}" clientAuth
+leaf ca wild "DNS:*.gw.example" clientAuth
+leaf ca both "DNS:${1:-gw-1},IP:$coord_ip" serverAuth,clientAuth
+leaf ca noeku "DNS:${1:-gw-1}" ""
+leaf ca cnonly "IP:192.0.2.9" clientAuth gw-cn
+leaf ca gwip "IP:$coord_ip" clientAuth
 chmod 600 ./*.key

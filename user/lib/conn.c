@@ -62,9 +62,17 @@ bool conn_peer_named(const struct conn *c, const char *name)
 
 	if (!c->ssl)
 		return true;
+	if (strchr(name, '*'))
+		return false;
 	x = SSL_get0_peer_certificate(c->ssl);
+	/* A DNS name exactly (any case, as DNS): no wildcard stands for a
+	 * holder, and the subject's CN never does (a certificate that names
+	 * no holder in its DNS names names none).
+	 */
 	return x && SSL_get_verify_result(c->ssl) == X509_V_OK &&
-	       X509_check_host(x, name, strlen(name), 0, NULL) == 1;
+	       X509_check_host(x, name, strlen(name),
+			       X509_CHECK_FLAG_NO_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT,
+			       NULL) == 1;
 }
 
 /* An OpenSSL result as an errno: -EAGAIN when it needs the socket again. */

@@ -41,8 +41,10 @@ void conn_init(struct conn *c, int fd);
 int conn_tls_start(struct conn *c, const struct tls_ctx *t, const char *peer_host);
 /* Whether c has output queued or TLS needs the socket writable. */
 bool conn_wants_write(const struct conn *c);
-/* With TLS: whether the peer's verified certificate names `name` (its CN,
- * or a DNS name when it has any). Without TLS: true (nobody is named).
+/* With TLS: whether the peer's verified certificate names `name` among
+ * its DNS names, exactly (compared as DNS compares, without regard to
+ * case), never by a wildcard or its subject's CN. Without TLS: true
+ * (nobody is named).
  */
 bool conn_peer_named(const struct conn *c, const char *name);
 void conn_close(struct conn *c);

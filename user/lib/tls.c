@@ -10,6 +10,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "lib/tls.h"
 
@@ -26,6 +27,32 @@ static const char *ssl_reason(char *buf, size_t len)
 	return buf;
 }
 
+/* The peer's certificate must carry its role, and only that role, in its
+ * extendedKeyUsage: a holder's clientAuth (checked by the coordinator, the
+ * server), a coordinator's serverAuth (checked by the agent, the client).
+ * One CA signs both, so without this a gateway's certificate naming an
+ * address could serve as the coordinator, and the coordinator's as a
+ * holder. A certificate without the extension is good for any purpose to
+ * OpenSSL; here it is good for none.
+ */
+static int verify_role(int ok, X509_STORE_CTX *xs)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(xs, SSL_get_ex_data_X509_STORE_CTX_idx());
+	X509 *x = X509_STORE_CTX_get_current_cert(xs);
+	uint32_t want, other, xku;
+
+	if (!ok || !ssl || !x || X509_STORE_CTX_get_error_depth(xs) != 0)
+		return ok;
+	want = SSL_is_server(ssl) ? XKU_SSL_CLIENT : XKU_SSL_SERVER;
+	other = SSL_is_server(ssl) ? XKU_SSL_SERVER : XKU_SSL_CLIENT;
+	xku = (X509_get_extension_flags(x) & EXFLAG_XKUSAGE) ? X509_get_extended_key_usage(x) : 0;
+	if (!(xku & want) || (xku & other)) {
+		X509_STORE_CTX_set_error(xs, X509_V_ERR_INVALID_PURPOSE);
+		return 0;
+	}
+	return 1;
+}
+
 int tls_ctx_load(struct tls_ctx *t, const struct cfg_tls *c, bool server, char *err, size_t len)
 {
 	SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
@@ -39,7 +66,7 @@ int tls_ctx_load(struct tls_ctx *t, const struct cfg_tls *c, bool server, char *
 	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
 	/* Frames are written from a buffer that moves as it drains. */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_role);
 	if (SSL_CTX_use_certificate_chain_file(ctx, (file = c->cert)) != 1 ||
 	    SSL_CTX_use_PrivateKey_file(ctx, (file = c->key), SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1 ||
