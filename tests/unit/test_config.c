@@ -1161,28 +1161,31 @@ static void test_null_err_is_allowed(void **state)
 }
 
 /* Overrides: a file of per-key contracts, every line checked where it is. */
+/* Each bad line follows a good entry: before the first, an error shows none
+ * of the line (test_list_file_trust).
+ */
 static void test_overrides_file(void **state)
 {
 	static const struct {
 		const char *name, *text, *at, *msg;
 	} bad[] = {
-	    {"host bits", "198.18.1.1/24 rate 10 burst 20\n", "1:1",
+	    {"host bits", "198.18.99.0/24 deny\n198.18.1.1/24 rate 10 burst 20\n", "2:1",
 	     "prefix '198.18.1.1/24' has host bits set (did you mean 198.18.1.0/24?)"},
-	    {"not a prefix", "# c\n\nfoo rate 1 burst 1\n", "3:1",
+	    {"not a prefix", "198.18.99.0/24 deny\n# c\n\nfoo rate 1 burst 1\n", "4:1",
 	     "'foo' is not an address prefix (expected e.g. 198.18.1.0/24 or 2001:db8::/48)"},
-	    {"longer than the key", "198.18.1.0/25 deny\n", "1:1",
+	    {"longer than the key", "198.18.99.0/24 deny\n198.18.1.0/25 deny\n", "2:1",
 	     "prefix '198.18.1.0/25' is longer than the limit's key (prefix-v4 24): an override "
 	     "covers whole keys"},
-	    {"no contract", "198.18.1.0/24\n", "1:14",
+	    {"no contract", "198.18.99.0/24 deny\n198.18.1.0/24\n", "2:14",
 	     "'198.18.1.0/24' needs a contract: rate R burst B, unlimited or deny"},
-	    {"bad contract", "198.18.1.0/24 allow\n", "1:15",
+	    {"bad contract", "198.18.99.0/24 deny\n198.18.1.0/24 allow\n", "2:15",
 	     "'allow' is not a contract (expected rate R burst B, unlimited or deny)"},
-	    {"rate zero", "198.18.1.0/24 rate 0 burst 1\n", "1:20",
+	    {"rate zero", "198.18.99.0/24 deny\n198.18.1.0/24 rate 0 burst 1\n", "2:20",
 	     "rate '0' is not a count from 1 to 100000000000 (k, M, G allowed)"},
-	    {"no burst", "198.18.1.0/24 rate 5\n", "1:21", "expected 'burst B' after the rate"},
-	    {"trailing", "198.18.1.0/24 deny now\n", "1:20", "unexpected 'now' after the contract"},
-	    {"twice", "198.18.1.0/24 deny\n198.18.2.0/24 deny\n198.18.1.0/24 unlimited\n", "3",
-	     "the same prefix again (first on line 1)"},
+	    {"no burst", "198.18.99.0/24 deny\n198.18.1.0/24 rate 5\n", "2:21", "expected 'burst B' after the rate"},
+	    {"trailing", "198.18.99.0/24 deny\n198.18.1.0/24 deny now\n", "2:20", "unexpected 'now' after the contract"},
+	    {"twice", "198.18.99.0/24 deny\n198.18.1.0/24 deny\n198.18.2.0/24 deny\n198.18.1.0/24 unlimited\n", "4",
+	     "the same prefix again (first on line 2)"},
 	};
 	char dir[] = "/tmp/ll-ovr-XXXXXX", pol[128], ovr[128], text[512];
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
@@ -1263,6 +1266,91 @@ static void test_overrides_file(void **state)
 	free(cp);
 }
 
+/* A list file is the file its path names, and what it holds is shown only
+ * once it has proved to be a list: a policy naming /etc/shadow, or a path
+ * through a symbolic link, learns nothing of the file.
+ */
+static void test_list_file_trust(void **state)
+{
+	char dir[] = "/tmp/ll-lft-XXXXXX", pol[128], set[128], real[128], link[160], sub[128],
+					    text[512];
+	struct cfg_policy *cp = calloc(1, sizeof(*cp));
+	struct cfg_err err;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(cp);
+	assert_non_null(mkdtemp(dir));
+	snprintf(pol, sizeof(pol), "%s/policy.yaml", dir);
+	snprintf(set, sizeof(set), "%s/deny.txt", dir);
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: src-ip, rate: 5, burst: 10}\n"
+		   "rules:\n  - {name: r, match: {src-set: deny.txt}, limits: [a]}\n");
+	f = fopen(pol, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	/* Not a list at all: the error names the place, none of the text. */
+	f = fopen(set, "w");
+	assert_non_null(f);
+	fputs("root:$6$secret:19000:0:99999:7:::\n", f);
+	fclose(f);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	expect_msg(&err, set, "1:1",
+		   "does not parse as the prefix set, nor did any line before it (its text is not "
+		   "shown)");
+	assert_null(strstr(err.msg, "secret"));
+	assert_null(strstr(err.msg, "root"));
+	/* After a good entry, the bad line is shown as always. */
+	f = fopen(set, "w");
+	fputs("198.18.1.0/24\nroot:x\n", f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "'root:x' is not an address prefix"));
+	/* A symbolic link, as the file or on its path, is refused. */
+	snprintf(real, sizeof(real), "%s/real.txt", dir);
+	f = fopen(real, "w");
+	fputs("198.18.1.0/24\n", f);
+	fclose(f);
+	unlink(set);
+	assert_int_equal(symlink(real, set), 0);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, ": cannot read the prefix set: a symbolic link is on its "
+				       "path (name the file itself)"));
+	unlink(set);
+	snprintf(sub, sizeof(sub), "%s/sub", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	snprintf(link, sizeof(link), "%s/sub/deny.txt", dir);
+	rename(real, link);
+	snprintf(real, sizeof(real), "%s/via", dir);
+	assert_int_equal(symlink(sub, real), 0);
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: src-ip, rate: 5, burst: 10}\n"
+		   "rules:\n  - {name: r, match: {src-set: via/deny.txt}, limits: [a]}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "via/deny.txt: cannot read the prefix set: a symbolic link"));
+	/* The file itself, by its own path: read. */
+	snprintf(text, sizeof(text),
+		 V "limits:\n  - {name: a, key: src-ip, rate: 5, burst: 10}\n"
+		   "rules:\n  - {name: r, match: {src-set: sub/deny.txt}, limits: [a]}\n");
+	f = fopen(pol, "w");
+	fputs(text, f);
+	fclose(f);
+	if (cfg_policy_load(pol, true, cp, &err))
+		fail_msg("%s", err.msg);
+	unlink(real);
+	unlink(link);
+	rmdir(sub);
+	unlink(pol);
+	rmdir(dir);
+	free(cp);
+}
+
 /* Prefix sets: every bad line of a set file at its place; one file named
  * twice is one set; the bound on the prefixes of all sets at the line past it.
  */
@@ -1271,24 +1359,24 @@ static void test_set_files(void **state)
 	static const struct {
 		const char *name, *text, *at, *msg;
 	} bad[] = {
-	    {"host bits", "198.18.1.0/24\n198.18.2.1/24\n", "2:1",
+	    {"host bits", "198.18.99.0/24\n198.18.1.0/24\n198.18.2.1/24\n", "3:1",
 	     "prefix '198.18.2.1/24' has host bits set (did you mean 198.18.2.0/24?)"},
-	    {"v6 host bits", "# c\n  2001:db8::1/48\n", "2:3",
+	    {"v6 host bits", "198.18.99.0/24\n# c\n  2001:db8::1/48\n", "3:3",
 	     "prefix '2001:db8::1/48' has host bits set (did you mean 2001:db8::/48?)"},
-	    {"not a prefix", "\n198.18.1.0/24\nfoo\n", "3:1",
+	    {"not a prefix", "198.18.99.0/24\n\n198.18.1.0/24\nfoo\n", "4:1",
 	     "'foo' is not an address prefix (expected e.g. 198.18.1.0/24, 198.18.1.7 or "
 	     "2001:db8::/48)"},
-	    {"too long", "198.18.1.0/33\n", "1:1",
+	    {"too long", "198.18.99.0/24\n198.18.1.0/33\n", "2:1",
 	     "prefix '198.18.1.0/33' is longer than its family's /32 or /128"},
-	    {"two on a line", "198.18.1.0/24 198.18.2.0/24\n", "1:15",
+	    {"two on a line", "198.18.99.0/24\n198.18.1.0/24 198.18.2.0/24\n", "2:15",
 	     "unexpected '198.18.2.0/24' after the prefix (one prefix a line; '#' starts a "
 	     "comment)"},
-	    {"v6 over v4", "::/0\n", "1:1",
+	    {"v6 over v4", "198.18.99.0/24\n::/0\n", "2:1",
 	     "prefix '::/0' covers ::ffff:0:0/96, where IPv4 addresses are held: it would match "
 	     "every IPv4 packet too (expected IPv6 prefixes beside it, e.g. 2000::/3, and "
 	     "0.0.0.0/0 for IPv4)"},
-	    {"twice", "198.18.1.0/24\n2001:db8::/32\n198.18.1.0/24 # again\n", "3:1",
-	     "the same prefix again (first on line 1)"},
+	    {"twice", "198.18.99.0/24\n198.18.1.0/24\n2001:db8::/32\n198.18.1.0/24 # again\n", "4:1",
+	     "the same prefix again (first on line 2)"},
 	};
 	char dir[] = "/tmp/ll-set-XXXXXX", pol[128], set[128], text[512];
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
@@ -1329,7 +1417,7 @@ static void test_set_files(void **state)
 	unlink(set);
 	assert_int_equal(mkfifo(set, 0600), 0);
 	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
-	assert_non_null(strstr(err.msg, "cannot read the prefix set: Invalid argument"));
+	assert_non_null(strstr(err.msg, "cannot read the prefix set: not a regular file"));
 	unlink(set);
 	/* A good one, named twice: one set. */
 	f = fopen(set, "w");
@@ -1390,19 +1478,19 @@ static void test_port_overrides_file(void **state)
 	static const struct {
 		const char *name, *text, *at, *msg;
 	} bad[] = {
-	    {"not a port", "53 deny\nhttp deny\n", "2:1",
+	    {"not a port", "9999 deny\n53 deny\nhttp deny\n", "3:1",
 	     "'http' is not a port or port range (expected e.g. 53 or 8000-8100; ports "
 	     "0..65535, low <= high)"},
-	    {"above 65535", "65536 deny\n", "1:1",
+	    {"above 65535", "9999 deny\n65536 deny\n", "2:1",
 	     "'65536' is not a port or port range (expected e.g. 53 or 8000-8100; ports "
 	     "0..65535, low <= high)"},
-	    {"reversed", "9000-8000 deny\n", "1:1",
+	    {"reversed", "9999 deny\n9000-8000 deny\n", "2:1",
 	     "'9000-8000' is not a port or port range (expected e.g. 53 or 8000-8100; ports "
 	     "0..65535, low <= high)"},
-	    {"no contract", "53\n", "1:3", "'53' needs a contract: rate R burst B, unlimited or deny"},
-	    {"overlap", "8000-8100 deny\n# x\n53 unlimited\n8100 rate 5 burst 5\n", "4:1",
-	     "ports 8100-8100 overlap ports 8000-8100 of line 1"},
-	    {"twice", "53 deny\n53 unlimited\n", "2:1", "ports 53-53 overlap ports 53-53 of line 1"},
+	    {"no contract", "9999 deny\n53\n", "2:3", "'53' needs a contract: rate R burst B, unlimited or deny"},
+	    {"overlap", "9999 deny\n8000-8100 deny\n# x\n53 unlimited\n8100 rate 5 burst 5\n", "5:1",
+	     "ports 8100-8100 overlap ports 8000-8100 of line 2"},
+	    {"twice", "9999 deny\n53 deny\n53 unlimited\n", "3:1", "ports 53-53 overlap ports 53-53 of line 2"},
 	};
 	char dir[] = "/tmp/ll-povr-XXXXXX", pol[128], ovr[128], text[512];
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
@@ -1482,6 +1570,7 @@ int main(void)
 	    cmocka_unit_test(test_null_err_is_allowed),
 	    cmocka_unit_test(test_overrides_file),
 	    cmocka_unit_test(test_set_files),
+	    cmocka_unit_test(test_list_file_trust),
 	    cmocka_unit_test(test_port_overrides_file),
 	};
 	size_t n = ARRAY_SIZE(plain) + ARRAY_SIZE(text_cases) + ARRAY_SIZE(file_cases), k, i;

@@ -6,20 +6,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 
 #include "lib/linefile.h"
+
+/* path for reading, through no symbolic link anywhere on it (openat2's
+ * RESOLVE_NO_SYMLINKS, Linux 5.6; O_NOFOLLOW, the last component only,
+ * where the call is missing).
+ */
+static int open_no_symlinks(const char *path)
+{
+	struct open_how how = {.flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC,
+			       .resolve = RESOLVE_NO_SYMLINKS};
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+
+	if (fd < 0 && errno == ENOSYS)
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	return fd;
+}
 
 int line_file_open(struct line_file *lf, const char *path, const char *what, struct cfg_err *err)
 {
 	/* A regular file only: opening a FIFO or a device could block or
-	 * never end (paths come from policy files, a coordinator's included).
+	 * never end (paths come from policy files, a coordinator's included);
+	 * and no symbolic link, so a path names the file it seems to.
 	 */
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc;
+	int fd = open_no_symlinks(path), rc;
+	const char *why;
 	struct stat sb;
 
 	memset(lf, 0, sizeof(*lf));
 	lf->path = path;
+	lf->what = what;
 	lf->err = err;
 	if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) {
 		close(fd);
@@ -32,8 +52,10 @@ int line_file_open(struct line_file *lf, const char *path, const char *what, str
 		return 0;
 	rc = -errno;
 	if (err) {
-		snprintf(err->msg, sizeof(err->msg), "%s: cannot read %s: %s", path, what,
-			 strerror(-rc));
+		why = rc == -ELOOP	? "a symbolic link is on its path (name the file itself)"
+		      : rc == -EINVAL ? "not a regular file"
+				      : strerror(-rc);
+		snprintf(err->msg, sizeof(err->msg), "%s: cannot read %s: %s", path, what, why);
 		cfg_err_at(err, path, 0, 0);
 	}
 	return rc;
@@ -71,6 +93,13 @@ int line_file_fail(struct line_file *lf, const char *at, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* Before its first entry, the file may be anything readable (a policy
+	 * naming /etc/shadow): what the line holds is not shown.
+	 */
+	if (!lf->entries && lf->text)
+		snprintf(msg, sizeof(msg),
+			 "does not parse as %s, nor did any line before it (its text is not shown)",
+			 lf->what ? lf->what : "a list file");
 	if (lf->err) {
 		if (col)
 			snprintf(lf->err->msg, sizeof(lf->err->msg), "%s:%u:%zu: %s", lf->path,

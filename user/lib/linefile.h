@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Line-oriented list files (override files, prefix sets): a regular file
- * only, read a line at a time with a bound on its length, and errors as
- * FILE:LINE:COL of the line being read. One reader, so every list file is
+ * only, reached through no symbolic link, read a line at a time with a
+ * bound on its length, and errors as FILE:LINE:COL of the line being read;
+ * until a line has been read as an entry, an error shows none of its text. One reader, so every list file is
  * opened, bounded and reported alike.
  */
 #ifndef LEASELINE_LIB_LINEFILE_H
@@ -18,7 +19,9 @@
 
 struct line_file {
 	const char *path;
+	const char *what; /* its kind, as line_file_open was told */
 	uint32_t line;	  /* the current line's number, 1-based */
+	uint32_t entries; /* lines read as entries so far (the caller counts them) */
 	const char *text; /* the current line (NUL-terminated, no newline), for columns */
 	struct cfg_err *err;
 	FILE *f;
@@ -36,7 +39,8 @@ int line_file_open(struct line_file *lf, const char *path, const char *what, str
 int line_file_next(struct line_file *lf);
 void line_file_close(struct line_file *lf);
 /* Set the error "PATH:LINE:COL: message" (COL of `at` in lf->text; no
- * column when at is NULL) and return -EINVAL.
+ * column when at is NULL) and return -EINVAL. Before the first entry
+ * (lf->entries 0) the message says only that the file is not of its kind.
  */
 __attribute__((format(printf, 3, 4))) int line_file_fail(struct line_file *lf, const char *at,
 							 const char *fmt, ...);

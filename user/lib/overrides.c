@@ -234,6 +234,8 @@ static int load(const char *path, bool ports, uint8_t prefix_v4, uint8_t prefix_
 		rc = parse_line(&c, line, prefix_v4, prefix_v6, max_rate, max_burst, &v[k]);
 		if (rc < 0)
 			break;
+		if (rc == 0)
+			c.lf.entries++;
 		if (rc == 0 && ++k > OVR_MAX_PER_LIMIT) {
 			rc = line_file_fail(&c.lf, NULL, "more than %d overrides in one file",
 					    OVR_MAX_PER_LIMIT);

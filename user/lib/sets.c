@@ -112,6 +112,8 @@ int set_load(const char *path, size_t budget, size_t used, struct set_entry **ou
 		rc = parse_line(&c, line, &v[k]);
 		if (rc < 0)
 			break;
+		if (rc == 0)
+			c.entries++;
 		if (rc == 0 && ++k > budget) {
 			char *w = line;
 
