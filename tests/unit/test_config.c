@@ -755,10 +755,10 @@ static void test_spec_coord(void **state)
 }
 
 /* A coordinator may lease global limits; lease defaults fill what is left out. */
-/* Input caps (walk.h): flow nesting deeper than WALK_MAX_DEPTH is refused
- * before libyaml sees it (it slows down with depth: 20k levels took 3 s),
- * brackets inside quotes and comments do not count, and a text larger than
- * WALK_MAX_BYTES is refused.
+/* Input caps (walk.h): nesting deeper than WALK_MAX_DEPTH, flow or block, is
+ * refused before the document is built (libyaml slows down with depth: 20k
+ * levels took 3 s), brackets inside quotes and comments do not count, and a
+ * text larger than WALK_MAX_BYTES is refused.
  */
 static void test_input_caps(void **state)
 {
@@ -798,6 +798,19 @@ static void test_input_caps(void **state)
 	    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[");
 	assert_int_equal(cfg_policy_parse("quoted.yaml", text, len, false, p, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "is not a valid name"));
+	free(text);
+	/* Block nesting on one line ("- - - x") counts as flow nesting does:
+	 * 300k levels refused at the 65th, not parsed.
+	 */
+	text = malloc(2 * 300000 + 64);
+	assert_non_null(text);
+	len = (size_t)sprintf(text, V "limits:\n");
+	for (int i = 0; i < 300000; i++)
+		text[len++] = '-', text[len++] = ' ';
+	len += (size_t)sprintf(text + len, "x\n");
+	assert_int_equal(cfg_policy_parse("block.yaml", text, len, false, p, &err), -EINVAL);
+	assert_string_equal(err.msg, "block.yaml:3:129: nesting deeper than 64 levels (expected a "
+				     "flat configuration)");
 	free(text);
 	text = calloc(1, WALK_MAX_BYTES + 2);
 	assert_non_null(text);
