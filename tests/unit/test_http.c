@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "lib/http.h"
+#include "lib/util.h"
 
 struct fx {
 	struct http_server s;
@@ -62,6 +63,27 @@ static int setup(void **state)
 	return 0;
 }
 
+/* The same server with idle clients kept 60 s: long past any scrape. */
+static int setup_patient(void **state)
+{
+	static struct fx x;
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	memset(&x, 0, sizeof(x));
+	pthread_mutex_init(&x.lock, NULL);
+	if (http_listen(&x.s, "127.0.0.1:0"))
+		return -1;
+	x.s.idle_s = 60;
+	if (http_serve(&x.s, writer, &x, &x.lock))
+		return -1;
+	if (getsockname(x.s.fd, (struct sockaddr *)&sa, &len))
+		return -1;
+	snprintf(x.addr, sizeof(x.addr), "%u", ntohs(sa.sin_port));
+	*state = &x;
+	return 0;
+}
+
 static int teardown(void **state)
 {
 	struct fx *x = *state;
@@ -71,10 +93,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* A blocking loopback client with 2 s timeouts, or -1. */
+/* A blocking loopback client with 5 s timeouts, or -1. */
 static int client(const struct fx *x)
 {
-	struct timeval tv = {.tv_sec = 2};
+	struct timeval tv = {.tv_sec = 5};
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(x->addr))};
 	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -116,7 +138,8 @@ static void test_metrics_served_under_lock(void **state)
 	char buf[1024];
 
 	assert_true(ask(x, "GET /metrics HTTP/1.0\r\n\r\n", buf, sizeof(buf)) > 0);
-	assert_non_null(strstr(buf, "HTTP/1.0 200 OK\r\n"));
+	assert_int_equal(strncmp(buf, "HTTP/1.", 7), 0);
+	assert_non_null(strstr(buf, " 200 OK\r\n"));
 	assert_non_null(strstr(buf, "Content-Type: text/plain; version=0.0.4\r\n"));
 	assert_non_null(strstr(buf, "Content-Length: 23\r\n"));
 	assert_non_null(strstr(buf, "\r\n\r\nleaseline_test_total 1\n"));
@@ -130,7 +153,7 @@ static void test_other_paths_404(void **state)
 	char buf[1024];
 
 	assert_true(ask(x, "GET /debug HTTP/1.0\r\n\r\n", buf, sizeof(buf)) > 0);
-	assert_non_null(strstr(buf, "HTTP/1.0 404 Not Found\r\n"));
+	assert_non_null(strstr(buf, " 404 Not Found\r\n"));
 	assert_true(ask(x, "POST /metrics HTTP/1.0\r\n\r\n", buf, sizeof(buf)) > 0);
 	assert_non_null(strstr(buf, "404"));
 	assert_int_equal(x->calls, 0); /* the writer never ran */
@@ -151,6 +174,31 @@ static void test_silent_client_does_not_hold_the_next(void **state)
 	/* the server closed the silent connection without an answer */
 	assert_int_equal(recv(silent, &one, 1, 0), 0);
 	close(silent);
+}
+
+/* Fifty clients that connect and say nothing do not delay a scrape: it is
+ * answered while every one of them is still open, waiting out its own
+ * timeout (a server that served one connection at a time answered it only
+ * once each had been cut off: 50 times its timeout).
+ */
+static void test_idle_clients_do_not_delay_a_scrape(void **state)
+{
+	struct fx *x = *state;
+	int idle[50];
+	char buf[1024], one;
+
+	for (size_t i = 0; i < ARRAY_SIZE(idle); i++) {
+		idle[i] = client(x);
+		assert_true(idle[i] >= 0);
+	}
+	assert_true(ask(x, "GET /metrics HTTP/1.0\r\n\r\n", buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, "200 OK"));
+	assert_non_null(strstr(buf, "leaseline_test_total 1\n"));
+	for (size_t i = 0; i < ARRAY_SIZE(idle); i++) {
+		assert_int_equal(recv(idle[i], &one, 1, MSG_DONTWAIT), -1);
+		assert_int_equal(errno, EAGAIN);
+		close(idle[i]);
+	}
 }
 
 /* A request longer than the server reads is answered from what it read,
@@ -176,7 +224,7 @@ static void test_stop_closes_the_port(void **state)
 
 	http_stop(&x->s);
 	assert_int_equal(x->s.fd, -1);
-	assert_false(x->s.running);
+	assert_null(x->s.d);
 	assert_int_equal(client(&copy), -1); /* nothing listens any more */
 	http_stop(&x->s);		     /* twice is safe */
 }
@@ -187,6 +235,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_metrics_served_under_lock, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_other_paths_404, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_client_does_not_hold_the_next, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_idle_clients_do_not_delay_a_scrape, setup_patient,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_long_request_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stop_closes_the_port, setup, teardown),

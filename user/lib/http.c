@@ -1,86 +1,87 @@
 // SPDX-License-Identifier: MIT
 /*
- * A minimal HTTP/1.0 responder for the metrics endpoints of both daemons,
- * on its own thread. Invariants: one request per connection, a bounded
- * read, and a client that does not send or read in time is cut off after
- * HTTP_TIMEOUT_MS; none of that ever holds the daemon's lease or grant loop,
- * which shares only the writer's lock (held while the text is produced into
- * memory, never while a client is read from or written to).
+ * The metrics endpoints of both daemons, served by libmicrohttpd on a
+ * thread of its own (one event loop over every connection, so clients that
+ * connect and say nothing wait out their own timeout without delaying a
+ * scrape). Invariants: a request is read within a bounded memory pool; a
+ * client idle for HTTP_IDLE_S (idle_s) is cut off; at most HTTP_MAX_CONNS are open;
+ * none of that ever holds the daemon's lease or grant loop, which shares
+ * only the writer's lock (held while the text is produced into memory,
+ * never while a client is read from or written to).
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/socket.h>
-#include <sys/time.h>
+
+#include <microhttpd.h>
 
 #include "lib/http.h"
 #include "lib/net.h"
 
-#define HTTP_REQ_MAX	2048 /* enough for a GET line and headers */
-#define HTTP_TIMEOUT_MS 200
+#define HTTP_IDLE_S	 2   /* a connection silent this long is closed */
+#define HTTP_MAX_CONNS	 128 /* beyond: refused at accept */
+#define HTTP_POOL_BYTES	 (16 * 1024) /* a request's line and headers */
+#define HTTP_CONTENT_TYPE "text/plain; version=0.0.4"
 
-#define HTTP_STOP_POLL_MS 100 /* how soon the thread sees http_stop */
-
-static void respond(int c, struct http_server *s)
+static enum MHD_Result queue(struct MHD_Connection *conn, unsigned int status,
+			     struct MHD_Response *r)
 {
-	struct timeval tv = {.tv_usec = HTTP_TIMEOUT_MS * 1000};
-	char req[HTTP_REQ_MAX], *body = NULL, hdr[160];
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
+			      const char *method, const char *version, const char *upload,
+			      size_t *upload_len, void **req)
+{
+	struct http_server *s = cls;
+	struct MHD_Response *r;
+	char *body = NULL;
 	size_t blen = 0;
-	ssize_t n;
 	FILE *f;
 
-	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	n = recv(c, req, sizeof(req) - 1, 0);
-	if (n <= 0)
-		return;
-	req[n] = '\0';
-	if (strncmp(req, "GET /metrics", 12) != 0) {
-		const char *nf = "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n";
-
-		send(c, nf, strlen(nf), MSG_NOSIGNAL);
-		return;
+	(void)version;
+	(void)upload;
+	if (strcmp(method, MHD_HTTP_METHOD_GET) || strcmp(url, "/metrics")) {
+		/* Nothing of a body is kept: answered once it has all come. */
+		if (*upload_len) {
+			*upload_len = 0;
+			return MHD_YES;
+		}
+		r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+		return queue(conn, MHD_HTTP_NOT_FOUND, r);
+	}
+	if (!*req) { /* the first call has the headers; answer on the next */
+		*req = s;
+		return MHD_YES;
 	}
 	f = open_memstream(&body, &blen);
 	if (!f)
-		return;
+		return MHD_NO;
 	if (s->lock)
 		pthread_mutex_lock(s->lock);
 	s->write(f, s->arg);
 	if (s->lock)
 		pthread_mutex_unlock(s->lock);
-	fclose(f);
-	snprintf(hdr, sizeof(hdr),
-		 "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-		 "Content-Length: %zu\r\n\r\n",
-		 blen);
-	if (send(c, hdr, strlen(hdr), MSG_NOSIGNAL) > 0)
-		send(c, body, blen, MSG_NOSIGNAL);
-	free(body);
-}
-
-static void *serve(void *arg)
-{
-	struct http_server *s = arg;
-
-	while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
-		struct pollfd p = {.fd = s->fd, .events = POLLIN};
-		int c;
-
-		if (poll(&p, 1, HTTP_STOP_POLL_MS) <= 0)
-			continue;
-		c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
-		if (c < 0)
-			continue;
-		/* The listening socket is non-blocking; the connection must not be. */
-		respond(c, s);
-		close(c);
+	if (fclose(f)) {
+		free(body);
+		return MHD_NO;
 	}
-	return NULL;
+	r = MHD_create_response_from_buffer(blen, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, HTTP_CONTENT_TYPE);
+	return queue(conn, MHD_HTTP_OK, r);
 }
 
 int http_listen(struct http_server *s, const char *addr)
@@ -91,18 +92,21 @@ int http_listen(struct http_server *s, const char *addr)
 
 int http_serve(struct http_server *s, http_writer write, void *arg, pthread_mutex_t *lock)
 {
-	int err;
-
 	s->write = write;
 	s->arg = arg;
 	s->lock = lock;
-	err = -pthread_create(&s->thread, NULL, serve, s);
-	if (err) {
+	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
+				answer, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->fd,
+				MHD_OPTION_CONNECTION_TIMEOUT,
+				(unsigned int)(s->idle_s ? s->idle_s : HTTP_IDLE_S),
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_MAX_CONNS,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_POOL_BYTES,
+				MHD_OPTION_END);
+	if (!s->d) {
 		close(s->fd);
 		s->fd = -1;
-		return err;
+		return -EIO;
 	}
-	s->running = true;
 	return 0;
 }
 
@@ -116,12 +120,11 @@ int http_start(struct http_server *s, const char *addr, http_writer write, void 
 
 void http_stop(struct http_server *s)
 {
-	if (s->running) {
-		atomic_store_explicit(&s->stop, 1, memory_order_relaxed);
-		pthread_join(s->thread, NULL);
-		s->running = false;
-	}
-	if (s->fd >= 0)
+	if (s->d) {
+		MHD_stop_daemon(s->d); /* joins its thread and closes the socket */
+		s->d = NULL;
+	} else if (s->fd >= 0) {
 		close(s->fd);
+	}
 	s->fd = -1;
 }
