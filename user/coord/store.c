@@ -69,36 +69,60 @@ static int open_log(struct coord_store *s, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
-/* Highest valid epoch in the log; counts bad records. A torn tail (a record
- * whose write never completed, so whose epoch was never used: a run uses an
- * epoch only after fsync) is cut off so that later records stay aligned.
+/* Whether the len bytes at p are all zero. */
+static bool all_zero(const void *p, size_t len)
+{
+	const unsigned char *c = p;
+
+	for (size_t i = 0; i < len; i++)
+		if (c[i])
+			return false;
+	return true;
+}
+
+/* Highest valid epoch in the log; counts bad records. A torn tail, a record
+ * whose write a crash cut short, is cut off so that later records stay
+ * aligned, and costs nothing: a run uses an epoch only once its record is
+ * fsynced, so the torn one's epoch was never used. So is a last record of
+ * zeros (the file grew, its data never reached the disk). A whole record
+ * that fails its CRC may have been used before it rotted: it is counted
+ * (s->corrupt), and only when no good record follows it (s->corrupt_last)
+ * can it have held the highest epoch.
  */
 static uint64_t epoch_scan(struct coord_store *s)
 {
 	struct epoch_rec r;
 	uint64_t max = 0;
-	off_t off = 0;
+	off_t off = 0, keep = 0;
 	struct stat st;
 	ssize_t n;
 
-	if (!fstat(s->epoch_fd, &st) && st.st_size % (off_t)sizeof(r)) {
-		s->corrupt++;
-		s->had_state = true;
-		if (ftruncate(s->epoch_fd, st.st_size - st.st_size % (off_t)sizeof(r)))
-			pr_warn("state: cannot cut the torn tail of epoch.log: %s\n",
-				strerror(errno));
-	}
-
-	while ((n = pread(s->epoch_fd, &r, sizeof(r), off)) > 0) {
+	if (!fstat(s->epoch_fd, &st) && st.st_size % (off_t)sizeof(r))
+		s->torn = true;
+	while ((n = pread(s->epoch_fd, &r, sizeof(r), off)) == (ssize_t)sizeof(r)) {
 		off += n;
 		s->had_state = true;
-		if (n != sizeof(r) || r.magic != EPOCH_MAGIC ||
-		    r.crc != rec_crc(&r, offsetof(struct epoch_rec, crc))) {
+		if (r.magic != EPOCH_MAGIC || r.crc != rec_crc(&r, offsetof(struct epoch_rec, crc))) {
+			if (all_zero(&r, sizeof(r)))
+				continue; /* torn, if nothing good follows */
 			s->corrupt++;
+			s->corrupt_last = true;
+			keep = off;
 			continue;
 		}
+		s->corrupt_last = false;
+		keep = off;
 		if (r.epoch > max)
 			max = r.epoch;
+	}
+	if (n > 0)
+		s->had_state = true;
+	if (keep < st.st_size) {
+		/* The torn tail, and zeros at the end: never used. */
+		s->torn = true;
+		if (ftruncate(s->epoch_fd, keep))
+			pr_warn("state: cannot cut the torn tail of epoch.log: %s\n",
+				strerror(errno));
 	}
 	return max;
 }
@@ -177,16 +201,21 @@ int coord_store_open(struct coord_store *s, const char *dir)
 	err = initialised_check(s, dir);
 	if (err)
 		return err;
-	if (s->corrupt) {
-		/* A corrupt record may have held a higher epoch: skip past anything
-		 * it could have been. One record moves the epoch by at most
-		 * LEASE_EPOCH_STEP_MAX (a bump is bounded so), so that per corrupt
-		 * record; the epoch never goes back.
+	if (s->torn)
+		pr_warn("state: epoch.log ended in a torn record (a crash during its write; its "
+			"epoch was never used): cut off\n");
+	if (s->corrupt_last) {
+		/* The last whole record is corrupt: it may have held the highest
+		 * epoch, at most one bounded step (LEASE_EPOCH_STEP_MAX) above the
+		 * good one before it. A corrupt record with a good one after it
+		 * held less than that one.
 		 */
-		epoch += (uint64_t)s->corrupt * (LEASE_EPOCH_STEP_MAX + 1);
-		pr_warn("state: %u corrupt epoch records skipped; starting at epoch %llu\n",
-			s->corrupt, (unsigned long long)epoch);
+		epoch += LEASE_EPOCH_STEP_MAX + 1;
 	}
+	if (s->corrupt)
+		pr_warn("state: %u corrupt epoch records skipped%s; starting at epoch %llu\n",
+			s->corrupt, s->corrupt_last ? ", the last one past its bound" : "",
+			(unsigned long long)epoch);
 	if (epoch >= LEASE_EPOCH_MAX) {
 		pr_warn("state: epoch %llu is past the bound %llu: refusing to run (see "
 			"docs/operations.md, \"Epoch log\")\n",

@@ -3,9 +3,10 @@
  * The coordinator's durable state under state-dir: the epoch log and the
  * usage log (fallback and bypass admissions reported per holder). Records
  * are fixed-size with a zlib CRC32 and appended with write + fsync (file and
- * directory) before the caller acts on them. A torn or corrupt record is
- * skipped and reported; it never makes the coordinator generous, and never
- * lowers the epoch. A directory that was initialised (marker file
+ * directory) before the caller acts on them. A torn record (a crash during
+ * its write) is cut off and costs no epoch, since its epoch was never used;
+ * a corrupt one is skipped and reported, never makes the coordinator
+ * generous, and never lowers the epoch. A directory that was initialised (marker file
  * "initialised") but has lost its epoch log makes the open fail: the
  * epochs used are unknown.
  */
@@ -25,6 +26,8 @@ struct coord_store {
 	uint64_t epoch;	  /* this run's epoch, durable before any grant */
 	bool had_state;	  /* an earlier epoch was found (valid or not) */
 	uint32_t corrupt; /* records skipped because their CRC or magic was wrong */
+	bool corrupt_last; /* the last whole record was one of them */
+	bool torn;	   /* the log ended in a torn record (cut off, never used) */
 };
 
 /* Open (creating) state-dir, read the epoch log, make epoch = highest seen + 1
