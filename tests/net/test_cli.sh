@@ -7,7 +7,9 @@
 #   -j           every command with -j says a failure as one JSON object on
 #                stdout ({"error", "exit"[, "file", "line", "col"]}), nothing on stderr
 #   check        good files exit 0; bad files exit 2 with FILE:LINE:COL: message
-#   agent        refuses another tool's XDP program without --force, replaces it with;
+#   agent        checks capabilities, interfaces, what is attached and its TLS files
+#                before it changes anything (exit 2, no pin); refuses another tool's
+#                XDP program without --force, replaces it with;
 #                default exit leaves the program attached; --detach-on-exit removes it;
 #                mounts bpffs at a pin-dir that is not on one
 #   detach       removes ours, refuses a foreign program without --force
@@ -214,6 +216,38 @@ out_has "  ... says so" "cannot listen for metrics on '127\.0\.0\.1:9475': Addre
 	bad "  ... pinned: $(ls "$TMPD/bpffs/busy" | tr '\n' ' ')"
 ll_stop_pid "$BUSY_PID"
 
+echo "checked before anything changes (exit 2, nothing pinned):"
+sed -e "s|^pin-dir: .*|pin-dir: $TMPD/bpffs/pre|" -e "s|name: $LL_G_IF|name: llnosuch0|" \
+	"$TMPD/agent.yaml" >"$TMPD/agent-noif.yaml"
+expect_rc 2 "agent on an interface that does not exist" in_g "$LL" agent -c "$TMPD/agent-noif.yaml"
+out_has "  ... names it" "interface 'llnosuch0': No such device; nothing loaded, pinned or attached"
+[ ! -e "$TMPD/bpffs/pre" ] && ok "  ... made no pin directory" || bad "  ... made $TMPD/bpffs/pre"
+cat >"$TMPD/agent-tls.yaml" <<EOF
+node: gw-1
+interfaces:
+  - {name: $LL_G_IF, mode: native}
+pin-dir: $TMPD/bpffs/pre
+coordinator: {address: 127.0.0.1:7450}
+tls: {cert: $TMPD/none.crt, key: $TMPD/none.key, ca: $TMPD/none-ca.crt}
+EOF
+expect_rc 2 "check: TLS files that do not exist" "$LL" check -c "$TMPD/agent-tls.yaml"
+out_has "  ... names the file" "agent-tls.yaml: tls: '$TMPD/none.crt'"
+expect_rc 2 "agent with TLS files that do not exist" in_g "$LL" agent -c "$TMPD/agent-tls.yaml"
+out_has "  ... says why" "tls: '$TMPD/none.crt'.*nothing loaded, pinned or attached"
+[ ! -e "$TMPD/bpffs/pre" ] && ok "  ... made no pin directory" || bad "  ... made $TMPD/bpffs/pre"
+# Not root: the configuration is readable, the capabilities are not there.
+mkdir -p "$TMPD/pub" && chmod 755 "$TMPD" "$TMPD/pub"
+sed -e "s|^pin-dir: .*|pin-dir: $TMPD/pub/pins|" "$TMPD/agent-noif.yaml" >"$TMPD/pub/agent.yaml"
+sed -i "s|name: llnosuch0|name: $LL_G_IF|" "$TMPD/pub/agent.yaml"
+POL=$(sed -n 's/^policy: //p' "$TMPD/pub/agent.yaml")
+case $POL in /*) ;; *) POL=$TMPD/$POL ;; esac
+cp "$POL" "$TMPD/pub/policy.yaml" && sed -i "s|^policy: .*|policy: $TMPD/pub/policy.yaml|" "$TMPD/pub/agent.yaml"
+chmod 644 "$TMPD/pub/"*.yaml
+expect_rc 2 "agent run as nobody" in_g setpriv --reuid=65534 --regid=65534 --clear-groups \
+	"$LL" agent -c "$TMPD/pub/agent.yaml"
+out_has "  ... says what it needs" "the agent needs root, or CAP_BPF"
+[ ! -e "$TMPD/pub/pins" ] && ok "  ... made no pin directory" || bad "  ... made $TMPD/pub/pins"
+
 echo "foreign XDP program:"
 if ! ip -n "$LL_NS_G" link set dev $LL_G_IF xdpdrv obj "$PASS_OBJ" sec xdp 2>"$TMPD/ip.err"; then
 	cat "$TMPD/ip.err"
@@ -221,11 +255,14 @@ if ! ip -n "$LL_NS_G" link set dev $LL_G_IF xdpdrv obj "$PASS_OBJ" sec xdp 2>"$T
 fi
 FOREIGN=$(ll_xdp_prog $LL_G_IF)
 [ -n "$FOREIGN" ] || ll_fail "no program on $LL_G_IF after 'ip link set ... xdp obj'"
-expect_rc 1 "agent refuses to replace a foreign program" \
-	in_g "$LL" agent -c "$TMPD/agent.yaml"
+sed -e "s|^pin-dir: .*|pin-dir: $TMPD/bpffs/foreign|" "$TMPD/agent.yaml" >"$TMPD/agent-foreign.yaml"
+expect_rc 2 "agent refuses to replace a foreign program" \
+	in_g "$LL" agent -c "$TMPD/agent-foreign.yaml"
 out_has "refusal names --force" "use --force"
 [ "$(ll_xdp_prog $LL_G_IF)" = "$FOREIGN" ] && ok "foreign program left in place" ||
 	bad "foreign program replaced without --force"
+[ -z "$(ls -A "$TMPD/bpffs/foreign" 2>/dev/null)" ] && ok "  ... pinned nothing" ||
+	bad "  ... pinned: $(ls "$TMPD/bpffs/foreign" | tr '\n' ' ')"
 expect_rc 1 "detach refuses a foreign program" in_g "$LL" detach $LL_G_IF
 expect_rc 0 "detach --force removes it" in_g "$LL" detach --force $LL_G_IF
 [ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "$LL_G_IF has no XDP program" || bad "$LL_G_IF still has a program"

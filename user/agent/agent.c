@@ -35,6 +35,7 @@
 #include "agent/policy.h"
 #include "agent/privs.h"
 #include "lib/signals.h"
+#include "lib/tls.h"
 
 #define AGENT_TICK_MS		100
 #define AGENT_LINK_TICK_MS	10		    /* reports go out within 10 ms of being due */
@@ -93,6 +94,58 @@ static int load_config(const char *path, struct cfg_agent *ac, struct cfg_policy
 	if (err) {
 		pr_warn("%s\n", e.msg);
 		return err;
+	}
+	return 0;
+}
+
+/* Everything that can be checked before anything changes: the
+ * capabilities, every interface, what is attached there, the TLS files. A
+ * failure is logged and exits 2 (systemd does not restart it: starting
+ * again changes nothing) with no pin, map or directory made.
+ */
+static int preflight(const struct cfg_agent *ac, bool force)
+{
+	uint64_t missing = privs_missing();
+	struct attach_req req = {.attach_mode = ac->attach_mode, .force = force};
+	char err[CFG_ERR_LEN];
+
+	if (missing) {
+		pr_warn("the agent needs root, or CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN and "
+			"CAP_NET_ADMIN (missing: 0x%llx); nothing loaded, pinned or attached\n",
+			(unsigned long long)missing);
+		return -EPERM;
+	}
+	for (uint32_t i = 0; i < ac->n_ifaces; i++) {
+		const char *name = ac->ifaces[i].name;
+		int ifindex = (int)if_nametoindex(name);
+		struct attach_result res;
+		int rc;
+
+		if (!ifindex) {
+			pr_warn("interface '%s': %s; nothing loaded, pinned or attached\n", name,
+				strerror(errno));
+			return -ENODEV;
+		}
+		rc = attach_check(ifindex, &req, &res);
+		if (rc == -EBUSY) {
+			pr_warn("interface '%s' already has %s; %s; nothing loaded, pinned or "
+				"attached\n",
+				name, res.why,
+				res.dispatcher ? "use attach: {mode: multiprog} to run beside its "
+						 "programs, or --force to replace it"
+					       : "use --force to replace it");
+			return rc;
+		}
+	}
+	if (ac->has_coordinator && ac->tls.set) {
+		struct tls_ctx t = {0};
+		int rc = tls_ctx_load(&t, &ac->tls, false, err, sizeof(err));
+
+		tls_ctx_free(&t);
+		if (rc) {
+			pr_warn("%s; nothing loaded, pinned or attached\n", err);
+			return rc;
+		}
 	}
 	return 0;
 }
@@ -326,7 +379,7 @@ int agent_run(const struct agent_opts *opts)
 	if (!ac || !pol)
 		goto out;
 	signals_install_daemon(); /* before anything slow */
-	if (load_config(opts->config_path, ac, pol)) {
+	if (load_config(opts->config_path, ac, pol) || preflight(ac, opts->force)) {
 		rc = 2;
 		goto out;
 	}

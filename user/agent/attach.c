@@ -162,6 +162,36 @@ static void busy(struct attach_result *res, const struct attach_info *cur)
 			 cur->prog_name, cur->prog_id);
 }
 
+/* Whether attaching as req says over what cur found is refused without
+ * --force: another tool's program, alone or in a dispatcher that is not
+ * ours alone (direct mode); another tool's program that is not a libxdp
+ * dispatcher (multiprog mode, which runs beside a dispatcher's programs).
+ */
+static bool refused(const struct attach_info *cur, const struct attach_req *req)
+{
+	if (!cur->prog_id || req->force)
+		return false;
+	if (req->attach_mode == CFG_ATTACH_MULTIPROG)
+		return !cur->dispatcher && !cur->ours;
+	return !(cur->ours && (!cur->dispatcher || cur->n_progs == 1));
+}
+
+int attach_check(int ifindex, const struct attach_req *req, struct attach_result *res)
+{
+	struct attach_info cur;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	err = attach_query(ifindex, &cur);
+	if (err)
+		return err;
+	if (refused(&cur, req)) {
+		busy(res, &cur);
+		return -EBUSY;
+	}
+	return 0;
+}
+
 static int try_attach(int ifindex, int prog_fd, __u32 mode_flag, const struct attach_info *cur)
 {
 	LIBBPF_OPTS(bpf_xdp_attach_opts, ao);
@@ -240,8 +270,7 @@ static int attach_direct(int ifindex, const struct attach_req *req, struct attac
 	/* Our program alone in a dispatcher is replaced by itself, atomically;
 	 * a dispatcher with others' programs is theirs too.
 	 */
-	if (cur->prog_id && !(cur->ours && (!cur->dispatcher || cur->n_progs == 1)) &&
-	    !req->force) {
+	if (refused(cur, req)) {
 		busy(res, cur);
 		return -EBUSY;
 	}
@@ -398,7 +427,7 @@ static int attach_multiprog(int ifindex, const struct attach_req *req, struct at
 		/* Not a dispatcher: our own direct program (switching modes: a
 		 * moment with no program), or another tool's (only with force).
 		 */
-		if (!cur->ours && !req->force) {
+		if (refused(cur, req)) {
 			busy(res, cur);
 			return -EBUSY;
 		}

@@ -64,6 +64,11 @@ int attach_query(int ifindex, struct attach_info *info);
  * of ours is left attached.
  */
 int attach_iface(int ifindex, const struct attach_req *req, struct attach_result *res);
+/* Whether attach_iface would refuse what is on the interface now, without
+ * touching it (only req's attach_mode and force are read): 0, -EBUSY with
+ * res->why filled, or a negative errno from the query.
+ */
+int attach_check(int ifindex, const struct attach_req *req, struct attach_result *res);
 /* Remove leaseline's program: from a dispatcher only ours (the others stay),
  * else the interface's program if it is ours. -ENOENT: none of ours there;
  * -EBUSY: another program is there and force is not set (force removes it,

@@ -20,6 +20,17 @@ uint64_t privs_kept(void)
 	return BIT(CAP_BPF) | BIT(CAP_PERFMON) | BIT(CAP_SYS_ADMIN) | BIT(CAP_NET_ADMIN);
 }
 
+uint64_t privs_missing(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d))
+		return privs_kept();
+	return privs_kept() & ~((uint64_t)d[1].effective << 32 | d[0].effective);
+}
+
 int privs_drop(void)
 {
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};

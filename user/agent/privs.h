@@ -20,5 +20,9 @@ uint64_t privs_kept(void);
 
 /* Drop every capability but privs_kept(). 0 or a negative errno. */
 int privs_drop(void);
+/* The capabilities of privs_kept() this process does not hold (effective):
+ * 0 when it can load, pin and attach.
+ */
+uint64_t privs_missing(void);
 
 #endif /* LEASELINE_AGENT_PRIVS_H */

@@ -23,6 +23,7 @@
 #include "cmd/status.h"
 #include "cmd/top.h"
 #include "cmd/usage_cmd.h"
+#include "lib/tls.h"
 #include "lib/units.h"
 #include "lib/version.h"
 #include "lib/walk.h"
@@ -261,6 +262,23 @@ static int check_file(const char *path, bool json)
 		err = cfg_coord_load(path, &cc, pol, &e);
 	else if (!err) /* alone, a policy may be a coordinator's: see the note below */
 		err = cfg_policy_load(path, false, pol, &e);
+	/* The certificates load as the daemon would load them: a missing CA
+	 * fails here, not at the daemon's start.
+	 */
+	if (!err && ((kind == CFG_KIND_AGENT && ac.has_coordinator && ac.tls.set) ||
+		     (kind == CFG_KIND_COORD && cc.tls.set))) {
+		struct tls_ctx t = {0};
+		char why[CFG_ERR_LEN / 2];
+
+		err = tls_ctx_load(&t, kind == CFG_KIND_AGENT ? &ac.tls : &cc.tls,
+				   kind == CFG_KIND_COORD, why, sizeof(why));
+		tls_ctx_free(&t);
+		if (err) {
+			err = -EINVAL;
+			snprintf(e.msg, sizeof(e.msg), "%.*s: %s", (int)(CFG_ERR_LEN / 2 - 4), path, why);
+			cfg_err_at(&e, path, 0, 0);
+		}
+	}
 	if (err) {
 		/* A file that is missing, unreadable or wrong is a configuration
 		 * error (2), whatever errno said; only running out of memory is not.
