@@ -1364,6 +1364,31 @@ static void test_list_file_trust(void **state)
 	free(cp);
 }
 
+/* A policy file that is a FIFO is refused at once, never opened for
+ * blocking: on a coordinator's SIGHUP it held the event loop until some
+ * writer came. (alarm: a blocking open fails the test instead of hanging.)
+ */
+static void test_fifo_policy_refused(void **state)
+{
+	char dir[] = "/tmp/ll-fifo-XXXXXX", path[64], want[128];
+	struct cfg_policy *cp = calloc(1, sizeof(*cp));
+	struct cfg_err err;
+
+	(void)state;
+	assert_non_null(cp);
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/policy.yaml", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(10);
+	assert_int_equal(cfg_policy_load(path, false, cp, &err), -EINVAL);
+	alarm(0);
+	snprintf(want, sizeof(want), "cannot read '%s': not a regular file", path);
+	assert_string_equal(err.msg, want);
+	unlink(path);
+	rmdir(dir);
+	free(cp);
+}
+
 /* Prefix sets: every bad line of a set file at its place; one file named
  * twice is one set; the bound on the prefixes of all sets at the line past it.
  */
@@ -1584,6 +1609,7 @@ int main(void)
 	    cmocka_unit_test(test_overrides_file),
 	    cmocka_unit_test(test_set_files),
 	    cmocka_unit_test(test_list_file_trust),
+	    cmocka_unit_test(test_fifo_policy_refused),
 	    cmocka_unit_test(test_port_overrides_file),
 	};
 	size_t n = ARRAY_SIZE(plain) + ARRAY_SIZE(text_cases) + ARRAY_SIZE(file_cases), k, i;

@@ -3,9 +3,11 @@
  * File-system helpers (see fs.h). No state.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "lib/fs.h"
@@ -29,15 +31,31 @@ int fs_mkdir_p(const char *dir, mode_t mode)
 
 int fs_read_file(const char *path, size_t max, char **buf, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
+	/* A regular file only: a FIFO would block a daemon's loop in open()
+	 * or read() on a reload (opened without blocking, then refused).
+	 */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	size_t cap = 4096, n = 0;
+	struct stat sb;
 	char *b = NULL;
 	int err = 0;
+	FILE *f;
 
-	if (!f)
+	if (fd < 0)
 		return -errno;
-	/* Read to the end, whatever the file is (a pipe has no size to ask),
-	 * but never keep more than max + 1 bytes: one more says "too big".
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+		err = S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
+		close(fd);
+		return err;
+	}
+	f = fdopen(fd, "rb");
+	if (!f) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	/* Read to the end, but never keep more than max + 1 bytes: one more
+	 * says "too big".
 	 */
 	for (;;) {
 		size_t got;

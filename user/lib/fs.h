@@ -12,7 +12,10 @@
 
 /* mkdir -p with mode for every directory created. */
 int fs_mkdir_p(const char *dir, mode_t mode);
-/* The whole file in a NUL-terminated malloc'd buffer; -EFBIG above max. */
+/* The whole file in a NUL-terminated malloc'd buffer; -EFBIG above max,
+ * -EISDIR for a directory, -EINVAL for anything else that is not a regular
+ * file (a FIFO, a device): never opened for blocking, never read.
+ */
 int fs_read_file(const char *path, size_t max, char **buf, size_t *len);
 
 /* The inode of this process's network namespace (/proc/self/ns/net), 0 if

@@ -186,6 +186,8 @@ static int read_file(struct walk_ctx *c, char **buf, size_t *len)
 		return too_big(c);
 	if (rc == -ENOMEM)
 		snprintf(c->err->msg, CFG_ERR_LEN, "%s: out of memory", c->file);
+	else if (rc == -EINVAL)
+		snprintf(c->err->msg, CFG_ERR_LEN, "cannot read '%s': not a regular file", c->file);
 	else if (rc == -EISDIR || rc == -EIO)
 		snprintf(c->err->msg, CFG_ERR_LEN, "cannot read '%s': %s", c->file, strerror(-rc));
 	else if (rc)
