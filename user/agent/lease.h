@@ -3,8 +3,8 @@
  * Lease and fencing decisions of the agent (docs/protocol.md, "Lease clock
  * and fencing"): whether a grant may be applied, and the lease value, fence
  * and generation counter it leaves behind. Pure functions over copies of the
- * map values: nothing here reads a clock or touches a map (dp.c writes what
- * these decide), so every decision is tested without root.
+ * map values: nothing here reads a clock or touches a map (dp_lease.c
+ * writes what these decide), so every decision is tested without root.
  *
  * Invariants:
  *   - a grant is applied only if its epoch is not older than any epoch seen
