@@ -115,8 +115,7 @@ static void meter_key_widen(struct ll_flow_key *fk, const struct ll_key *k)
 /* The ll_key of a series named by fk, if it can be one (no flow fields). */
 static bool meter_key_narrow(const struct ll_flow_key *fk, struct ll_key *k)
 {
-	if (fk->sport || fk->pad0 || fk->addr2[0] || fk->addr2[1] || fk->addr2[2] ||
-	    fk->addr2[3])
+	if (fk->sport || fk->pad0 || fk->addr2[0] || fk->addr2[1] || fk->addr2[2] || fk->addr2[3])
 		return false;
 	memset(k, 0, sizeof(*k));
 	k->limit_uid = fk->limit_uid;
@@ -159,8 +158,8 @@ static int meter_read_map(struct dp *dp, int fd, size_t key_size, struct ll_flow
 	 */
 	while (!err && batched) {
 		__u32 count = METER_READ_BATCH;
-		int r = bpf_map_lookup_batch(fd, first ? NULL : &in_b, &out_b, bk, bv, &count,
-					     NULL);
+		int r =
+		    bpf_map_lookup_batch(fd, first ? NULL : &in_b, &out_b, bk, bv, &count, NULL);
 		int e = r ? errno : 0;
 
 		if (r && e != ENOENT) {
@@ -175,7 +174,8 @@ static int meter_read_map(struct dp *dp, int fd, size_t key_size, struct ll_flow
 			if (key_size == sizeof(fk))
 				memcpy(&fk, bk + (size_t)i * key_size, sizeof(fk));
 			else
-				meter_key_widen(&fk, (const struct ll_key *)(bk + (size_t)i * key_size));
+				meter_key_widen(&fk,
+						(const struct ll_key *)(bk + (size_t)i * key_size));
 			err = meter_push(ks, vs, got, cap, &fk, &bv[(size_t)i * dp->ncpus],
 					 dp->ncpus);
 		}
@@ -206,11 +206,12 @@ int dp_meter_read(struct dp *dp, struct ll_flow_key **keys, struct ll_meter **va
 	struct ll_flow_key *ks = NULL;
 	struct ll_meter *vs = NULL;
 	size_t got = 0, cap = 0;
-	int err = meter_read_map(dp, dp->meter_fd, sizeof(struct ll_flow_key), &ks, &vs, &got, &cap);
+	int err =
+	    meter_read_map(dp, dp->meter_fd, sizeof(struct ll_flow_key), &ks, &vs, &got, &cap);
 
 	if (!err)
-		err = meter_read_map(dp, dp->meter_k_fd, sizeof(struct ll_key), &ks, &vs, &got,
-				     &cap);
+		err =
+		    meter_read_map(dp, dp->meter_k_fd, sizeof(struct ll_key), &ks, &vs, &got, &cap);
 	*keys = NULL;
 	*vals = NULL;
 	*n = 0;
