@@ -122,13 +122,6 @@ static void load_report(struct dp *dp, uint64_t t0)
 		(unsigned long long)dp->load_ms, dp->verified_insns);
 }
 
-/* The maps of the program `id` that are not pinned (ll_hot, the scratch
- * and per-CPU maps, .rodata), taken over by the skeleton about to load, so
- * that it loads as the same program on the same maps (attach.c keeps a
- * multiprog program then, rather than adding a second one with a ring
- * buffer nobody reads). All or nothing: a map of another shape, or a
- * .rodata of other bytes (another clock setting), and nothing is taken.
- */
 /* Map fd (of the old program's) that can stand for m: same name, shape and
  * (for a map with an initial value: .rodata) the same bytes; -1 if none.
  */
