@@ -163,7 +163,7 @@ int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *ol
 int dp_fence_read(struct dp *dp, struct ll_fence *f);
 int dp_fence_write(struct dp *dp, const struct ll_fence *f);
 int dp_lease_read(struct dp *dp, uint32_t id, struct ll_lease *l);
-/* Write what lease_grant_decide (and lease_keys_plan) decided for limit id
+/* Write what lease_grant_decide (and lease_keys_decide) decided for limit id
  * (uid): the generation counter (never moved backwards), the limit's
  * per-key set if kp, the pool emptied under l's generation if reset_pool,
  * the lease, the fence; in that order.
