@@ -409,6 +409,85 @@ static void test_keys_plan(void **state)
 	assert_int_equal(p.n_del, 3);
 }
 
+/* A grant of changes applies only on top of the one the coordinator saw
+ * acknowledged: same epoch, applied seq at least its base.
+ */
+static void test_keys_base_check(void **state)
+{
+	struct ll_fence f = {0};
+
+	(void)state;
+	f.applied_epoch[ID] = 5;
+	f.applied_seq[ID] = 10;
+	assert_int_equal(lease_keys_base_check(&f, ID, 5, 10), 0);
+	assert_int_equal(lease_keys_base_check(&f, ID, 5, 0), 0);
+	assert_int_equal(lease_keys_base_check(&f, ID, 5, 11), -ESTALE);
+	assert_int_equal(lease_keys_base_check(&f, ID, 6, 10), -ESTALE);
+	assert_int_equal(lease_keys_base_check(&f, ID, 4, 10), -ESTALE);
+	assert_int_equal(lease_keys_base_check(&f, ID + 1, 5, 0), -ESTALE);
+}
+
+/* The set's size after a grant: a whole set is its entries; changes
+ * replace the held keys they name; a lease counting fewer than those is
+ * off, and the caller counts the map instead.
+ */
+static void test_keys_count(void **state)
+{
+	struct ll_lease old = {.n_key_grants = 10};
+	size_t count = 77;
+
+	(void)state;
+	assert_true(lease_keys_count(&old, true, 3, 8, &count));
+	assert_int_equal(count, 3);
+	assert_true(lease_keys_count(&old, false, 3, 2, &count));
+	assert_int_equal(count, 11);
+	assert_true(lease_keys_count(&old, false, 0, 10, &count));
+	assert_int_equal(count, 0);
+	old.n_key_grants = 1;
+	count = 77;
+	assert_false(lease_keys_count(&old, false, 0, 2, &count));
+	assert_int_equal(count, 77);
+	assert_true(lease_keys_count(&old, true, 0, 2, &count));
+	assert_int_equal(count, 0);
+}
+
+/* The per-key part of an update: a set beyond the bound is refused and
+ * plans nothing; a changed set moves kg_ver on and spends generations from
+ * the update's counter; the same set again leaves kg_ver as it was.
+ */
+static void test_keys_decide(void **state)
+{
+	struct ll_lease old = {.kg_ver = 7, .n_key_grants = 0};
+	struct lease_key held[2], want[2], put[2];
+	struct ll_key_id del[2];
+	struct lease_key_plan p = {.put = put, .del = del};
+	struct lease_update u = {.next_gen = 40};
+
+	(void)state;
+	for (int i = 0; i < 2; i++)
+		want[i] = (struct lease_key){.key = v4_key((uint8_t)i), .rate = 10, .burst = 10};
+	assert_int_equal(
+	    lease_keys_decide(&old, held, 0, want, 2, LL_MAX_LIMIT_KEY_GRANTS + 1, &u, &p), -E2BIG);
+	assert_int_equal(u.next_gen, 40);
+	assert_int_equal(u.lease.kg_ver, 0);
+	assert_int_equal(lease_keys_decide(&old, held, 0, want, 2, 2, &u, &p), 0);
+	assert_true(p.changed);
+	assert_int_equal(p.n_put, 2);
+	assert_int_equal(u.next_gen, 42);
+	assert_int_equal(u.lease.n_key_grants, 2);
+	assert_int_equal(u.lease.kg_ver, 8);
+	/* Held as planned, the same set again: no write, kg_ver stays. */
+	for (int i = 0; i < 2; i++)
+		held[i] = want[i];
+	old.kg_ver = 8;
+	u = (struct lease_update){.next_gen = 42, .lease = {.kg_ver = 8}};
+	assert_int_equal(lease_keys_decide(&old, held, 2, want, 2, 2, &u, &p), 0);
+	assert_false(p.changed);
+	assert_int_equal(u.next_gen, 42);
+	assert_int_equal(u.lease.kg_ver, 8);
+	assert_int_equal(u.lease.n_key_grants, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -426,6 +505,9 @@ int main(void)
 	    cmocka_unit_test(test_key_check),
 	    cmocka_unit_test(test_keys_clamp),
 	    cmocka_unit_test(test_keys_plan),
+	    cmocka_unit_test(test_keys_base_check),
+	    cmocka_unit_test(test_keys_count),
+	    cmocka_unit_test(test_keys_decide),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,12 @@
  * leases: policy.c compiles a policy and lease.c decides a grant; dp writes
  * what they decided, in the order that keeps packets safe. Functions return
  * 0 or a negative errno.
+ *
+ * dp.c loads (dp_open, dp_close, dp_kernel_check, dp_fill_add);
+ * dp_policy.c commits a policy and writes ll_state; dp_lease.c reads and
+ * writes leases, the fence and per-key grants; dp_meter.c the per-key
+ * meter; dp_reap.c walks and reaps the bucket maps; dp_pinned.c opens the
+ * pins for the commands (and reset-fence).
  */
 #ifndef LEASELINE_AGENT_DP_H
 #define LEASELINE_AGENT_DP_H
@@ -108,14 +114,14 @@ int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol);
  */
 int dp_buckets_reap(struct dp *dp, uint64_t now_ns);
 
-/* Record in ll_state that a policy (version, 0 if unknown) was refused and
- * why, for `status` and metrics. The running policy is untouched.
- */
 /* Add delta to the count of buckets of bucket map `which` (enum
  * ll_fill_map) in ll_fill, atomically against the datapath's own adds.
  */
 void dp_fill_add(struct dp *dp, unsigned int which, int64_t delta);
 
+/* Record in ll_state that a policy (version, 0 if unknown) was refused and
+ * why, for `status` and metrics. The running policy is untouched.
+ */
 int dp_refusal_note(struct dp *dp, uint64_t version, const char *why, uint64_t now);
 
 /* Record the coordinator link's counters in ll_state (for status and metrics). */
@@ -157,7 +163,7 @@ int dp_pinned_reset_fence(const char *pin_dir, uint64_t *old_epoch, uint64_t *ol
 int dp_fence_read(struct dp *dp, struct ll_fence *f);
 int dp_fence_write(struct dp *dp, const struct ll_fence *f);
 int dp_lease_read(struct dp *dp, uint32_t id, struct ll_lease *l);
-/* Write what lease_grant_decide (and lease_keys_plan) decided for limit id
+/* Write what lease_grant_decide (and lease_keys_decide) decided for limit id
  * (uid): the generation counter (never moved backwards), the limit's
  * per-key set if kp, the pool emptied under l's generation if reset_pool,
  * the lease, the fence; in that order.

@@ -301,3 +301,34 @@ size_t lease_keys_sets(struct lease_key *ch, size_t n)
 			ch[m++] = ch[i];
 	return m;
 }
+
+int lease_keys_base_check(const struct ll_fence *f, uint32_t id, uint64_t epoch, uint64_t base)
+{
+	return f->applied_epoch[id] != epoch || f->applied_seq[id] < base ? -ESTALE : 0;
+}
+
+bool lease_keys_count(const struct ll_lease *old, bool full, size_t n_set, size_t n_held,
+		      size_t *count)
+{
+	if (full) {
+		*count = n_set;
+		return true;
+	}
+	if (old->n_key_grants + n_set < n_held)
+		return false;
+	*count = old->n_key_grants + n_set - n_held;
+	return true;
+}
+
+int lease_keys_decide(const struct ll_lease *old, struct lease_key *held, size_t n_held,
+		      struct lease_key *want, size_t n_want, size_t count, struct lease_update *u,
+		      struct lease_key_plan *plan)
+{
+	if (count > LL_MAX_LIMIT_KEY_GRANTS)
+		return -E2BIG;
+	lease_keys_plan(held, n_held, want, n_want, &u->next_gen, plan);
+	u->lease.n_key_grants = (uint16_t)count;
+	if (plan->changed)
+		u->lease.kg_ver = old->kg_ver + 1;
+	return 0;
+}

@@ -3,8 +3,8 @@
  * Lease and fencing decisions of the agent (docs/protocol.md, "Lease clock
  * and fencing"): whether a grant may be applied, and the lease value, fence
  * and generation counter it leaves behind. Pure functions over copies of the
- * map values: nothing here reads a clock or touches a map (dp.c writes what
- * these decide), so every decision is tested without root.
+ * map values: nothing here reads a clock or touches a map (dp_lease.c
+ * writes what these decide), so every decision is tested without root.
  *
  * Invariants:
  *   - a grant is applied only if its epoch is not older than any epoch seen
@@ -149,5 +149,32 @@ void lease_keys_plan(struct lease_key *old, size_t n_old, struct lease_key *want
  * many set a key.
  */
 size_t lease_keys_sets(struct lease_key *ch, size_t n);
+
+/* A grant of changes to limit id's per-key set (not a whole set) builds on
+ * the grant the coordinator saw acknowledged: 0 if f's applied (epoch, seq)
+ * for the limit is in the grant's epoch and seq is at least base, else
+ * -ESTALE.
+ */
+int lease_keys_base_check(const struct ll_fence *f, uint32_t id, uint64_t epoch, uint64_t base);
+
+/* The size of a limit's per-key set after a grant of n_set entries: a whole
+ * set (full) is n_set; changes make the n_held held keys they name exactly
+ * the n_set entries that set a key, counted from old's n_key_grants. false
+ * if that count cannot be right (old counts fewer than the held keys
+ * named): then *count is not set, and the size is the entries the map
+ * holds plus n_set, which only the caller can count.
+ */
+bool lease_keys_count(const struct ll_lease *old, bool full, size_t n_set, size_t n_held,
+		      size_t *count);
+
+/* The per-key part of u (lease_grant_decide's update from old), given the
+ * set's size after the grant (count): -E2BIG if count is beyond
+ * LL_MAX_LIMIT_KEY_GRANTS; else plan the move from held to want
+ * (lease_keys_plan, generations from u->next_gen), set the lease's
+ * n_key_grants to count and, if the set changes, its kg_ver past old's.
+ */
+int lease_keys_decide(const struct ll_lease *old, struct lease_key *held, size_t n_held,
+		      struct lease_key *want, size_t n_want, size_t count, struct lease_update *u,
+		      struct lease_key_plan *plan);
 
 #endif /* LEASELINE_AGENT_LEASE_H */

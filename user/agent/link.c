@@ -330,9 +330,8 @@ int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct
 	if (!err)
 		err = dp_lease_read(dp, id, &old);
 	/* Changes build on the grant the coordinator saw acknowledged. */
-	if (!err && keys && !full &&
-	    (f.applied_epoch[id] != g->epoch || f.applied_seq[id] < base))
-		err = -ESTALE;
+	if (!err && keys && !full)
+		err = lease_keys_base_check(&f, id, g->epoch, base);
 	if (!err)
 		err = lease_grant_decide(&old, &f, st.next_uid, id, g, now, dp->ncpus, &u);
 	if (!err && keys) {
@@ -350,15 +349,12 @@ int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct
 			err = -ENOMEM;
 	}
 	if (!err && keys) {
-		/* The set after this grant: the named keys become exactly the
-		 * entries set (a whole set: every key).
-		 */
-		size_t count = full ? n_set : old.n_key_grants + n_set - n_held;
+		size_t count;
 
 		/* The lease's count is off (never while this agent wrote it):
 		 * count what is held, since 0 would make buckets skip the set.
 		 */
-		if (!full && old.n_key_grants + n_set < n_held) {
+		if (!lease_keys_count(&old, full, n_set, n_held, &count)) {
 			struct lease_key *all = NULL;
 			size_t n_all = 0;
 
@@ -366,14 +362,8 @@ int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct
 			free(all);
 			count = n_all + n_set;
 		}
-		if (!err && count > LL_MAX_LIMIT_KEY_GRANTS)
-			err = -E2BIG;
-		if (!err) {
-			lease_keys_plan(held, n_held, keys, n_set, &u.next_gen, &kp);
-			u.lease.n_key_grants = (uint16_t)count;
-			if (kp.changed)
-				u.lease.kg_ver = old.kg_ver + 1;
-		}
+		if (!err)
+			err = lease_keys_decide(&old, held, n_held, keys, n_set, count, &u, &kp);
 	}
 	if (!err)
 		err = dp_lease_write(dp, id, u.next_gen, u.reset_pool, &u.lease, &u.fence, uid,

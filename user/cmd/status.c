@@ -19,38 +19,13 @@
 #include "lib/fs.h"
 #include "lib/log.h"
 #include "lib/out.h"
+#include "cmd/pinned.h"
 #include "agent/stats.h"
 #include "cmd/status.h"
 #include "tb_math.h"
-#include "lib/util.h"
-
-struct pinned {
-	int state, policy, buckets, flow_buckets, limit_stats, rule_stats, parse_stats, leases,
-	    fence;
-	int shadow_win; /* -1 if unreadable: then no window fields */
-};
 
 /* The recent window `status` reports what enforce would have dropped over. */
 #define STATUS_WINDOW_SECONDS 10.0
-
-static int pinned_open(const char *dir, struct pinned *p)
-{
-	const struct dp_pin pins[] = {
-	    {"ll_state", &p->state, false},
-	    {"ll_policy", &p->policy, false},
-	    {"ll_buckets", &p->buckets, false},
-	    {"ll_flow_buckets", &p->flow_buckets, false},
-	    {"ll_limit_stats", &p->limit_stats, false},
-	    {"ll_rule_stats", &p->rule_stats, false},
-	    {"ll_parse_stats", &p->parse_stats, false},
-	    {"ll_leases", &p->leases, false},
-	    {"ll_fence", &p->fence, false},
-	    {"ll_shadow_win", &p->shadow_win, true},
-	};
-
-	p->shadow_win = -1;
-	return dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
-}
 
 /* Add the keys of one bucket map (ll_buckets or ll_flow_buckets, whose keys
  * begin alike) to their limits' counts, walking the map once.
@@ -298,7 +273,7 @@ static void print_link(struct out *o, const struct ll_state *st)
 
 int status_print(const char *pin_dir, bool json)
 {
-	struct pinned p = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+	struct pinned p = PINNED_NONE;
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
 	uint64_t keys[LL_MAX_LIMITS];
 	struct ll_state st;
@@ -307,7 +282,11 @@ int status_print(const char *pin_dir, bool json)
 
 	if (!pol)
 		goto out;
-	err = pinned_open(pin_dir, &p);
+	err = pinned_open(pin_dir,
+			  PINNED_STATE | PINNED_POLICY | PINNED_BUCKETS | PINNED_FLOW_BUCKETS |
+			      PINNED_LIMIT_STATS | PINNED_RULE_STATS | PINNED_PARSE_STATS |
+			      PINNED_LEASES | PINNED_FENCE | PINNED_SHADOW_WIN,
+			  &p);
 	if (!err)
 		err = dp_state_read(p.state, &st);
 	if (!err)
@@ -339,9 +318,7 @@ int status_print(const char *pin_dir, bool json)
 	out_obj_end(&o);
 	out_finish(&o);
 out:
-	for (int *fd = &p.state; fd <= &p.shadow_win; fd++)
-		if (*fd >= 0)
-			close(*fd);
+	pinned_close(&p);
 	free(pol);
 	return err;
 }

@@ -22,11 +22,11 @@
 #include "lib/keyfmt.h"
 #include "lib/log.h"
 #include "lib/out.h"
+#include "cmd/pinned.h"
 #include "lib/signals.h"
 #include "agent/stats.h"
 #include "tb_math.h"
 #include "cmd/top.h"
-#include "lib/util.h"
 
 /* Buckets read per batch syscall. */
 
@@ -60,36 +60,8 @@ struct top_snap {
 	size_t key_size; /* of the map being read */
 };
 
-struct top_pins {
-	int state, policy, buckets, flow_buckets, limit_stats, leases;
-	int shadow_win; /* -1 if unreadable: then no window fields */
-};
-
 /* The recent window of a shadow limit's would-drop figure (ll_shadow_win). */
 #define TOP_WINDOW_SECONDS 10.0
-
-static int pins_open(const char *dir, struct top_pins *p)
-{
-	const struct dp_pin pins[] = {
-	    {"ll_state", &p->state, false},
-	    {"ll_policy", &p->policy, false},
-	    {"ll_buckets", &p->buckets, false},
-	    {"ll_flow_buckets", &p->flow_buckets, false},
-	    {"ll_limit_stats", &p->limit_stats, false},
-	    {"ll_leases", &p->leases, false},
-	    {"ll_shadow_win", &p->shadow_win, true},
-	};
-
-	p->shadow_win = -1;
-	return dp_pinned_open(dir, pins, ARRAY_SIZE(pins));
-}
-
-static void pins_close(struct top_pins *p)
-{
-	for (int *fd = &p->state; fd <= &p->shadow_win; fd++)
-		if (*fd >= 0)
-			close(*fd);
-}
 
 /* Limit id of uid in pol, or -1. */
 static int limit_of_uid(const struct ll_policy *pol, uint32_t uid)
@@ -157,7 +129,7 @@ static int snap_read_map(struct top_snap *s, int fd, size_t key_size)
 	return dp_buckets_walk(fd, key_size, snap_one, s);
 }
 
-static int snap_read(struct top_snap *s, const struct top_pins *p)
+static int snap_read(struct top_snap *s, const struct pinned *p)
 {
 	int err;
 
@@ -759,7 +731,7 @@ static int nap(uint64_t ns)
 
 int top_run(const struct top_opts *o)
 {
-	struct top_pins p = {-1, -1, -1, -1, -1, -1, -1};
+	struct pinned p = PINNED_NONE;
 	/* Two snapshots of every per-limit array: ~80 kB each at LL_MAX_LIMITS 256, not for the
 	 * stack. */
 	struct top_snap *snaps = calloc(2, sizeof(*snaps)), *cur = snaps, *prev = NULL;
@@ -771,7 +743,10 @@ int top_run(const struct top_opts *o)
 	snaps[1].pol = calloc(1, sizeof(*snaps[1].pol));
 	if (!snaps[0].pol || !snaps[1].pol)
 		goto out;
-	err = pins_open(o->pin_dir, &p);
+	err = pinned_open(o->pin_dir,
+			  PINNED_STATE | PINNED_POLICY | PINNED_BUCKETS | PINNED_FLOW_BUCKETS |
+			      PINNED_LIMIT_STATS | PINNED_LEASES | PINNED_SHADOW_WIN,
+			  &p);
 	if (err)
 		goto out;
 	if (o->interval_ns)
@@ -793,7 +768,7 @@ int top_run(const struct top_opts *o)
 		cur = cur == &snaps[0] ? &snaps[1] : &snaps[0];
 	}
 out:
-	pins_close(&p);
+	pinned_close(&p);
 	for (int i = 0; i < 2; i++) {
 		free(snaps[i].pol);
 		free(snaps[i].e);

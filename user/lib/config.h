@@ -4,6 +4,10 @@
  * Every error is reported as "FILE:LINE:COL: message" (1-based line and
  * column of the offending node); unknown keys are errors. Nothing here
  * touches the kernel: `leaseline check` and the unit tests run it as is.
+ *
+ * The schema: config_policy.c (a policy's limits, rules and top section),
+ * config_match.c (a rule's match), config.c (the agent and coordinator
+ * files, loading every kind of file, telling one kind from another).
  */
 #ifndef LEASELINE_LIB_CONFIG_H
 #define LEASELINE_LIB_CONFIG_H
