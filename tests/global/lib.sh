@@ -218,7 +218,7 @@ gl_agents_start() {
 			echo "  - {name: $(gl_if_g "$i"), mode: native}"
 			echo "pin-dir: $GL_PIN_ROOT/$tag-gw-$i"
 			if [ "$mode" = coord ]; then
-				echo "coordinator: {address: $GL_COORD_ADDR:$GL_COORD_PORT}"
+				echo "coordinator: {address: $GL_COORD_ADDR:$GL_COORD_PORT, insecure: true}"
 			else
 				echo "policy: policy-local.yaml"
 			fi

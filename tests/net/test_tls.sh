@@ -90,9 +90,13 @@ agent_cfg() {
 		echo "node: $2"
 		echo "interfaces: [{name: $LL_G_IF, mode: native}]"
 		echo "pin-dir: ${5:-$PIN-$2}"
-		echo "coordinator: {address: $LL_C_ADDR:$PORT}"
+		if [ -n "$3" ]; then
+			echo "coordinator: {address: $LL_C_ADDR:$PORT}"
+			echo "tls: {cert: pki/$3.crt, key: pki/$3.key, ca: pki/$4.crt}"
+		else # a plain stranger, beyond loopback: it must say so
+			echo "coordinator: {address: $LL_C_ADDR:$PORT, insecure: true}"
+		fi
 		echo "max-keys: 4096"
-		[ -n "$3" ] && echo "tls: {cert: pki/$3.crt, key: pki/$3.key, ca: pki/$4.crt}"
 	} >"$1"
 }
 # agent_bg CONFIG LOG: an agent that may never attach (a stranger); sets BG_PID.

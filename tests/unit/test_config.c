@@ -421,7 +421,11 @@ static const struct file_case file_cases[] = {
      "unknown key 'mdoe' in interface 'eth0' (expected one of: name, mode; did you mean "
      "'mode'?)"},
     {"agent_coordinator_unknown_key", LOAD_AGENT, "agent-coordinator-unknown-key.yaml", NULL,
-     -EINVAL, "2:15", "unknown key 'addr' in coordinator (expected one of: address)"},
+     -EINVAL, "2:15", "unknown key 'addr' in coordinator (expected one of: address, insecure)"},
+    {"agent_coordinator_plaintext_beyond_loopback", LOAD_AGENT,
+     "agent-coordinator-plaintext.yaml", NULL, -EINVAL, "2:14",
+     "coordinator '203.0.113.7:7450' is beyond loopback without tls: (expected tls: {cert, key, "
+     "ca}, or coordinator: {insecure: true} to accept an unauthenticated coordinator)"},
     {"agent_interface_name_too_long", LOAD_AGENT, "agent-bad-iface.yaml", NULL, -EINVAL, "2:12",
      "interface 'a-very-long-interface-name': name 'a-very-long-interface-name' is not an "
      "interface name (expected 1 to 15 characters without '/', ':' or spaces)"},

@@ -197,9 +197,22 @@ static const struct walk_enum bools[] = {
 static const struct walk_field coordinator_fields[] = {
     {"address", WALK_HOSTPORT, AGENT(coordinator), .required = true, .example = CFG_DEFAULT_LISTEN,
      .port = CFG_COORD_PORT},
+    {"insecure", WALK_ENUM, AGENT(coord_insecure), .names = bools},
 };
 
 static const struct walk_section coordinator_section = WALK_SECTION(coordinator_fields, NULL);
+
+/* host:port names this machine only (127.0.0.0/8, ::1, localhost). */
+static bool hostport_loopback(const char *hp)
+{
+	char host[CFG_ADDR_LEN];
+	struct in_addr a4;
+
+	tls_host_of(hp, host, sizeof(host));
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
 
 /* Standalone (a local policy) or coordinated (the policy comes by lease), never both. */
 static int agent_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
@@ -220,6 +233,13 @@ static int agent_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 		    c, walk_line(pol) > walk_line(coord) ? pol : coord,
 		    "agent file has both policy: and coordinator: (expected one: "
 		    "policy: for a standalone agent, coordinator: for a coordinated one)");
+	/* Whoever answers at that address could push any policy and lease. */
+	if (coord && !a->tls.set && !a->coord_insecure && !hostport_loopback(a->coordinator))
+		return walk_fail_raw(c, walk_get(m, "coordinator") ?: coord,
+				     "coordinator '%s' is beyond loopback without tls: (expected "
+				     "tls: {cert, key, ca}, or coordinator: {insecure: true} to "
+				     "accept an unauthenticated coordinator)",
+				     a->coordinator);
 	return pol ? load_policy(c, walk_get(m, "policy"), a->policy_path, true) : 0;
 }
 
@@ -307,18 +327,6 @@ int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, s
 		 l->name, gateways, (unsigned long long)fr, (unsigned long long)fb,
 		 (unsigned long long)l->rate, (unsigned long long)l->burst);
 	return -EINVAL;
-}
-
-/* host:port names this machine only (127.0.0.0/8, ::1, localhost). */
-static bool hostport_loopback(const char *hp)
-{
-	char host[CFG_ADDR_LEN];
-	struct in_addr a4;
-
-	tls_host_of(hp, host, sizeof(host));
-	if (inet_pton(AF_INET, host, &a4) == 1)
-		return (ntohl(a4.s_addr) >> 24) == 127;
-	return !strcmp(host, "::1") || !strcmp(host, "localhost");
 }
 
 static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)

@@ -120,6 +120,7 @@ struct cfg_agent {
 	char policy_path[CFG_PATH_LEN]; /* resolved relative to the agent file; "" if none */
 	bool has_coordinator;
 	char coordinator[CFG_ADDR_LEN]; /* host:port, default port 7450 */
+	uint8_t coord_insecure; /* coordinator: {insecure: true}: plain TCP beyond loopback */
 	bool has_metrics;
 	char metrics[CFG_ADDR_LEN];
 	uint32_t max_keys;	/* default 1048576, 1..2^28 */
