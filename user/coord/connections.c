@@ -34,11 +34,11 @@
  * pending-per-address, cannot keep a gateway out for the whole deadline.
  */
 #define COORD_PENDING_GRACE_NS (500 * NSEC_PER_MSEC)
-/* Connections accepted per turn of the loop. Draining the backlog in one go
- * held the loop 10 ms (566 accepts) under 20k connects/s, the holders'
- * reports waiting; in batches, reports and the first bytes of the
- * connections just accepted are read in between. At most a quarter of the
- * spare slots: a connection is read before newer ones could make it give way.
+/* Connections accepted per turn of the loop: between batches the loop reads
+ * the holders' reports and the first bytes of the connections just
+ * accepted, so a flood of connects does not hold reports back. At most a
+ * quarter of the spare slots: a connection is read before newer ones could
+ * make it give way.
  */
 #define COORD_ACCEPT_BATCH 16
 _Static_assert(COORD_ACCEPT_BATCH * 4 <= COORD_SPARE_CONNS, "a batch must not fill the spares");

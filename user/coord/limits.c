@@ -30,7 +30,7 @@
 #define COORD_RECOMPUTE_NS 50000000ull /* targets follow demand within 50 ms */
 
 /* A report names up to 256 limits: each found in log2(n) comparisons, not
- * a walk of all of them (a walk made a report's lookups quadratic).
+ * a walk of all of them (a walk would make a report's lookups quadratic).
  */
 struct climit *limit_by_name(struct coord *co, const char *name)
 {
