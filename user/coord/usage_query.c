@@ -28,20 +28,51 @@ static const char *period_sql(enum uledger_period p)
 	return pexpr[p];
 }
 
-/* Open the ledger read-only and prepare a usage query, q bound as ?1
- * limit, ?2 holder, ?3 and ?4 the first seconds of the periods q spans
- * (?4 0: no end). An SQLite result code.
+/* Open the ledger read-only; a lock held by the coordinator is waited for
+ * up to 2 s. An SQLite result code.
  */
-static int query_prepare(const char *path, const struct uledger_query *q, const char *sql,
-			 sqlite3 **db, sqlite3_stmt **s)
+static int query_open(const char *path, sqlite3 **db)
 {
-	int64_t from = q->from ? uledger_period_start(q->period, q->from) : 0;
-	int64_t to =
-	    q->to ? uledger_period_next(q->period, uledger_period_start(q->period, q->to - 1)) : 0;
 	int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY, NULL);
 
 	if (rc == SQLITE_OK)
 		sqlite3_busy_timeout(*db, 2000);
+	return rc;
+}
+
+/* The SQL of every usage query: the hour rows of usage (per limit) or of
+ * key_usage (per_key: per limit and key, ?5 the key or NULL for all)
+ * summed, as sums lists, into q's periods and by holder if q->by_holder
+ * (else holder ''), ordered by period, limit, key, holder.
+ */
+static void query_sql(char *sql, size_t len, const struct uledger_query *q, bool per_key,
+		      const char *sums)
+{
+	const char *key = per_key ? ", key" : "", *holder = q->by_holder ? ", holder" : "";
+
+	snprintf(sql, len,
+		 "SELECT %s AS p, limit_name%s, %s, %s FROM %s WHERE (?1 IS NULL OR "
+		 "limit_name = ?1) AND (?2 IS NULL OR holder = ?2) %sAND hour >= ?3 AND "
+		 "(?4 = 0 OR hour < ?4) GROUP BY p, limit_name%s%s ORDER BY p, limit_name%s%s",
+		 period_sql(q->period), key, q->by_holder ? "holder" : "''", sums,
+		 per_key ? "key_usage" : "usage", per_key ? "AND (?5 IS NULL OR key = ?5) " : "",
+		 key, holder, key, holder);
+}
+
+/* Open the ledger read-only and prepare q's query (query_sql), bound as ?1
+ * limit, ?2 holder, ?3 and ?4 the first seconds of the periods q spans
+ * (?4 0: no end). An SQLite result code.
+ */
+static int query_prepare(const char *path, const struct uledger_query *q, bool per_key,
+			 const char *sums, sqlite3 **db, sqlite3_stmt **s)
+{
+	int64_t from = q->from ? uledger_period_start(q->period, q->from) : 0;
+	int64_t to =
+	    q->to ? uledger_period_next(q->period, uledger_period_start(q->period, q->to - 1)) : 0;
+	char sql[1200];
+	int rc = query_open(path, db);
+
+	query_sql(sql, sizeof(sql), q, per_key, sums);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(*db, sql, -1, s, NULL);
 	if (rc == SQLITE_OK) {
@@ -73,20 +104,12 @@ static int query_finish(const char *path, sqlite3 *db, sqlite3_stmt *s, int rc, 
 int uledger_query_keys(const char *path, const struct uledger_query *q, const char *key,
 		       int (*cb)(const struct uledger_key_row *r, void *arg), void *arg)
 {
-	char sql[1200];
 	sqlite3_stmt *s = NULL;
 	sqlite3 *db = NULL;
-	int rc;
+	int rc = query_prepare(
+	    path, q, true, "SUM(ap), SUM(ab), SUM(dp), SUM(db), SUM(fp), SUM(fb), SUM(bp), SUM(bb)",
+	    &db, &s);
 
-	snprintf(sql, sizeof(sql),
-		 "SELECT %s AS p, limit_name, key, %s, SUM(ap), SUM(ab), SUM(dp), SUM(db), "
-		 "SUM(fp), SUM(fb), SUM(bp), SUM(bb) FROM key_usage WHERE (?1 IS NULL OR "
-		 "limit_name = ?1) AND (?2 IS NULL OR holder = ?2) AND (?5 IS NULL OR key = ?5) "
-		 "AND hour >= ?3 AND (?4 = 0 OR hour < ?4) GROUP BY p, limit_name, key%s "
-		 "ORDER BY p, limit_name, key%s",
-		 period_sql(q->period), q->by_holder ? "holder" : "''", q->by_holder ? ", holder" : "",
-		 q->by_holder ? ", holder" : "");
-	rc = query_prepare(path, q, sql, &db, &s);
 	if (rc == SQLITE_OK) {
 		if (key)
 			sqlite3_bind_text(s, 5, key, -1, SQLITE_STATIC);
@@ -119,10 +142,8 @@ int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
 {
 	sqlite3_stmt *s = NULL;
 	sqlite3 *db = NULL;
-	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+	int rc = query_open(path, &db);
 
-	if (rc == SQLITE_OK)
-		sqlite3_busy_timeout(db, 2000);
 	/* BLOBs compare as memcmp: the order a caller sorting by (uid,
 	 * memcmp(key), born) merges with. The primary key's (holder, ident)
 	 * prefix finds the rows.
@@ -157,32 +178,18 @@ int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
 			}
 		}
 	}
-	if (rc == SQLITE_ERROR && db && strstr(sqlite3_errmsg(db), "no such table"))
-		rc = SQLITE_DONE; /* a ledger from before per-key usage: no marks */
-	else if (rc != SQLITE_DONE && rc != SQLITE_OK)
-		fprintf(stderr, "usage ledger '%s': %s\n", path,
-			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+	/* A ledger from before per-key usage has no marks. */
+	return query_finish(path, db, s, rc, true);
 }
 
 int uledger_query(const char *path, const struct uledger_query *q,
 		  int (*cb)(const struct uledger_row *r, void *arg), void *arg)
 {
-	char sql[1024];
 	sqlite3_stmt *s = NULL;
 	sqlite3 *db = NULL;
-	int rc;
+	int rc = query_prepare(path, q, false,
+			       "SUM(admitted), SUM(denied), SUM(fallback), SUM(bypass)", &db, &s);
 
-	snprintf(sql, sizeof(sql),
-		 "SELECT %s AS p, limit_name, %s, SUM(admitted), SUM(denied), SUM(fallback), "
-		 "SUM(bypass) FROM usage WHERE (?1 IS NULL OR limit_name = ?1) AND "
-		 "(?2 IS NULL OR holder = ?2) AND hour >= ?3 AND (?4 = 0 OR hour < ?4) "
-		 "GROUP BY p, limit_name%s ORDER BY p, limit_name%s",
-		 period_sql(q->period), q->by_holder ? "holder" : "''", q->by_holder ? ", holder" : "",
-		 q->by_holder ? ", holder" : "");
-	rc = query_prepare(path, q, sql, &db, &s);
 	if (rc == SQLITE_OK) {
 		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 			struct uledger_row r = {0};
