@@ -168,6 +168,7 @@ static int run_as(struct coord *co, const char *user)
 static int coord_start(struct coord *co)
 {
 	struct cfg_policy *scratch = calloc(1, sizeof(*scratch));
+	char addr[CFG_ADDR_LEN + 8];
 	struct cfg_err e;
 	int err;
 
@@ -223,13 +224,19 @@ static int coord_start(struct coord *co)
 				strerror(-err));
 			return 1;
 		}
+		/* On port 0, which one the kernel chose (tests bind so). */
+		net_bound_name(co->cfg.metrics, co->metrics.fd, addr, sizeof(addr));
+		if (strcmp(addr, co->cfg.metrics))
+			pr_info("metrics listening on %s\n", addr);
 	}
 	if (co->cfg.user[0] && run_as(co, co->cfg.user))
 		return 1;
 	/* As the user it runs as: the ledger's files are its own. */
 	if (usage_ledger_ensure(co))
 		return 1;
-	pr_info("coordinator listening on %s%s\n", co->cfg.listen,
+	/* Its last word at start, and on port 0 the port it got. */
+	net_bound_name(co->cfg.listen, co->listen_fd, addr, sizeof(addr));
+	pr_info("coordinator listening on %s%s\n", addr,
 		co->tls.ctx ? " (mutual TLS)" : co->cfg.insecure ? " (insecure: no TLS)" : "");
 	return 0;
 }
