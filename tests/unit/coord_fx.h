@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the tests that run a real coordinator process share
- * (test_coord_proto.c, test_usage_proto.c): a free loopback port, the binary
- * under test, files in the fixture's directory, its log, and a disk to fill.
+ * (test_coord_proto.c, test_usage_proto.c): the binary under test, files in
+ * the fixture's directory, its log, the wait for it to listen (on port 0:
+ * the port it got is read from its log), and a disk to fill.
  * Include after cmocka.h.
  */
 #ifndef LEASELINE_TESTS_COORD_FX_H
@@ -10,29 +11,21 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 
-/* A loopback TCP port free a moment ago, or -1. */
-static inline int free_port(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
-	    !getsockname(fd, (struct sockaddr *)&sa, &len))
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
+/* How long a coordinator may take to start listening: generous, for a
+ * loaded machine (the wait polls, and ends as soon as it listens).
+ */
+#define COORD_READY_MS 30000
 
 /* The leaseline binary under test: $LL_BIN, else build/leaseline. */
 static inline const char *bin(void)
@@ -68,6 +61,84 @@ static inline bool coord_log_has(const char *dir, const char *s)
 	if (f)
 		fclose(f);
 	return found;
+}
+
+/* The port of the last line of dir/coord.log saying "WHAT listening on
+ * HOST:PORT" (a whole line: one being written is not read yet), or -1.
+ */
+static inline int coord_log_port(const char *dir, const char *what)
+{
+	char path[160], line[512], pat[64];
+	int port = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/coord.log", dir);
+	snprintf(pat, sizeof(pat), "%s listening on ", what);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, pat), *end;
+		long v;
+
+		if (!p || !strchr(line, '\n'))
+			continue;
+		p += strlen(pat);
+		end = p + strcspn(p, " \n");
+		*end = '\0';
+		p = strrchr(p, ':');
+		v = p ? strtol(p + 1, &end, 10) : 0;
+		if (p && !*end && v > 0 && v <= 65535)
+			port = (int)v;
+	}
+	if (f)
+		fclose(f);
+	return port;
+}
+
+/* Wait, up to COORD_READY_MS, for the coordinator *pid started in dir (its
+ * stderr in dir/coord.log) to log "coordinator listening on HOST:PORT",
+ * the last thing it does at start, and set *port to PORT (the one the
+ * kernel chose: the fixtures configure listen: 127.0.0.1:0). If
+ * metrics_port, also the port of its "metrics listening on" line (metrics:
+ * 127.0.0.1:0), logged before. 0, or -1 with the reason and the log on
+ * stderr: it exited first (*pid is then -1), or the deadline passed.
+ */
+static inline int coord_wait_ready(const char *dir, pid_t *pid, int *port, int *metrics_port)
+{
+	struct timespec t0, t;
+	char path[160], line[512];
+	long ms = 0;
+	FILE *f;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((*port = coord_log_port(dir, "coordinator")) < 0) {
+		if (waitpid(*pid, NULL, WNOHANG) == *pid) {
+			*pid = -1;
+			break;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms > COORD_READY_MS)
+			break;
+		poll(NULL, 0, 5);
+	}
+	if (*port > 0 && metrics_port)
+		*metrics_port = coord_log_port(dir, "metrics");
+	if (*port > 0 && (!metrics_port || *metrics_port > 0))
+		return 0;
+	if (*port > 0)
+		fprintf(stderr, "coordinator in %s: no \"metrics listening on\" line\n", dir);
+	else if (*pid < 0)
+		fprintf(stderr, "coordinator in %s exited before it listened\n", dir);
+	else
+		fprintf(stderr, "coordinator in %s: not listening after %d s\n", dir,
+			COORD_READY_MS / 1000);
+	snprintf(path, sizeof(path), "%s/coord.log", dir);
+	f = fopen(path, "r");
+	for (int n = 0; f && n < 40 && fgets(line, sizeof(line), f); n++)
+		fprintf(stderr, "  coord.log: %s", line);
+	if (f)
+		fclose(f);
+	return -1;
 }
 
 /* Fill dir/state (a small tmpfs): 0 once it is full. */

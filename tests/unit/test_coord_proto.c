@@ -43,7 +43,7 @@
 
 struct fx {
 	pid_t pid;
-	int port;	  /* an ephemeral port, free when setup asked */
+	int port;	  /* the one it got for listen: 127.0.0.1:0, from its log */
 	uint64_t t_start; /* before the coordinator started: its quiet period ends after
 			     t_start + the quiet time */
 	char dir[64];
@@ -54,33 +54,13 @@ struct fx {
 /* The next setup puts the state directory on a small tmpfs. */
 static bool want_small_disk;
 
-/* Readiness: the coordinator logs "coordinator listening on" once its
- * socket is bound and its quiet period has started. Wait for that line in
- * its log (bounded), or for it to exit.
+/* Readiness: the coordinator logs "coordinator listening on ADDR" once its
+ * socket is bound and its quiet period has started; ADDR has the port it
+ * got. Wait for that line in its log (bounded), or for it to exit.
  */
 static int wait_ready(struct fx *fx)
 {
-	char path[128], line[512];
-	uint64_t end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC;
-
-	snprintf(path, sizeof(path), "%s/coord.log", fx->dir);
-	while (clock_now_ns() < end) {
-		FILE *f = fopen(path, "r");
-		bool ready = false;
-
-		while (f && fgets(line, sizeof(line), f))
-			ready |= strstr(line, "coordinator listening on") != NULL;
-		if (f)
-			fclose(f);
-		if (ready)
-			return 0;
-		if (waitpid(fx->pid, NULL, WNOHANG) == fx->pid) {
-			fx->pid = -1;
-			return -1; /* exited before it listened */
-		}
-		poll(NULL, 0, 5);
-	}
-	return -1;
+	return coord_wait_ready(fx->dir, &fx->pid, &fx->port, NULL);
 }
 
 /* A file of overrides the next setup_policy writes beside the policy. */
@@ -92,9 +72,6 @@ static int setup_policy(void **state, const char *policy)
 	char coord[256], cfg[128], log[128];
 
 	if (!fx || access(bin(), X_OK))
-		return -1;
-	fx->port = free_port();
-	if (fx->port < 0)
 		return -1;
 	fx->m = malloc(sizeof(*fx->m));
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ll-coord-proto-XXXXXX");
@@ -111,9 +88,9 @@ static int setup_policy(void **state, const char *policy)
 				 !mount("tmpfs", st, "tmpfs", 0, "size=256k,mode=0777");
 	}
 	snprintf(coord, sizeof(coord),
-		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
+		 "listen: 127.0.0.1:0\npolicy: policy.yaml\nstate-dir: state\n"
 		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n%s",
-		 fx->port, TTL_MS, GATEWAYS,
+		 TTL_MS, GATEWAYS,
 		 getuid() == 0 ? "user: nobody\n" : ""); /* it needs no privilege */
 	write_file(fx->dir, "coord.yaml", coord);
 	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);

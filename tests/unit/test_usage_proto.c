@@ -96,11 +96,12 @@ static bool log_has(struct fx *fx, const char *s)
 	return coord_log_has(fx->dir, s);
 }
 
-/* Start (or restart) the coordinator; 0 once it listens. */
+/* Start (or restart) the coordinator; 0 once it listens. Each run binds
+ * port 0 for both listeners: fx->port and fx->metrics_port are this run's.
+ */
 static int coord_start(struct fx *fx)
 {
 	char cfg[128], log[128];
-	uint64_t end;
 
 	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);
 	snprintf(log, sizeof(log), "%s/coord.log", fx->dir);
@@ -116,17 +117,7 @@ static int coord_start(struct fx *fx)
 	}
 	if (fx->pid < 0)
 		return -1;
-	end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC;
-	while (clock_now_ns() < end) {
-		if (log_has(fx, "coordinator listening on"))
-			return 0;
-		if (waitpid(fx->pid, NULL, WNOHANG) == fx->pid) {
-			fx->pid = -1;
-			return -1;
-		}
-		poll(NULL, 0, 5);
-	}
-	return -1;
+	return coord_wait_ready(fx->dir, &fx->pid, &fx->port, &fx->metrics_port);
 }
 
 static int setup(void **state)
@@ -137,11 +128,9 @@ static int setup(void **state)
 	if (!fx || access(bin(), X_OK))
 		return -1;
 	signal(SIGPIPE, SIG_IGN);
-	fx->port = free_port();
-	fx->metrics_port = free_port();
 	fx->m = malloc(sizeof(*fx->m));
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/ll-usage-proto-XXXXXX");
-	if (fx->port < 0 || !fx->m || !mkdtemp(fx->dir))
+	if (!fx->m || !mkdtemp(fx->dir))
 		return -1;
 	chmod(fx->dir, 0755); /* the coordinator runs as nobody: it reads the clock file */
 	snprintf(fx->now_file, sizeof(fx->now_file), "%s/now", fx->dir);
@@ -163,9 +152,9 @@ static int setup(void **state)
 		    !mkdir(st, 0700) && !mount("tmpfs", st, "tmpfs", 0, "size=1m,mode=0777");
 	}
 	snprintf(coord, sizeof(coord),
-		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
-		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: 8\nmetrics: 127.0.0.1:%d\n%s%s",
-		 fx->port, TTL_MS, fx->metrics_port, getuid() == 0 ? "user: nobody\n" : "",
+		 "listen: 127.0.0.1:0\npolicy: policy.yaml\nstate-dir: state\n"
+		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: 8\nmetrics: 127.0.0.1:0\n%s%s",
+		 TTL_MS, getuid() == 0 ? "user: nobody\n" : "",
 		 want_retention ? "ledger-retention: 1d\n" : "");
 	write_file(fx->dir, "coord.yaml", coord);
 	*state = fx;

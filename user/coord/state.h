@@ -3,7 +3,8 @@
  * The coordinator's state, private to user/coord/: one entry per global
  * limit (its contract, reserve and ledger), per holder (a gateway by name,
  * its incarnation and durable fallback/bypass totals) and per connection.
- * coord.c changes it; metrics.c only reads it.
+ * The daemon's files (coord.c and those of coord_int.h) change it;
+ * metrics.c only reads it.
  */
 #ifndef LEASELINE_COORD_STATE_H
 #define LEASELINE_COORD_STATE_H

@@ -397,11 +397,11 @@ static int coord_retention(struct walk_ctx *c, const struct walk_field *f, yaml_
 }
 
 static const struct walk_field coord_fields[] = {
-    {"listen", WALK_HOSTPORT, COORD(listen), .port = CFG_COORD_PORT},
+    {"listen", WALK_HOSTPORT, COORD(listen), .port = CFG_COORD_PORT, .any_port = true},
     {"policy", WALK_PATH, COORD(policy_path), .required = true, .example = "policy.yaml"},
     {"state-dir", WALK_PATH, COORD(state_dir)},
     {"lease", WALK_MAP, .sub = &lease_section},
-    {"metrics", WALK_HOSTPORT, COORD(metrics), .port = CFG_COORD_METRICS_PORT},
+    {"metrics", WALK_HOSTPORT, COORD(metrics), .port = CFG_COORD_METRICS_PORT, .any_port = true},
     {"gateways", WALK_UINT, COORD(gateways), .min = 1, .max = CFG_MAX_GATEWAYS},
     {"user", WALK_NAME, COORD(user)},
     {"pending-per-address", WALK_UINT, COORD(pending_per_address), .min = 1, .max = 65536},

@@ -86,3 +86,19 @@ int net_connect(const char *hostport)
 		return fail_close(fd);
 	return fd;
 }
+
+void net_bound_name(const char *hostport, int fd, char *buf, size_t len)
+{
+	const char *colon = strrchr(hostport, ':');
+	struct sockaddr_storage sa;
+	socklen_t salen = sizeof(sa);
+	unsigned port;
+
+	if (!colon || strcmp(colon + 1, "0") || getsockname(fd, (struct sockaddr *)&sa, &salen)) {
+		snprintf(buf, len, "%s", hostport);
+		return;
+	}
+	port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+					      : ((struct sockaddr_in *)&sa)->sin_port);
+	snprintf(buf, len, "%.*s:%u", (int)(colon - hostport), hostport, port);
+}

@@ -472,7 +472,7 @@ static bool host_char(char ch)
 	return name_char(ch) && ch != '_';
 }
 
-static bool hostport_ok(const char *s, uint16_t defport, char *out, size_t size)
+static bool hostport_ok(const char *s, uint16_t defport, bool any_port, char *out, size_t size)
 {
 	char host[CFG_ADDR_LEN];
 	const char *port, *h;
@@ -485,7 +485,7 @@ static bool hostport_ok(const char *s, uint16_t defport, char *out, size_t size)
 		if (!host_char(*h) && *h != ':')
 			return false;
 	}
-	if (port && (units_parse_uint(port, &p) || p == 0 || p > UINT16_MAX))
+	if (port && (units_parse_uint(port, &p) || (p == 0 && !any_port) || p > UINT16_MAX))
 		return false;
 	n = snprintf(out, size, "%s:%" PRIu64, host, p);
 	return n >= 0 && (size_t)n < size;
@@ -495,7 +495,7 @@ static int set_hostport(struct walk_ctx *c, const struct walk_field *f, yaml_nod
 {
 	char expect[80];
 
-	if (hostport_ok(walk_scalar(v), f->port, dst, f->size))
+	if (hostport_ok(walk_scalar(v), f->port, f->any_port, dst, f->size))
 		return 0;
 	snprintf(expect, sizeof(expect), "host:port, e.g. 127.0.0.1:%u or [::1]:%u", f->port,
 		 f->port);

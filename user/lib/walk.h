@@ -79,6 +79,7 @@ struct walk_field {
 	const struct walk_section *sub; /* WALK_MAP */
 	int (*fn)(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *n, void *obj);
 	uint16_t port; /* WALK_HOSTPORT default */
+	bool any_port; /* WALK_HOSTPORT: port 0 too (a listener: the kernel picks one) */
 };
 
 #define WALK_SECTION(arr, chk)                                                                     \

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the files of the coordinator's daemon share with each other and
+ * with nothing else: coord.c (start, main loop, reload, exit), limits.c
+ * (the policy's global limits), connections.c (accept, read, write, drop),
+ * grants.c (HELLO and REPORT, answered with GRANTs) and metering.c (the
+ * usage ledger's writer: metered reports and METER batches). The state
+ * they work on is state.h's; every function here runs on the main loop,
+ * under the state lock.
+ */
+#ifndef LEASELINE_COORD_COORD_INT_H
+#define LEASELINE_COORD_COORD_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/clock.h"
+#include "coord/state.h"
+#include "lib/wire.h"
+
+#define COORD_SPARE_CONNS 64 /* connections beyond gateways: not yet said hello */
+/* Fallback/bypass records per holder and limit at most this often. */
+#define COORD_USAGE_MIN_INTERVAL_NS (100 * NSEC_PER_MSEC)
+
+/* epoll data: 0 the listener, 1 + index for a connection, EP_USAGE the
+ * usage ledger's writer's eventfd.
+ */
+#define EP_LISTEN 0
+#define EP_CONN0  1
+#define EP_USAGE  UINT64_MAX
+
+/* limits.c */
+struct climit *limit_by_name(struct coord *co, const char *name);
+void limits_free(struct climit *lim, uint32_t n);
+/* Read, parse and take the policy file (initial: at start, any version). */
+int policy_load(struct coord *co, bool initial);
+void targets_recompute(struct climit *c, uint64_t now);
+void holder_asking(struct coord *co, int hi, bool asking);
+void check_invariant(struct coord *co, struct climit *c, uint64_t now);
+
+/* connections.c */
+void conn_drop(struct coord *co, int ci, const char *why);
+int send_msg(struct coord *co, int ci, const struct wire_msg *m);
+int send_policy(struct coord *co, int ci);
+void conn_watch(struct coord *co, int ci);
+const char *peer_str(const struct cconn *cc, char *buf, size_t len);
+void accept_all(struct coord *co);
+void conn_event(struct coord *co, int ci, uint32_t events);
+void conns_hello_deadline(struct coord *co, uint64_t now);
+
+/* grants.c */
+void on_hello(struct coord *co, int ci, const struct wire_hello *m);
+void on_report(struct coord *co, int ci, const struct wire_report *r);
+void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t report_seq,
+	       uint64_t now);
+
+/* metering.c */
+int usage_ledger_ensure(struct coord *co);
+void record_metered(struct coord *co, struct cholder *h, int ci, int hi,
+		    const struct wire_report *r, struct climit *const *cl, bool *recorded,
+		    uint64_t now);
+void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint64_t now);
+void usage_done(struct coord *co);
+
+#endif /* LEASELINE_COORD_COORD_INT_H */

@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A holder's session with the coordinator: its HELLO (checked against its
+ * certificate and the epoch, given a slot by name) and its REPORTs, each
+ * answered with a GRANT per global limit it names: durable fallback and
+ * bypass totals first, then acks and demands, hot keys, and the grants
+ * themselves (none during the quiet period).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <netinet/in.h>
+
+#include "lib/clock.h"
+#include "lib/conn.h"
+#include "coord/coord_int.h"
+#include "coord/hotkeys.h"
+#include "lib/lease_clock.h"
+#include "coord/ledger.h"
+#include "lib/log.h"
+#include "coord/state.h"
+#include "coord/store.h"
+#include "coord/telemetry.h"
+#include "lib/wire.h"
+
+/* A holder slot taken or given up: its per-limit state starts at 0. */
+static void holder_lim_clear(struct coord *co, int hi)
+{
+	if (co->hl_cap)
+		memset(holder_lim(co, hi, 0), 0, co->hl_cap * sizeof(struct cholder_limit));
+}
+
+/* A disconnected holder none of whose grants can still be spent gives its
+ * slot up (names made up by a stranger, or gateways gone for good, must not
+ * keep real ones out). Its durable usage totals stay in the store by name.
+ */
+static bool holder_reclaim(struct coord *co, int hi, uint64_t now)
+{
+	struct cholder *h = &co->h[hi];
+
+	if (!h->used || h->conn >= 0)
+		return false;
+	for (uint32_t l = 0; l < co->n_limits; l++)
+		if (!ledger_holder_idle(&co->lim[l].led, (size_t)hi, now) ||
+		    !hotkeys_holder_idle(&co->lim[l].hot, (size_t)hi, now))
+			return false;
+	pr_info("holder '%s' gone with no live grant: its slot is reused\n", h->name);
+	for (uint32_t l = 0; l < co->n_limits; l++) {
+		ledger_holder_reset(&co->lim[l].led, (size_t)hi);
+		hotkeys_holder_reset(&co->lim[l].hot, (size_t)hi, now);
+		co->lim[l].dirty = true;
+	}
+	memset(h, 0, sizeof(*h));
+	holder_lim_clear(co, hi);
+	h->conn = -1;
+	co->holders_reclaimed++;
+	return true;
+}
+
+static int holder_find(struct coord *co, const char *name)
+{
+	uint64_t now = clock_now_ns();
+	int free_slot = -1;
+
+	for (int i = 0; i < (int)co->cfg.gateways; i++) {
+		if (co->h[i].used && !strcmp(co->h[i].name, name))
+			return i;
+		if (!co->h[i].used && free_slot < 0)
+			free_slot = i;
+	}
+	for (int i = 0; free_slot < 0 && i < (int)co->cfg.gateways; i++)
+		if (holder_reclaim(co, i, now))
+			free_slot = i;
+	return free_slot;
+}
+
+void on_hello(struct coord *co, int ci, const struct wire_hello *m)
+{
+	char addr[INET6_ADDRSTRLEN];
+	struct cholder *h;
+	int hi;
+
+	/* A holder is who its certificate says: checked before the name can
+	 * take a slot, replace a connection or move the epoch.
+	 */
+	if (!conn_peer_named(&co->conns[ci]->c, m->holder)) {
+		co->tls_refused++;
+		pr_warn("holder '%s' from %s refused: its certificate does not name it\n",
+			m->holder, peer_str(co->conns[ci], addr, sizeof(addr)));
+		conn_drop(co, ci, "certificate does not name the holder");
+		return;
+	}
+	hi = holder_find(co, m->holder);
+	if (hi < 0) {
+		co->refused++;
+		pr_warn("holder '%s' refused: already serving %u gateways (coord.yaml gateways:)\n",
+			m->holder, co->cfg.gateways);
+		conn_drop(co, ci, "too many gateways");
+		return;
+	}
+	if (m->max_epoch_seen > co->store.epoch &&
+	    (m->max_epoch_seen >= LEASE_EPOCH_MAX ||
+	     m->max_epoch_seen - co->store.epoch > LEASE_EPOCH_STEP_MAX)) {
+		co->protocol_errors++;
+		pr_warn("holder '%s' claims epoch %llu, out of bounds from ours %llu: refused\n",
+			m->holder, (unsigned long long)m->max_epoch_seen,
+			(unsigned long long)co->store.epoch);
+		conn_drop(co, ci, "epoch out of bounds");
+		return;
+	}
+	if (m->max_epoch_seen > co->store.epoch) {
+		/* Someone ran with a later epoch than our log knows: our state was
+		 * lost. Never issue under an epoch a holder has seen surpassed.
+		 */
+		pr_warn("holder '%s' has seen epoch %llu > ours %llu: restarting with a new "
+			"epoch and a quiet period\n",
+			m->holder, (unsigned long long)m->max_epoch_seen,
+			(unsigned long long)co->store.epoch);
+		if (coord_store_bump(&co->store, m->max_epoch_seen + 1)) {
+			conn_drop(co, ci, "cannot record a new epoch");
+			return;
+		}
+		co->quiet_until = clock_now_ns() + lease_deadline(0, co->cfg.ttl_ns);
+	}
+	h = &co->h[hi];
+	if (h->used && h->conn >= 0 && h->conn != ci)
+		conn_drop(co, h->conn, "replaced by a new connection");
+	if (!h->used) {
+		memset(h, 0, sizeof(*h));
+		holder_lim_clear(co, hi);
+		h->used = true;
+		snprintf(h->name, sizeof(h->name), "%s", m->holder);
+		for (uint32_t l = 0; l < co->n_limits; l++)
+			coord_store_usage_read(co->cfg.state_dir, h->name, co->lim[l].name,
+					       &holder_lim(co, hi, l)->fallback,
+					       &holder_lim(co, hi, l)->bypass);
+	}
+	if (h->incarnation != m->incarnation)
+		h->report_seq = 0;
+	h->incarnation = m->incarnation;
+	h->counters_ident = m->counters_ident;
+	h->conn = ci;
+	/* What it holds of per-key grants is not known on a new connection. */
+	for (uint32_t l = 0; l < co->n_limits; l++)
+		hotkeys_holder_connect(&co->lim[l].hot, (size_t)hi);
+	co->conns[ci]->holder = hi;
+	/* Its share comes with the next recomputation (<= COORD_RECOMPUTE_NS):
+	 * recomputing here would make a storm of hellos quadratic.
+	 */
+	h->last_report_ns = clock_now_ns();
+	holder_asking(co, hi, true);
+	pr_info("holder '%s' connected (incarnation %llu)\n", h->name,
+		(unsigned long long)m->incarnation);
+	send_policy(co, ci);
+}
+
+/* Fallback and bypass admissions are recorded durably before anything else
+ * happens with this report: no bypass is ever silent. -EIO if the record
+ * could not be written: then no grant answers the report (a failed write
+ * means no grant), and the holder reports the same totals again.
+ */
+static int record_usage(struct coord *co, struct cholder *h, uint32_t l,
+			const struct wire_report_entry *e, uint64_t now)
+{
+	struct cholder_limit *hl = holder_lim(co, (int)(h - co->h), l);
+
+	if (e->fallback <= hl->fallback && e->bypass <= hl->bypass)
+		return 0;
+	/* At most one record per holder and limit per interval: a peer sending
+	 * rising totals as fast as it can gets no fsync storm, and no grant for
+	 * totals not yet durable (it reports them again within a refresh).
+	 */
+	if (now - hl->usage_ns < COORD_USAGE_MIN_INTERVAL_NS)
+		return -EAGAIN;
+	hl->usage_ns = now;
+	if (coord_store_usage(&co->store, h->name, co->lim[l].name, e->fallback, e->bypass)) {
+		co->store_failures++;
+		pr_warn("cannot record usage of '%s': %s; no grant until it can\n", h->name,
+			strerror(errno));
+		return -EIO;
+	}
+	if (e->bypass > hl->bypass)
+		pr_info("holder '%s' limit '%s': %llu packets admitted fail-open in total\n",
+			h->name, co->lim[l].name, (unsigned long long)e->bypass);
+	hl->fallback = e->fallback > hl->fallback ? e->fallback : hl->fallback;
+	hl->bypass = e->bypass > hl->bypass ? e->bypass : hl->bypass;
+	return 0;
+}
+
+/* One grant for holder hi: the limit's share and, under its seq, the
+ * changes to the holder's per-key grants of the limit's hot keys (or the
+ * whole set).
+ */
+void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t report_seq,
+	       uint64_t now)
+{
+	uint64_t live = lease_deadline(now, co->cfg.ttl_ns) - now;
+	struct wire_msg *m = co->out;
+	struct hotkeys_out ko = {.keys = m->grant.keys};
+	struct ledger_grant g;
+	int r;
+
+	/* Cleared up to the key list only: hotkeys_grant fills what it sends. */
+	WIRE_MSG_CLEAR(m, grant.n_keys);
+	r = hotkeys_grant(&c->hot, &c->led, (size_t)hi, c->t_rate[hi], c->t_burst[hi], now, live,
+			  &g, &ko);
+	if (r == 0) {
+		co->ring_full++;
+		return;
+	}
+	check_invariant(co, c, now);
+	if (r < 0) {
+		/* Counted in the ledgers until its deadline; a grant that cannot
+		 * name what the holder must hold must not go out.
+		 */
+		co->key_ledger_full++;
+		pr_debug("limit '%s': grant %llu for '%s' not sent: a hot key's ledger is full\n",
+			 c->name, (unsigned long long)g.seq, co->h[hi].name);
+		return;
+	}
+	m->grant.n_keys = ko.n;
+	m->grant.keys_full = ko.full;
+	m->grant.keys_base = ko.base;
+	m->type = WIRE_GRANT;
+	snprintf(m->grant.limit, sizeof(m->grant.limit), "%s", c->name);
+	snprintf(m->grant.holder, sizeof(m->grant.holder), "%s", co->h[hi].name);
+	m->grant.incarnation = co->h[hi].incarnation;
+	m->grant.epoch = co->store.epoch;
+	m->grant.seq = g.seq;
+	m->grant.report_seq = report_seq;
+	m->grant.policy_version = co->pol->version;
+	m->grant.rate = g.rate;
+	m->grant.burst = g.burst;
+	m->grant.ttl_ns = co->cfg.ttl_ns;
+	m->grant.refresh_ns = co->cfg.refresh_ns;
+	if (!send_msg(co, ci, m)) {
+		co->grants++;
+		c->hot.key_grants += m->grant.n_keys;
+	}
+}
+
+/* The report's hot keys: each one listed has the demand given (0: none)
+ * until the holder lists it again or goes quiet. A key wanting more than
+ * the holder's share (what it holds and will keep of the limit) becomes hot.
+ */
+static void hot_report(int hi, const struct wire_report *r, struct climit *const *cl,
+		       uint64_t now)
+{
+	uint64_t share[WIRE_MAX_ENTRIES];
+
+	for (uint32_t i = 0; i < r->n; i++) {
+		struct climit *c = cl[i];
+
+		if (!c || !c->hot.on)
+			continue;
+		share[i] = ledger_committed_rate(&c->led, (size_t)hi, now);
+		if (c->t_rate[hi] < share[i])
+			share[i] = c->t_rate[hi];
+	}
+	for (uint32_t k = 0; k < r->n_hot; k++) {
+		const struct wire_hot *w = &r->hot[k];
+		struct climit *c = w->entry < r->n ? cl[w->entry] : NULL;
+
+		if (c && c->hot.on)
+			hotkeys_report_key(&c->hot, &c->led, (size_t)hi, &w->key, w->demand,
+					   share[w->entry], now);
+	}
+}
+
+void on_report(struct coord *co, int ci, const struct wire_report *r)
+{
+	int hi = co->conns[ci]->holder;
+	struct climit *cl[WIRE_MAX_ENTRIES];
+	bool recorded[WIRE_MAX_ENTRIES];
+	uint64_t now = clock_now_ns();
+	struct cholder *h;
+
+	if (hi < 0 || strcmp(co->h[hi].name, r->holder) ||
+	    co->h[hi].incarnation != r->incarnation) {
+		co->protocol_errors++;
+		conn_drop(co, ci, "report from a holder that did not say hello");
+		return;
+	}
+	h = &co->h[hi];
+	if (r->seq <= h->report_seq) {
+		co->stale_reports++; /* retransmitted or reordered: totals are absolute anyway */
+		return;
+	}
+	h->report_seq = r->seq;
+	h->last_report_ns = now;
+	if (!h->asking) {
+		pr_info("holder '%s' reports again\n", h->name);
+		holder_asking(co, hi, true);
+	}
+	/* Acks and demands first, then the hot keys (a key made hot now copies
+	 * the limit's ledger as acknowledged), then the grants.
+	 */
+	for (uint32_t i = 0; i < r->n; i++) {
+		const struct wire_report_entry *e = &r->e[i];
+		struct climit *c = cl[i] = limit_by_name(co, e->limit);
+		uint32_t l;
+
+		recorded[i] = false;
+		if (!c)
+			continue;
+		l = (uint32_t)(c - co->lim);
+		recorded[i] = record_usage(co, h, l, e, now) == 0;
+		telemetry_report(co, hi, c, l, e, now); /* before the acks */
+		if (e->applied_epoch == co->store.epoch) {
+			/* One ack for the share and every per-key grant it came with. */
+			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
+			hotkeys_ack(&c->hot, (size_t)hi, e->applied_seq, now);
+		}
+		if (c->led.h[hi].demand != e->demand) {
+			c->led.h[hi].demand = e->demand;
+			c->dirty = true;
+		}
+		/* Fresh targets when due (a holder that just joined gets its share
+		 * in this grant, not the next), still at most every 50 ms a limit.
+		 */
+		if (c->dirty && now >= c->next_recompute_ns)
+			targets_recompute(c, now);
+	}
+	hot_report(hi, r, cl, now);
+	record_metered(co, h, ci, hi, r, cl, recorded, now);
+	for (uint32_t i = 0; i < r->n; i++) {
+		struct climit *c = cl[i];
+
+		if (!c)
+			continue;
+		check_invariant(co, c, now);
+		if (recorded[i] && now >= co->quiet_until && co->conns[ci])
+			grant_one(co, ci, hi, c, r->seq, now);
+	}
+}

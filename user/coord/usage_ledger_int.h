@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the usage ledger's files share and nothing else includes:
+ * usage_ledger.c (opening the file: its schema and statements; which limits
+ * are metered; latency; the ledger's clock and periods), usage_record.c
+ * (reports and METER batches written), usage_query.c (read-only queries for
+ * `leaseline usage`) and usage_retention.c (pruning). The API is
+ * usage_ledger.h.
+ */
+#ifndef LEASELINE_COORD_USAGE_LEDGER_INT_H
+#define LEASELINE_COORD_USAGE_LEDGER_INT_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "coord/usage_ledger.h"
+
+#define LAT_SAMPLES 4096 /* arrival-to-commit latencies kept (uledger_latency) */
+
+/* The statements prepared at open (stmt_sql in usage_ledger.c). */
+enum {
+	ST_MARK_GET,
+	ST_MARK_CUR,
+	ST_MARK_CLOSE,
+	ST_MARK_PUT,
+	ST_USAGE_ADD,
+	ST_SINCE,
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_KMARK_GET,
+	ST_KMARK_PUT,
+	ST_KUSAGE_ADD,
+	ST_KIDENT_PUT,
+	ST_KIDENT_GET,
+	ST_N,
+};
+
+/* A handle: one SQLite connection, its statements, counters and latencies. */
+struct uledger {
+	sqlite3 *db;
+	int64_t marks_pruned_before; /* closed incarnations older than this: pruned */
+	/* retention's cursors over the usage tables (primary key order) */
+	char cur_limit[64], cur_key[160], cur_holder[96];
+	int64_t cur_hour;
+	bool cur_set, kcur_set;
+	bool pass_u, pass_k; /* this pass has scanned usage, key_usage to the end */
+	char kcur_limit[64], kcur_key[160], kcur_holder[96];
+	int64_t kcur_hour;
+	sqlite3_stmt *st[ST_N];
+	struct uledger_counters c;
+	uint64_t lat[LAT_SAMPLES];
+	size_t n_lat, lat_next;
+};
+
+/* An SQLite result code as 0 or a negative errno. */
+static inline int sql_errno(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_DONE:
+	case SQLITE_ROW:
+		return 0;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_CANTOPEN:
+		return -ENOENT;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+		return -EACCES;
+	default:
+		return -EIO;
+	}
+}
+
+/* Step a statement that returns no row, and reset it: 0 or the SQLite code. */
+static inline int step_done(sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? 0 : rc;
+}
+
+/* Four totals (admitted, denied, fallback, bypass) from column first on. */
+static inline void col_totals(sqlite3_stmt *s, int first, struct uledger_totals *t)
+{
+	t->admitted = (uint64_t)sqlite3_column_int64(s, first);
+	t->denied = (uint64_t)sqlite3_column_int64(s, first + 1);
+	t->fallback = (uint64_t)sqlite3_column_int64(s, first + 2);
+	t->bypass = (uint64_t)sqlite3_column_int64(s, first + 3);
+}
+
+#endif /* LEASELINE_COORD_USAGE_LEDGER_INT_H */

@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The usage ledger's writes (usage_ledger.h): a report's per-limit totals
+ * diffed against their marks (the incarnation's, the previous one's, or
+ * the limit's metering start) and added to the hour's usage with the mark
+ * moved, in one transaction; and METER batches of per-key totals, added
+ * field by field over their key marks, many batches to a transaction.
+ */
+#include <errno.h>
+#include <stdbool.h>
+
+#include <sqlite3.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "coord/usage_ledger.h"
+#include "coord/usage_ledger_int.h"
+
+static void bind_key(sqlite3_stmt *s, const char *limit, const char *holder)
+{
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	sqlite3_bind_text(s, 1, limit, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, holder, -1, SQLITE_STATIC);
+}
+
+static int totals_ge(const struct uledger_totals *a, const struct uledger_totals *b)
+{
+	return a->admitted >= b->admitted && a->denied >= b->denied && a->fallback >= b->fallback &&
+	       a->bypass >= b->bypass;
+}
+
+/* What entry e adds (into *d) given its marks; 0 = nothing to write, 1 = write. */
+static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uint64_t ident,
+		       uint64_t seq, const struct uledger_entry *e, struct uledger_totals *d,
+		       int *rc)
+{
+	sqlite3_stmt *s = lg->st[ST_MARK_GET];
+	struct uledger_totals base = {0}, mark;
+	int r;
+
+	bind_key(s, e->limit, holder);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)inc);
+	r = sqlite3_step(s);
+	if (r == SQLITE_ROW) {
+		uint64_t mseq = (uint64_t)sqlite3_column_int64(s, 0);
+		int current = sqlite3_column_int(s, 5);
+
+		col_totals(s, 1, &mark);
+		sqlite3_reset(s);
+		if (!current || seq <= mseq) {
+			lg->c.stale++; /* replayed, reordered, or of a closed incarnation */
+			return 0;
+		}
+		if (totals_ge(&e->t, &mark)) {
+			base = mark;
+		} else {
+			lg->c.backwards++; /* the agent's counters began again */
+			pr_warn("usage ledger: '%s' limit '%s': totals went backwards at seq %llu; "
+				"counted from 0\n",
+				holder, e->limit, (unsigned long long)seq);
+		}
+	} else if (r == SQLITE_DONE) {
+		sqlite3_reset(s);
+		s = lg->st[ST_MARK_CUR];
+		bind_key(s, e->limit, holder);
+		r = sqlite3_step(s);
+		if (r == SQLITE_ROW) {
+			uint64_t mident = (uint64_t)sqlite3_column_int64(s, 5);
+			uint64_t minc = (uint64_t)sqlite3_column_int64(s, 0);
+
+			col_totals(s, 1, &mark);
+			sqlite3_reset(s);
+			/* Older than the current incarnation and than what
+			 * retention pruned: a closed incarnation whose mark is
+			 * gone, replayed. Not a new one (those start later).
+			 */
+			if (inc < minc && lg->marks_pruned_before &&
+			    inc / 1000000000ull < (uint64_t)lg->marks_pruned_before) {
+				lg->c.stale++;
+				lg->c.pruned_refused++;
+				return 0;
+			}
+			/* Both identities known: they say whether the pins (and
+			 * the counters) were kept. Else the totals guess it.
+			 */
+			if (ident && mident && ident != mident) {
+				lg->c.restarted++;
+			} else if (totals_ge(&e->t, &mark)) {
+				base = mark; /* a restart that kept its counters */
+				lg->c.continued++;
+			} else {
+				lg->c.restarted++;
+			}
+			bind_key(lg->st[ST_MARK_CLOSE], e->limit, holder);
+			if ((r = step_done(lg->st[ST_MARK_CLOSE])))
+				goto fail;
+		} else if (r == SQLITE_DONE) {
+			sqlite3_reset(s);
+			/* Never metered for this holder. An agent that started
+			 * before the limit was metered holds, in its totals,
+			 * what it admitted unmetered: they are the baseline.
+			 */
+			s = lg->st[ST_SINCE];
+			sqlite3_reset(s);
+			sqlite3_bind_text(s, 1, e->limit, -1, SQLITE_STATIC);
+			r = sqlite3_step(s);
+			if (r == SQLITE_ROW &&
+			    inc / 1000000000ull < (uint64_t)sqlite3_column_int64(s, 0)) {
+				base = e->t;
+				lg->c.first++;
+			} else if (r != SQLITE_ROW && r != SQLITE_DONE) {
+				goto fail;
+			}
+		} else {
+			goto fail;
+		}
+		sqlite3_reset(s);
+	} else {
+		goto fail;
+	}
+	d->admitted = e->t.admitted - base.admitted;
+	d->denied = e->t.denied - base.denied;
+	d->fallback = e->t.fallback - base.fallback;
+	d->bypass = e->t.bypass - base.bypass;
+	return 1;
+fail:
+	sqlite3_reset(s);
+	*rc = r;
+	return -1;
+}
+
+static void bind_totals(sqlite3_stmt *s, int first, const struct uledger_totals *t)
+{
+	sqlite3_bind_int64(s, first, (sqlite3_int64)t->admitted);
+	sqlite3_bind_int64(s, first + 1, (sqlite3_int64)t->denied);
+	sqlite3_bind_int64(s, first + 2, (sqlite3_int64)t->fallback);
+	sqlite3_bind_int64(s, first + 3, (sqlite3_int64)t->bypass);
+}
+
+static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uint64_t ident,
+		       uint64_t seq, int64_t now_s, const struct uledger_entry *e,
+		       const struct uledger_totals *d)
+{
+	sqlite3_stmt *s = lg->st[ST_MARK_PUT];
+	int rc;
+
+	bind_key(s, e->limit, holder);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)inc);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)seq);
+	bind_totals(s, 5, &e->t);
+	sqlite3_bind_int64(s, 9, now_s);
+	sqlite3_bind_int64(s, 10, (sqlite3_int64)ident);
+	if ((rc = step_done(s)))
+		return rc;
+	if (!d->admitted && !d->denied && !d->fallback && !d->bypass)
+		return 0;
+	s = lg->st[ST_USAGE_ADD];
+	bind_key(s, e->limit, holder);
+	sqlite3_bind_int64(s, 3, uledger_period_start(ULEDGER_HOUR, now_s));
+	bind_totals(s, 4, d);
+	return step_done(s);
+}
+
+static void lat_add(struct uledger *lg, uint64_t ns)
+{
+	lg->lat[lg->lat_next] = ns;
+	lg->lat_next = (lg->lat_next + 1) % LAT_SAMPLES;
+	if (lg->n_lat < LAT_SAMPLES)
+		lg->n_lat++;
+}
+
+int uledger_record(struct uledger *lg, const char *holder, uint64_t incarnation, uint64_t seq,
+		   int64_t now_s, uint64_t arrival_ns, const struct uledger_entry *e, size_t n)
+{
+	return uledger_record_ident(lg, holder, incarnation, 0, seq, now_s, arrival_ns, e, n);
+}
+
+int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarnation,
+			 uint64_t ident, uint64_t seq, int64_t now_s, uint64_t arrival_ns,
+			 const struct uledger_entry *e, size_t n)
+{
+	struct uledger_counters saved = lg->c;
+	int rc = step_done(lg->st[ST_BEGIN]);
+
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct uledger_totals d;
+		int r = entry_delta(lg, holder, incarnation, ident, seq, &e[i], &d, &rc);
+
+		if (r > 0)
+			rc = entry_write(lg, holder, incarnation, ident, seq, now_s, &e[i], &d);
+	}
+	if (!rc)
+		rc = step_done(lg->st[ST_COMMIT]);
+	if (rc) {
+		int err = sql_errno(rc);
+
+		pr_warn("usage ledger: report %llu of '%s' not recorded: %s\n",
+			(unsigned long long)seq, holder, sqlite3_errmsg(lg->db));
+		if (!sqlite3_get_autocommit(lg->db))
+			step_done(lg->st[ST_ROLLBACK]);
+		lg->c = saved; /* nothing of it happened */
+		lg->c.failures++;
+		return err ? err : -EIO;
+	}
+	lg->c.reports++;
+	lat_add(lg, clock_now_ns() - arrival_ns);
+	return 0;
+}
+
+/* ---- per-key usage ---- */
+
+void uledger_note_refused(struct uledger *lg)
+{
+	lg->c.pruned_refused++;
+}
+
+int uledger_ident_pruned(struct uledger *lg, const char *holder, uint64_t ident)
+{
+	sqlite3_stmt *s = lg->st[ST_KIDENT_GET];
+	int r, pruned = 0;
+
+	sqlite3_reset(s);
+	sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+	r = sqlite3_step(s);
+	if (r == SQLITE_ROW)
+		pruned = sqlite3_column_int(s, 0) != 0;
+	sqlite3_reset(s);
+	if (r != SQLITE_ROW && r != SQLITE_DONE)
+		return sql_errno(r) ? sql_errno(r) : -EIO;
+	return pruned;
+}
+
+int uledger_keys_begin(struct uledger *lg)
+{
+	int rc;
+
+	if (!sqlite3_get_autocommit(lg->db))
+		return 0; /* already in one */
+	rc = step_done(lg->st[ST_BEGIN]);
+	return rc ? (sql_errno(rc) ? sql_errno(rc) : -EIO) : 0;
+}
+
+/* Field f of an entry in the columns' order (0..7: ap ab dp db fp fb bp bb). */
+static uint64_t key_field(const struct uledger_key_entry *e, int f)
+{
+	return f & 1 ? e->bytes[f / 2] : e->pkts[f / 2];
+}
+
+int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
+		     const char *limit, int64_t now_s, const struct uledger_key_entry *e, size_t n)
+{
+	int64_t hour = uledger_period_start(ULEDGER_HOUR, now_s);
+	int rc = uledger_ident_pruned(lg, holder, ident);
+
+	if (rc) {
+		if (rc > 0) {
+			lg->c.pruned_refused++;
+			rc = -ESTALE;
+		}
+		return rc;
+	}
+	{
+		sqlite3_stmt *s = lg->st[ST_KIDENT_PUT];
+
+		sqlite3_reset(s);
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+		sqlite3_bind_int64(s, 3, now_s);
+		rc = step_done(s);
+	}
+	for (size_t i = 0; !rc && i < n; i++) {
+		sqlite3_stmt *s = lg->st[ST_KMARK_GET];
+		uint64_t mark[8] = {0}, t[8], d[8];
+		bool add = false, move = false;
+		int r;
+
+		for (int f = 0; f < 8; f++)
+			t[f] = key_field(&e[i], f);
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+		sqlite3_bind_int64(s, 3, (sqlite3_int64)limit_uid);
+		sqlite3_bind_blob(s, 4, &e[i].key, sizeof(e[i].key), SQLITE_STATIC);
+		sqlite3_bind_text(s, 5, limit, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 6, (sqlite3_int64)e[i].born);
+		r = sqlite3_step(s);
+		if (r == SQLITE_ROW)
+			for (int f = 0; f < 8; f++)
+				mark[f] = (uint64_t)sqlite3_column_int64(s, f);
+		sqlite3_reset(s);
+		if (r != SQLITE_ROW && r != SQLITE_DONE) {
+			rc = r;
+			break;
+		}
+		/* Field-wise: what the totals exceed the mark by; the mark
+		 * becomes the maximum (a field below it is an older report's).
+		 */
+		for (int f = 0; f < 8; f++) {
+			d[f] = t[f] > mark[f] ? t[f] - mark[f] : 0;
+			if (d[f]) {
+				add = true;
+				mark[f] = t[f];
+			}
+		}
+		move = add || r == SQLITE_DONE;
+		lg->c.key_entries++;
+		if (!add)
+			lg->c.key_stale++;
+		if (!move)
+			continue;
+		s = lg->st[ST_KMARK_PUT];
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
+		sqlite3_bind_int64(s, 3, (sqlite3_int64)limit_uid);
+		sqlite3_bind_blob(s, 4, &e[i].key, sizeof(e[i].key), SQLITE_STATIC);
+		sqlite3_bind_text(s, 5, limit, -1, SQLITE_STATIC);
+		for (int f = 0; f < 8; f++)
+			sqlite3_bind_int64(s, 6 + f, (sqlite3_int64)mark[f]);
+		sqlite3_bind_int64(s, 14, now_s);
+		sqlite3_bind_int64(s, 15, (sqlite3_int64)e[i].born);
+		if ((rc = step_done(s)) || !add)
+			continue;
+		lg->c.key_counted++;
+		s = lg->st[ST_KUSAGE_ADD];
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+		sqlite3_bind_text(s, 1, limit, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, e[i].key_text ? e[i].key_text : "", -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 3, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 4, hour);
+		for (int f = 0; f < 8; f++)
+			sqlite3_bind_int64(s, 5 + f, (sqlite3_int64)d[f]);
+		rc = step_done(s);
+	}
+	if (rc) {
+		pr_warn("usage ledger: per-key usage of '%s' (limit '%s') not recorded: %s\n",
+			holder, limit, sqlite3_errmsg(lg->db));
+		return sql_errno(rc) ? sql_errno(rc) : -EIO;
+	}
+	lg->c.key_batches++;
+	return 0;
+}
+
+void uledger_keys_abort(struct uledger *lg)
+{
+	if (!sqlite3_get_autocommit(lg->db))
+		step_done(lg->st[ST_ROLLBACK]);
+	lg->c.key_failures++;
+}
+
+int uledger_keys_commit(struct uledger *lg, uint64_t arrival_ns)
+{
+	int rc = step_done(lg->st[ST_COMMIT]);
+
+	if (rc) {
+		int err = sql_errno(rc);
+
+		pr_warn("usage ledger: per-key batch not committed: %s\n", sqlite3_errmsg(lg->db));
+		uledger_keys_abort(lg);
+		return err ? err : -EIO;
+	}
+	lat_add(lg, clock_now_ns() - arrival_ns);
+	return 0;
+}
+
+int uledger_record_keys(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
+			const char *limit, int64_t now_s, uint64_t arrival_ns,
+			const struct uledger_key_entry *e, size_t n)
+{
+	struct uledger_counters saved = lg->c;
+	int err = uledger_keys_begin(lg);
+
+	if (!err)
+		err = uledger_keys_add(lg, holder, ident, limit_uid, limit, now_s, e, n);
+	if (err) {
+		uledger_keys_abort(lg);
+		saved.key_failures = lg->c.key_failures;
+		saved.pruned_refused = lg->c.pruned_refused;
+		lg->c = saved;
+		return err;
+	}
+	err = uledger_keys_commit(lg, arrival_ns);
+	if (err) {
+		saved.key_failures = lg->c.key_failures;
+		lg->c = saved;
+	}
+	return err;
+}

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The usage ledger's retention (usage_ledger.h, uledger_prune): bounded
+ * steps, one transaction each, that tombstone and then prune counters
+ * identities silent past the retention, drop marks of closed incarnations,
+ * and walk both usage tables in primary key order deleting hours past it.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <sqlite3.h>
+
+#include "lib/log.h"
+#include "coord/usage_ledger.h"
+#include "coord/usage_ledger_int.h"
+
+/* One stretch of a usage table in primary key order after the cursor: at
+ * most *budget rows visited, those of hours before hour_cut deleted. ntext:
+ * the text columns before hour (usage: limit, holder; key_usage: limit,
+ * key, holder). *at_end: the stretch reached the table's end (the cursor
+ * starts over). Returns the rows deleted, or a sqlite error (negative).
+ */
+struct prune_cursor {
+	char *col[3];
+	size_t len[3];
+	int64_t *hour;
+	bool *set;
+};
+
+static long prune_usage(struct uledger *lg, const char *table, const char *const *cols, int ntext,
+			struct prune_cursor *cur, int64_t hour_cut, unsigned *budget,
+			bool *at_end)
+{
+	char sql[512], where[256], sel[128], del[256];
+	sqlite3_stmt *q = NULL, *d = NULL;
+	struct row {
+		char t[3][160];
+		int64_t hour;
+	} *rows = NULL;
+	unsigned n = 0, want = *budget ? *budget : 1;
+	long deleted = 0;
+	int rc;
+
+	*at_end = false;
+	snprintf(sel, sizeof(sel), "%s, %s%s%s, hour", cols[0], cols[1], ntext > 2 ? ", " : "",
+		 ntext > 2 ? cols[2] : "");
+	if (*cur->set)
+		snprintf(where, sizeof(where), "WHERE (%s) > (?2, ?3, %s) ", sel,
+			 ntext > 2 ? "?4, ?5" : "?4");
+	else
+		where[0] = '\0';
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s %sORDER BY %s LIMIT ?1", sel, table, where,
+		 sel);
+	snprintf(del, sizeof(del), "DELETE FROM %s WHERE %s = ?1 AND %s = ?2 AND %s%s%s hour = ?%d",
+		 table, cols[0], cols[1], ntext > 2 ? cols[2] : "", ntext > 2 ? " = ?3 AND" : "",
+		 "", ntext + 1);
+	rows = calloc(want, sizeof(*rows));
+	if (!rows)
+		return -SQLITE_NOMEM;
+	rc = sqlite3_prepare_v2(lg->db, sql, -1, &q, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(lg->db, del, -1, &d, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(q, 1, want);
+		if (*cur->set) {
+			for (int c = 0; c < ntext; c++)
+				sqlite3_bind_text(q, 2 + c, cur->col[c], -1, SQLITE_STATIC);
+			sqlite3_bind_int64(q, 2 + ntext, *cur->hour);
+		}
+		while ((rc = sqlite3_step(q)) == SQLITE_ROW && n < want) {
+			for (int c = 0; c < ntext; c++)
+				snprintf(rows[n].t[c], sizeof(rows[n].t[c]), "%s",
+					 (const char *)sqlite3_column_text(q, c));
+			rows[n].hour = sqlite3_column_int64(q, ntext);
+			n++;
+		}
+		if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+			rc = SQLITE_OK;
+	}
+	sqlite3_finalize(q);
+	for (unsigned i = 0; rc == SQLITE_OK && i < n; i++) {
+		if (rows[i].hour >= hour_cut)
+			continue;
+		sqlite3_reset(d);
+		for (int c = 0; c < ntext; c++)
+			sqlite3_bind_text(d, 1 + c, rows[i].t[c], -1, SQLITE_STATIC);
+		sqlite3_bind_int64(d, 1 + ntext, rows[i].hour);
+		rc = sqlite3_step(d) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(lg->db);
+		deleted++;
+	}
+	sqlite3_finalize(d);
+	if (rc == SQLITE_OK) {
+		*budget -= n < *budget ? n : *budget;
+		if (n < want) {
+			*at_end = true;
+			*cur->set = false;
+		} else {
+			for (int c = 0; c < ntext; c++)
+				snprintf(cur->col[c], cur->len[c], "%s", rows[n - 1].t[c]);
+			*cur->hour = rows[n - 1].hour;
+			*cur->set = true;
+		}
+	}
+	free(rows);
+	return rc == SQLITE_OK ? deleted : -(long)rc;
+}
+
+static long exec_changes(struct uledger *lg, const char *sql, const char *holder, int64_t a,
+			 int64_t b, int *rc)
+{
+	sqlite3_stmt *s = NULL;
+
+	*rc = sqlite3_prepare_v2(lg->db, sql, -1, &s, NULL);
+	if (*rc == SQLITE_OK) {
+		int i = 1;
+
+		if (holder)
+			sqlite3_bind_text(s, i++, holder, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(s, i++, a);
+		sqlite3_bind_int64(s, i, b);
+		*rc = sqlite3_step(s);
+		*rc = *rc == SQLITE_DONE ? SQLITE_OK : *rc;
+	}
+	sqlite3_finalize(s);
+	return *rc == SQLITE_OK ? sqlite3_changes(lg->db) : 0;
+}
+
+int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsigned max_rows)
+{
+	static const char *const ucols[] = {"limit_name", "holder"};
+	static const char *const kcols[] = {"limit_name", "key", "holder"};
+	struct uledger_counters saved = lg->c;
+	int64_t cutoff = now_s - (int64_t)retention_s;
+	int64_t hour_cut = uledger_period_start(ULEDGER_HOUR, cutoff);
+	int64_t pruned_before = lg->marks_pruned_before;
+	unsigned budget = max_rows ? max_rows : 1;
+	long work = 0, n;
+	bool end_u = false, end_k = false;
+	int rc;
+
+	if (!retention_s)
+		return 0;
+	rc = step_done(lg->st[ST_BEGIN]);
+	/* 1. Counters identities silent past the retention: tombstoned first
+	 * (their batches refused from this commit on), then their marks go in
+	 * bounded chunks, a step at a time.
+	 */
+	if (!rc) {
+		sqlite3_stmt *s = NULL;
+		char holder[96] = "";
+		int64_t ident = 0;
+		bool busy = false;
+
+		rc = sqlite3_prepare_v2(lg->db,
+					"SELECT holder, ident FROM key_idents WHERE pruned = 1 LIMIT 1",
+					-1, &s, NULL);
+		if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+			snprintf(holder, sizeof(holder), "%s", (const char *)sqlite3_column_text(s, 0));
+			ident = sqlite3_column_int64(s, 1);
+			busy = true;
+		}
+		sqlite3_finalize(s);
+		if (rc == SQLITE_OK && busy) {
+			n = exec_changes(lg,
+					 "DELETE FROM key_marks WHERE (holder, ident, limit_name, "
+					 "limit_uid, key, born) IN (SELECT holder, ident, limit_name, "
+					 "limit_uid, key, born FROM key_marks WHERE holder = ?1 AND "
+					 "ident = ?2 LIMIT ?3)",
+					 holder, ident, budget, &rc);
+			lg->c.pruned_marks += (uint64_t)n;
+			work += n;
+			budget -= (unsigned)n < budget ? (unsigned)n : budget - 1;
+			if (rc == SQLITE_OK && (unsigned)n < max_rows) {
+				exec_changes(lg,
+					     "UPDATE key_idents SET pruned = 2 WHERE holder = ?1 AND "
+					     "ident = ?2 AND ?3 = ?3",
+					     holder, ident, 0, &rc);
+				lg->c.pruned_idents++;
+				work++;
+			}
+		} else if (rc == SQLITE_OK) {
+			n = exec_changes(lg,
+					 "UPDATE key_idents SET pruned = 1 WHERE (holder, ident) IN "
+					 "(SELECT holder, ident FROM key_idents WHERE pruned = 0 AND "
+					 "last < ?1 AND ?2 = ?2 LIMIT 1)",
+					 NULL, cutoff, 0, &rc);
+			work += n;
+		}
+	}
+	/* 2. Marks of closed incarnations, with the bound under which a report
+	 * of an incarnation without a mark is taken for a pruned one.
+	 */
+	if (rc == SQLITE_OK) {
+		n = exec_changes(lg,
+				 "DELETE FROM marks WHERE (limit_name, holder, incarnation) IN "
+				 "(SELECT limit_name, holder, incarnation FROM marks WHERE current = "
+				 "0 AND updated < ?1 LIMIT ?2)",
+				 NULL, cutoff, budget, &rc);
+		if (rc == SQLITE_OK && n) {
+			if (cutoff > pruned_before)
+				pruned_before = cutoff;
+			exec_changes(lg,
+				     "INSERT INTO meta (k, v) VALUES ('marks_pruned_before', ?1) ON "
+				     "CONFLICT (k) DO UPDATE SET v = excluded.v WHERE ?2 = ?2",
+				     NULL, pruned_before, 0, &rc);
+		}
+		lg->c.pruned_marks += (uint64_t)n;
+		work += n;
+	}
+	/* 3. Usage rows of hours past the retention: a stretch of each table. */
+	if (rc == SQLITE_OK) {
+		struct prune_cursor c = {{lg->cur_limit, lg->cur_holder},
+					 {sizeof(lg->cur_limit), sizeof(lg->cur_holder)},
+					 &lg->cur_hour,
+					 &lg->cur_set};
+
+		n = lg->pass_u ? 0 : prune_usage(lg, "usage", ucols, 2, &c, hour_cut, &budget, &end_u);
+		if (n < 0)
+			rc = (int)-n;
+		else
+			work += n;
+		lg->c.pruned_usage += n > 0 ? (uint64_t)n : 0;
+	}
+	if (rc == SQLITE_OK) {
+		struct prune_cursor c = {{lg->kcur_limit, lg->kcur_key, lg->kcur_holder},
+					 {sizeof(lg->kcur_limit), sizeof(lg->kcur_key),
+					  sizeof(lg->kcur_holder)},
+					 &lg->kcur_hour,
+					 &lg->kcur_set};
+
+		if (!budget)
+			budget = 1;
+		n = lg->pass_k ? 0
+			       : prune_usage(lg, "key_usage", kcols, 3, &c, hour_cut, &budget, &end_k);
+		if (n < 0)
+			rc = (int)-n;
+		else
+			work += n;
+		lg->c.pruned_usage += n > 0 ? (uint64_t)n : 0;
+	}
+	if (rc == SQLITE_OK)
+		rc = step_done(lg->st[ST_COMMIT]);
+	if (rc) {
+		int err = sql_errno(rc);
+
+		pr_warn("usage ledger: retention step not committed: %s\n", sqlite3_errmsg(lg->db));
+		if (!sqlite3_get_autocommit(lg->db))
+			step_done(lg->st[ST_ROLLBACK]);
+		lg->c = saved;
+		lg->cur_set = lg->kcur_set = false; /* start the scans over */
+		lg->pass_u = lg->pass_k = false;
+		return err ? err : -EIO;
+	}
+	lg->marks_pruned_before = pruned_before;
+	lg->pass_u |= end_u;
+	lg->pass_k |= end_k;
+	/* Done for now: both tables scanned to their end this pass, and no
+	 * mark or identity left to prune. Else the caller steps again.
+	 */
+	if (!work && lg->pass_u && lg->pass_k) {
+		lg->pass_u = lg->pass_k = false;
+		return 0;
+	}
+	return work > 0 ? (int)(work > INT32_MAX ? INT32_MAX : work) : 1;
+}
