@@ -99,6 +99,10 @@ CMD_A     := $(BUILD)/libll-cmd.a
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+# Integration tests: cmocka binaries that fork the real leaseline binary
+# (LL_BIN) and talk to it over loopback; some mount a tmpfs (root).
+INTEG_SRCS := $(wildcard tests/integ/test_*.c)
+INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
 BPFT_SRCS := $(wildcard tests/bpf/test_*.c)
 BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
 BENCH_SRCS := $(wildcard bench/bench_*.c)
@@ -112,11 +116,11 @@ COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
 	      $(BUILD)/bench/bench_coord
 link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(CMD_A) $(COORD_A) $(LIB_A),$(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A))
 
-.PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
+.PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-integ check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(BUILD)/leaseline $(UNIT_BINS) $(BPFT_BINS) $(BENCH_BINS)
+all: $(BUILD)/leaseline $(UNIT_BINS) $(INTEG_BINS) $(BPFT_BINS) $(BENCH_BINS)
 
 
 deps:
@@ -142,6 +146,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUI
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS) -lcmocka
 
+$(BUILD)/tests/%: tests/integ/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS) -lcmocka
+
 $(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
@@ -160,10 +168,10 @@ $(BUILD) $(BUILD)/user $(BUILD)/tests $(BUILD)/bench:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# Sanitizers and fuzzing: the userspace, its unit tests and the libFuzzer
-# harnesses of tests/fuzz built again with clang, ASan and UBSan (plus
-# libFuzzer's coverage) under $(BUILD)/san; `make check` runs them
-# (scripts/run-tests.sh, suite san), `make fuzz` runs the fuzzers long.
+# Sanitizers and fuzzing: the userspace, its unit and integration tests and
+# the libFuzzer harnesses of tests/fuzz built again with clang, ASan and
+# UBSan (plus libFuzzer's coverage) under $(BUILD)/san; `make check` runs
+# them (scripts/run-tests.sh, suite san), `make fuzz` runs the fuzzers long.
 SAN_BUILD  := $(BUILD)/san
 SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	      -fno-sanitize-recover=all -fsanitize=fuzzer-no-link
@@ -171,7 +179,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_SECONDS ?= 600
 
-san-all: $(UNIT_BINS) $(FUZZ_BINS)
+san-all: $(UNIT_BINS) $(INTEG_BINS) $(FUZZ_BINS)
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD) $(BUILD)/inc/cmd
 	$(call msg,FUZZ,$@)
@@ -190,7 +198,8 @@ fuzz: deps san
 print-flags:
 	@echo $(LL_CFLAGS) $(CFLAGS) $(INC_$(LAYER))
 
-# Tests: unit (no root), BPF through bpf_prog_test_run_opts, then namespaces.
+# Tests: unit (no root), integration (the real binary on loopback), BPF
+# through bpf_prog_test_run_opts, then namespaces.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory san
@@ -201,6 +210,9 @@ check-build: all
 
 check-unit: all
 	$(Q)scripts/run-tests.sh $(BUILD) unit
+
+check-integ: all
+	$(Q)scripts/run-tests.sh $(BUILD) integ
 
 check-bpf: all
 	$(Q)scripts/run-tests.sh $(BUILD) bpf
