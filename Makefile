@@ -97,30 +97,37 @@ AGENT_A   := $(BUILD)/libll-agent.a
 COORD_A   := $(BUILD)/libll-coord.a
 CMD_A     := $(BUILD)/libll-cmd.a
 
-UNIT_SRCS := $(wildcard tests/unit/test_*.c)
-UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
-# Integration tests: cmocka binaries that fork the real leaseline binary
-# (LL_BIN) and talk to it over loopback; some mount a tmpfs (root).
+# Tests and benchmarks, chosen by folder. Each binary goes to
+# $(BUILD)/tests/NAME or $(BUILD)/bench/NAME, so a name is unique across
+# folders. The coordinator's (tests/coord: its unit tests; tests/integ: a
+# real `leaseline coord` driven over loopback; bench/coord) link without the
+# agent's archive, so none of them can contain the BPF loader
+# (tests/build/test_layering.sh checks them with nm).
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+COORDT_SRCS := $(wildcard tests/coord/test_*.c)
 INTEG_SRCS := $(wildcard tests/integ/test_*.c)
-INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
-BPFT_SRCS := $(wildcard tests/bpf/test_*.c)
-BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
+BPFT_SRCS  := $(wildcard tests/bpf/test_*.c)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
-BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
-# Tests and benchmarks see what they test; the coordinator's link without
-# the agent's archive, so none of them can contain the BPF loader.
+COORDB_SRCS := $(wildcard bench/coord/bench_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+COORDT_BINS := $(patsubst tests/coord/%.c,$(BUILD)/tests/%,$(COORDT_SRCS))
+INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
+BPFT_BINS  := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS)) \
+	      $(patsubst bench/coord/%.c,$(BUILD)/bench/%,$(COORDB_SRCS))
+TEST_NAMES := $(notdir $(UNIT_SRCS) $(COORDT_SRCS) $(INTEG_SRCS) $(BPFT_SRCS))
+ifneq ($(words $(TEST_NAMES)),$(words $(sort $(TEST_NAMES))))
+$(error two tests share a name: $(sort $(foreach n,$(TEST_NAMES),$(if $(filter-out 1,$(words $(filter $(n),$(TEST_NAMES)))),$(n)))))
+endif
 TEST_INC  := $(INC_cmd) -Itests -Ibench
-COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
-	      $(BUILD)/tests/test_ledger $(BUILD)/tests/test_hotkeys $(BUILD)/tests/test_telemetry \
-	      $(BUILD)/tests/test_usage_ledger $(BUILD)/tests/test_usage_proto \
-	      $(BUILD)/bench/bench_coord
-link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(CMD_A) $(COORD_A) $(LIB_A),$(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A))
+ALL_A     := $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A)
+COORD_SIDE_A := $(CMD_A) $(COORD_A) $(LIB_A)
 
 .PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-integ check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(BUILD)/leaseline $(UNIT_BINS) $(INTEG_BINS) $(BPFT_BINS) $(BENCH_BINS)
+all: $(BUILD)/leaseline $(UNIT_BINS) $(COORDT_BINS) $(INTEG_BINS) $(BPFT_BINS) $(BENCH_BINS)
 
 
 deps:
@@ -142,13 +149,17 @@ $(BUILD)/leaseline: $(BUILD)/user/cmd/leaseline.o $(CMD_A) $(AGENT_A) $(COORD_A)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd
+$(BUILD)/tests/%: tests/unit/%.c $(ALL_A) | $(BUILD)/tests $(BUILD)/inc/cmd
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(ALL_A) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/%: tests/integ/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd
+$(BUILD)/tests/%: tests/coord/%.c $(COORD_SIDE_A) | $(BUILD)/tests $(BUILD)/inc/cmd
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS) -lcmocka
+
+$(BUILD)/tests/%: tests/integ/%.c $(COORD_SIDE_A) | $(BUILD)/tests $(BUILD)/inc/cmd
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS) -lcmocka
 
 $(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd $(SKEL)
 	$(call msg,CC,$@)
@@ -157,9 +168,13 @@ $(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/in
 # The reference limiter's test loads the benchmark's program.
 $(BUILD)/tests/test_reflim: $(BUILD)/reflim.skel.h
 
-$(BUILD)/bench/%: bench/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/bench $(BUILD)/inc/cmd $(SKEL) $(BENCH_SKELS)
+$(BUILD)/bench/%: bench/%.c $(ALL_A) | $(BUILD)/bench $(BUILD)/inc/cmd $(SKEL) $(BENCH_SKELS)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(ALL_A) -o $@ $(LDLIBS)
+
+$(BUILD)/bench/%: bench/coord/%.c $(COORD_SIDE_A) | $(BUILD)/bench $(BUILD)/inc/cmd
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS)
 
 # Each directory its own target: $(BUILD) alone exists as soon as any layer
 # made its folder, and would not stand for the others.
@@ -179,13 +194,13 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_SECONDS ?= 600
 
-san-all: $(UNIT_BINS) $(INTEG_BINS) $(FUZZ_BINS)
+san-all: $(UNIT_BINS) $(COORDT_BINS) $(INTEG_BINS) $(FUZZ_BINS)
 
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD) $(BUILD)/inc/cmd
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(ALL_A) | $(BUILD) $(BUILD)/inc/cmd
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(BUILD)/fuzz
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) -fsanitize=fuzzer $(TEST_INC) $< \
-		$(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) -o $@ $(LDLIBS)
+		$(ALL_A) -o $@ $(LDLIBS)
 
 san:
 	$(Q)$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CC=$(CLANG) CFLAGS="$(SAN_CFLAGS)" \

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Run leaseline's tests and print one closing line that counts them:
 #   build scripts tests/build/test_*.sh: what the build enforces (layering)
-#   unit  cmocka binaries from tests/unit (no root needed)
+#   unit  cmocka binaries from tests/unit and tests/coord (the coordinator's;
+#         no root needed)
 #   integ cmocka binaries from tests/integ: a real `leaseline coord` process
 #         (LL_BIN) driven over loopback; the tmpfs cases need root, else skip
 #   bpf   cmocka binaries from tests/bpf (real kernel, bpf_prog_test_run_opts)
@@ -63,6 +64,7 @@ run_san_suite() {
 		return
 	fi
 	run_cmocka_suite unit "$san" san
+	run_cmocka_suite coord "$san" san
 	run_cmocka_suite integ "$san" san
 	for f in "$san"/fuzz/fuzz_*; do
 		[ -x "$f" ] || continue
@@ -111,7 +113,8 @@ for s in $SUITES; do
 	case $s in
 	build | net) run_script_suite "$s" ;;
 	kernel) run_script_suite kernels ;;
-	unit | integ | bpf) run_cmocka_suite "$s" ;;
+	unit) run_cmocka_suite unit; run_cmocka_suite coord ;;
+	integ | bpf) run_cmocka_suite "$s" ;;
 	san) run_san_suite ;;
 	*) echo "unknown suite '$s'" >&2; exit 2 ;;
 	esac
