@@ -120,6 +120,11 @@ ifneq ($(words $(TEST_NAMES)),$(words $(sort $(TEST_NAMES))))
 $(error two tests share a name: $(sort $(foreach n,$(TEST_NAMES),$(if $(filter-out 1,$(words $(filter $(n),$(TEST_NAMES)))),$(n)))))
 endif
 TEST_INC  := $(INC_cmd) -Itests -Ibench
+# The BPF tests' harness and packet builder (tests/bpf/harness.c, pkt.c),
+# compiled once into an archive every BPF test binary links.
+TESTLIB_SRCS := tests/bpf/harness.c tests/bpf/pkt.c
+TESTLIB_OBJS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/obj/%.o,$(TESTLIB_SRCS))
+TEST_A    := $(BUILD)/libll-test.a
 ALL_A     := $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A)
 COORD_SIDE_A := $(CMD_A) $(COORD_A) $(LIB_A)
 
@@ -161,9 +166,17 @@ $(BUILD)/tests/%: tests/integ/%.c $(COORD_SIDE_A) | $(BUILD)/tests $(BUILD)/inc/
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd $(SKEL)
+$(BUILD)/tests/obj/%.o: tests/bpf/%.c | $(BUILD)/tests/obj $(BUILD)/inc/cmd $(SKEL)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(TEST_INC) -c $< -o $@
+
+$(TEST_A): $(TESTLIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/bpf/%.c $(TEST_A) $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(TEST_A) $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
 
 # The reference limiter's test loads the benchmark's program.
 $(BUILD)/tests/test_reflim: $(BUILD)/reflim.skel.h
@@ -178,7 +191,7 @@ $(BUILD)/bench/%: bench/coord/%.c $(COORD_SIDE_A) | $(BUILD)/bench $(BUILD)/inc/
 
 # Each directory its own target: $(BUILD) alone exists as soon as any layer
 # made its folder, and would not stand for the others.
-$(BUILD) $(BUILD)/user $(BUILD)/tests $(BUILD)/bench:
+$(BUILD) $(BUILD)/user $(BUILD)/tests $(BUILD)/tests/obj $(BUILD)/bench:
 	$(Q)mkdir -p $@
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
