@@ -26,13 +26,23 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-ARCH_INC  := /usr/include/$(shell gcc -dumpmachine 2>/dev/null || $(CC) -dumpmachine)
+# The BPF programs' target architecture and system headers, as
+# libbpf-bootstrap finds them: ARCH from `uname -m` in the kernel's names
+# (__TARGET_ARCH_x86, _arm64, ...), and the directories clang itself searches
+# for <...> on this host (asm/types.h lives under the multiarch one), added
+# with -idirafter so they never shadow include/ or bpf/.
+ARCH ?= $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/arm.*/arm/' -e 's/aarch64/arm64/' \
+	  -e 's/ppc64le/powerpc/' -e 's/mips.*/mips/' -e 's/riscv64/riscv/' \
+	  -e 's/loongarch64/loongarch/' -e 's/s390x/s390/')
+CLANG_BPF_SYS_INCLUDES ?= $(shell $(CLANG) -v -E - </dev/null 2>&1 | \
+	sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }')
 # CFLAGS and LDFLAGS are the user's (make CFLAGS='-O1 -fsanitize=address');
 # what the project needs is in LL_CFLAGS and is always added.
 CFLAGS    ?= -O2 -g
 LL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(EXTRA_CFLAGS)
 DEP_FLAGS := -MMD -MP
-BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -Ibpf -I$(ARCH_INC) -D__TARGET_ARCH_x86
+BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -Ibpf -D__TARGET_ARCH_$(ARCH) \
+	      $(CLANG_BPF_SYS_INCLUDES)
 # An experiment, not a supported build: buckets with bpf_res_spin_lock
 # (include/ll_types.h, LL_BUCKET_LOCK), to price it in `make bench`.
 ifeq ($(LL_RES_LOCK),1)
