@@ -26,13 +26,23 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-ARCH_INC  := /usr/include/$(shell gcc -dumpmachine 2>/dev/null || $(CC) -dumpmachine)
+# The BPF programs' target architecture and system headers, as
+# libbpf-bootstrap finds them: ARCH from `uname -m` in the kernel's names
+# (__TARGET_ARCH_x86, _arm64, ...), and the directories clang itself searches
+# for <...> on this host (asm/types.h lives under the multiarch one), added
+# with -idirafter so they never shadow include/ or bpf/.
+ARCH ?= $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/arm.*/arm/' -e 's/aarch64/arm64/' \
+	  -e 's/ppc64le/powerpc/' -e 's/mips.*/mips/' -e 's/riscv64/riscv/' \
+	  -e 's/loongarch64/loongarch/' -e 's/s390x/s390/')
+CLANG_BPF_SYS_INCLUDES ?= $(shell $(CLANG) -v -E - </dev/null 2>&1 | \
+	sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }')
 # CFLAGS and LDFLAGS are the user's (make CFLAGS='-O1 -fsanitize=address');
 # what the project needs is in LL_CFLAGS and is always added.
 CFLAGS    ?= -O2 -g
 LL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(EXTRA_CFLAGS)
 DEP_FLAGS := -MMD -MP
-BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -Ibpf -I$(ARCH_INC) -D__TARGET_ARCH_x86
+BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Iinclude -Ibpf -D__TARGET_ARCH_$(ARCH) \
+	      $(CLANG_BPF_SYS_INCLUDES)
 # An experiment, not a supported build: buckets with bpf_res_spin_lock
 # (include/ll_types.h, LL_BUCKET_LOCK), to price it in `make bench`.
 ifeq ($(LL_RES_LOCK),1)
@@ -97,26 +107,42 @@ AGENT_A   := $(BUILD)/libll-agent.a
 COORD_A   := $(BUILD)/libll-coord.a
 CMD_A     := $(BUILD)/libll-cmd.a
 
-UNIT_SRCS := $(wildcard tests/unit/test_*.c)
-UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
-BPFT_SRCS := $(wildcard tests/bpf/test_*.c)
-BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
+# Tests and benchmarks, chosen by folder. Each binary goes to
+# $(BUILD)/tests/NAME or $(BUILD)/bench/NAME, so a name is unique across
+# folders. The coordinator's (tests/coord: its unit tests; tests/integ: a
+# real `leaseline coord` driven over loopback; bench/coord) link without the
+# agent's archive, so none of them can contain the BPF loader
+# (tests/build/test_layering.sh checks them with nm).
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+COORDT_SRCS := $(wildcard tests/coord/test_*.c)
+INTEG_SRCS := $(wildcard tests/integ/test_*.c)
+BPFT_SRCS  := $(wildcard tests/bpf/test_*.c)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
-BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
-# Tests and benchmarks see what they test; the coordinator's link without
-# the agent's archive, so none of them can contain the BPF loader.
+COORDB_SRCS := $(wildcard bench/coord/bench_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+COORDT_BINS := $(patsubst tests/coord/%.c,$(BUILD)/tests/%,$(COORDT_SRCS))
+INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/%,$(INTEG_SRCS))
+BPFT_BINS  := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(BPFT_SRCS))
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS)) \
+	      $(patsubst bench/coord/%.c,$(BUILD)/bench/%,$(COORDB_SRCS))
+TEST_NAMES := $(notdir $(UNIT_SRCS) $(COORDT_SRCS) $(INTEG_SRCS) $(BPFT_SRCS))
+ifneq ($(words $(TEST_NAMES)),$(words $(sort $(TEST_NAMES))))
+$(error two tests share a name: $(sort $(foreach n,$(TEST_NAMES),$(if $(filter-out 1,$(words $(filter $(n),$(TEST_NAMES)))),$(n)))))
+endif
 TEST_INC  := $(INC_cmd) -Itests -Ibench
-COORD_BINS := $(BUILD)/tests/test_coord_proto $(BUILD)/tests/test_coord_store \
-	      $(BUILD)/tests/test_ledger $(BUILD)/tests/test_hotkeys $(BUILD)/tests/test_telemetry \
-	      $(BUILD)/tests/test_usage_ledger $(BUILD)/tests/test_usage_proto \
-	      $(BUILD)/bench/bench_coord
-link_libs  = $(if $(filter $(COORD_BINS),$(1)),$(CMD_A) $(COORD_A) $(LIB_A),$(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A))
+# The BPF tests' harness and packet builder (tests/bpf/harness.c, pkt.c),
+# compiled once into an archive every BPF test binary links.
+TESTLIB_SRCS := tests/bpf/harness.c tests/bpf/pkt.c
+TESTLIB_OBJS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/obj/%.o,$(TESTLIB_SRCS))
+TEST_A    := $(BUILD)/libll-test.a
+ALL_A     := $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A)
+COORD_SIDE_A := $(CMD_A) $(COORD_A) $(LIB_A)
 
-.PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
+.PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-integ check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(BUILD)/leaseline $(UNIT_BINS) $(BPFT_BINS) $(BENCH_BINS)
+all: $(BUILD)/leaseline $(UNIT_BINS) $(COORDT_BINS) $(INTEG_BINS) $(BPFT_BINS) $(BENCH_BINS)
 
 
 deps:
@@ -138,32 +164,52 @@ $(BUILD)/leaseline: $(BUILD)/user/cmd/leaseline.o $(CMD_A) $(AGENT_A) $(COORD_A)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd
+$(BUILD)/tests/%: tests/unit/%.c $(ALL_A) | $(BUILD)/tests $(BUILD)/inc/cmd
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(ALL_A) -o $@ $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/%: tests/bpf/%.c $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd $(SKEL)
+$(BUILD)/tests/%: tests/coord/%.c $(COORD_SIDE_A) | $(BUILD)/tests $(BUILD)/inc/cmd
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS) -lcmocka
+
+$(BUILD)/tests/%: tests/integ/%.c $(COORD_SIDE_A) | $(BUILD)/tests $(BUILD)/inc/cmd
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS) -lcmocka
+
+$(BUILD)/tests/obj/%.o: tests/bpf/%.c | $(BUILD)/tests/obj $(BUILD)/inc/cmd $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(TEST_INC) -c $< -o $@
+
+$(TEST_A): $(TESTLIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/bpf/%.c $(TEST_A) $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(TEST_A) $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
 
 # The reference limiter's test loads the benchmark's program.
 $(BUILD)/tests/test_reflim: $(BUILD)/reflim.skel.h
 
-$(BUILD)/bench/%: bench/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD)/bench $(BUILD)/inc/cmd $(SKEL) $(BENCH_SKELS)
+$(BUILD)/bench/%: bench/%.c $(ALL_A) | $(BUILD)/bench $(BUILD)/inc/cmd $(SKEL) $(BENCH_SKELS)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(call link_libs,$@) -o $@ $(LDLIBS)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(ALL_A) -o $@ $(LDLIBS)
+
+$(BUILD)/bench/%: bench/coord/%.c $(COORD_SIDE_A) | $(BUILD)/bench $(BUILD)/inc/cmd
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS)
 
 # Each directory its own target: $(BUILD) alone exists as soon as any layer
 # made its folder, and would not stand for the others.
-$(BUILD) $(BUILD)/user $(BUILD)/tests $(BUILD)/bench:
+$(BUILD) $(BUILD)/user $(BUILD)/tests $(BUILD)/tests/obj $(BUILD)/bench:
 	$(Q)mkdir -p $@
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# Sanitizers and fuzzing: the userspace, its unit tests and the libFuzzer
-# harnesses of tests/fuzz built again with clang, ASan and UBSan (plus
-# libFuzzer's coverage) under $(BUILD)/san; `make check` runs them
-# (scripts/run-tests.sh, suite san), `make fuzz` runs the fuzzers long.
+# Sanitizers and fuzzing: the userspace, its unit and integration tests and
+# the libFuzzer harnesses of tests/fuzz built again with clang, ASan and
+# UBSan (plus libFuzzer's coverage) under $(BUILD)/san; `make check` runs
+# them (scripts/run-tests.sh, suite san), `make fuzz` runs the fuzzers long.
 SAN_BUILD  := $(BUILD)/san
 SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	      -fno-sanitize-recover=all -fsanitize=fuzzer-no-link
@@ -171,13 +217,13 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_SECONDS ?= 600
 
-san-all: $(UNIT_BINS) $(FUZZ_BINS)
+san-all: $(UNIT_BINS) $(COORDT_BINS) $(INTEG_BINS) $(FUZZ_BINS)
 
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) | $(BUILD) $(BUILD)/inc/cmd
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(ALL_A) | $(BUILD) $(BUILD)/inc/cmd
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(BUILD)/fuzz
 	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) -fsanitize=fuzzer $(TEST_INC) $< \
-		$(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A) -o $@ $(LDLIBS)
+		$(ALL_A) -o $@ $(LDLIBS)
 
 san:
 	$(Q)$(MAKE) --no-print-directory BUILD=$(SAN_BUILD) CC=$(CLANG) CFLAGS="$(SAN_CFLAGS)" \
@@ -190,7 +236,8 @@ fuzz: deps san
 print-flags:
 	@echo $(LL_CFLAGS) $(CFLAGS) $(INC_$(LAYER))
 
-# Tests: unit (no root), BPF through bpf_prog_test_run_opts, then namespaces.
+# Tests: unit (no root), integration (the real binary on loopback), BPF
+# through bpf_prog_test_run_opts, then namespaces.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory san
@@ -201,6 +248,9 @@ check-build: all
 
 check-unit: all
 	$(Q)scripts/run-tests.sh $(BUILD) unit
+
+check-integ: all
+	$(Q)scripts/run-tests.sh $(BUILD) integ
 
 check-bpf: all
 	$(Q)scripts/run-tests.sh $(BUILD) bpf

@@ -2,19 +2,23 @@
 # SPDX-License-Identifier: MIT
 # Run leaseline's tests and print one closing line that counts them:
 #   build scripts tests/build/test_*.sh: what the build enforces (layering)
-#   unit  cmocka binaries from tests/unit (no root needed)
+#   unit  cmocka binaries from tests/unit and tests/coord (the coordinator's;
+#         no root needed)
+#   integ cmocka binaries from tests/integ: a real `leaseline coord` process
+#         (LL_BIN) driven over loopback; the tmpfs cases need root, else skip
 #   bpf   cmocka binaries from tests/bpf (real kernel, bpf_prog_test_run_opts)
 #   net   scripts tests/net/test_*.sh (namespaces + veth, reference §8); exit 77 = skip
 #   kernel scripts tests/kernels/test_*.sh: Debian 12's kernel booted in qemu
 #         (tests/kernels/README.md)
-#   san   BUILD/san (make san): the unit tests again under ASan+UBSan, and each
+#   san   BUILD/san (make san): the unit and integration tests again under
+#         ASan+UBSan (the coordinator they run is BUILD's), and each
 #         libFuzzer harness of tests/fuzz for LL_FUZZ_SECONDS (default 10) on a
 #         copy of its seed corpus; skipped when BUILD/san is not built
-# Usage: run-tests.sh BUILD_DIR [build|unit|bpf|net|kernel|san]...
+# Usage: run-tests.sh BUILD_DIR [build|unit|integ|bpf|net|kernel|san]...
 set -u
 BUILD=${1:?build dir}
 shift
-SUITES=${*:-build unit bpf net kernel san}
+SUITES=${*:-build unit integ bpf net kernel san}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
@@ -49,8 +53,9 @@ run_cmocka_suite() {
 	done
 }
 
-# The sanitizer build: unit tests under ASan+UBSan, then a short run of every
-# fuzzer (each one test: exit 0, no crash, no leak, no sanitizer report).
+# The sanitizer build: unit and integration tests under ASan+UBSan, then a
+# short run of every fuzzer (each one test: exit 0, no crash, no leak, no
+# sanitizer report).
 run_san_suite() {
 	local san=$BUILD/san f name corpus log rc secs=${LL_FUZZ_SECONDS:-10}
 	if [ ! -d "$san/tests" ]; then
@@ -59,6 +64,8 @@ run_san_suite() {
 		return
 	fi
 	run_cmocka_suite unit "$san" san
+	run_cmocka_suite coord "$san" san
+	run_cmocka_suite integ "$san" san
 	for f in "$san"/fuzz/fuzz_*; do
 		[ -x "$f" ] || continue
 		name=$(basename "$f")
@@ -106,7 +113,8 @@ for s in $SUITES; do
 	case $s in
 	build | net) run_script_suite "$s" ;;
 	kernel) run_script_suite kernels ;;
-	unit | bpf) run_cmocka_suite "$s" ;;
+	unit) run_cmocka_suite unit; run_cmocka_suite coord ;;
+	integ | bpf) run_cmocka_suite "$s" ;;
 	san) run_san_suite ;;
 	*) echo "unknown suite '$s'" >&2; exit 2 ;;
 	esac

@@ -4,7 +4,9 @@
  * policy applied from YAML text, frames run through bpf_prog_test_run_opts,
  * and the maps read back summed over CPUs. Include after <cmocka.h>.
  * Tests that need root or BPF skip, they do not fail, when the datapath
- * cannot be loaded for lack of privilege.
+ * cannot be loaded for lack of privilege. The code is in harness.c (and
+ * pkt.c), compiled once into the test archive every BPF test links;
+ * one-line helpers stay here.
  */
 #ifndef LEASELINE_TESTS_HARNESS_H
 #define LEASELINE_TESTS_HARNESS_H
@@ -44,120 +46,26 @@ struct fx {
 	unsigned int ncpus;
 };
 
-/* Set once the first load finds no privilege: every later test skips at once. */
-static bool hx_no_privilege;
-
-/* A map pinned by name that the loader forgets to unpin is pinned under
- * libbpf's default root, /sys/fs/bpf, and re-adopted, contents and all, by
- * every later load anywhere on the machine. So this process gets a bpffs
- * of its own (a private mount namespace; nothing propagates back) before its
- * first load: its pins, forgotten or not, are seen by no one else and go
- * with it. Without the privilege to do so, the host's bpffs is used as is.
- */
-static bool hx_bpffs_private;
-
-static inline void hx_private_bpffs(void)
-{
-	if (hx_bpffs_private)
-		return;
-	hx_bpffs_private = true;
-	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-		return;
-	mount("bpf", "/sys/fs/bpf", "bpf", 0, NULL);
-}
-
 /* An unpinned datapath: unpin whatever the load pinned all the same, so the
  * next test's load does not re-adopt this one's state.
  */
-static inline void hx_unpin_all(struct dp *dp)
-{
-	struct bpf_map *map = NULL;
-
-	while ((map = bpf_object__next_map(dp->skel->obj, map)))
-		if (bpf_map__is_pinned(map))
-			bpf_map__unpin(map, NULL);
-}
+void hx_unpin_all(struct dp *dp);
 
 /* dp_open with stderr (libbpf's messages, the verifier log, dp's own
  * warning) held back: replayed if the load fails for any reason but
  * privilege, so a verifier log is never swallowed, and dropped otherwise.
  */
-static inline int hx_dp_open_quiet(struct dp *dp, const struct dp_opts *o)
-{
-	FILE *tmp = tmpfile();
-	int saved = -1, err, c;
-
-	fflush(stderr);
-	if (tmp) {
-		saved = dup(STDERR_FILENO);
-		if (saved >= 0)
-			dup2(fileno(tmp), STDERR_FILENO);
-	}
-	err = dp_open(dp, o);
-	fflush(stderr);
-	if (saved >= 0) {
-		dup2(saved, STDERR_FILENO);
-		close(saved);
-	}
-	if (tmp) {
-		if (err && err != -EPERM && err != -EACCES) {
-			rewind(tmp);
-			while ((c = fgetc(tmp)) != EOF)
-				fputc(c, stderr);
-		}
-		fclose(tmp);
-	}
-	return err;
-}
+int hx_dp_open_quiet(struct dp *dp, const struct dp_opts *o);
 
 /* A fresh datapath whose ll_buckets holds max_keys buckets. */
-static inline int hx_setup_keys(void **state, uint32_t max_keys)
-{
-	struct dp_opts o = {.pin_dir = NULL, .max_keys = max_keys};
-	struct fx *fx;
-	int err;
-
-	*state = NULL;
-	if (hx_no_privilege)
-		return 0; /* the test skips */
-	fx = calloc(1, sizeof(*fx));
-	if (!fx)
-		return -1;
-	log_set_level(LOG_WARN);
-	hx_private_bpffs();
-	err = hx_dp_open_quiet(&fx->dp, &o);
-	if (err == -EPERM || err == -EACCES) {
-		hx_no_privilege = true;
-		free(fx);
-		return 0;
-	}
-	if (err) {
-		print_error("dp_open: %s\n", strerror(-err));
-		free(fx);
-		return -1;
-	}
-	hx_unpin_all(&fx->dp);
-	fx->ncpus = fx->dp.ncpus;
-	*state = fx;
-	return 0;
-}
+int hx_setup_keys(void **state, uint32_t max_keys);
 
 static inline int hx_setup(void **state)
 {
 	return hx_setup_keys(state, HX_MAX_KEYS);
 }
 
-static inline int hx_teardown(void **state)
-{
-	struct fx *fx = *state;
-
-	if (fx) {
-		dp_close(&fx->dp);
-		free(fx);
-	}
-	*state = NULL;
-	return 0;
-}
+int hx_teardown(void **state);
 
 /* The fixture, or skip the test when the datapath could not be loaded. */
 #define FX(state)                                                                                  \
@@ -172,67 +80,19 @@ static inline int hx_teardown(void **state)
  * limits allowed (as the coordinator's policy), else as a standalone
  * agent's file. Returns 0 or a negative errno.
  */
-static inline int hx_apply_as(struct fx *fx, const char *yaml, bool coordinated)
-{
-	struct cfg_policy *cp = calloc(1, sizeof(*cp));
-	struct cfg_err e = {0};
-	char err[256] = "";
-	int rc;
-
-	if (!cp)
-		return -ENOMEM;
-	rc = cfg_policy_parse("test-policy.yaml", yaml, strlen(yaml), !coordinated, cp, &e);
-	if (rc) {
-		print_error("%s\n", e.msg);
-		free(cp);
-		return rc;
-	}
-	rc = policy_apply(&fx->dp, cp, err, sizeof(err));
-	if (rc && rc != -ESTALE)
-		print_error("policy apply: %s\n", err);
-	free(cp);
-	return rc;
-}
+int hx_apply_as(struct fx *fx, const char *yaml, bool coordinated);
 
 static inline int hx_apply(struct fx *fx, const char *yaml)
 {
 	return hx_apply_as(fx, yaml, false);
 }
 
-static inline int hx_vapplyf(struct fx *fx, bool coordinated, const char *fmt, va_list ap)
-{
-	char yaml[HX_YAML_LEN];
-	int n = vsnprintf(yaml, sizeof(yaml), fmt, ap);
-
-	if (n < 0 || (size_t)n >= sizeof(yaml))
-		return -E2BIG;
-	return hx_apply_as(fx, yaml, coordinated);
-}
-
-static inline int __attribute__((format(printf, 2, 3)))
-hx_applyf(struct fx *fx, const char *fmt, ...)
-{
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	rc = hx_vapplyf(fx, false, fmt, ap);
-	va_end(ap);
-	return rc;
-}
+int __attribute__((format(printf, 2, 3)))
+hx_applyf(struct fx *fx, const char *fmt, ...);
 
 /* The same with global limits allowed (a coordinator's policy). */
-static inline int __attribute__((format(printf, 2, 3)))
-hx_applyf_global(struct fx *fx, const char *fmt, ...)
-{
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	rc = hx_vapplyf(fx, true, fmt, ap);
-	va_end(ap);
-	return rc;
-}
+int __attribute__((format(printf, 2, 3)))
+hx_applyf_global(struct fx *fx, const char *fmt, ...);
 
 /* Run frame p `repeat` times; returns the verdict of the last run or a
  * negative errno. A frame shorter than an Ethernet header goes in after
@@ -240,29 +100,7 @@ hx_applyf_global(struct fx *fx, const char *fmt, ...)
  * exactly p->len bytes; kernels that check the frame itself (6.18 does)
  * refuse it with -EINVAL all the same.
  */
-static inline int hx_run_fd(int prog_fd, const uint8_t *frame, size_t len, uint32_t repeat)
-{
-	uint8_t in[PKT_MAX + HX_MAX_META] = {0};
-	struct xdp_md ctx = {0};
-	size_t meta = 0;
-	int err;
-
-	if (len < PKT_ETH_LEN)
-		meta = (PKT_ETH_LEN - len + 3) & ~3u;
-	memcpy(in + meta, frame, len);
-	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = in, .data_size_in = (uint32_t)(meta + len),
-		    .repeat = repeat);
-	if (meta) {
-		ctx.data = (uint32_t)meta;
-		ctx.data_end = (uint32_t)(meta + len);
-		o.ctx_in = &ctx;
-		o.ctx_size_in = sizeof(ctx);
-	}
-	err = bpf_prog_test_run_opts(prog_fd, &o);
-	if (err)
-		return -errno;
-	return (int)o.retval;
-}
+int hx_run_fd(int prog_fd, const uint8_t *frame, size_t len, uint32_t repeat);
 
 static inline int hx_run(struct fx *fx, const struct pkt *p, uint32_t repeat)
 {
@@ -272,99 +110,21 @@ static inline int hx_run(struct fx *fx, const struct pkt *p, uint32_t repeat)
 /* Send p n times, one run each; returns how many passed (-1 on a run error).
  * verdicts, if given, receives each verdict.
  */
-static inline int hx_send(struct fx *fx, const struct pkt *p, int n, int *verdicts)
-{
-	int passed = 0;
-
-	for (int i = 0; i < n; i++) {
-		int v = hx_run(fx, p, 1);
-
-		if (v < 0)
-			return -1;
-		if (verdicts)
-			verdicts[i] = v;
-		passed += v == XDP_PASS;
-	}
-	return passed;
-}
+int hx_send(struct fx *fx, const struct pkt *p, int n, int *verdicts);
 
 /* Per-CPU array entry summed over CPUs, read as u64 counters (size <= 128). */
-static inline int hx_percpu_sum(int fd, uint32_t key, unsigned int ncpus, size_t size, void *out)
-{
-	size_t stride = (size + 7) & ~(size_t)7, nwords = size / sizeof(uint64_t);
-	uint8_t *buf = calloc(ncpus, stride);
-	uint64_t sum[16] = {0}, w;
-	int err = 0;
+int hx_percpu_sum(int fd, uint32_t key, unsigned int ncpus, size_t size, void *out);
 
-	if (!buf || nwords > 16) {
-		free(buf);
-		return -ENOMEM;
-	}
-	if (bpf_map_lookup_elem(fd, &key, buf)) {
-		err = -errno;
-	} else {
-		for (unsigned int c = 0; c < ncpus; c++) {
-			for (size_t i = 0; i < nwords; i++) {
-				memcpy(&w, buf + c * stride + i * sizeof(w), sizeof(w));
-				sum[i] += w;
-			}
-		}
-	}
-	memcpy(out, sum, size);
-	free(buf);
-	return err;
-}
+struct ll_limit_stats hx_limit_stats(struct fx *fx, int id);
 
-static inline struct ll_limit_stats hx_limit_stats(struct fx *fx, int id)
-{
-	struct ll_limit_stats s;
+struct ll_rule_stats hx_rule_stats(struct fx *fx, uint32_t idx);
 
-	assert_int_equal(
-	    hx_percpu_sum(fx->dp.limit_stats_fd, (uint32_t)id, fx->ncpus, sizeof(s), &s), 0);
-	return s;
-}
-
-static inline struct ll_rule_stats hx_rule_stats(struct fx *fx, uint32_t idx)
-{
-	struct ll_rule_stats s;
-
-	assert_int_equal(hx_percpu_sum(fx->dp.rule_stats_fd, idx, fx->ncpus, sizeof(s), &s), 0);
-	return s;
-}
-
-static inline void hx_parse_stats(struct fx *fx, uint64_t out[LL_PARSE_MAX])
-{
-	for (uint32_t r = 0; r < LL_PARSE_MAX; r++)
-		assert_int_equal(
-		    hx_percpu_sum(fx->dp.parse_stats_fd, r, fx->ncpus, sizeof(uint64_t), &out[r]),
-		    0);
-}
+void hx_parse_stats(struct fx *fx, uint64_t out[LL_PARSE_MAX]);
 
 /* The live policy's view of limit `name`; returns its id. */
-static inline int hx_limit(struct fx *fx, const char *name, struct ll_limit_cfg *cfg)
-{
-	struct ll_policy *pol = calloc(1, sizeof(*pol));
-	int id;
+int hx_limit(struct fx *fx, const char *name, struct ll_limit_cfg *cfg);
 
-	assert_non_null(pol);
-	assert_int_equal(dp_policy_read(fx->dp.policy_fd, fx->dp.state_fd, pol), 0);
-	id = policy_limit_id(pol, name);
-	if (cfg) {
-		memset(cfg, 0, sizeof(*cfg));
-		if (id >= 0)
-			*cfg = pol->limits[id];
-	}
-	free(pol);
-	return id;
-}
-
-static inline int hx_limit_id(struct fx *fx, const char *name)
-{
-	int id = hx_limit(fx, name, NULL);
-
-	assert_true(id >= 0);
-	return id;
-}
+int hx_limit_id(struct fx *fx, const char *name);
 
 static inline struct ll_limit_stats hx_stats_of(struct fx *fx, const char *name)
 {
@@ -372,40 +132,9 @@ static inline struct ll_limit_stats hx_stats_of(struct fx *fx, const char *name)
 }
 
 /* Bucket keys as the datapath builds them (see bpf/bucket.h key_build). */
-static inline void hx_v4_mapped(uint32_t a[4], const char *ip, uint8_t plen)
-{
-	uint32_t v4 = 0;
+void hx_v4_mapped(uint32_t a[4], const char *ip, uint8_t plen);
 
-	assert_int_equal(inet_pton(AF_INET, ip, &v4), 1);
-	a[0] = 0;
-	a[1] = 0;
-	a[2] = htonl(0x0000ffff);
-	a[3] = plen ? v4 & htonl(~0u << (32 - plen)) : 0;
-}
-
-static inline void hx_v6(uint32_t a[4], const char *ip, uint8_t plen)
-{
-	uint32_t m[4];
-
-	assert_int_equal(inet_pton(AF_INET6, ip, a), 1);
-	policy_mask_v6(plen, m);
-	for (int i = 0; i < 4; i++)
-		a[i] &= m[i];
-}
-
-static inline struct ll_key hx_key_addr(uint32_t uid, int family, const char *ip, uint8_t plen)
-{
-	struct ll_key k;
-
-	memset(&k, 0, sizeof(k));
-	k.limit_uid = uid;
-	k.family = (uint8_t)family;
-	if (family == 4)
-		hx_v4_mapped(k.addr, ip, plen);
-	else
-		hx_v6(k.addr, ip, plen);
-	return k;
-}
+struct ll_key hx_key_addr(uint32_t uid, int family, const char *ip, uint8_t plen);
 
 /* How the harness reads and writes a bucket: under its lock, except in the
  * LL_RES_LOCK experiment, whose maps refuse BPF_F_LOCK (bpf_prog_test_run
@@ -418,39 +147,13 @@ static inline struct ll_key hx_key_addr(uint32_t uid, int family, const char *ip
 #endif
 
 /* 0 and the bucket (read under its lock), or -ENOENT. */
-static inline int hx_bucket(struct fx *fx, const struct ll_key *k, struct ll_bucket *b)
-{
-	memset(b, 0, sizeof(*b));
-	if (bpf_map_lookup_elem_flags(fx->dp.buckets_fd, k, b, HX_BUCKET_LOCK))
-		return -errno;
-	return 0;
-}
+int hx_bucket(struct fx *fx, const struct ll_key *k, struct ll_bucket *b);
 
 /* The same for a flow key, in ll_flow_buckets. */
-static inline int hx_flow_bucket(struct fx *fx, const struct ll_flow_key *k, struct ll_bucket *b)
-{
-	memset(b, 0, sizeof(*b));
-	if (bpf_map_lookup_elem_flags(fx->dp.flow_buckets_fd, k, b, HX_BUCKET_LOCK))
-		return -errno;
-	return 0;
-}
+int hx_flow_bucket(struct fx *fx, const struct ll_flow_key *k, struct ll_bucket *b);
 
 /* Buckets of limit uid in one bucket map (overflow bucket excluded). */
-static inline int hx_count_in(int fd, uint32_t uid)
-{
-	struct ll_flow_key k, next; /* room for either key kind */
-	struct ll_key_head h;
-	int n = 0;
-	bool more = !bpf_map_get_next_key(fd, NULL, &next);
-
-	while (more) {
-		k = next;
-		more = !bpf_map_get_next_key(fd, &k, &next);
-		memcpy(&h, &k, sizeof(h));
-		n += h.limit_uid == uid && h.family != LL_OVERFLOW_FAMILY;
-	}
-	return n;
-}
+int hx_count_in(int fd, uint32_t uid);
 
 /* Buckets of limit uid in either map (overflow bucket excluded). */
 static inline int hx_count_buckets(struct fx *fx, uint32_t uid)
@@ -476,13 +179,7 @@ static inline struct ll_fill hx_fill(struct fx *fx, unsigned int which)
 }
 
 /* A fallback bucket in ll_prefix_buckets (key as prefix_key_build makes it). */
-static inline int hx_prefix_bucket(struct fx *fx, const struct ll_key *k, struct ll_bucket *b)
-{
-	memset(b, 0, sizeof(*b));
-	if (bpf_map_lookup_elem_flags(fx->dp.prefix_buckets_fd, k, b, HX_BUCKET_LOCK))
-		return -errno;
-	return 0;
-}
+int hx_prefix_bucket(struct fx *fx, const struct ll_key *k, struct ll_bucket *b);
 
 /* Key none: the shared pool and what every CPU's slice holds for generation gen. */
 struct hx_pool {
@@ -491,26 +188,7 @@ struct hx_pool {
 	uint64_t slice_max; /* the largest one */
 };
 
-static inline struct hx_pool hx_pool(struct fx *fx, int id, uint32_t gen)
-{
-	struct ll_slice *sl = calloc(fx->ncpus, sizeof(*sl));
-	struct hx_pool p;
-	uint32_t k = (uint32_t)id;
-
-	memset(&p, 0, sizeof(p));
-	assert_non_null(sl);
-	assert_int_equal(bpf_map_lookup_elem_flags(fx->dp.pools_fd, &k, &p.pool, BPF_F_LOCK), 0);
-	assert_int_equal(bpf_map_lookup_elem(fx->dp.slices_fd, &k, sl), 0);
-	for (unsigned int c = 0; c < fx->ncpus; c++) {
-		if (sl[c].gen != gen)
-			continue;
-		p.slices += sl[c].tokens;
-		if (sl[c].tokens > p.slice_max)
-			p.slice_max = sl[c].tokens;
-	}
-	free(sl);
-	return p;
-}
+struct hx_pool hx_pool(struct fx *fx, int id, uint32_t gen);
 
 /* Sub-tokens a bucket of `rate` can gain in dt ns: the most any refill adds. */
 static inline uint64_t hx_refill_max(uint64_t rate, uint64_t from_ns, uint64_t to_ns)
@@ -538,72 +216,28 @@ static inline uint64_t hx_coarse_ns(void)
 /* Wait (a tick at most, bounded) until the datapath's clock has passed what
  * CLOCK_MONOTONIC reads now: state the test wrote at clock_now_ns() (a grant's
  * reload instant, a bucket's last_ns) is then in the packet's past, as it is
- * for a real packet a tick later. The lag itself is priced in test_clock.c.
+ * for a real packet a tick later. The lag itself is bpf/clock.h's (up to
+ * LL_COARSE_SLACK_NS); test_lease.c (expiry_on_lagging_clock) and
+ * test_datapath.c (test_reap_full_by_lagging_clock) test that it admits
+ * nothing.
  */
-static inline void hx_clock_catch_up(void)
-{
-	uint64_t t = clock_now_ns();
-	struct timespec ms = {0, 1000000};
-
-	for (int i = 0; i < 200 && hx_coarse_ns() <= t; i++)
-		nanosleep(&ms, NULL);
-}
+void hx_clock_catch_up(void);
 
 /* Run the rest of a test on the CPU it is on (per-CPU state: the rule
  * pre-pass flag, slices, gates), and let it go again.
  */
-static inline void hx_pin_cpu(void)
-{
-	cpu_set_t set;
-	int cpu = sched_getcpu();
+void hx_pin_cpu(void);
 
-	assert_true(cpu >= 0);
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
-}
-
-static inline void hx_unpin_cpu(void)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		CPU_SET(c, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
+void hx_unpin_cpu(void);
 
 /* Frames the limit tests send. */
-static inline void hx_udp4(struct pkt *p, const char *src, const char *dst, uint16_t sport,
-			   uint16_t dport, size_t payload)
-{
-	struct pkt_layer l[] = {ETH(), IP4(src, dst), UDP(sport, dport), DATA(payload), {0}};
+void hx_udp4(struct pkt *p, const char *src, const char *dst, uint16_t sport, uint16_t dport,
+	     size_t payload);
 
-	assert_int_equal(pkt_build(p, l), 0);
-}
+void hx_tcp4(struct pkt *p, const char *src, const char *dst, uint16_t sport, uint16_t dport);
 
-static inline void hx_tcp4(struct pkt *p, const char *src, const char *dst, uint16_t sport,
-			   uint16_t dport)
-{
-	struct pkt_layer l[] = {ETH(), IP4(src, dst), TCP(sport, dport), {0}};
+void hx_udp6(struct pkt *p, const char *src, const char *dst, uint16_t sport, uint16_t dport);
 
-	assert_int_equal(pkt_build(p, l), 0);
-}
-
-static inline void hx_udp6(struct pkt *p, const char *src, const char *dst, uint16_t sport,
-			   uint16_t dport)
-{
-	struct pkt_layer l[] = {ETH(), IP6(src, dst), UDP(sport, dport), DATA(8), {0}};
-
-	assert_int_equal(pkt_build(p, l), 0);
-}
-
-static inline void hx_tcp6(struct pkt *p, const char *src, const char *dst, uint16_t sport,
-			   uint16_t dport)
-{
-	struct pkt_layer l[] = {ETH(), IP6(src, dst), TCP(sport, dport), {0}};
-
-	assert_int_equal(pkt_build(p, l), 0);
-}
+void hx_tcp6(struct pkt *p, const char *src, const char *dst, uint16_t sport, uint16_t dport);
 
 #endif /* LEASELINE_TESTS_HARNESS_H */

@@ -563,64 +563,6 @@ static void test_agent_meter_step(void **state)
 	free(out);
 }
 
-/* ns per packet through bpf_prog_test_run (repeat) of frame p: a figure. */
-static double ns_per_pkt(struct fx *fx, const struct pkt *p, uint32_t repeat)
-{
-	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p->buf, .data_size_in = (uint32_t)p->len,
-		    .repeat = repeat);
-
-	assert_int_equal(bpf_prog_test_run_opts(fx->dp.prog_fd, &o), 0);
-	return (double)o.duration;
-}
-
-/* What metering costs a packet (a figure, printed, never asserted): the
- * same admitted traffic of one key under the same global limit, metered
- * and not, best of 7 runs each, alternated; for a src-ip key (ll_meter_k,
- * 24-byte key) and a flow key (ll_meter, 44 bytes: what every mode paid
- * before ll_meter_k) in the same run.
- */
-static void test_figure_meter_cost(void **state)
-{
-	static const char *const mode[2] = {"src-ip", "flow"};
-	struct fx *fx = FX(state);
-	double best[2][2] = {{1e18, 1e18}, {1e18, 1e18}};
-	struct pkt p;
-
-	hx_udp4(&p, "198.18.0.10", DST, 1000, 53, 64);
-	for (int round = 0; round < 28; round++) {
-		int metered = round % 2, m = (round / 2) % 2;
-		double ns;
-
-		assert_int_equal(
-		    hx_applyf_global(fx,
-				     "version: %d\nlimits:\n"
-				     "  - {name: g, key: %s, scope: global, rate: 1G, "
-				     "burst: 1G, meter: %s, on-loss: fail-closed}\n"
-				     "rules:\n  - {name: all, limits: [g]}\n",
-				     round + 1, mode[m], metered ? "true" : "false"),
-		    0);
-		{
-			struct lease_grant g = {.epoch = 1,
-						.seq = (uint64_t)round + 1,
-						.rate = 1000000000,
-						.burst = 1000000000,
-						.expiry_ns = FAR_FUTURE};
-
-			assert_int_equal(link_lease_apply(&fx->dp, (uint32_t)hx_limit_id(fx, "g"),
-							  &g, clock_now_ns()),
-					 0);
-		}
-		ns = ns_per_pkt(fx, &p, 200000);
-		if (ns < best[m][metered])
-			best[m][metered] = ns;
-	}
-	for (int m = 0; m < 2; m++)
-		printf("per-key metering, key: %-6s %.1f ns/packet unmetered, %.1f metered (+%.1f "
-		       "ns; %s; bpf_prog_test_run, one key, best of 7 runs of 200000)\n",
-		       mode[m], best[m][0], best[m][1], best[m][1] - best[m][0],
-		       m ? "ll_meter, 44-byte key" : "ll_meter_k, 24-byte key");
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -633,7 +575,6 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_meter_full_counted, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_meter_ident_pins, hx_setup, hx_teardown),
 	    cmocka_unit_test_setup_teardown(test_agent_meter_step, hx_setup, hx_teardown),
-	    cmocka_unit_test_setup_teardown(test_figure_meter_cost, hx_setup, hx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

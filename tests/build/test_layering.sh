@@ -105,10 +105,20 @@ done
 dups=$(grep -h '^#ifndef LEASELINE_[A-Z0-9_]*_H$' $(find bpf include user tests bench -name '*.h') | sort | uniq -d)
 [ -z "$dups" ] && ok "every header has its own include guard" || bad "guards shared: $dups"
 
-# No coordinator object or binary holds the agent's datapath code.
+# No coordinator object or binary holds the agent's datapath code. The
+# coordinator's binaries are those of its folders (the Makefile links them
+# without the agent's archive): tests/coord, tests/integ and bench/coord.
 FORBIDDEN='dp_open|dp_policy_commit|policy_compile|policy_apply|leaseline_bpf__|bpf_object__open|bpf_prog_load'
-for f in "$BUILD/libll-coord.a" "$BUILD/libll-lib.a" "$BUILD/bench/bench_coord" \
-	"$BUILD/tests/test_coord_proto" "$BUILD/tests/test_hotkeys"; do
+coord_bins=()
+for src in tests/coord/test_*.c tests/integ/test_*.c; do
+	[ -e "$src" ] && coord_bins+=("$BUILD/tests/$(basename "$src" .c)")
+done
+for src in bench/coord/bench_*.c; do
+	[ -e "$src" ] && coord_bins+=("$BUILD/bench/$(basename "$src" .c)")
+done
+[ ${#coord_bins[@]} -ge 3 ] && ok "${#coord_bins[@]} coordinator binaries, by folder" ||
+	bad "only ${#coord_bins[@]} coordinator binaries found in tests/coord, tests/integ, bench/coord"
+for f in "$BUILD/libll-coord.a" "$BUILD/libll-lib.a" "${coord_bins[@]}"; do
 	if [ ! -e "$f" ]; then
 		bad "$f not built"
 		continue

@@ -234,6 +234,43 @@ ll_sleep() {
 	wait "$LL_SLEEP_PID"
 }
 
+# ll_wait_until SECONDS CMD [ARGS...]: a bounded wait for something to happen:
+# CMD every LL_POLL_S until it succeeds (0), or SECONDS have passed and it
+# still fails (1). For an event, not for time that must pass (a bucket's
+# refill, a lease's expiry, a window of traffic): those sleep, and say so.
+ll_wait_until() {
+	local tries i
+	tries=$(awk -v s="$1" -v p="$LL_POLL_S" 'BEGIN { n = int(s / p + 0.5); print (n > 0 ? n : 1) }')
+	shift
+	for ((i = 0; i < tries; i++)); do
+		"$@" && return 0
+		ll_sleep "$LL_POLL_S"
+	done
+	"$@"
+}
+
+# ll_log_has FILE PATTERN [N]: FILE has at least N (default 1) lines matching
+# the grep pattern PATTERN (a missing FILE has none).
+ll_log_has() {
+	local n
+	n=$(grep -c -- "$2" "$1" 2>/dev/null)
+	[ "${n:-0}" -ge "${3:-1}" ]
+}
+
+# ll_lease_live [LIMIT]: status on PIN shows a live lease for LIMIT, or for
+# every limit that has a lease when none is named (and at least one has).
+ll_lease_live() {
+	ll_status -j 2>/dev/null | python3 -c '
+import json, sys
+try:
+    st = json.load(sys.stdin)
+except ValueError:
+    sys.exit(1)
+name = sys.argv[1] if len(sys.argv) > 1 else None
+ls = [l["lease"] for l in st.get("limits", []) if "lease" in l and name in (None, l["name"])]
+sys.exit(0 if ls and all(x["live"] for x in ls) else 1)' "$@"
+}
+
 # ll_now: CLOCK_MONOTONIC in seconds, the clock udpsend.py and udpcount.py record.
 ll_now() { python3 -c 'import time; print("%.4f" % time.monotonic())'; }
 

@@ -34,11 +34,12 @@ LOG=$TMPD/agent.log
 ll_agent_start "$TMPD/agent.yaml" "$LOG"
 
 # wait_log N PATTERN: wait (bounded, ~5 s) until the agent log has at least N
-# lines matching PATTERN; sets SEEN to the instant it saw them.
+# lines matching PATTERN; sets SEEN to the instant it saw them (polled every
+# 50 ms, finer than ll_wait_until: SEEN bounds the windows below).
 wait_log() {
 	local n=$1 pat=$2 i
 	for ((i = 0; i < 100; i++)); do
-		if [ "$(grep -c -- "$pat" "$LOG")" -ge "$n" ]; then
+		if ll_log_has "$LOG" "$pat" "$n"; then
 			SEEN=$(ll_now)
 			return 0
 		fi
@@ -50,7 +51,9 @@ wait_log() {
 
 ll_recv_start "$TMPD/recv.json" 60
 ll_send_bg "$TMPD/sent.json" "$DURATION" "$LL_SRC_FIRST-$LL_SRC_LAST:$SEND_PPS"
-ll_sleep 3
+# The sleeps below are the windows themselves (time that must pass under
+# each version), not waits for an event: those are wait_log's.
+ll_sleep 3 # window A
 
 # B: a valid new version with a lower rate.
 ll_policy "$POL" 2 "$RATE2" "$BURST"
@@ -58,7 +61,7 @@ T_HUP1=$(ll_now)
 kill -HUP "$AGENT_PID"
 wait_log 1 "policy version 2 applied"
 T_OK1=$SEEN
-ll_sleep 2.2
+ll_sleep 2.2 # window B
 
 # C: a syntax error (unclosed flow sequence).
 printf 'version: 3\ndefault: pass\nlimits: [\n  {name: per-client, key: src-ip\n' >"$POL.tmp"
@@ -67,7 +70,7 @@ T_HUP2=$(ll_now)
 kill -HUP "$AGENT_PID"
 wait_log 1 "reload refused"
 T_OK2=$SEEN
-ll_sleep 2
+ll_sleep 2 # window C
 
 # D: a well-formed but older version that would raise the rate.
 ll_policy "$POL" 1 "$RATE_OLD" "$BURST"

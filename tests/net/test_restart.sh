@@ -32,6 +32,8 @@ PROG1=$(ll_xdp_prog $LL_G_IF)
 
 ll_recv_start "$TMPD/recv.json" 60
 ll_send_bg "$TMPD/sent.json" "$DURATION" "$LL_SRC_FIRST-$LL_SRC_LAST:$SEND_PPS"
+# Time that must pass, not an event: at 100 pps against 20/s the burst of 200
+# drains in ~2.5 s; the kill comes at 4 s (checked below: drained).
 ll_sleep 4
 
 # The buckets must be drained before the kill, or a fresh burst could hide.
@@ -45,7 +47,7 @@ PROG_DEAD=$(ll_xdp_prog $LL_G_IF)
 [ "$PROG_DEAD" = "$PROG1" ] || ll_fail "XDP program changed or vanished when the agent died" \
 	"(was $PROG1, now '${PROG_DEAD}')"
 ll_status -j >"$TMPD/status-dead.json" || ll_fail "status failed while the agent was dead"
-ll_sleep 2.5
+ll_sleep 2.5 # the window with no agent: the program enforces alone
 
 T_START=$(ll_now)
 ll_agent_start "$TMPD/agent.yaml" "$LOG"

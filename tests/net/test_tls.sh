@@ -31,15 +31,8 @@ bad() {
 coord_metric() {
 	in_c curl -s --max-time 2 "http://$CM/metrics" | sed -n "s/^$1 \\([0-9.]*\\)\$/\\1/p"
 }
-# wait_log FILE PATTERN: bounded wait until FILE has PATTERN.
-wait_log() {
-	local i
-	for ((i = 0; i < LL_WAIT_TRIES; i++)); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		ll_sleep "$LL_POLL_S"
-	done
-	return 1
-}
+# wait_log FILE PATTERN: bounded wait (10 s) until FILE has PATTERN.
+wait_log() { ll_wait_until 10 ll_log_has "$1" "$2"; }
 
 ll_topo
 ll_bpffs
@@ -143,7 +136,7 @@ wait_log "$TMPD/wrongca.log" "coordinator link down (TLS handshake" &&
 	bad "the agent with the wrong CA did not refuse: $(tail -2 "$TMPD/wrongca.log")"
 # Backoff: a stranger that keeps failing the handshake redials at most
 # about once a second, not ten times (before the fix: ~30 a second from
-# these three), checked over the next 3 s.
+# these three), checked over the next 3 s (time that must pass: a sleep).
 before=$(coord_metric leaseline_coord_tls_failures_total)
 ll_sleep 3
 after=$(coord_metric leaseline_coord_tls_failures_total)
@@ -196,11 +189,12 @@ while time.monotonic() < end:
     for l in json.loads(out).get("limits", []):
         if "lease" in l:
             print("%.3f live=%s remaining=%.3f" % (time.monotonic(), l["lease"]["live"],
-                                                   l["lease"]["remaining_seconds"]))
+                                                   l["lease"]["remaining_seconds"]), flush=True)
     time.sleep(0.1)
 PY
 SAMPLER=$!
-ll_sleep 0.3
+# The reloads once the sampler has its first sample of the lease.
+ll_wait_until 5 test -s "$TMPD/lease-samples.txt" || bad "the lease sampler took no sample in 5 s"
 kill -HUP "$COORD_PID"
 kill -HUP "$GW1_PID"
 wait_log "$TMPD/coord.log" "tls: certificate '.*coord.crt' reloaded" && ok "the coordinator reloaded its certificate" ||

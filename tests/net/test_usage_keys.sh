@@ -109,11 +109,12 @@ json.dump(out, sys.stdout)'
 coord_start
 ll_agent_start "$TMPD/agent.yaml" "$TMPD/agent.log" -v
 ll_recv_start "$TMPD/recv.json" 120
-ll_sleep 2 # the quiet period, then grants
+# The coordinator's quiet period, then a grant: traffic starts on a live lease.
+ll_wait_until 10 ll_lease_live per-client || ll_fail "no live lease within 10 s of the start"
 
 echo "phase 1: traffic, the agent killed -9 and restarted with its pins"
 ll_send_bg "$TMPD/sent1.json" 4 "$LL_SRC_FIRST-$LL_SRC_LAST:$PPS"
-ll_sleep 2
+ll_sleep 2 # time passes: the kill lands 2 s into the 4 s of traffic
 { kill -KILL "$AGENT_PID"; ll_agent_wait_exit 30; } 2>/dev/null || ll_fail "the agent did not die"
 ll_agent_start "$TMPD/agent.yaml" "$TMPD/agent.log" -v
 ll_wait_pid "$LL_SEND_PID" 20 || ll_fail "the sender failed"
@@ -165,7 +166,10 @@ EOF
 }
 
 coord_start
-ll_sleep 3
+# The agent reconnects and, after the quiet period, holds a lease again
+# (its reports flowing: settle below waits for the ledger to have them).
+ll_wait_until 15 ll_lease_live per-client ||
+	ll_fail "the agent holds no live lease within 15 s of the coordinator's restart"
 
 # Settle: the ledger catches up with the kernel (bounded).
 settle() {
@@ -214,7 +218,7 @@ ll_stop_pid "$AGENT_PID"
 AGENT_PID=
 rm -rf "$PIN"
 ll_agent_start "$TMPD/agent.yaml" "$TMPD/agent.log" -v
-ll_sleep 2
+ll_wait_until 10 ll_lease_live per-client || ll_fail "no live lease within 10 s of the reboot"
 ll_send "$TMPD/sent3.json" 2 "$LL_SRC_FIRST-$LL_SRC_LAST:$PPS"
 settle "$TMPD/before-reboot.json" || {
 	echo "kernel: $(cat "$TMPD/kernel.json") + before: $(cat "$TMPD/before-reboot.json")"

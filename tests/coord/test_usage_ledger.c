@@ -5,8 +5,8 @@
  * across agent restarts (counters kept or lost), across hour, day and month
  * boundaries, and in random orders against a reference model. Every test
  * ends with the ledger's totals equal, exactly, to what the fake agent
- * counted. Also measures the arrival-to-commit latency and the size of one
- * (limit, holder, hour) row, and prints both.
+ * counted. The latency it exports counts every commit; the figures (arrival
+ * to commit, throughput, bytes per row) are bench/coord/bench_usage_ledger.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -634,12 +634,11 @@ static void test_reconcile_causes(void **state)
 				    "0,0,0\n"));
 }
 
-/* ---- figures ---- */
-
-/* Arrival to commit, one report of 4 metered limits a transaction, with
- * fsync (synchronous FULL) on the machine's disk. Printed.
+/* The latency the coordinator exports (uledger_latency): every committed
+ * report of 4 metered limits is one sample, and p99 >= p50 > 0. The figure
+ * itself, printed, is bench/coord/bench_usage_ledger.c's.
  */
-static void test_figure_commit_latency(void **state)
+static void test_commit_latency_counted(void **state)
 {
 	struct fx *fx = *state;
 	uint64_t p50, p99;
@@ -656,97 +655,8 @@ static void test_figure_commit_latency(void **state)
 				 0);
 	}
 	uledger_latency(fx->lg, &p50, &p99, &n);
-	printf("usage ledger: arrival to commit over %zu reports (4 limits each, fsync): "
-	       "p50 %.3f ms, p99 %.3f ms\n",
-	       n, (double)p50 / 1e6, (double)p99 / 1e6);
 	assert_int_equal(n, 400);
 	assert_true(p50 > 0 && p99 >= p50);
-}
-
-/* Throughput at the widest report: WIRE_MAX_ENTRIES (256) metered limits
- * in each, one transaction and fsync per report, 8 holders. Printed.
- */
-static void test_figure_throughput(void **state)
-{
-	struct fx *fx = *state;
-	static struct uledger_entry e[WIRE_MAX_ENTRIES];
-	static char names[WIRE_MAX_ENTRIES][16];
-	uint64_t t0, ns;
-	const int reports = 200, n = WIRE_MAX_ENTRIES;
-
-	for (int i = 0; i < n; i++) {
-		snprintf(names[i], sizeof(names[i]), "tenant-%03d", i);
-		e[i].limit = names[i];
-	}
-	t0 = clock_now_ns();
-	for (int r = 1; r <= reports; r++) {
-		char holder[16];
-
-		snprintf(holder, sizeof(holder), "gw-%d", r % 8);
-		for (int i = 0; i < n; i++)
-			e[i].t = tot((uint64_t)r * 1000 + (uint64_t)i, (uint64_t)r, 0, 0);
-		assert_int_equal(uledger_record(fx->lg, holder, 7, (uint64_t)r, T0 + r,
-						clock_now_ns(), e, (size_t)n),
-				 0);
-	}
-	ns = clock_now_ns() - t0;
-	printf("usage ledger: %d reports of %d metered limits in %.3f s: %.0f reports/s, %.0f "
-	       "entries/s (fsync each report)\n",
-	       reports, n, (double)ns / 1e9, reports / ((double)ns / 1e9),
-	       reports * n / ((double)ns / 1e9));
-}
-
-/* Bytes per (limit, holder, hour) row: a month of 8 holders x 16 limits,
- * realistic magnitudes, the file as it stands after a checkpoint. Printed.
- */
-static void test_figure_row_size(void **state)
-{
-	struct fx *fx = *state;
-	const int holders = 8, limits = 16, hours = 24 * 30;
-	sqlite3 *db;
-	sqlite3_stmt *s;
-	struct stat st;
-	uint64_t seed = 42;
-	long rows = 0;
-
-	uledger_close(fx->lg);
-	fx->lg = NULL;
-	assert_int_equal(sqlite3_open(fx->path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db,
-					    "INSERT INTO usage VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-					    -1, &s, NULL),
-			 SQLITE_OK);
-	for (int h = 0; h < hours; h++)
-		for (int l = 0; l < limits; l++)
-			for (int g = 0; g < holders; g++) {
-				char lname[32], hname[32];
-
-				snprintf(lname, sizeof(lname), "tenant-%04d", l);
-				snprintf(hname, sizeof(hname), "gw-%02d.example", g);
-				sqlite3_bind_text(s, 1, lname, -1, SQLITE_TRANSIENT);
-				sqlite3_bind_text(s, 2, hname, -1, SQLITE_TRANSIENT);
-				sqlite3_bind_int64(s, 3, T0 + 3600LL * h);
-				sqlite3_bind_int64(s, 4, (sqlite3_int64)(rnd(&seed) % 100000000));
-				sqlite3_bind_int64(s, 5, (sqlite3_int64)(rnd(&seed) % 1000000));
-				sqlite3_bind_int64(s, 6, (sqlite3_int64)(rnd(&seed) % 1000));
-				sqlite3_bind_int64(s, 7, (sqlite3_int64)(rnd(&seed) % 100));
-				assert_int_equal(sqlite3_step(s), SQLITE_DONE);
-				sqlite3_reset(s);
-				rows++;
-			}
-	sqlite3_finalize(s);
-	assert_int_equal(
-	    sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL, NULL),
-	    SQLITE_OK);
-	sqlite3_close(db);
-	assert_int_equal(stat(fx->path, &st), 0);
-	printf("usage ledger: %ld rows (%d holders x %d limits x %d hours) in %lld bytes: "
-	       "%.1f bytes per (limit, holder, hour) row; %.1f KiB per holder and limit a day\n",
-	       rows, holders, limits, hours, (long long)st.st_size, (double)st.st_size / rows,
-	       (double)st.st_size / rows * 24 / 1024);
-	assert_true(st.st_size > 0);
-	assert_int_equal(uledger_open(&fx->lg, fx->path), 0);
 }
 
 /* ---- per-key usage (uledger_keys_*) ---- */
@@ -1246,9 +1156,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys_property_model, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_retention_replay, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retention_closed_incarnation, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_figure_commit_latency, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_figure_throughput, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_figure_row_size, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_commit_latency_counted, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

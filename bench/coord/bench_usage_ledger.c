@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The usage ledger (user/coord/usage_ledger.c) on a real SQLite file on the
+ * machine's disk (/var/tmp, synchronous FULL: an fsync per commit), each
+ * figure on a fresh file: the arrival-to-commit latency of a report of 4
+ * metered limits, the throughput at the widest report (WIRE_MAX_ENTRIES
+ * metered limits), and the bytes one (limit, holder, hour) row takes in the
+ * file. Prints figures, asserts nothing; exits 1 when the ledger cannot be
+ * written at all. docs/reference.md ("How late", "Size") quotes them.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <sqlite3.h>
+
+#include "lib/clock.h"
+#include "coord/usage_ledger.h"
+#include "lib/wire.h"
+
+/* 2026-11-30T23:00:00Z: an hour before a day and a month end. */
+#define T0 1796079600LL
+
+struct fx {
+	char dir[64];
+	char path[96];
+	struct uledger *lg;
+};
+
+static int fx_open(struct fx *fx)
+{
+	memset(fx, 0, sizeof(*fx));
+	snprintf(fx->dir, sizeof(fx->dir), "/var/tmp/ll-bench-uledger-XXXXXX");
+	if (!mkdtemp(fx->dir)) {
+		perror("bench_usage_ledger: mkdtemp");
+		fx->dir[0] = '\0';
+		return -1;
+	}
+	snprintf(fx->path, sizeof(fx->path), "%s/ledger.db", fx->dir);
+	if (uledger_open(&fx->lg, fx->path)) {
+		fprintf(stderr, "bench_usage_ledger: cannot open %s\n", fx->path);
+		return -1;
+	}
+	return 0;
+}
+
+static void fx_close(struct fx *fx)
+{
+	char cmd[128];
+
+	if (fx->lg)
+		uledger_close(fx->lg);
+	fx->lg = NULL;
+	if (!fx->dir[0])
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	if (system(cmd))
+		fprintf(stderr, "bench_usage_ledger: cannot remove %s\n", fx->dir);
+}
+
+static struct uledger_totals tot(uint64_t a, uint64_t d, uint64_t f, uint64_t b)
+{
+	return (struct uledger_totals){.admitted = a, .denied = d, .fallback = f, .bypass = b};
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* Arrival to commit, one report of 4 metered limits a transaction. */
+static int commit_latency(struct fx *fx)
+{
+	uint64_t p50, p99;
+	size_t n;
+
+	for (uint64_t s = 1; s <= 400; s++) {
+		struct uledger_entry e[4] = {
+		    {.limit = "a"}, {.limit = "b"}, {.limit = "c"}, {.limit = "d"}};
+
+		for (int i = 0; i < 4; i++)
+			e[i].t = tot(s * 1000, s * 10, 0, 0);
+		if (uledger_record(fx->lg, s % 8 ? "gw-1" : "gw-2", 7, s, T0 + (int64_t)s,
+				   clock_now_ns(), e, 4))
+			return -1;
+	}
+	uledger_latency(fx->lg, &p50, &p99, &n);
+	printf("usage ledger: arrival to commit over %zu reports (4 limits each, fsync): "
+	       "p50 %.3f ms, p99 %.3f ms\n",
+	       n, (double)p50 / 1e6, (double)p99 / 1e6);
+	return 0;
+}
+
+/* Throughput at the widest report: WIRE_MAX_ENTRIES (256) metered limits
+ * in each, one transaction and fsync per report, 8 holders.
+ */
+static int throughput(struct fx *fx)
+{
+	static struct uledger_entry e[WIRE_MAX_ENTRIES];
+	static char names[WIRE_MAX_ENTRIES][16];
+	uint64_t t0, ns;
+	const int reports = 200, n = WIRE_MAX_ENTRIES;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(names[i], sizeof(names[i]), "tenant-%03d", i);
+		e[i].limit = names[i];
+	}
+	t0 = clock_now_ns();
+	for (int r = 1; r <= reports; r++) {
+		char holder[16];
+
+		snprintf(holder, sizeof(holder), "gw-%d", r % 8);
+		for (int i = 0; i < n; i++)
+			e[i].t = tot((uint64_t)r * 1000 + (uint64_t)i, (uint64_t)r, 0, 0);
+		if (uledger_record(fx->lg, holder, 7, (uint64_t)r, T0 + r, clock_now_ns(), e,
+				   (size_t)n))
+			return -1;
+	}
+	ns = clock_now_ns() - t0;
+	printf("usage ledger: %d reports of %d metered limits in %.3f s: %.0f reports/s, %.0f "
+	       "entries/s (fsync each report)\n",
+	       reports, n, (double)ns / 1e9, reports / ((double)ns / 1e9),
+	       reports * n / ((double)ns / 1e9));
+	return 0;
+}
+
+/* Bytes per (limit, holder, hour) row: a month of 8 holders x 16 limits,
+ * realistic magnitudes, the file as it stands after a checkpoint. The rows
+ * go in with SQLite directly, into the table the ledger created.
+ */
+static int row_size(struct fx *fx)
+{
+	const int holders = 8, limits = 16, hours = 24 * 30;
+	sqlite3 *db = NULL;
+	sqlite3_stmt *s = NULL;
+	struct stat st;
+	uint64_t seed = 42;
+	long rows = 0;
+	int rc = -1;
+
+	uledger_close(fx->lg);
+	fx->lg = NULL;
+	if (sqlite3_open(fx->path, &db) != SQLITE_OK ||
+	    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "INSERT INTO usage VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", -1, &s,
+			       NULL) != SQLITE_OK)
+		goto out;
+	for (int h = 0; h < hours; h++)
+		for (int l = 0; l < limits; l++)
+			for (int g = 0; g < holders; g++) {
+				char lname[32], hname[32];
+
+				snprintf(lname, sizeof(lname), "tenant-%04d", l);
+				snprintf(hname, sizeof(hname), "gw-%02d.example", g);
+				sqlite3_bind_text(s, 1, lname, -1, SQLITE_TRANSIENT);
+				sqlite3_bind_text(s, 2, hname, -1, SQLITE_TRANSIENT);
+				sqlite3_bind_int64(s, 3, T0 + 3600LL * h);
+				sqlite3_bind_int64(s, 4, (sqlite3_int64)(rnd(&seed) % 100000000));
+				sqlite3_bind_int64(s, 5, (sqlite3_int64)(rnd(&seed) % 1000000));
+				sqlite3_bind_int64(s, 6, (sqlite3_int64)(rnd(&seed) % 1000));
+				sqlite3_bind_int64(s, 7, (sqlite3_int64)(rnd(&seed) % 100));
+				if (sqlite3_step(s) != SQLITE_DONE)
+					goto out;
+				sqlite3_reset(s);
+				rows++;
+			}
+	if (sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL, NULL) !=
+	    SQLITE_OK)
+		goto out;
+	sqlite3_finalize(s);
+	s = NULL;
+	sqlite3_close(db);
+	db = NULL;
+	if (stat(fx->path, &st))
+		goto out;
+	printf("usage ledger: %ld rows (%d holders x %d limits x %d hours) in %lld bytes: "
+	       "%.1f bytes per (limit, holder, hour) row; %.1f KiB per holder and limit a day\n",
+	       rows, holders, limits, hours, (long long)st.st_size, (double)st.st_size / rows,
+	       (double)st.st_size / rows * 24 / 1024);
+	rc = 0;
+out:
+	if (rc && db)
+		fprintf(stderr, "bench_usage_ledger: sqlite: %s\n", sqlite3_errmsg(db));
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return rc;
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		int (*run)(struct fx *fx);
+	} figs[] = {
+	    {"commit latency", commit_latency},
+	    {"throughput", throughput},
+	    {"row size", row_size},
+	};
+	int failed = 0;
+
+	for (size_t i = 0; i < sizeof(figs) / sizeof(figs[0]); i++) {
+		struct fx fx;
+
+		if (fx_open(&fx) || figs[i].run(&fx)) {
+			fprintf(stderr, "bench_usage_ledger: %s: failed\n", figs[i].name);
+			failed = 1;
+		}
+		fx_close(&fx);
+	}
+	return failed;
+}
