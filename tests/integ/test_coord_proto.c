@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "unit/coord_fx.h"
+#include "integ/coord_fx.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "unit/coord_fx.h"
+#include "integ/coord_fx.h"
 
 #include <sqlite3.h>
 
