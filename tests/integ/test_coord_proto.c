@@ -619,6 +619,40 @@ static void test_malformed_frame_costs_only_that_connection(void **state)
 	conn_close(&good);
 }
 
+/* A HELLO claiming the farthest epoch a step allows is taken (the new epoch
+ * is one past it, a whole step); one past that is refused and logged. The
+ * edge case passed the HELLO's check, then the store refused the bump, and
+ * the connection dropped with nothing logged.
+ */
+static void test_hello_epoch_step_bound(void **state)
+{
+	struct fx *fx = *state;
+	struct conn c;
+
+	dial(fx, &c);
+	WIRE_MSG_CLEAR(fx->m, hello);
+	fx->m->type = WIRE_HELLO;
+	snprintf(fx->m->hello.holder, sizeof(fx->m->hello.holder), "gw-far");
+	fx->m->hello.incarnation = 7;
+	fx->m->hello.max_epoch_seen = 1 + LEASE_EPOCH_STEP_MAX; /* a fresh coordinator is at 1 */
+	assert_int_equal(conn_send(&c, fx->m), 0);
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), -ECONNRESET);
+	conn_close(&c);
+	assert_true(coord_log_has(fx->dir, "holder 'gw-far' claims epoch 1048577, out of bounds "
+					   "from ours 1: refused"));
+	dial(fx, &c);
+	WIRE_MSG_CLEAR(fx->m, hello);
+	fx->m->type = WIRE_HELLO;
+	snprintf(fx->m->hello.holder, sizeof(fx->m->hello.holder), "gw-far");
+	fx->m->hello.incarnation = 7;
+	fx->m->hello.max_epoch_seen = LEASE_EPOCH_STEP_MAX;
+	assert_int_equal(conn_send(&c, fx->m), 0);
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), 1);
+	assert_int_equal(fx->m->type, WIRE_POLICY);
+	conn_close(&c);
+	assert_true(coord_log_has(fx->dir, "has seen epoch 1048576 > ours 1"));
+}
+
 /* 1 once the coordinator closed fd (EOF or reset), 0 if still open after wait_ms. */
 static int closed_within(int fd, int wait_ms)
 {
@@ -1206,6 +1240,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_256_limits_granted_within_contract, setup_many,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_reload_3_to_256_limits, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hello_epoch_step_bound, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),

@@ -254,8 +254,7 @@ int coord_run(const char *config_path)
 	co->store.dir_fd = co->store.epoch_fd = co->store.usage_fd = -1;
 	co->msg = malloc(sizeof(*co->msg));
 	co->out = malloc(sizeof(*co->out));
-	signals_install();
-	signal(SIGPIPE, SIG_IGN);
+	signals_install_daemon();
 	rc = co->msg && co->out ? coord_start(co) : 1;
 	while (!rc && !sig_stop) {
 		struct epoll_event ev[COORD_EPOLL_BATCH];

@@ -98,9 +98,12 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		conn_drop(co, ci, "too many gateways");
 		return;
 	}
+	/* The new epoch would be max_epoch_seen + 1: the bound is on that step,
+	 * as the store checks it.
+	 */
 	if (m->max_epoch_seen > co->store.epoch &&
-	    (m->max_epoch_seen >= LEASE_EPOCH_MAX ||
-	     m->max_epoch_seen - co->store.epoch > LEASE_EPOCH_STEP_MAX)) {
+	    (m->max_epoch_seen >= LEASE_EPOCH_MAX - 1 ||
+	     m->max_epoch_seen - co->store.epoch >= LEASE_EPOCH_STEP_MAX)) {
 		co->protocol_errors++;
 		pr_warn("holder '%s' claims epoch %llu, out of bounds from ours %llu: refused\n",
 			m->holder, (unsigned long long)m->max_epoch_seen,
@@ -117,6 +120,9 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 			m->holder, (unsigned long long)m->max_epoch_seen,
 			(unsigned long long)co->store.epoch);
 		if (coord_store_bump(&co->store, m->max_epoch_seen + 1)) {
+			co->store_failures++;
+			pr_warn("holder '%s': cannot record epoch %llu: dropping it\n", m->holder,
+				(unsigned long long)m->max_epoch_seen + 1);
 			conn_drop(co, ci, "cannot record a new epoch");
 			return;
 		}
