@@ -12,7 +12,9 @@
 #      handshake and are counted; an agent whose CA did not sign the
 #      coordinator's certificate refuses the coordinator;
 #   5. new certificates on SIGHUP, on both sides: the coordinator presents its
-#      new one to new connections, and gw-1's lease stays live throughout.
+#      new one to new connections, and gw-1's lease stays live throughout;
+#   6. one certificate naming gw-3 and gw-4 serves one holder: gw-4 is
+#      refused while gw-3 is connected.
 set -u
 source "$(dirname "$0")/lib.sh"
 ll_init "${1:-}"
@@ -214,6 +216,17 @@ else
 fi
 grep -q "holder 'gw-1' disconnected" "$TMPD/coord.log" && bad "gw-1 was disconnected by a reload" ||
 	ok "gw-1's connection survived"
+
+echo "6. one certificate is one holder (gw-3 and gw-4 on one certificate):"
+agent_cfg "$TMPD/pair3.yaml" gw-3 pair ca
+agent_bg "$TMPD/pair3.yaml" "$TMPD/pair3.log"
+wait_log "$TMPD/coord.log" "holder 'gw-3' connected" && ok "gw-3 served" || bad "gw-3 was not served"
+agent_cfg "$TMPD/pair4.yaml" gw-4 pair ca
+agent_bg "$TMPD/pair4.yaml" "$TMPD/pair4.log"
+wait_log "$TMPD/coord.log" "holder 'gw-4' from $LL_G_ADDR refused: its certificate already serves holder 'gw-3'" &&
+	ok "gw-4 on the same certificate refused" || bad "gw-4 was not refused"
+grep -q "holder 'gw-4' connected" "$TMPD/coord.log" && bad "gw-4 became a second holder" ||
+	ok "gw-4 never became a holder"
 
 [ "$fails" -eq 0 ] || ll_fail "$fails check(s) failed"
 echo "ok: mutual TLS: holders are who their certificates say, strangers are refused and counted"

@@ -7,8 +7,9 @@
 # nobody trusts. Also, from the first CA, the certificates a holder or a
 # coordinator must be refused with: wild (DNS:*.gw.example), both
 # (the first node's name and the coordinator's IP, with both EKUs),
-# noeku (no extendedKeyUsage), cnonly (CN=gw-cn, only an IP SAN) and gwip
-# (a holder's certificate with the coordinator's IP). Keys are EC P-256, valid a day, made with the
+# noeku (no extendedKeyUsage), cnonly (CN=gw-cn, only an IP SAN), gwip
+# (a holder's certificate with the coordinator's IP) and pair (gw-3 and
+# gw-4 on one certificate). Keys are EC P-256, valid a day, made with the
 # openssl command into DIR (which must exist).
 #   mkcerts.sh DIR COORD_IP NODE...
 set -eu
@@ -45,4 +46,5 @@ leaf ca both "DNS:${1:-gw-1},IP:$coord_ip" serverAuth,clientAuth
 leaf ca noeku "DNS:${1:-gw-1}" ""
 leaf ca cnonly "IP:192.0.2.9" clientAuth gw-cn
 leaf ca gwip "IP:$coord_ip" clientAuth
+leaf ca pair "DNS:gw-3,DNS:gw-4" clientAuth
 chmod 600 ./*.key

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <netinet/in.h>
 
 #include "lib/clock.h"
@@ -63,7 +64,7 @@ static int holder_find(struct coord *co, const char *name)
 	int free_slot = -1;
 
 	for (int i = 0; i < (int)co->cfg.gateways; i++) {
-		if (co->h[i].used && !strcmp(co->h[i].name, name))
+		if (co->h[i].used && !strcasecmp(co->h[i].name, name))
 			return i;
 		if (!co->h[i].used && free_slot < 0)
 			free_slot = i;
@@ -77,6 +78,7 @@ static int holder_find(struct coord *co, const char *name)
 void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 {
 	char addr[INET6_ADDRSTRLEN];
+	unsigned char cert[32];
 	struct cholder *h;
 	int hi;
 
@@ -89,6 +91,26 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 			m->holder, peer_str(co->conns[ci], addr, sizeof(addr)));
 		conn_drop(co, ci, "certificate does not name the holder");
 		return;
+	}
+	/* One certificate is one holder: another name its DNS names also
+	 * match (gw-1 and gw-2 on one certificate) is refused while the first
+	 * is live; names that differ only in case are one holder (DNS has no
+	 * case, and holder_find compares so).
+	 */
+	if (conn_peer_digest(&co->conns[ci]->c, cert)) {
+		for (int i = 0; i < (int)co->cfg.gateways; i++) {
+			const struct cholder *o = &co->h[i];
+
+			if (o->used && o->conn >= 0 && o->conn != ci &&
+			    strcasecmp(o->name, m->holder) && !memcmp(o->cert, cert, sizeof(cert))) {
+				co->tls_refused++;
+				pr_warn("holder '%s' from %s refused: its certificate already serves "
+					"holder '%s'\n",
+					m->holder, peer_str(co->conns[ci], addr, sizeof(addr)), o->name);
+				conn_drop(co, ci, "certificate serves another holder");
+				return;
+			}
+		}
 	}
 	hi = holder_find(co, m->holder);
 	if (hi < 0) {
@@ -146,6 +168,7 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 	h->incarnation = m->incarnation;
 	h->counters_ident = m->counters_ident;
 	h->conn = ci;
+	memcpy(h->cert, cert, sizeof(h->cert)); /* zero without TLS */
 	/* What it holds of per-key grants is not known on a new connection. */
 	for (uint32_t l = 0; l < co->n_limits; l++)
 		hotkeys_holder_connect(&co->lim[l].hot, (size_t)hi);

@@ -62,6 +62,7 @@ struct cholder {
 	uint64_t tele_incarnation; /* the incarnation its tele slots count */
 	uint64_t uledger_ns;	   /* when its last report went to the usage ledger */
 	uint64_t counters_ident;   /* its pinned counters' identity, from its HELLO (0 unknown) */
+	uint8_t cert[32];	   /* SHA-256 of its certificate (TLS; zero without) */
 	bool uledger_busy;	   /* a report of it at the ledger's writer: grants of its
 				    * metered limits wait for that one's commit */
 };

@@ -75,6 +75,17 @@ bool conn_peer_named(const struct conn *c, const char *name)
 			       NULL) == 1;
 }
 
+bool conn_peer_digest(const struct conn *c, unsigned char out[32])
+{
+	unsigned int n = 0;
+	X509 *x;
+
+	memset(out, 0, 32);
+	if (!c->ssl || !(x = SSL_get0_peer_certificate(c->ssl)))
+		return false;
+	return X509_digest(x, EVP_sha256(), out, &n) == 1 && n == 32;
+}
+
 /* An OpenSSL result as an errno: -EAGAIN when it needs the socket again. */
 static int tls_errno(struct conn *c, int r)
 {

@@ -47,6 +47,10 @@ bool conn_wants_write(const struct conn *c);
  * (nobody is named).
  */
 bool conn_peer_named(const struct conn *c, const char *name);
+/* With TLS: the SHA-256 of the peer's certificate into out, and true.
+ * Without TLS (or no certificate): out zeroed, false.
+ */
+bool conn_peer_digest(const struct conn *c, unsigned char out[32]);
 void conn_close(struct conn *c);
 /* Encode and queue m, then flush what the socket takes. 0 or negative errno. */
 int conn_send(struct conn *c, const struct wire_msg *m);
