@@ -396,7 +396,7 @@ struct ll_hot_event {
  * CLOCK_MONOTONIC: a tick, 5 ticks while the timekeeping CPU stalls (4 and
  * 20 ms at HZ=250). Where a lagging clock could admit, it is checked with
  * this much to spare: a lease's expiry (bpf/clock.h, meta_before) and the
- * reaper's "full" (user/agent/dp.c), as of this long ago.
+ * reaper's "full" (user/agent/dp_reap.c), as of this long ago.
  */
 #define LL_COARSE_SLACK_NS 20000000ull
 #define LL_HOT_GATE_SLOTS  1024
@@ -422,7 +422,7 @@ enum ll_fill_map {
 };
 
 struct ll_fill {
-	__u64 live; /* buckets in the map (an estimate: exact but for races, see dp.c) */
+	__u64 live; /* buckets in the map (an estimate: exact but for races, see dp_reap.c) */
 	__u64 mark; /* under pressure from this many buckets on; 0: never */
 	__u64 cap;  /* the map's max_entries: no key tries to graduate at or past it */
 	__u64 pad0;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Configuration files (user/config.c): the reference §4 examples parse, and every
+ * Configuration files (user/lib/config*.c): the reference §4 examples parse, and every
  * refused input is reported at its exact FILE:LINE:COL with its exact message.
  * Error cases are tables; each entry runs as its own named cmocka test.
  */

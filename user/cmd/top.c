@@ -28,8 +28,6 @@
 #include "tb_math.h"
 #include "cmd/top.h"
 
-/* Buckets read per batch syscall. */
-
 /* How ll_bucket.denied counts (docs/maps.md): said in every frame. */
 #define TOP_DENIED_HOW "sampled"
 #define TOP_DENIED_NOTE                                                                            \

@@ -2,7 +2,8 @@
 /*
  * The one mapping walk behind every configuration section: unknown, duplicate
  * and missing keys, typed scalar conversion and positions for messages.
- * It knows no leaseline key; config.c describes sections as walk_field tables.
+ * It knows no leaseline key; config.c, config_policy.c and
+ * config_match.c describe sections as walk_field tables.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -2,7 +2,8 @@
 /*
  * Table-driven walk of a libyaml document into C structs: one loop checks
  * keys (unknown, duplicate, missing) and converts scalars by declared type;
- * every error becomes "FILE:LINE:COL: message". config.c holds the schema.
+ * every error becomes "FILE:LINE:COL: message". config.c and config_policy.c hold the
+ * schema.
  */
 #ifndef LEASELINE_LIB_WALK_H
 #define LEASELINE_LIB_WALK_H
@@ -32,7 +33,7 @@ struct walk_ctx {
 	struct cfg_err *err;
 	yaml_document_t doc;
 	bool have_doc;
-	void *user; /* schema state, owned by config.c */
+	void *user; /* schema state, owned by config.c (config_schema.h) */
 };
 
 enum walk_type {
