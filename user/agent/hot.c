@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Hot keys (see hot.h). Invariants: the table never holds more than
- * HOT_CAPACITY keys; a report never lists more than WIRE_MAX_HOT; a key is
- * listed at most once per report.
+ * HOT_CAPACITY / 2 keys; a report never lists more than WIRE_MAX_HOT; a key
+ * is listed at most once per report (one walk of the table, which changes
+ * only after it).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,54 +19,43 @@
 #include "lib/log.h"
 #include "tb_math.h"
 
-_Static_assert(LL_IS_POW2(HOT_CAPACITY), "slots are masked with HOT_CAPACITY - 1");
+_Static_assert(LL_IS_POW2(HOT_CAPACITY), "the map's slots are a power of two");
+_Static_assert(sizeof(struct hot_id) == 4 + sizeof(struct ll_key_id), "a hot_id has no padding");
 
 /* A spending key asks for 1/32 more than it spent. */
 #define HOT_HEADROOM_DIV 32
 /* A demand is told again once it moved by more than 1/8 of what was told. */
 #define HOT_MOVE_DIV 8
 
-/* Probe at most this far: the table is kept at most half full. */
+/* Keys tracked at most: the key map is kept at most half full. */
 #define HOT_MAX_LOAD (HOT_CAPACITY / 2)
 
-static uint32_t hot_hash(uint32_t id, const struct ll_key_id *k)
+/* Whether t[i] is (id, key) (the map's eq). */
+static bool hot_eq(const struct hmap *m, const void *hid, uint32_t i)
 {
-	const uint8_t *b = (const uint8_t *)k;
-	uint32_t h = 2166136261u ^ id;
+	const struct hot *h = HMAP_OWNER(m, struct hot, map);
 
-	for (size_t i = 0; i < sizeof(*k); i++)
-		h = (h ^ b[i]) * 16777619u;
-	return h;
-}
-
-/* The slot of (id, k), or the free slot where it would go; NULL if full. */
-static struct hot_key *slot_of(struct hot_key *t, uint32_t id, const struct ll_key_id *k)
-{
-	uint32_t i = hot_hash(id, k) & (HOT_CAPACITY - 1);
-
-	for (uint32_t n = 0; n < HOT_CAPACITY; n++, i = (i + 1) & (HOT_CAPACITY - 1))
-		if (!t[i].used || (t[i].id == id && !memcmp(&t[i].key, k, sizeof(*k))))
-			return &t[i];
-	return NULL;
+	return !memcmp(&h->t[i].hid, hid, sizeof(struct hot_id));
 }
 
 /* The entry of (id, uid, k), added if there is room; NULL if not. */
 static struct hot_key *hot_get(struct hot *h, uint32_t id, uint32_t uid,
 			       const struct ll_key_id *k)
 {
-	struct hot_key *e = slot_of(h->t, id, k);
+	struct hot_id hid = {.id = id, .key = *k};
+	uint32_t i = (uint32_t)h->n;
+	int r = hmap_put(&h->map, &hid, &i);
 
-	if (e && e->used && e->uid != uid) /* the id serves another limit now */
-		*e = (struct hot_key){.used = true, .id = id, .uid = uid, .key = *k};
-	if (e && e->used)
-		return e;
-	if (!e || h->n >= HOT_MAX_LOAD) {
+	if (r < 0) {
 		h->dropped++;
 		return NULL;
 	}
-	*e = (struct hot_key){.used = true, .id = id, .uid = uid, .key = *k};
-	h->n++;
-	return e;
+	if (r == 1)
+		h->n++;
+	/* New, or the id serves another limit now: from nothing. */
+	if (r == 1 || h->t[i].uid != uid)
+		h->t[i] = (struct hot_key){.hid = hid, .uid = uid};
+	return &h->t[i];
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -85,31 +75,39 @@ static int on_event(void *ctx, void *data, size_t size)
 
 int hot_open(struct hot *h, int ring_fd)
 {
-	memset(h, 0, sizeof(*h));
-	h->t = calloc(HOT_CAPACITY, sizeof(*h->t));
-	if (!h->t)
-		return -ENOMEM;
-	h->rb = ring_buffer__new(ring_fd, on_event, h, NULL);
-	if (!h->rb) {
-		int err = -errno;
+	int err;
 
-		free(h->t);
-		h->t = NULL;
+	memset(h, 0, sizeof(*h));
+	err = hmap_init(&h->map, sizeof(struct hot_id), HOT_MAX_LOAD, hot_eq, NULL);
+	if (err)
 		return err;
+	/* All the room now: taking in events never allocates. */
+	h->t = calloc(HOT_MAX_LOAD, sizeof(*h->t));
+	if (!h->t || hmap_reserve(&h->map, HOT_MAX_LOAD)) {
+		err = -ENOMEM;
+	} else {
+		h->rb = ring_buffer__new(ring_fd, on_event, h, NULL);
+		err = h->rb ? 0 : -errno;
 	}
-	return 0;
+	if (err) {
+		free(h->t);
+		hmap_free(&h->map);
+		memset(h, 0, sizeof(*h));
+	}
+	return err;
 }
 
 void hot_close(struct hot *h)
 {
 	ring_buffer__free(h->rb);
 	free(h->t);
+	hmap_free(&h->map);
 	memset(h, 0, sizeof(*h));
 }
 
 void hot_reconnect(struct hot *h)
 {
-	for (size_t i = 0; h->t && i < HOT_CAPACITY; i++)
+	for (size_t i = 0; i < h->n; i++)
 		h->t[i].told = 0;
 }
 
@@ -131,23 +129,23 @@ void hot_poll(struct hot *h)
 		ring_buffer__consume(h->rb);
 }
 
-/* The bucket's spent counter for key e of limit cfg; false if it has none. */
-static bool bucket_spent(struct dp *dp, const struct ll_limit_cfg *cfg, const struct hot_key *e,
-			 uint64_t *spent)
+/* The bucket's spent counter for key of limit cfg; false if it has none. */
+static bool bucket_spent(struct dp *dp, const struct ll_limit_cfg *cfg,
+			 const struct ll_key_id *key, uint64_t *spent)
 {
-	struct ll_flow_key fk = {.limit_uid = e->uid};
-	struct ll_key k = {.limit_uid = e->uid,
-			   .proto = e->key.proto,
-			   .family = e->key.family,
-			   .dport = e->key.dport};
+	struct ll_flow_key fk = {.limit_uid = cfg->uid};
+	struct ll_key k = {.limit_uid = cfg->uid,
+			   .proto = key->proto,
+			   .family = key->family,
+			   .dport = key->dport};
 	struct ll_bucket b;
 	int err;
 
 	if (cfg->key_mode == LL_KEY_FLOW) {
-		memcpy((char *)&fk + sizeof(fk.limit_uid), &e->key, sizeof(e->key));
+		memcpy((char *)&fk + sizeof(fk.limit_uid), key, sizeof(*key));
 		err = bpf_map_lookup_elem_flags(dp->flow_buckets_fd, &fk, &b, BPF_F_LOCK);
 	} else {
-		memcpy(k.addr, e->key.addr, sizeof(k.addr));
+		memcpy(k.addr, key->addr, sizeof(k.addr));
 		err = bpf_map_lookup_elem_flags(dp->buckets_fd, &k, &b, BPF_F_LOCK);
 	}
 	if (err)
@@ -162,10 +160,9 @@ static bool limit_hot_capable(const struct ll_limit_cfg *c)
 }
 
 /* Note the per-key grants held for limit id: they are tracked (for their
- * usage) whether or not they were denied. grant_rate gets each one's rate.
+ * usage) whether or not they were denied, each with its rate.
  */
-static void note_grants(struct hot *h, struct dp *dp, uint32_t id, const struct ll_limit_cfg *c,
-			uint64_t *grant_rate)
+static void note_grants(struct hot *h, struct dp *dp, uint32_t id, const struct ll_limit_cfg *c)
 {
 	struct lease_key *held = NULL;
 	size_t n = 0;
@@ -176,7 +173,7 @@ static void note_grants(struct hot *h, struct dp *dp, uint32_t id, const struct 
 		struct hot_key *e = hot_get(h, id, c->uid, &held[i].key);
 
 		if (e)
-			grant_rate[e - h->t] = held[i].rate + 1; /* 0: no grant */
+			e->grant = held[i].rate + 1; /* 0: no grant */
 	}
 	free(held);
 }
@@ -208,7 +205,7 @@ static uint64_t key_demand(struct dp *dp, const struct ll_limit_cfg *c, struct h
 			   uint64_t grant_plus1, uint64_t window_ns, uint64_t now)
 {
 	uint64_t spent = 0, demand = 0;
-	bool have = bucket_spent(dp, c, e, &spent);
+	bool have = bucket_spent(dp, c, &e->hid.key, &spent);
 
 	if (e->denied_ns && now - e->denied_ns <= window_ns)
 		demand = key_contract(c);
@@ -229,31 +226,31 @@ static uint64_t key_demand(struct dp *dp, const struct ll_limit_cfg *c, struct h
 void hot_report(struct hot *h, struct dp *dp, const struct ll_policy *pol, const int *entry_of,
 		struct wire_report *r, uint64_t window_ns, uint64_t now)
 {
-	uint64_t *grant_rate = calloc(HOT_CAPACITY, sizeof(*grant_rate));
-	struct hot_key *keep = calloc(HOT_CAPACITY, sizeof(*keep));
 	size_t kept = 0;
 
 	r->n_hot = 0;
 	h->reported = 0;
-	if (!h->t || !grant_rate || !keep)
-		goto out;
+	if (!h->t)
+		return;
 	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)
 		if (limit_hot_capable(&pol->limits[id]) && entry_of[id] >= 0)
-			note_grants(h, dp, id, &pol->limits[id], grant_rate);
-	for (size_t i = 0; i < HOT_CAPACITY; i++) {
+			note_grants(h, dp, id, &pol->limits[id]);
+	for (size_t i = 0; i < h->n; i++) {
 		struct hot_key *e = &h->t[i];
-		const struct ll_limit_cfg *c = &pol->limits[e->id];
-		uint64_t demand;
+		uint32_t id = e->hid.id;
+		const struct ll_limit_cfg *c = &pol->limits[id];
+		uint64_t demand, grant = e->grant;
 
-		if (!e->used || !limit_hot_capable(c) || c->uid != e->uid || entry_of[e->id] < 0)
+		e->grant = 0;
+		if (!limit_hot_capable(c) || c->uid != e->uid || entry_of[id] < 0)
 			continue; /* the limit is gone or changed: forget the key */
-		demand = key_demand(dp, c, e, grant_rate[i], window_ns, now);
+		demand = key_demand(dp, c, e, grant, window_ns, now);
 		if (hot_moved(demand, e->told, key_contract(c))) {
 			if (r->n_hot < WIRE_MAX_HOT) {
 				struct wire_hot *w = &r->hot[r->n_hot++];
 
-				w->entry = (uint8_t)entry_of[e->id];
-				w->key = e->key;
+				w->entry = (uint8_t)entry_of[id];
+				w->key = e->hid.key;
 				w->demand = demand;
 				e->told = demand;
 			} else {
@@ -263,22 +260,20 @@ void hot_report(struct hot *h, struct dp *dp, const struct ll_policy *pol, const
 		/* Tracked while it holds a grant, was denied lately, or the
 		 * coordinator still has a demand for it.
 		 */
-		if (grant_rate[i] || (e->denied_ns && now - e->denied_ns <= window_ns) || e->told)
-			keep[kept++] = *e;
+		if (grant || (e->denied_ns && now - e->denied_ns <= window_ns) || e->told)
+			h->t[kept++] = *e;
 	}
 	h->reported = r->n_hot;
-	/* Rebuild without the keys that left. */
-	memset(h->t, 0, HOT_CAPACITY * sizeof(*h->t));
-	h->n = 0;
-	for (size_t i = 0; i < kept; i++) {
-		struct hot_key *e = slot_of(h->t, keep[i].id, &keep[i].key);
+	if (kept == h->n)
+		return;
+	/* Without the keys that left, in the same order: indexes again (in
+	 * the slots taken at open, so the puts cannot fail).
+	 */
+	h->n = kept;
+	hmap_clear(&h->map);
+	for (uint32_t i = 0; i < kept; i++) {
+		uint32_t at = i;
 
-		if (e) {
-			*e = keep[i];
-			h->n++;
-		}
+		hmap_put(&h->map, &h->t[i].hid, &at);
 	}
-out:
-	free(grant_rate);
-	free(keep);
 }

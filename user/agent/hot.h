@@ -10,8 +10,10 @@
  *   - holding a grant and spending: what its bucket's spent counter shows
  *     over the last interval, plus 1/32;
  *   - holding a grant, spending nothing: not listed (it wants none).
- * Bounded: HOT_CAPACITY keys tracked, WIRE_MAX_HOT reported; what does not
- * fit is counted and stays at the default share.
+ * Bounded: HOT_CAPACITY / 2 keys tracked (the memory taken at open),
+ * WIRE_MAX_HOT reported; what does not fit is counted and stays at the
+ * default share. The keys are the datapath's, which packets choose: they are
+ * found through lib/hashmap.h's map, keyed with a random seed.
  */
 #ifndef LEASELINE_AGENT_HOT_H
 #define LEASELINE_AGENT_HOT_H
@@ -20,26 +22,34 @@
 #include <stdint.h>
 
 #include "ll_types.h"
+#include "lib/hashmap.h"
 #include "lib/wire.h"
 
-#define HOT_CAPACITY 8192 /* keys tracked, all limits */
+#define HOT_CAPACITY 8192 /* slots of the key map, all limits; at most half of them used */
 
 struct dp;
 struct ring_buffer;
 
-struct hot_key {
-	bool used;
-	uint32_t id, uid;	  /* limit id and uid */
+/* What a hot key is found by (every byte hashed: no padding). */
+struct hot_id {
+	uint32_t id; /* limit id */
 	struct ll_key_id key;
+};
+
+struct hot_key {
+	struct hot_id hid;
+	uint32_t uid;		  /* of the limit id served when the key came */
 	uint64_t denied_ns;	  /* last denial the datapath reported; 0 none */
 	uint64_t spent, spent_ns; /* the bucket's spent counter, and when it was read */
 	uint64_t told;		  /* the demand the coordinator has (0: none) */
+	uint64_t grant;		  /* during hot_report: its per-key grant's rate + 1; 0 none */
 };
 
 struct hot {
 	struct ring_buffer *rb;
-	struct hot_key *t; /* open addressing, HOT_CAPACITY slots */
+	struct hot_key *t; /* t[0..n), in the order they came; NULL until hot_open */
 	size_t n;
+	struct hmap map;       /* hid -> index in t[] */
 	uint64_t events;       /* hot events read from the ring */
 	uint64_t dropped;      /* keys not tracked or not reported: no room */
 	uint32_t reported;     /* hot keys in the last report */

@@ -3,8 +3,9 @@
  * Per-key usage reports, the agent's side (see meter.h). Entries live in a
  * dense array (their index is stable until a compaction, which runs only
  * with nothing queued or in flight: batches and the queue name entries by
- * index), a hash of indexes finds a series' entry. A series is a kernel
- * entry: its key and when it was made (ll_meter.born).
+ * index), an index (lib/hashmap.h, keyed with a random seed: packets choose
+ * the keys) finds a series' entry. A series is a kernel entry: its key and
+ * when it was made (ll_meter.born).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,57 +18,56 @@
 #include "lib/log.h"
 #include "agent/meter.h"
 
-#define EMPTY UINT32_MAX
+/* What the index is keyed by: a series. */
+struct meter_series {
+	struct ll_flow_key key;
+	uint32_t pad; /* 0: every byte is hashed */
+	uint64_t born;
+};
 
-static uint64_t ent_hash(const struct ll_flow_key *k, uint64_t born)
+_Static_assert(sizeof(struct meter_series) == sizeof(struct ll_flow_key) + 4 + 8,
+	       "a meter_series has no padding but pad");
+
+/* Whether tab[i] is series key (the index's eq). */
+static bool series_eq(const struct hmap *idx, const void *key, uint32_t i)
 {
-	const uint8_t *b = (const uint8_t *)k;
-	uint64_t h = 0xcbf29ce484222325ull ^ born;
+	const struct meter *m = HMAP_OWNER(idx, struct meter, idx);
+	const struct meter_series *s = key;
 
-	for (size_t i = 0; i < sizeof(*k); i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
+	return m->tab[i].cur.born == s->born && !memcmp(&m->tab[i].key, &s->key, sizeof(s->key));
 }
 
-static int idx_build(struct meter *m, size_t want)
+/* Index every entry of tab again, in a table sized for them (a compaction
+ * moved them). Out of memory, the next ent_of tries again.
+ */
+static int idx_build(struct meter *m)
 {
-	size_t cap = 1024;
-	uint32_t *s;
-
-	while (cap < 2 * want)
-		cap *= 2;
-	s = malloc(cap * sizeof(*s));
-	if (!s)
+	hmap_free(&m->idx);
+	m->idx_stale = true;
+	if (hmap_reserve(&m->idx, (uint32_t)m->used))
 		return -ENOMEM;
-	memset(s, 0xff, cap * sizeof(*s));
-	for (size_t i = 0; i < m->used; i++) {
-		size_t h = ent_hash(&m->tab[i].key, m->tab[i].cur.born) & (cap - 1);
+	for (uint32_t i = 0; i < m->used; i++) {
+		struct meter_series s = {.key = m->tab[i].key, .born = m->tab[i].cur.born};
+		uint32_t at = i;
 
-		while (s[h] != EMPTY)
-			h = (h + 1) & (cap - 1);
-		s[h] = (uint32_t)i;
+		hmap_put(&m->idx, &s, &at); /* room reserved: cannot fail */
 	}
-	free(m->idx);
-	m->idx = s;
-	m->idx_cap = cap;
+	m->idx_stale = false;
 	return 0;
 }
 
 /* The entry of series (k, born), made if new; -1 without memory. */
 static long ent_of(struct meter *m, const struct ll_flow_key *k, uint64_t born)
 {
-	size_t h;
+	struct meter_series s = {.key = *k, .born = born};
+	uint32_t at = (uint32_t)m->used;
+	long e;
 
-	if ((m->used + 1) * 2 > m->idx_cap && idx_build(m, m->used + 1))
+	if (m->idx_stale && idx_build(m))
 		return -1;
-	h = ent_hash(k, born) & (m->idx_cap - 1);
-	while (m->idx[h] != EMPTY) {
-		const struct meter_ent *e = &m->tab[m->idx[h]];
-
-		if (e->cur.born == born && !memcmp(&e->key, k, sizeof(*k)))
-			return m->idx[h];
-		h = (h + 1) & (m->idx_cap - 1);
-	}
+	e = hmap_find(&m->idx, &s);
+	if (e >= 0)
+		return e;
 	if (m->used == m->cap) {
 		size_t cap = m->cap ? 2 * m->cap : 1024;
 		void *t = realloc(m->tab, cap * sizeof(*m->tab));
@@ -78,16 +78,22 @@ static long ent_of(struct meter *m, const struct ll_flow_key *k, uint64_t born)
 		m->cap = cap;
 	}
 	memset(&m->tab[m->used], 0, sizeof(m->tab[0]));
-	m->tab[m->used].key = *k;
+	m->tab[m->used].key = s.key; /* k may have been in the old tab (retire) */
 	m->tab[m->used].cur.born = born;
 	m->tab[m->used].acked.born = born;
-	m->idx[h] = (uint32_t)m->used;
+	if (hmap_put(&m->idx, &s, &at) < 0)
+		return -1;
 	return (long)m->used++;
 }
 
 int meter_init(struct meter *m)
 {
+	int err;
+
 	memset(m, 0, sizeof(*m));
+	err = hmap_init(&m->idx, sizeof(struct meter_series), HMAP_MAX_ENTRIES, series_eq, NULL);
+	if (err)
+		return err;
 	m->ring = calloc(METER_INFLIGHT, sizeof(*m->ring));
 	m->queue = malloc(METER_MAX_QUEUE * sizeof(*m->queue));
 	m->max_queue = METER_MAX_QUEUE;
@@ -97,7 +103,7 @@ int meter_init(struct meter *m)
 void meter_free(struct meter *m)
 {
 	free(m->tab);
-	free(m->idx);
+	hmap_free(&m->idx);
 	free(m->queue);
 	free(m->ring);
 	memset(m, 0, sizeof(*m));
@@ -170,8 +176,7 @@ static void compact(struct meter *m)
 	if (w == m->used)
 		return;
 	m->used = w;
-	if (idx_build(m, w))
-		m->idx_cap = 0; /* rebuilt on the next ent_of */
+	idx_build(m); /* out of memory: rebuilt on the next ent_of */
 }
 
 /* Retire (delete from ll_meter) an idle series whose totals were all

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "ll_types.h"
+#include "lib/hashmap.h"
 #include "lib/wire.h"
 
 #define METER_PERIOD_NS	     1000000000ull /* a scan of ll_meter a second */
@@ -57,8 +58,8 @@ struct meter_batch {
 struct meter {
 	struct meter_ent *tab; /* dense; idx finds a series */
 	size_t cap, used;
-	uint32_t *idx; /* open addressing on (key, born): indexes into tab */
-	size_t idx_cap;
+	struct hmap idx; /* (key, born) -> index in tab; keys the kernel's, packets choose */
+	bool idx_stale;	 /* a compaction could not index tab again: rebuilt when next used */
 	uint64_t scans;
 	size_t max_queue; /* keys queued per scan: METER_MAX_QUEUE (tests set less) */
 	bool no_retire;	 /* the kernel cannot look up and delete: entries stay */

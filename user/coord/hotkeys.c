@@ -21,6 +21,13 @@
  *    name unacknowledged, and every live record is covered seq by seq by a
  *    grant of the limit's ledger at least as large that lives as long: from
  *    then on the limit's ledger accounts for all a holder may spend on it.
+ *
+ * One file over 800 lines because it is one concept, this argument: each
+ * point above is kept by a different part (key_add, hotkeys_grant and its
+ * compose_*, hotkeys_ack, holder_clear, hotkeys_tick), and every part reads
+ * and writes the same per-holder flags and lists (HK_*, todo, pend) the
+ * argument rests on. Split, the halves would share those through an
+ * internal header, and no half could be checked against the argument alone.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -90,87 +97,40 @@ static bool flag_set(struct hotkeys *t, struct hotkeys_list *l, uint32_t idx, si
 	return true;
 }
 
-/* ---- the hash table ---------------------------------------------------- */
+/* ---- the key map --------------------------------------------------------- */
 
-static uint64_t key_hash(uint64_t seed, const struct ll_key_id *key)
+/* Whether k[idx] is key (the map's eq: it holds indexes in k[]). */
+static bool key_eq(const struct hmap *m, const void *key, uint32_t idx)
 {
-	uint64_t w[sizeof(*key) / 8], h = seed ^ 0x6a09e667f3bcc908ull;
+	const struct hotkeys *t = HMAP_OWNER(m, struct hotkeys, map);
 
-	_Static_assert(sizeof(*key) % 8 == 0, "a key is whole words");
-	memcpy(w, key, sizeof(w));
-	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
-		h ^= w[i];
-		h *= 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
-	}
-	h ^= h >> 32;
-	h *= 0xbf58476d1ce4e5b9ull;
-	return h ^ (h >> 31);
-}
-
-/* The slot holding index idx (which is in the table). */
-static uint32_t slot_of(const struct hotkeys *t, uint32_t idx)
-{
-	uint32_t s = (uint32_t)t->k[idx].hash & t->mask;
-
-	while (t->slot[s] != idx + 1)
-		s = (s + 1) & t->mask;
-	return s;
+	return !memcmp(&t->k[idx].key, key, sizeof(struct ll_key_id));
 }
 
 int hotkeys_find(const struct hotkeys *t, const struct ll_key_id *key)
 {
-	uint64_t h;
-	uint32_t s;
-
-	if (!t->on || !t->n)
-		return -1;
-	h = key_hash(t->seed, key);
-	for (s = (uint32_t)h & t->mask; t->slot[s]; s = (s + 1) & t->mask) {
-		const struct hotkey *k = &t->k[t->slot[s] - 1];
-
-		if (k->hash == h && !memcmp(&k->key, key, sizeof(*key)))
-			return (int)(t->slot[s] - 1);
-	}
-	return -1;
-}
-
-/* Empty slot s, moving later entries of its cluster back (no tombstones). */
-static void slot_clear(struct hotkeys *t, uint32_t s)
-{
-	uint32_t j = s;
-
-	t->slot[s] = 0;
-	for (;;) {
-		uint32_t home;
-
-		j = (j + 1) & t->mask;
-		if (!t->slot[j])
-			return;
-		home = (uint32_t)t->k[t->slot[j] - 1].hash & t->mask;
-		/* Entry j may move to s unless its home lies cyclically in (s, j]. */
-		if (((j - home) & t->mask) >= ((j - s) & t->mask)) {
-			t->slot[s] = t->slot[j];
-			t->slot[j] = 0;
-			s = j;
-		}
-	}
+	return t->on ? (int)hmap_find(&t->map, key) : -1;
 }
 
 /* ---- the table ---------------------------------------------------------- */
 
 int hotkeys_init(struct hotkeys *t, const char *name, size_t holders, uint32_t max, uint64_t seed)
 {
-	uint32_t slots = 2;
+	/* A given seed (tests; the coordinator draws one per limit) fills both
+	 * words of SipHash's key, the second mixed from it.
+	 */
+	struct hmap_seed hs = {seed, (seed ^ (seed >> 31)) * 0xbf58476d1ce4e5b9ull};
+	int err;
 
 	memset(t, 0, sizeof(*t));
 	if (max > HOTKEYS_MAX)
 		max = HOTKEYS_MAX;
-	while (slots < 2 * max)
-		slots *= 2;
-	/* The hash table (2 x max slots, 128 KiB at HOTKEYS_MAX) comes with
-	 * the first hot key (key_add): 256 keyed limits cost nothing until used.
+	/* The key map grows with the hot keys (at most 2 x max slots): 256
+	 * keyed limits cost nothing until used.
 	 */
+	err = hmap_init(&t->map, sizeof(struct ll_key_id), max ? max : 1, key_eq, seed ? &hs : NULL);
+	if (err)
+		return err;
 	t->hl = calloc(holders ? holders : 1, sizeof(*t->hl));
 	if (!t->hl) {
 		hotkeys_free(t);
@@ -181,8 +141,6 @@ int hotkeys_init(struct hotkeys *t, const char *name, size_t holders, uint32_t m
 	t->holders = holders;
 	t->max = max;
 	t->cool_ns = HOTKEYS_COOL_NS;
-	t->mask = slots - 1;
-	t->seed = seed;
 	/* Whatever a holder holds from before is unknown: a whole set first. */
 	for (size_t h = 0; h < holders; h++)
 		t->hl[h].full = true;
@@ -210,7 +168,7 @@ void hotkeys_free(struct hotkeys *t)
 	for (size_t h = 0; t->hl && h < t->holders; h++)
 		hl_free(&t->hl[h]);
 	free(t->k);
-	free(t->slot);
+	hmap_free(&t->map);
 	free(t->hl);
 	list_free(&t->free_slots);
 	list_free(&t->cool);
@@ -224,21 +182,19 @@ int hotkeys_copy(struct hotkeys *dst, const struct hotkeys *src)
 
 	*dst = *src;
 	dst->k = NULL;
-	dst->slot = NULL;
 	dst->hl = NULL;
 	dst->top = dst->alloc = 0;
 	memset(&dst->free_slots, 0, sizeof(dst->free_slots));
 	memset(&dst->cool, 0, sizeof(dst->cool));
 	memset(&dst->dirty_keys, 0, sizeof(dst->dirty_keys));
+	if (hmap_copy(&dst->map, &src->map))
+		goto fail; /* dst->map is empty */
 	if (!src->on)
 		return 0;
-	dst->slot = src->slot ? malloc((src->mask + 1) * sizeof(*dst->slot)) : NULL;
 	dst->hl = calloc(nh, sizeof(*dst->hl));
 	dst->k = src->top ? calloc(src->top, sizeof(*dst->k)) : NULL;
-	if ((src->slot && !dst->slot) || !dst->hl || (src->top && !dst->k))
+	if (!dst->hl || (src->top && !dst->k))
 		goto fail;
-	if (src->slot)
-		memcpy(dst->slot, src->slot, (src->mask + 1) * sizeof(*dst->slot));
 	dst->alloc = src->top;
 	if (list_copy(&dst->free_slots, &src->free_slots) || list_copy(&dst->cool, &src->cool) ||
 	    list_copy(&dst->dirty_keys, &src->dirty_keys))
@@ -328,7 +284,7 @@ static void key_drop(struct hotkeys *t, uint32_t idx, uint64_t now)
 		pr_info("limit '%s': key %s no longer hot after %.1f s (%u hot keys left)\n",
 			t->name, ks, (double)(now - k->since_ns) / 1e9, t->n - 1);
 	}
-	slot_clear(t, slot_of(t, idx));
+	hmap_del(&t->map, &k->key);
 	key_free(k);
 	memset(k, 0, sizeof(*k));
 	if (list_push(&t->free_slots, idx) && idx + 1 == t->top)
@@ -344,9 +300,10 @@ static int key_add(struct hotkeys *t, const struct ledger *lim, const struct ll_
 		   uint64_t now)
 {
 	struct hotkey *k;
-	uint32_t s, idx;
+	uint32_t idx;
 
-	if (!t->slot && !(t->slot = calloc(t->mask + 1, sizeof(*t->slot))))
+	/* Room in the map first: the put below cannot fail (n < max). */
+	if (hmap_reserve(&t->map, t->n + 1))
 		return -ENOMEM;
 	if (t->free_slots.n) {
 		idx = t->free_slots.i[--t->free_slots.n];
@@ -368,7 +325,6 @@ static int key_add(struct hotkeys *t, const struct ledger *lim, const struct ll_
 	k = &t->k[idx];
 	memset(k, 0, sizeof(*k));
 	k->key = *key;
-	k->hash = key_hash(t->seed, key);
 	k->h = calloc(t->holders ? t->holders : 1, sizeof(*k->h));
 	if (!k->h || ledger_copy_n(&k->led, lim, t->holders)) {
 		free(k->h);
@@ -393,9 +349,7 @@ static int key_add(struct hotkeys *t, const struct ledger *lim, const struct ll_
 	key_dirty(t, idx);
 	/* Created during a drain of the limit: it drains with it. */
 	k->draining = ledger_over(&k->led, now);
-	for (s = (uint32_t)k->hash & t->mask; t->slot[s]; s = (s + 1) & t->mask)
-		;
-	t->slot[s] = idx + 1;
+	hmap_put(&t->map, key, &idx);
 	t->n++;
 	t->made++;
 	return (int)idx;

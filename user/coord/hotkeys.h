@@ -48,6 +48,7 @@
 
 #include "coord/ledger.h"
 #include "ll_types.h"
+#include "lib/hashmap.h"
 #include "lib/wire.h"
 
 #define HOTKEYS_MAX	LL_MAX_LIMIT_KEY_GRANTS /* per limit: entries an agent holds */
@@ -76,7 +77,6 @@ struct hotkey_holder {
 
 struct hotkey {
 	struct ll_key_id key;
-	uint64_t hash;
 	struct ledger led;	 /* same seqs and acks as the limit's */
 	struct hotkey_holder *h; /* holders entries */
 	uint64_t since_ns;	 /* hot since */
@@ -118,9 +118,7 @@ struct hotkeys {
 	uint32_t top, alloc;	 /* slots of k[] in use (live or free), room in k[] */
 	struct hotkey *k;	 /* k[0..top): live or free */
 	struct hotkeys_list free_slots;
-	uint32_t *slot;		 /* hash table: index in k[] + 1, 0 empty; linear probing; NULL till a key */
-	uint32_t mask;		 /* slots - 1 */
-	uint64_t seed;		 /* of the hash: keys come from the network */
+	struct hmap map;	 /* key -> its index in k[] (keys come from the network: seeded) */
 	struct hotkeys_hl *hl;	 /* holders entries */
 	struct hotkeys_list cool; /* cooling keys */
 	struct hotkeys_list dirty_keys; /* keys whose targets are stale */
@@ -147,7 +145,8 @@ struct hotkeys_out {
 };
 
 /* An empty table for a limit with a key: room for `holders` holders, at most
- * max keys (<= HOTKEYS_MAX). 0 or -ENOMEM (then *t is off and empty).
+ * max keys (<= HOTKEYS_MAX). seed keys the hash of the key map (0: one from
+ * getrandom()). 0 or a negative errno (then *t is off and empty).
  */
 int hotkeys_init(struct hotkeys *t, const char *name, size_t holders, uint32_t max, uint64_t seed);
 /* Free everything; *t is off and empty afterwards (freeing twice is fine). */
