@@ -46,25 +46,8 @@ static int writer(FILE *f, void *arg)
 	return 0;
 }
 
-static int setup(void **state)
-{
-	static struct fx x;
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-
-	memset(&x, 0, sizeof(x));
-	pthread_mutex_init(&x.lock, NULL);
-	if (http_start(&x.s, "127.0.0.1:0", writer, &x, &x.lock))
-		return -1;
-	if (getsockname(x.s.fd, (struct sockaddr *)&sa, &len))
-		return -1;
-	snprintf(x.addr, sizeof(x.addr), "%u", ntohs(sa.sin_port));
-	*state = &x;
-	return 0;
-}
-
-/* The same server with idle clients kept 60 s: long past any scrape. */
-static int setup_patient(void **state)
+/* A server on an ephemeral loopback port, idle clients cut after idle_s (0: the default). */
+static int setup_idle(void **state, unsigned int idle_s)
 {
 	static struct fx x;
 	struct sockaddr_in sa;
@@ -74,7 +57,7 @@ static int setup_patient(void **state)
 	pthread_mutex_init(&x.lock, NULL);
 	if (http_listen(&x.s, "127.0.0.1:0"))
 		return -1;
-	x.s.idle_s = 60;
+	x.s.idle_s = idle_s;
 	if (http_serve(&x.s, writer, &x, &x.lock))
 		return -1;
 	if (getsockname(x.s.fd, (struct sockaddr *)&sa, &len))
@@ -82,6 +65,17 @@ static int setup_patient(void **state)
 	snprintf(x.addr, sizeof(x.addr), "%u", ntohs(sa.sin_port));
 	*state = &x;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_idle(state, 0);
+}
+
+/* Idle clients kept 60 s: long past any scrape. */
+static int setup_patient(void **state)
+{
+	return setup_idle(state, 60);
 }
 
 static int teardown(void **state)
