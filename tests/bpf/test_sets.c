@@ -267,7 +267,7 @@ static void test_refused_after_write(void **state)
 	write_file(DENY, "198.18.9.0/24\n198.18.10.0/24\n");
 	snprintf(yaml, sizeof(yaml), fmt, 2);
 	assert_int_equal(cfg_policy_parse("p.yaml", yaml, strlen(yaml), true, cp, &e), 0);
-	write_file(OVR, "198.18.5.0/24 unlimitd\n");
+	write_file(OVR, "198.18.6.0/24 deny\n198.18.5.0/24 unlimitd\n");
 	assert_int_equal(policy_apply(&fx->dp, cp, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "unlimitd"));
 	assert_int_equal(set_entries(fx), 2);
