@@ -59,7 +59,7 @@ BENCH_SKELS := $(patsubst bench/bpf/%.bpf.c,$(BUILD)/%.skel.h,$(wildcard bench/b
 
 # Layering (docs/design.md, "Layers"): each folder of user/ compiles with the
 # include root of its layer and becomes one archive. A header is included by
-# its path from user/ ("lib/clock.h"); a layer's root, $(BUILD)/inc/LAYER,
+# its path from user/ ("lib/monotonic.h"); a layer's root, $(BUILD)/inc/LAYER,
 # holds links to the folders it may use and no others. lib/ sees only itself
 # and the kernel ABI (include/); agent/ and coord/ see lib/ and themselves,
 # never each other; cmd/ (the commands and the command table) sees all

@@ -27,10 +27,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "csum.h"
 #include "agent/dp.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "agent/link.h"
 #include "lib/log.h"
 #include "pass.skel.h"

@@ -51,7 +51,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/conn.h"
 #include "lib/wire.h"
 

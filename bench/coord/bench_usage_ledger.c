@@ -18,7 +18,7 @@
 
 #include <sqlite3.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "coord/usage_ledger.h"
 #include "lib/wire.h"
 

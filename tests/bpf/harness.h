@@ -25,7 +25,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "agent/dp.h"
 #include "leaseline.skel.h"

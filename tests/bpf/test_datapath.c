@@ -22,9 +22,9 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "agent/link.h"
-#include "agent/metrics.h"
+#include "agent/agent_metrics.h"
 #include "agent/stats.h"
 
 #define S4  "198.18.0.1"

@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "agent/link.h"
 
 #define DST "198.19.255.1"

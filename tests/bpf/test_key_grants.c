@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "agent/link.h"
 
 #define FAR_FUTURE (clock_now_ns() + 3600 * NSEC_PER_SEC)

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "bpf/harness.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "agent/link.h"
 
 #define GLOBAL_POLICY                                                                              \

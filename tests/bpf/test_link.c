@@ -19,7 +19,7 @@
 
 #include "bpf/harness.h"
 #include "lib/conn.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "agent/link.h"
 
 #define POLICY_FMT                                                                                 \

@@ -22,7 +22,7 @@
 
 #include "bpf/harness.h"
 #include "lib/conn.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "agent/link.h"
 #include "agent/meter.h"
 #include "lib/wire.h"

@@ -14,7 +14,7 @@ import re
 import sys
 
 NAME = re.compile(r"\bleaseline_[a-z0-9_]*[a-z0-9]\b")
-WRITERS = ("user/agent/metrics.c", "user/coord/metrics.c", "user/lib/prom.c")
+WRITERS = ("user/agent/agent_metrics.c", "user/coord/coord_metrics.c", "user/lib/prom.c")
 DASHBOARD = "deploy/grafana/leaseline.json"
 RULES = "deploy/prometheus/leaseline-rules.yml"
 

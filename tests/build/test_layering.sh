@@ -54,7 +54,7 @@ probe agent cmd/top.h forbidden
 probe coord coord/ledger.h allowed
 probe coord lib/lease_clock.h allowed
 probe coord agent/dp.h forbidden
-probe coord agent/lease.h forbidden
+probe coord agent/lease_decide.h forbidden
 probe coord agent/policy.h forbidden
 probe coord cmd/usage_cmd.h forbidden
 probe coord leaseline.skel.h forbidden
@@ -100,6 +100,10 @@ for layer in lib agent coord cmd; do
 		bad "user/$layer/ includes$bad_inc"
 	fi
 done
+
+# No two headers share a name (a reader never has to ask which clock.h).
+same=$(find bpf include user tests bench -name '*.h' -printf '%f\n' | sort | uniq -d | tr '\n' ' ')
+[ -z "$same" ] && ok "every header has its own name" || bad "header names shared: $same"
 
 # No two headers share an include guard.
 dups=$(grep -h '^#ifndef LEASELINE_[A-Z0-9_]*_H$' $(find bpf include user tests bench -name '*.h') | sort | uniq -d)

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "coord/hotkeys.h"
 #include "coord/ledger.h"
 #include "lib/log.h"

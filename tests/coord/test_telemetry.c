@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "coord/ledger.h"
 #include "coord/telemetry.h"
 

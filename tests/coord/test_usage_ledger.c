@@ -24,7 +24,7 @@
 
 #include <sqlite3.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "cmd/usage_cmd.h"
 #include "coord/usage_ledger.h"
 #include "lib/wire.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "tb_math.h"
 #include "lib/wire.h"
 

@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/conn.h"
 #include "lib/lease_clock.h"
 #include "lib/wire.h"

@@ -41,7 +41,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/conn.h"
 #include "lib/net.h"
 #include "coord/usage_ledger.h"

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "tb_math.h"
 #include "lib/walk.h"

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "lib/clock.h"
-#include "agent/lease.h"
+#include "lib/monotonic.h"
+#include "agent/lease_decide.h"
 #include "tb_math.h"
 #include "unit/rnd.h"
 

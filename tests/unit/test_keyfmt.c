@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/keyfmt.h"
 #include "tb_math.h"
 

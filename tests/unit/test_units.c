@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/units.h"
 #include "lib/util.h"
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "lib/wire.h"
 #include "lib/util.h"

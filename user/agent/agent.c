@@ -22,7 +22,7 @@
 
 #include "agent/agent.h"
 #include "agent/attach.h"
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "agent/dp.h"
 #include "leaseline.skel.h" /* dp->skel->skeleton: the ELF multiprog loads again */
@@ -30,7 +30,7 @@
 #include "lib/http.h"
 #include "agent/link.h"
 #include "lib/log.h"
-#include "agent/metrics.h"
+#include "agent/agent_metrics.h"
 #include "agent/pins.h"
 #include "agent/policy.h"
 #include "agent/privs.h"

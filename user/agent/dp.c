@@ -17,7 +17,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "agent/dp.h"
 #include "agent/dp_priv.h"
 #include "agent/set_map.h"

@@ -3,7 +3,7 @@
  * The datapath as userspace sees it: load the XDP object (re-adopting the
  * maps pinned under pin_dir, so buckets survive an agent restart), read and
  * write its maps, reap idle buckets. dp decides nothing about policies or
- * leases: policy.c compiles a policy and lease.c decides a grant; dp writes
+ * leases: policy.c compiles a policy and lease_decide.c decides a grant; dp writes
  * what they decided, in the order that keeps packets safe. Functions return
  * 0 or a negative errno.
  *

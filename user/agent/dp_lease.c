@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Leases in the datapath's maps: reading the lease, the fence and the
- * per-key grants lease.c decides from, and writing what it decided, in the
+ * per-key grants lease_decide.c decides from, and writing what it decided, in the
  * order that keeps packets safe (dp_lease_write).
  */
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <bpf/bpf.h>
 
 #include "agent/dp.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "tb_math.h"
 
 int dp_fence_read(struct dp *dp, struct ll_fence *f)

@@ -12,7 +12,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "agent/dp.h"
 #include "leaseline.skel.h"
 #include "tb_math.h"

@@ -12,10 +12,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "agent/dp.h"
 #include "agent/hot.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "lib/log.h"
 #include "tb_math.h"
 

@@ -15,9 +15,9 @@
 
 #include <bpf/bpf.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "agent/dp.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "agent/link.h"
 #include "lib/log.h"
 #include "agent/policy.h"

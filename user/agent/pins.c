@@ -23,7 +23,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/fs.h"
 #include "leaseline.skel.h"
 #include "ll_types.h"

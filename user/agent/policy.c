@@ -10,9 +10,9 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "agent/dp.h"
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "lib/log.h"
 #include "agent/ovr_map.h"
 #include "agent/set_map.h"

@@ -14,7 +14,7 @@
 
 #include "agent/agent.h"
 #include "agent/attach.h"
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "coord/coord.h"
 #include "agent/dp.h"

@@ -13,7 +13,7 @@
 #include <bpf/bpf.h>
 
 #include "agent/attach.h"
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "agent/dp.h"
 #include "lib/fs.h"

@@ -16,7 +16,7 @@
 
 #include <bpf/bpf.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "agent/dp.h"
 #include "lib/keyfmt.h"

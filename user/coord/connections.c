@@ -14,7 +14,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/conn.h"
 #include "coord/coord_int.h"
 #include "lib/log.h"

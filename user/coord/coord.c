@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "coord/coord.h"
 #include "coord/coord_int.h"
@@ -30,7 +30,7 @@
 #include "lib/http.h"
 #include "lib/lease_clock.h"
 #include "lib/log.h"
-#include "coord/metrics.h"
+#include "coord/coord_metrics.h"
 #include "lib/net.h"
 #include "lib/signals.h"
 #include "coord/state.h"

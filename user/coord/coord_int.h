@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "coord/state.h"
 #include "lib/wire.h"
 

@@ -12,7 +12,7 @@
 #include <strings.h>
 #include <netinet/in.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/conn.h"
 #include "coord/coord_int.h"
 #include "coord/hotkeys.h"

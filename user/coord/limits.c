@@ -15,7 +15,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "coord/coord_int.h"
 #include "lib/fs.h"

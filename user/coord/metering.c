@@ -14,7 +14,7 @@
 #include <arpa/inet.h>
 #include <sys/epoll.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "coord/coord_int.h"
 #include "lib/log.h"

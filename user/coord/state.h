@@ -4,7 +4,7 @@
  * limit (its contract, reserve and ledger), per holder (a gateway by name,
  * its incarnation and durable fallback/bypass totals) and per connection.
  * The daemon's files (coord.c and those of coord_int.h) change it;
- * metrics.c only reads it.
+ * coord_metrics.c only reads it.
  */
 #ifndef LEASELINE_COORD_STATE_H
 #define LEASELINE_COORD_STATE_H

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "coord/ledger.h"
 #include "coord/state.h"
 #include "coord/telemetry.h"

@@ -11,7 +11,7 @@
 
 #include <sqlite3.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/log.h"
 #include "coord/usage_ledger.h"
 #include "coord/usage_ledger_int.h"

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/keyfmt.h"
 #include "lib/log.h"
 #include "coord/usage_writer.h"

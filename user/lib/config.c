@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "lib/config_schema.h"
 #include "lib/lease_clock.h"

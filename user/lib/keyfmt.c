@@ -7,7 +7,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/keyfmt.h"
 
 const char *keyfmt_proto(uint8_t proto, char *buf, size_t len)

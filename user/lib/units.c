@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/units.h"
 
 /* Significant fraction digits kept: 10^18 still fits in 64 bits and the

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "lib/config.h"
 #include "lib/wire.h"
 #include "lib/util.h"

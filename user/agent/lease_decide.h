@@ -13,8 +13,8 @@
  *     is never mistaken for another's;
  *   - raising a share never deposits tokens; a revived lease starts empty.
  */
-#ifndef LEASELINE_AGENT_LEASE_H
-#define LEASELINE_AGENT_LEASE_H
+#ifndef LEASELINE_AGENT_LEASE_DECIDE_H
+#define LEASELINE_AGENT_LEASE_DECIDE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -177,4 +177,4 @@ int lease_keys_decide(const struct ll_lease *old, struct lease_key *held, size_t
 		      struct lease_key *want, size_t n_want, size_t count, struct lease_update *u,
 		      struct lease_key_plan *plan);
 
-#endif /* LEASELINE_AGENT_LEASE_H */
+#endif /* LEASELINE_AGENT_LEASE_DECIDE_H */

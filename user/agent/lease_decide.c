@@ -9,7 +9,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "agent/lease.h"
+#include "agent/lease_decide.h"
 #include "tb_math.h"
 
 int lease_fence_check(const struct ll_fence *f, uint32_t id, uint64_t epoch, uint64_t seq)

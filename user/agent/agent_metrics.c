@@ -10,9 +10,9 @@
 
 #include <bpf/bpf.h>
 
-#include "lib/clock.h"
+#include "lib/monotonic.h"
 #include "agent/dp.h"
-#include "agent/metrics.h"
+#include "agent/agent_metrics.h"
 #include "lib/prom.h"
 #include "agent/stats.h"
 #include "tb_math.h"

@@ -6,8 +6,8 @@
  * kernel, so an agent's deadlines and the datapath's lease expiry compare
  * directly, and the coordinator's own deadlines never jump with wall time.
  */
-#ifndef LEASELINE_LIB_CLOCK_H
-#define LEASELINE_LIB_CLOCK_H
+#ifndef LEASELINE_LIB_MONOTONIC_H
+#define LEASELINE_LIB_MONOTONIC_H
 
 #include <stdint.h>
 #include <time.h>
@@ -35,4 +35,4 @@ static inline double ns_to_s(uint64_t ns)
 	return (double)ns / (double)NSEC_PER_SEC;
 }
 
-#endif /* LEASELINE_LIB_CLOCK_H */
+#endif /* LEASELINE_LIB_MONOTONIC_H */

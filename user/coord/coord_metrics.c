@@ -5,8 +5,8 @@
  * depends on. Families are tables, written family by family, so every one
  * has HELP and TYPE and its samples together.
  */
-#include "lib/clock.h"
-#include "coord/metrics.h"
+#include "lib/monotonic.h"
+#include "coord/coord_metrics.h"
 #include "lib/prom.h"
 #include "coord/state.h"
 #include "coord/telemetry.h"

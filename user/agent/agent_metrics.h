@@ -4,8 +4,8 @@
  * this gateway's lease shares and the policy version, read from the maps
  * and served by http.c on `metrics:`.
  */
-#ifndef LEASELINE_AGENT_METRICS_H
-#define LEASELINE_AGENT_METRICS_H
+#ifndef LEASELINE_AGENT_AGENT_METRICS_H
+#define LEASELINE_AGENT_AGENT_METRICS_H
 
 #include <stdio.h>
 
@@ -14,4 +14,4 @@
  */
 int metrics_write(FILE *f, void *dp);
 
-#endif /* LEASELINE_AGENT_METRICS_H */
+#endif /* LEASELINE_AGENT_AGENT_METRICS_H */
