@@ -79,6 +79,42 @@ static void flip_byte(const char *dir, const char *file, off_t off)
 	close(fd);
 }
 
+/* The grant key (docs/protocol.md, "Adoption"): made once, random, 0600,
+ * the same on every later open; a file of another size, or a symlink, is
+ * refused rather than replaced (a new key proves no live grant).
+ */
+static void test_grant_key_kept(void **state)
+{
+	const char *dir = *state;
+	uint8_t k1[GRANT_KEY_LEN], zero[GRANT_KEY_LEN] = {0};
+	struct coord_store s;
+	char path[256], other[256];
+	struct stat st;
+
+	assert_int_equal(coord_store_open(&s, dir), 0);
+	assert_true(s.grant_key_new);
+	memcpy(k1, s.grant_key, sizeof(k1));
+	assert_memory_not_equal(k1, zero, sizeof(k1));
+	coord_store_close(&s);
+	snprintf(path, sizeof(path), "%s/grant.key", dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(st.st_size, GRANT_KEY_LEN);
+
+	assert_int_equal(coord_store_open(&s, dir), 0);
+	assert_false(s.grant_key_new);
+	assert_memory_equal(s.grant_key, k1, sizeof(k1));
+	coord_store_close(&s);
+
+	assert_int_equal(truncate(path, GRANT_KEY_LEN - 1), 0);
+	assert_int_equal(coord_store_open(&s, dir), -EINVAL);
+	snprintf(other, sizeof(other), "%s/elsewhere", dir);
+	assert_int_equal(rename(path, other), 0);
+	assert_int_equal(truncate(other, GRANT_KEY_LEN), 0);
+	assert_int_equal(symlink(other, path), 0);
+	assert_true(coord_store_open(&s, dir) < 0);
+}
+
 static void test_epochs_increase(void **state)
 {
 	const char *dir = *state;
@@ -245,6 +281,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_epochs_increase, dir_setup, dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_grant_key_kept, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_torn_tail_costs_one_step, dir_setup,
 					    dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_corrupt_bump_never_lowers, dir_setup,

@@ -53,6 +53,8 @@ struct fx {
 
 /* The next setup puts the state directory on a small tmpfs. */
 static bool want_small_disk;
+/* The next setup's lease ttl, if not TTL_MS. */
+static int want_ttl_ms;
 
 /* Readiness: the coordinator logs "coordinator listening on ADDR" once its
  * socket is bound and its quiet period has started; ADDR has the port it
@@ -66,10 +68,31 @@ static int wait_ready(struct fx *fx)
 /* A file of overrides the next setup_policy writes beside the policy. */
 static const char *setup_tiers;
 
+/* Start (or start again) the coordinator of fx->dir and wait until it listens. */
+static int spawn(struct fx *fx)
+{
+	char cfg[128], log[128];
+
+	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);
+	snprintf(log, sizeof(log), "%s/coord.log", fx->dir);
+	/* Emptied before the fork: the wait must not read a previous run's port. */
+	truncate(log, 0);
+	fx->t_start = clock_now_ns();
+	fx->pid = fork();
+	if (fx->pid == 0) {
+		int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		dup2(out, 2);
+		execl(bin(), bin(), "coord", "-c", cfg, (char *)NULL);
+		_exit(127);
+	}
+	return fx->pid > 0 ? wait_ready(fx) : -1;
+}
+
 static int setup_policy(void **state, const char *policy)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
-	char coord[256], cfg[128], log[128];
+	char coord[256];
 
 	if (!fx || access(bin(), X_OK))
 		return -1;
@@ -84,28 +107,17 @@ static int setup_policy(void **state, const char *policy)
 		char st[96];
 
 		snprintf(st, sizeof(st), "%s/state", fx->dir);
-		fx->small_disk = !mkdir(st, 0700) &&
-				 !mount("tmpfs", st, "tmpfs", 0, "size=256k,mode=0777");
+		fx->small_disk =
+		    !mkdir(st, 0700) && !mount("tmpfs", st, "tmpfs", 0, "size=256k,mode=0777");
 	}
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:0\npolicy: policy.yaml\nstate-dir: state\n"
 		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n%s",
-		 TTL_MS, GATEWAYS,
+		 want_ttl_ms ? want_ttl_ms : TTL_MS, GATEWAYS,
 		 getuid() == 0 ? "user: nobody\n" : ""); /* it needs no privilege */
 	write_file(fx->dir, "coord.yaml", coord);
-	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", fx->dir);
-	snprintf(log, sizeof(log), "%s/coord.log", fx->dir);
-	fx->t_start = clock_now_ns();
-	fx->pid = fork();
-	if (fx->pid == 0) {
-		int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-		dup2(out, 2);
-		execl(bin(), bin(), "coord", "-c", cfg, (char *)NULL);
-		_exit(127);
-	}
 	*state = fx;
-	return fx->pid > 0 ? wait_ready(fx) : -1;
+	return spawn(fx);
 }
 
 static int setup(void **state)
@@ -132,10 +144,11 @@ static int setup_perkey_override(void **state)
 	int rc;
 
 	setup_tiers = "10.0.0.1/32 rate 600 burst 600\n";
-	rc = setup_policy(state, "version: 1\nlimits:\n"
-				 "  - {name: k, key: src-ip, scope: global, rate: 1000, burst: 1000, "
-				 "overrides: tiers.txt}\n"
-				 "rules:\n  - {name: all, limits: [k]}\n");
+	rc = setup_policy(state,
+			  "version: 1\nlimits:\n"
+			  "  - {name: k, key: src-ip, scope: global, rate: 1000, burst: 1000, "
+			  "overrides: tiers.txt}\n"
+			  "rules:\n  - {name: all, limits: [k]}\n");
 	setup_tiers = NULL;
 	return rc;
 }
@@ -651,6 +664,201 @@ static void test_hello_epoch_step_bound(void **state)
 	assert_int_equal(fx->m->type, WIRE_POLICY);
 	conn_close(&c);
 	assert_true(coord_log_has(fx->dir, "has seen epoch 1048576 > ours 1"));
+}
+
+/* A certified gateway's epoch claim is evidence, not an order (issue 25,
+ * B): gw-1 says HELLO every 0.3 s claiming the coordinator's epoch + 1.
+ * The first claim moves the epoch once (past it); the rest are ignored and counted,
+ * and none of them starts a quiet period: gw-2, reporting throughout,
+ * is granted every limit in every report round of the attack.
+ */
+static void test_epoch_claims_cannot_stall_grants(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t rate[N_LIMITS], gseq[N_LIMITS] = {0}, epoch = 0, seq = 1, last_hello = 0;
+	uint64_t end, epoch0, claims = 0;
+	struct conn c2, c1;
+	int rounds = 0;
+
+	dial(fx, &c2);
+	hello(fx, &c2, "gw-2");
+	epoch0 = fx->m->policy.epoch;
+	/* Past the quiet period of the start: grants flow. */
+	while (clock_now_ns() <
+	       fx->t_start + lease_deadline(0, TTL_MS * NSEC_PER_MSEC) + 200 * NSEC_PER_MSEC)
+		usleep(10 * 1000); /* t_start is before the coordinator's own start */
+	seq = report_until(fx, &c2, "gw-2", seq, &epoch, rate, gseq, RATE);
+	end = clock_now_ns() + 2 * NSEC_PER_SEC;
+	while (clock_now_ns() < end) {
+		if (clock_now_ns() - last_hello >= 300 * NSEC_PER_MSEC) {
+			dial(fx, &c1);
+			WIRE_MSG_CLEAR(fx->m, hello);
+			fx->m->type = WIRE_HELLO;
+			snprintf(fx->m->hello.holder, sizeof(fx->m->hello.holder), "gw-1");
+			fx->m->hello.incarnation = 7;
+			fx->m->hello.max_epoch_seen = epoch + 1;
+			assert_int_equal(conn_send(&c1, fx->m), 0);
+			assert_int_equal(recv_msg(&c1, fx->m, WAIT_MS), 1);
+			assert_int_equal(fx->m->type, WIRE_POLICY);
+			conn_close(&c1);
+			last_hello = clock_now_ns();
+			claims++;
+		}
+		/* gw-2 acknowledges what it holds, under whatever epoch it came. */
+		report(fx, &c2, "gw-2", seq, epoch, gseq);
+		assert_int_equal(grants(fx, &c2, seq, rate, gseq, &epoch), N_LIMITS);
+		seq++;
+		rounds++;
+		usleep(50 * 1000);
+	}
+	assert_true(claims >= 6);
+	assert_true(rounds >= 10);
+	assert_int_equal(epoch, epoch0 + 2); /* moved once, past the first claim */
+	assert_int_equal(log_count(fx, "claims epoch"), (int)claims - 1);
+	assert_true(coord_log_has(fx->dir, "again: ignored (one move per holder and run)"));
+	conn_close(&c2);
+}
+
+/* Adoption (docs/protocol.md): after a kill -9 and a restart on the same
+ * state, a holder that re-presents the grants it holds, with their tags, is
+ * granted at once under the new epoch, in the quiet period, exactly what
+ * it proved (never more); a tag that does not prove the share earns nothing
+ * until the quiet period is over.
+ */
+static int setup_adopt(void **state)
+{
+	int rc;
+
+	want_ttl_ms = 3000; /* a quiet period long enough to tell adoption from its end */
+	rc = setup(state);
+	want_ttl_ms = 0;
+	return rc;
+}
+
+struct held {
+	uint64_t epoch, seq, rate, burst, ttl;
+	uint8_t tag[WIRE_TAG_LEN];
+};
+
+/* A report whose entries re-present held[] (tag byte 0 xor-ed with flip). */
+static void report_held(struct fx *fx, struct conn *c, const char *holder, uint64_t seq,
+			const struct held *held, uint8_t flip)
+{
+	WIRE_MSG_CLEAR(fx->m, report.n);
+	fx->m->type = WIRE_REPORT;
+	snprintf(fx->m->report.holder, sizeof(fx->m->report.holder), "%s", holder);
+	fx->m->report.incarnation = 7;
+	fx->m->report.seq = seq;
+	fx->m->report.n = N_LIMITS;
+	for (int l = 0; l < N_LIMITS; l++) {
+		struct wire_report_entry *e = &fx->m->report.e[l];
+
+		memset(e, 0, sizeof(*e));
+		snprintf(e->limit, sizeof(e->limit), "%c", 'a' + l);
+		e->demand = 10000;
+		if (!held)
+			continue;
+		e->applied_epoch = held[l].epoch;
+		e->applied_seq = held[l].seq;
+		e->held_rate = held[l].rate;
+		e->held_burst = held[l].burst;
+		e->held_ttl_ns = held[l].ttl;
+		e->held_left_ns = 2 * NSEC_PER_SEC;
+		memcpy(e->held_tag, held[l].tag, WIRE_TAG_LEN);
+		e->held_tag[0] ^= flip;
+	}
+	assert_int_equal(conn_send(c, fx->m), 0);
+}
+
+/* The grants answering report seq within wait_ms, into got[]: how many. */
+static int grants_held(struct fx *fx, struct conn *c, uint64_t seq, struct held *got, int wait_ms)
+{
+	int n = 0;
+
+	while (n < N_LIMITS && recv_msg(c, fx->m, wait_ms) == 1) {
+		const struct wire_grant *g = &fx->m->grant;
+		int l;
+
+		assert_int_equal(fx->m->type, WIRE_GRANT);
+		assert_int_equal(g->report_seq, seq);
+		l = g->limit[0] - 'a';
+		assert_in_range(l, 0, N_LIMITS - 1);
+		got[l] = (struct held){.epoch = g->epoch,
+				       .seq = g->seq,
+				       .rate = g->rate,
+				       .burst = g->burst,
+				       .ttl = g->ttl_ns};
+		memcpy(got[l].tag, g->tag, WIRE_TAG_LEN);
+		n++;
+	}
+	return n;
+}
+
+static void test_restart_adopts_proven_shares(void **state)
+{
+	struct fx *fx = *state;
+	struct held h1[N_LIMITS] = {0}, h2[N_LIMITS] = {0}, a1[N_LIMITS] = {0}, x[N_LIMITS];
+	uint64_t end = clock_now_ns() + 10 * NSEC_PER_SEC, seq = 1, quiet_end;
+	struct conn c1, c2;
+	int st;
+
+	dial(fx, &c1);
+	hello(fx, &c1, "gw-1");
+	dial(fx, &c2);
+	hello(fx, &c2, "gw-2");
+	/* First the quiet period of a fresh start: both granted half each. */
+	for (;; seq++) {
+		bool half = true;
+
+		report_held(fx, &c1, "gw-1", seq, h1[0].epoch ? h1 : NULL, 0);
+		grants_held(fx, &c1, seq, h1, 300);
+		report_held(fx, &c2, "gw-2", seq, h2[0].epoch ? h2 : NULL, 0);
+		grants_held(fx, &c2, seq, h2, 300);
+		for (int l = 0; l < N_LIMITS; l++)
+			half &= h1[l].rate == RATE / 2 && h2[l].rate == RATE / 2;
+		if (half)
+			break;
+		assert_true(clock_now_ns() < end);
+	}
+	for (int l = 0; l < N_LIMITS; l++)
+		assert_int_equal(h1[l].epoch, 1);
+	conn_close(&c1);
+	conn_close(&c2);
+
+	kill(fx->pid, SIGKILL);
+	waitpid(fx->pid, &st, 0);
+	assert_int_equal(spawn(fx), 0);
+	quiet_end = fx->t_start + 3 * NSEC_PER_SEC;
+
+	/* gw-1 proves its shares: granted at once, epoch 2, the same rates. */
+	dial(fx, &c1);
+	hello(fx, &c1, "gw-1");
+	report_held(fx, &c1, "gw-1", ++seq, h1, 0);
+	assert_int_equal(grants_held(fx, &c1, seq, a1, 1000), N_LIMITS);
+	assert_true(clock_now_ns() < quiet_end); /* not the quiet period's end: adoption */
+	for (int l = 0; l < N_LIMITS; l++) {
+		assert_int_equal(a1[l].epoch, 2);
+		assert_int_equal(a1[l].rate,
+				 RATE / 2); /* what it proved, though it asks for 10000 */
+		assert_true(a1[l].burst <= h1[l].burst);
+	}
+	assert_true(coord_log_has(fx->dir, "holder 'gw-1' limit 'a': adopted 450/s"));
+
+	/* gw-2's tags do not prove its shares (one byte changed): nothing in
+	 * the quiet period.
+	 */
+	dial(fx, &c2);
+	hello(fx, &c2, "gw-2");
+	report_held(fx, &c2, "gw-2", ++seq, h2, 0x01);
+	assert_int_equal(grants_held(fx, &c2, seq, x, 500), 0);
+	assert_true(coord_log_has(fx->dir, "holder 'gw-2' limit 'a': the share it re-presents"));
+	/* And gw-1 renewing in the quiet period gets no more than it proved. */
+	report_held(fx, &c1, "gw-1", ++seq, a1, 0);
+	assert_int_equal(grants_held(fx, &c1, seq, a1, 1000), N_LIMITS);
+	for (int l = 0; l < N_LIMITS; l++)
+		assert_int_equal(a1[l].rate, RATE / 2);
+	conn_close(&c1);
+	conn_close(&c2);
 }
 
 /* 1 once the coordinator closed fd (EOF or reset), 0 if still open after wait_ms. */
@@ -1241,6 +1449,9 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_reload_3_to_256_limits, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hello_epoch_step_bound, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_epoch_claims_cannot_stall_grants, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_restart_adopts_proven_shares, setup_adopt,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),

@@ -41,16 +41,16 @@
 
 /* Sizes of the sample frames, computed from docs/protocol.md rather than from the encoder. */
 #define HELLO_FRAME  (P + 1 + 4 + 4 * 8)
-#define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 9 * 8 + 1 + 8 + 2)
+#define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 9 * 8 + WIRE_TAG_LEN + 1 + 8 + 2)
 #define KEY_LEN	     sizeof(struct ll_key_id)
 #define KEY_GRANT    (KEY_LEN + 1 + 2 * 8)
 #define HOT_ENTRY    (1 + KEY_LEN + 8)
-#define ENTRY_FIXED  (7 * 8)
+#define ENTRY_FIXED  (11 * 8 + WIRE_TAG_LEN)
 #define REPORT_FRAME (REPORT_E0 + 1 + 10 + ENTRY_FIXED + 1 + 9 + ENTRY_FIXED + 2)
 #define POLICY_YAML  "version: 3\ndefault: pass\nlimits: []\nrules: []\n"
 #define POLICY_FRAME (POLICY_LEN + 4 + sizeof(POLICY_YAML) - 1)
 #define MAX_REPORT_FRAME                                                                           \
-	(P + WIRE_HOLDER_LEN + 3 * 8 + 2 + WIRE_MAX_ENTRIES * (LL_NAME_LEN + ENTRY_FIXED) + 2 +      \
+	(P + WIRE_HOLDER_LEN + 3 * 8 + 2 + WIRE_MAX_ENTRIES * (LL_NAME_LEN + ENTRY_FIXED) + 2 +    \
 	 WIRE_MAX_HOT * HOT_ENTRY)
 #define MAX_POLICY_FRAME (POLICY_LEN + 4 + WIRE_MAX_POLICY)
 
@@ -119,6 +119,8 @@ static void sample_grant(struct wire_msg *m)
 	g->burst = 500;
 	g->ttl_ns = 2000000000ull;
 	g->refresh_ns = 500000000ull;
+	for (int i = 0; i < WIRE_TAG_LEN; i++)
+		g->tag[i] = (uint8_t)(0xc0 + i);
 	g->keys_full = 1;
 	g->keys_base = 40;
 }
@@ -162,6 +164,12 @@ static void set_entry(struct wire_report_entry *e, const char *limit, uint64_t b
 	e->fallback = base + 5;
 	e->bypass = base + 6;
 	e->demand = base + 7;
+	e->held_rate = base + 8;
+	e->held_burst = base + 9;
+	e->held_ttl_ns = base + 10;
+	e->held_left_ns = base + 11;
+	for (int i = 0; i < WIRE_TAG_LEN; i++)
+		e->held_tag[i] = (uint8_t)(base + 12 + i);
 }
 
 static void sample_report(struct wire_msg *m)
@@ -240,6 +248,30 @@ static void sample_meter_max(struct wire_msg *m)
 	}
 }
 
+#define REDIRECT_FRAME (P + 8 + 1 + 7 + 1 + 10)
+
+static void sample_redirect(struct wire_msg *m)
+{
+	m->type = WIRE_REDIRECT;
+	m->redirect.epoch = 12;
+	strcpy(m->redirect.leader, "coord-b");
+	strcpy(m->redirect.address, "[::1]:7401");
+}
+
+/* A replica that knows of no leader: both names empty. */
+static void sample_redirect_none(struct wire_msg *m)
+{
+	m->type = WIRE_REDIRECT;
+	m->redirect.epoch = 12;
+}
+
+static void sample_redirect_max(struct wire_msg *m)
+{
+	sample_redirect(m);
+	fill_name(m->redirect.leader, 'n', WIRE_HOLDER_LEN - 1);
+	fill_name(m->redirect.address, 'a', WIRE_ADDR_LEN - 1);
+}
+
 static void sample_meter_ack(struct wire_msg *m)
 {
 	m->type = WIRE_METER_ACK;
@@ -272,6 +304,9 @@ static const struct sample {
      METER_FRAME + WIRE_HOLDER_LEN - 1 - 4 + LL_NAME_LEN - 1 - 5 +
 	 (WIRE_MAX_METER - 2) * METER_ENTRY},
     {"meter-ack", sample_meter_ack, METER_ACK_FRAME},
+    {"redirect", sample_redirect, REDIRECT_FRAME},
+    {"redirect, no leader", sample_redirect_none, P + 8 + 1 + 1},
+    {"redirect, longest names", sample_redirect_max, P + 8 + WIRE_HOLDER_LEN + WIRE_ADDR_LEN},
 };
 
 enum {
@@ -289,6 +324,9 @@ enum {
 	S_METER,
 	S_METER_MAX,
 	S_METER_ACK,
+	S_REDIRECT,
+	S_REDIRECT_NONE,
+	S_REDIRECT_MAX,
 	S_COUNT
 };
 _Static_assert(S_COUNT == ARRAY_SIZE(samples), "one index per sample");
@@ -393,7 +431,7 @@ static void test_round_trip(void **state)
 static void test_hello_bytes(void **state)
 {
 	static const uint8_t expect[] = {
-	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x05, 0x00, 0x01, 0x00, 0x00, 0x00, 0x25, /* header */
+	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x06, 0x00, 0x01, 0x00, 0x00, 0x00, 0x25, /* header */
 	    0x04, 'g',	'w',  '-',  '1',					    /* holder */
 	    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* incarnation */
 	    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, /* max_epoch_seen */
@@ -441,7 +479,7 @@ static const struct corruption header_cases[] = {
     {"version 2", S_HELLO, HDR_VERSION, 2, WIRE_VERSION + 1, false, -EPROTO},
     {"version 256", S_HELLO, HDR_VERSION, 2, 0x100 | WIRE_VERSION, false, -EPROTO},
     {"type 0", S_HELLO, HDR_TYPE, 2, 0, false, -EPROTO},
-    {"type 7", S_HELLO, HDR_TYPE, 2, WIRE_METER_ACK + 1, false, -EPROTO},
+    {"type 8", S_HELLO, HDR_TYPE, 2, WIRE_REDIRECT + 1, false, -EPROTO},
     {"type 65535", S_HELLO, HDR_TYPE, 2, 65535, false, -EPROTO},
     {"type 257", S_HELLO, HDR_TYPE, 2, 0x100 | WIRE_HELLO, false, -EPROTO},
     {"length max + 1", S_HELLO, HDR_LENGTH, 4, WIRE_MAX_PAYLOAD + 1, false, -EPROTO},
@@ -624,9 +662,10 @@ static int craft_grant(uint8_t *buf, size_t limit_len, size_t extra)
 	pb_name(&p, 4, 'g');
 	for (i = 0; i < 9; i++)
 		pb_put(&p, i, 8);
-	pb_put(&p, 0, 1); /* keys_full */
-	pb_put(&p, 0, 8); /* keys_base */
-	pb_put(&p, 0, 2); /* no per-key grants */
+	pb_put(&p, 0, WIRE_TAG_LEN);	   /* tag */
+	pb_put(&p, 0, 1);		   /* keys_full */
+	pb_put(&p, 0, 8);		   /* keys_base */
+	pb_put(&p, 0, 2);		   /* no per-key grants */
 	for (size_t j = 0; j < extra; j++) /* bytes past the last field */
 		pb_put(&p, 0, 1);
 	return pb_decode(&p, WIRE_GRANT);
@@ -706,6 +745,19 @@ static int craft_meter_ack(uint8_t *buf, unsigned status)
 	return pb_decode(&p, WIRE_METER_ACK);
 }
 
+/* A redirect naming leader "c" at address addr (as bytes: any of them). */
+static int craft_redirect(uint8_t *buf, const char *addr, size_t len)
+{
+	struct pb p = {.b = buf + WIRE_HDR_LEN};
+
+	pb_put(&p, 9, 8);
+	pb_name(&p, 1, 'c');
+	pb_put(&p, len, 1);
+	memcpy(p.b + p.n, addr, len);
+	p.n += len;
+	return pb_decode(&p, WIRE_REDIRECT);
+}
+
 static int craft_policy(uint8_t *buf, size_t yaml_len)
 {
 	struct pb p = {.b = buf + WIRE_HDR_LEN};
@@ -772,6 +824,22 @@ static void test_bounds_by_hand(void **state)
 	assert_int_equal(craft_meter(buf, 1, 2), -EPROTO); /* bytes beyond the count */
 	assert_int_equal(craft_meter_ack(buf, WIRE_METER_REFUSED), FRAME_OK);
 	assert_int_equal(craft_meter_ack(buf, WIRE_METER_REFUSED + 1), -EPROTO);
+
+	/* A redirect's address is host:port or [v6]:port, bounded, and nothing else. */
+	assert_int_equal(craft_redirect(buf, "10.0.0.2:7401", 13), FRAME_OK);
+	assert_string_equal(out->redirect.address, "10.0.0.2:7401");
+	assert_int_equal(craft_redirect(buf, "[fe80::1]:7401", 14), FRAME_OK);
+	assert_int_equal(craft_redirect(buf, "", 0), FRAME_OK);
+	assert_int_equal(craft_redirect(buf, "a/b:1", 5), -EPROTO);
+	assert_int_equal(craft_redirect(buf, "a b:1", 5), -EPROTO);
+	assert_int_equal(craft_redirect(buf, "a\0b:1", 4), -EPROTO);
+	{
+		char big[WIRE_ADDR_LEN];
+
+		memset(big, 'a', sizeof(big));
+		assert_int_equal(craft_redirect(buf, big, WIRE_ADDR_LEN - 1), FRAME_OK);
+		assert_int_equal(craft_redirect(buf, big, WIRE_ADDR_LEN), -EPROTO);
+	}
 
 	assert_int_equal(craft_policy(buf, 0), FRAME_OK);
 	assert_int_equal(craft_policy(buf, WIRE_MAX_POLICY), FRAME_OK);
@@ -1029,7 +1097,8 @@ static void test_type_names(void **state)
 	assert_string_equal(wire_type_name(WIRE_METER), "meter");
 	assert_string_equal(wire_type_name(WIRE_METER_ACK), "meter-ack");
 	assert_string_equal(wire_type_name(0), "unknown");
-	assert_string_equal(wire_type_name(WIRE_METER_ACK + 1), "unknown");
+	assert_string_equal(wire_type_name(WIRE_REDIRECT), "redirect");
+	assert_string_equal(wire_type_name(WIRE_REDIRECT + 1), "unknown");
 	assert_string_equal(wire_type_name(65535), "unknown");
 }
 

@@ -159,6 +159,19 @@ static uint64_t demand_of(struct link *l, uint32_t id, uint64_t offered, uint64_
 	return d + 1;
 }
 
+/* The grant applied, if this agent applied it and it is live: with its tag. */
+static void held_put(const struct link_held *h, struct wire_report_entry *e, uint64_t now)
+{
+	if (!h->epoch || h->epoch != e->applied_epoch || h->seq != e->applied_seq ||
+	    h->expiry_ns <= now)
+		return;
+	e->held_rate = h->rate;
+	e->held_burst = h->burst;
+	e->held_ttl_ns = h->ttl_ns;
+	e->held_left_ns = h->expiry_ns - now;
+	memcpy(e->held_tag, h->tag, sizeof(e->held_tag));
+}
+
 static void send_report(struct link *l, struct dp *dp, uint64_t now)
 {
 	struct ll_policy *pol = calloc(1, sizeof(*pol));
@@ -190,6 +203,7 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 		snprintf(e->limit, sizeof(e->limit), "%s", c->name);
 		e->applied_epoch = f.applied_epoch[id];
 		e->applied_seq = f.applied_seq[id];
+		held_put(&l->held[id], e, now);
 		e->admitted = bytes ? s.allowed_bytes : s.allowed_pkts;
 		e->denied = bytes ? s.denied_bytes : s.denied_pkts;
 		e->fallback = bytes ? s.fallback_bytes : s.fallback_pkts;
@@ -428,7 +442,7 @@ static int grant_keys(struct link *l, const struct wire_grant *g, const struct l
 					  .remove = g->keys[i].op == WIRE_KEY_REMOVE};
 	/* A whole set names no key to remove. */
 	n = (g->n_keys && cfg->key_mode == LL_KEY_NONE) ? -EINVAL
-							 : lease_keys_clamp(cfg, k, g->n_keys);
+							: lease_keys_clamp(cfg, k, g->n_keys);
 	for (uint32_t i = 0; n >= 0 && g->keys_full && i < g->n_keys; i++)
 		if (k[i].remove)
 			n = -EINVAL;
@@ -473,8 +487,7 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 	lg.expiry_ns = lease_expiry(t_send, ttl);
 	err = grant_keys(l, g, &cfg, &keys);
 	/* Changes only on top of a whole set this connection applied. */
-	if (!err && cfg.key_mode != LL_KEY_NONE && !g->keys_full &&
-	    l->kg_full_uid[id] != cfg.uid) {
+	if (!err && cfg.key_mode != LL_KEY_NONE && !g->keys_full && l->kg_full_uid[id] != cfg.uid) {
 		pr_debug("grant for '%s' changes a per-key set not received whole: refused\n",
 			 g->limit);
 		err = -ESTALE;
@@ -488,6 +501,13 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 		l->kg_full_uid[id] = cfg.uid;
 	if (!err) {
 		l->grants_applied++;
+		l->held[id] = (struct link_held){.epoch = g->epoch,
+						 .seq = g->seq,
+						 .rate = g->rate,
+						 .burst = g->burst,
+						 .ttl_ns = g->ttl_ns,
+						 .expiry_ns = lg.expiry_ns};
+		memcpy(l->held[id].tag, g->tag, sizeof(l->held[id].tag));
 		if (g->refresh_ns && g->refresh_ns < g->ttl_ns)
 			l->refresh_ns = g->refresh_ns;
 		pr_debug("grant %s epoch %llu seq %llu: %llu/s burst %llu, %.3f s left\n", g->limit,
@@ -519,7 +539,15 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 			on_grant(l, dp, &l->msg->grant, now);
 		else if (l->msg->type == WIRE_METER_ACK)
 			meter_on_ack(&l->meter, dp->meter_ident, &l->msg->meter_ack);
-		else
+		else if (l->msg->type == WIRE_REDIRECT) {
+			/* Not the leader: the names are the peer's, shown as data. */
+			pr_info("coordinator %s is not the leader (leader '%s' at '%s', epoch "
+				"%llu): retrying later\n",
+				l->addr, l->msg->redirect.leader, l->msg->redirect.address,
+				(unsigned long long)l->msg->redirect.epoch);
+			link_down(l, "not the leader", now);
+			return;
+		} else
 			r = -EPROTO;
 		if (r < 0)
 			break;

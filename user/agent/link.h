@@ -36,8 +36,8 @@ struct link {
 	uint64_t last_grant_ns; /* last grant on this connection; 0 before the first */
 	uint64_t last_offered[LL_MAX_LIMITS], last_sample_ns;
 	uint64_t demand[LL_MAX_LIMITS];
-	struct hot hot; /* hot keys of global per-key limits, reported with their demand */
-	struct tls_ctx tls; /* mutual TLS to the coordinator; ctx NULL: plain TCP */
+	struct hot hot;	      /* hot keys of global per-key limits, reported with their demand */
+	struct tls_ctx tls;   /* mutual TLS to the coordinator; ctx NULL: plain TCP */
 	struct wire_msg *msg; /* the frame being handled */
 	struct wire_msg *out; /* the frame being sent: never the one being read */
 	uint64_t grants_applied, grants_stale, grants_clamped, policies_applied, policies_refused;
@@ -49,6 +49,16 @@ struct link {
 	 */
 	uint32_t kg_full_uid[LL_MAX_LIMITS];
 	struct meter meter; /* per-key usage of metered limits (meter.h) */
+	/* Per limit id: the last grant applied, as it came, with its tag and
+	 * the lease's expiry, re-presented in every report so that a
+	 * coordinator that does not remember it (restarted, or a new leader)
+	 * can adopt it (docs/protocol.md, "Adoption"). In memory only: an
+	 * agent restart forgets it, and its share waits out the quiet period.
+	 */
+	struct link_held {
+		uint64_t epoch, seq, rate, burst, ttl_ns, expiry_ns;
+		uint8_t tag[WIRE_TAG_LEN];
+	} held[LL_MAX_LIMITS];
 };
 
 /* 0, or -EINVAL with the reason logged (a certificate that does not load). */

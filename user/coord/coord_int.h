@@ -54,6 +54,10 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m);
 void on_report(struct coord *co, int ci, const struct wire_report *r);
 void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t report_seq,
 	       uint64_t now);
+/* May holder hi be granted limit c now: past the quiet period, or in it
+ * with a share it proved (adoption).
+ */
+bool grant_allowed(const struct coord *co, int hi, const struct climit *c, uint64_t now);
 
 /* metering.c */
 int usage_ledger_ensure(struct coord *co);

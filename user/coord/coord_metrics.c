@@ -60,6 +60,10 @@ V(store_failures, co->store_failures)
 V(reclaimed, co->holders_reclaimed)
 V(tls_failures, co->tls_failures)
 V(tls_refused, co->tls_refused)
+V(adopted, co->adopted)
+V(adopt_refused, co->adopt_refused)
+V(adopt_clamped, co->adopt_clamped)
+V(epoch_claims_ignored, co->epoch_claims_ignored)
 V(waste, c->waste)
 V(holders_connected, holders_in(co, false))
 V(holders_asking, holders_in(co, true))
@@ -196,6 +200,16 @@ static const struct coord_family scalars[] = {
      "TLS handshakes that failed: no certificate, or one the CA did not sign.", tls_failures},
     {"leaseline_coord_tls_refused_total", "counter",
      "HELLOs refused: the certificate does not name the holder.", tls_refused},
+    {"leaseline_coord_adopted_total", "counter",
+     "Shares of an earlier epoch taken over in the quiet period, proven by their grant tag.",
+     adopted},
+    {"leaseline_coord_adopt_refused_total", "counter",
+     "Held shares reported with a tag that does not prove them: not adopted.", adopt_refused},
+    {"leaseline_coord_adopt_clamped_total", "counter",
+     "Adopted shares cut to fit the contract or the ledger's room.", adopt_clamped},
+    {"leaseline_coord_epoch_claims_ignored_total", "counter",
+     "HELLO epoch claims not acted on: the holder already moved the epoch once in this run.",
+     epoch_claims_ignored},
     {"leaseline_coord_holders_connected", "gauge", "Holders with a connection (after HELLO).",
      holders_connected},
     {"leaseline_coord_holders_asking", "gauge",
@@ -306,12 +320,13 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 		"leaseline_coord_usage_ledger_reports_total{result=\"recorded\"} %llu\n"
 		"leaseline_coord_usage_ledger_reports_total{result=\"failed\"} %llu\n",
 		(unsigned long long)c.reports, (unsigned long long)co->usage_failures);
-	prom_family(f, "leaseline_coord_usage_ledger_entries_total", "counter",
-		    "Report entries by what the ledger made of them: stale (not above the mark, or "
-		    "of a closed incarnation: nothing added), backwards (totals below the mark: "
-		    "counted from 0), continued (a new incarnation whose totals go on from the "
-		    "last), restarted (a new incarnation counted from 0), first (the first report of "
-		    "an agent started before the limit was metered: the baseline).");
+	prom_family(
+	    f, "leaseline_coord_usage_ledger_entries_total", "counter",
+	    "Report entries by what the ledger made of them: stale (not above the mark, or "
+	    "of a closed incarnation: nothing added), backwards (totals below the mark: "
+	    "counted from 0), continued (a new incarnation whose totals go on from the "
+	    "last), restarted (a new incarnation counted from 0), first (the first report of "
+	    "an agent started before the limit was metered: the baseline).");
 	fprintf(f,
 		"leaseline_coord_usage_ledger_entries_total{kind=\"stale\"} %llu\n"
 		"leaseline_coord_usage_ledger_entries_total{kind=\"backwards\"} %llu\n"
@@ -363,9 +378,10 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 		    "grant; the agent sends them again.");
 	fprintf(f, "leaseline_coord_usage_ledger_queue_full_total %llu\n",
 		(unsigned long long)co->usage_full);
-	prom_family(f, "leaseline_coord_usage_ledger_queue_bytes", "gauge",
-		    "Bytes of reports and METER batches at the ledger's writer thread (queued or in "
-		    "its open transaction).");
+	prom_family(
+	    f, "leaseline_coord_usage_ledger_queue_bytes", "gauge",
+	    "Bytes of reports and METER batches at the ledger's writer thread (queued or in "
+	    "its open transaction).");
 	fprintf(f, "leaseline_coord_usage_ledger_queue_bytes %llu\n",
 		(unsigned long long)st.queued_bytes);
 }

@@ -15,6 +15,7 @@
 #include "lib/monotonic.h"
 #include "lib/conn.h"
 #include "coord/coord_int.h"
+#include "coord/grant_tag.h"
 #include "coord/hotkeys.h"
 #include "lib/lease_clock.h"
 #include "coord/ledger.h"
@@ -79,6 +80,7 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 {
 	char addr[INET6_ADDRSTRLEN];
 	unsigned char cert[32];
+	bool raised = false;
 	struct cholder *h;
 	int hi;
 
@@ -102,11 +104,14 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 			const struct cholder *o = &co->h[i];
 
 			if (o->used && o->conn >= 0 && o->conn != ci &&
-			    strcasecmp(o->name, m->holder) && !memcmp(o->cert, cert, sizeof(cert))) {
+			    strcasecmp(o->name, m->holder) &&
+			    !memcmp(o->cert, cert, sizeof(cert))) {
 				co->tls_refused++;
-				pr_warn("holder '%s' from %s refused: its certificate already serves "
-					"holder '%s'\n",
-					m->holder, peer_str(co->conns[ci], addr, sizeof(addr)), o->name);
+				pr_warn(
+				    "holder '%s' from %s refused: its certificate already serves "
+				    "holder '%s'\n",
+				    m->holder, peer_str(co->conns[ci], addr, sizeof(addr)),
+				    o->name);
 				conn_drop(co, ci, "certificate serves another holder");
 				return;
 			}
@@ -133,14 +138,28 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		conn_drop(co, ci, "epoch out of bounds");
 		return;
 	}
-	if (m->max_epoch_seen > co->store.epoch) {
-		/* Someone ran with a later epoch than our log knows: our state was
-		 * lost. Never issue under an epoch a holder has seen surpassed.
+	if (m->max_epoch_seen > co->store.epoch && co->h[hi].used && co->h[hi].epoch_raised) {
+		/* A holder's claim is evidence, not an order: each moves the
+		 * epoch once in a run. Its connection is served under ours; its
+		 * fence refuses our grants until we pass its claim, which the
+		 * claim it made once already did, unless it claims more now.
 		 */
-		pr_warn("holder '%s' has seen epoch %llu > ours %llu: restarting with a new "
-			"epoch and a quiet period\n",
+		co->epoch_claims_ignored++;
+		pr_warn("holder '%s' claims epoch %llu > ours %llu again: ignored (one move per "
+			"holder and run)\n",
 			m->holder, (unsigned long long)m->max_epoch_seen,
 			(unsigned long long)co->store.epoch);
+	} else if (m->max_epoch_seen > co->store.epoch) {
+		/* Someone ran with a later epoch than our log knows: our state was
+		 * lost. Never issue under an epoch a holder has seen surpassed.
+		 * The quiet period is not restarted: every grant this process did
+		 * not issue was issued before it started, and dies within the
+		 * quiet period that began then.
+		 */
+		pr_warn("holder '%s' has seen epoch %llu > ours %llu: moving to epoch %llu\n",
+			m->holder, (unsigned long long)m->max_epoch_seen,
+			(unsigned long long)co->store.epoch,
+			(unsigned long long)m->max_epoch_seen + 1);
 		if (coord_store_bump(&co->store, m->max_epoch_seen + 1)) {
 			co->store_failures++;
 			pr_warn("holder '%s': cannot record epoch %llu: dropping it\n", m->holder,
@@ -148,7 +167,7 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 			conn_drop(co, ci, "cannot record a new epoch");
 			return;
 		}
-		co->quiet_until = clock_now_ns() + lease_deadline(0, co->cfg.ttl_ns);
+		raised = true;
 	}
 	h = &co->h[hi];
 	if (h->used && h->conn >= 0 && h->conn != ci)
@@ -163,6 +182,7 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 					       &holder_lim(co, hi, l)->fallback,
 					       &holder_lim(co, hi, l)->bypass);
 	}
+	h->epoch_raised |= raised;
 	if (h->incarnation != m->incarnation)
 		h->report_seq = 0;
 	h->incarnation = m->incarnation;
@@ -224,15 +244,24 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 	       uint64_t now)
 {
 	uint64_t live = lease_deadline(now, co->cfg.ttl_ns) - now;
+	const struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
+	uint64_t t_rate = c->t_rate[hi], t_burst = c->t_burst[hi];
 	struct wire_msg *m = co->out;
 	struct hotkeys_out ko = {.keys = m->grant.keys};
 	struct ledger_grant g;
 	int r;
 
+	/* In the quiet period the ledger does not know every live share: a
+	 * holder's proven share is renewed as it is (grant_allowed), and
+	 * capacity moves only once every unknown share is dead.
+	 */
+	if (now < co->quiet_until) {
+		t_rate = hl->adopt_rate;
+		t_burst = hl->adopt_burst;
+	}
 	/* Cleared up to the key list only: hotkeys_grant fills what it sends. */
 	WIRE_MSG_CLEAR(m, grant.n_keys);
-	r = hotkeys_grant(&c->hot, &c->led, (size_t)hi, c->t_rate[hi], c->t_burst[hi], now, live,
-			  &g, &ko);
+	r = hotkeys_grant(&c->hot, &c->led, (size_t)hi, t_rate, t_burst, now, live, &g, &ko);
 	if (r == 0) {
 		co->ring_full++;
 		return;
@@ -262,18 +291,98 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 	m->grant.burst = g.burst;
 	m->grant.ttl_ns = co->cfg.ttl_ns;
 	m->grant.refresh_ns = co->cfg.refresh_ns;
+	grant_tag(co->store.grant_key,
+		  &(struct grant_tag_in){.holder = co->h[hi].name,
+					 .limit = c->name,
+					 .incarnation = m->grant.incarnation,
+					 .epoch = m->grant.epoch,
+					 .seq = m->grant.seq,
+					 .rate = m->grant.rate,
+					 .burst = m->grant.burst,
+					 .ttl_ns = m->grant.ttl_ns},
+		  m->grant.tag);
 	if (!send_msg(co, ci, m)) {
 		co->grants++;
 		c->hot.key_grants += m->grant.n_keys;
 	}
 }
 
+bool grant_allowed(const struct coord *co, int hi, const struct climit *c, uint64_t now)
+{
+	return now >= co->quiet_until || holder_lim(co, hi, (uint32_t)(c - co->lim))->adopted;
+}
+
+/* Adoption (docs/protocol.md): in the quiet period after a start, a holder
+ * re-presents the grant of an earlier epoch it holds, with the tag that
+ * proves it. The share the tag proves, cut to the contract and to what the
+ * ledger has room for, goes into the ledger as held (acknowledged) and is
+ * renewed at once under this epoch, never raised until the quiet period
+ * ends: every share this process does not know of is one it never
+ * replaces, and Σ of what it knows plus what it does not stays within what
+ * the last epoch granted. Once per holder and limit in a run. Per-key
+ * limits are not adopted: their per-key grants would need proofs too
+ * (they wait out the quiet period, as before).
+ */
+static void adopt(struct coord *co, int hi, struct climit *c, const struct wire_report_entry *e,
+		  uint64_t now)
+{
+	struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
+	const struct cholder *h = &co->h[hi];
+	uint64_t rate = e->held_rate, burst = e->held_burst, ttl = e->held_ttl_ns;
+	struct ledger_grant g;
+
+	if (now >= co->quiet_until || hl->adopt_tried || c->hot.on || !e->applied_epoch ||
+	    e->applied_epoch >= co->store.epoch || !e->held_left_ns)
+		return;
+	hl->adopt_tried = true; /* one try: a refused proof is not tried again */
+	if (!grant_tag_ok(co->store.grant_key,
+			  &(struct grant_tag_in){.holder = h->name,
+						 .limit = c->name,
+						 .incarnation = h->incarnation,
+						 .epoch = e->applied_epoch,
+						 .seq = e->applied_seq,
+						 .rate = rate,
+						 .burst = burst,
+						 .ttl_ns = ttl},
+			  e->held_tag)) {
+		co->adopt_refused++;
+		pr_warn("holder '%s' limit '%s': the share it re-presents (epoch %llu seq %llu, "
+			"%llu/s) is not proven by its tag: not adopted\n",
+			h->name, c->name, (unsigned long long)e->applied_epoch,
+			(unsigned long long)e->applied_seq, (unsigned long long)rate);
+		return;
+	}
+	if (rate > c->led.rate || burst > c->led.burst || ttl > LEASE_TTL_MAX_NS) {
+		co->adopt_clamped++;
+		rate = rate < c->led.rate ? rate : c->led.rate;
+		burst = burst < c->led.burst ? burst : c->led.burst;
+		ttl = ttl < LEASE_TTL_MAX_NS ? ttl : LEASE_TTL_MAX_NS;
+	}
+	/* Held from now for as long as the proven grant could live: the
+	 * holder's "time left" is its claim, the grant's ttl is proven.
+	 */
+	if (!ledger_issue(&c->led, (size_t)hi, rate, burst, now, lease_deadline(now, ttl) - now,
+			  &g))
+		return;
+	ledger_ack(&c->led, (size_t)hi, g.seq, now);
+	if (g.rate < rate || g.burst < burst)
+		co->adopt_clamped++; /* the ledger had less room than proven */
+	hl->adopted = true;
+	hl->adopt_rate = g.rate;
+	hl->adopt_burst = g.burst;
+	co->adopted++;
+	c->dirty = true;
+	check_invariant(co, c, now);
+	pr_info("holder '%s' limit '%s': adopted %llu/s burst %llu of epoch %llu\n", h->name,
+		c->name, (unsigned long long)g.rate, (unsigned long long)g.burst,
+		(unsigned long long)e->applied_epoch);
+}
+
 /* The report's hot keys: each one listed has the demand given (0: none)
  * until the holder lists it again or goes quiet. A key wanting more than
  * the holder's share (what it holds and will keep of the limit) becomes hot.
  */
-static void hot_report(int hi, const struct wire_report *r, struct climit *const *cl,
-		       uint64_t now)
+static void hot_report(int hi, const struct wire_report *r, struct climit *const *cl, uint64_t now)
 {
 	uint64_t share[WIRE_MAX_ENTRIES];
 
@@ -335,6 +444,7 @@ void on_report(struct coord *co, int ci, const struct wire_report *r)
 		l = (uint32_t)(c - co->lim);
 		recorded[i] = record_usage(co, h, l, e, now) == 0;
 		telemetry_report(co, hi, c, l, e, now); /* before the acks */
+		adopt(co, hi, c, e, now);
 		if (e->applied_epoch == co->store.epoch) {
 			/* One ack for the share and every per-key grant it came with. */
 			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
@@ -358,7 +468,7 @@ void on_report(struct coord *co, int ci, const struct wire_report *r)
 		if (!c)
 			continue;
 		check_invariant(co, c, now);
-		if (recorded[i] && now >= co->quiet_until && co->conns[ci])
+		if (recorded[i] && grant_allowed(co, hi, c, now) && co->conns[ci])
 			grant_one(co, ci, hi, c, r->seq, now);
 	}
 }

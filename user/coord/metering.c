@@ -342,7 +342,7 @@ void usage_done(struct coord *co)
 				if (!c || !c->meter)
 					continue;
 				check_invariant(co, c, now);
-				if (now >= co->quiet_until && co->conns[j->ci])
+				if (grant_allowed(co, j->hi, c, now) && co->conns[j->ci])
 					grant_one(co, j->ci, j->hi, c, h->report_seq, now);
 			}
 		}

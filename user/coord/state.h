@@ -49,6 +49,12 @@ struct cholder_limit {
 	uint64_t fallback, bypass; /* durable totals */
 	uint64_t usage_ns;	   /* when last recorded */
 	struct tele_slot tele;	   /* admissions, for telemetry.c */
+	/* Adoption (grants.c): the share of an earlier epoch this holder
+	 * proved it holds, taken into the ledger once in this run; during the
+	 * quiet period it is renewed and never raised.
+	 */
+	bool adopt_tried, adopted;
+	uint64_t adopt_rate, adopt_burst;
 };
 
 struct cholder {
@@ -65,6 +71,7 @@ struct cholder {
 	uint8_t cert[32];	   /* SHA-256 of its certificate (TLS; zero without) */
 	bool uledger_busy;	   /* a report of it at the ledger's writer: grants of its
 				    * metered limits wait for that one's commit */
+	bool epoch_raised;	   /* its HELLO has moved the epoch once in this run */
 };
 
 struct cconn {
@@ -87,7 +94,7 @@ struct coord {
 	uint32_t n_limits;
 	struct climit lim[LL_MAX_LIMITS];
 	uint16_t by_name[LL_MAX_LIMITS]; /* indexes of lim[], sorted by name (limit_by_name) */
-	struct cholder *h; /* cfg.gateways of them */
+	struct cholder *h;		 /* cfg.gateways of them */
 	/* Per holder and limit: cfg.gateways rows of hl_cap, the most global
 	 * limits a policy has had, so memory follows the limits configured,
 	 * not LL_MAX_LIMITS (holder_lim).
@@ -115,6 +122,11 @@ struct coord {
 	uint64_t usage_failures; /* reports the usage ledger could not record (no grant) */
 	uint64_t usage_full;	 /* reports and METER batches refused: the writer's queue full */
 	uint64_t meter_recorded, meter_retry, meter_refused; /* acks sent, by status */
+	/* Adoption: shares of earlier epochs taken over, refused (a tag that
+	 * proves nothing), cut to the contract; HELLO epoch claims ignored
+	 * (a holder that already moved the epoch once in this run).
+	 */
+	uint64_t adopted, adopt_refused, adopt_clamped, epoch_claims_ignored;
 };
 
 /* Holder hi's state for limit l (< co->n_limits <= co->hl_cap). */

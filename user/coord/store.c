@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include <zlib.h>
@@ -102,7 +103,8 @@ static uint64_t epoch_scan(struct coord_store *s)
 	while ((n = pread(s->epoch_fd, &r, sizeof(r), off)) == (ssize_t)sizeof(r)) {
 		off += n;
 		s->had_state = true;
-		if (r.magic != EPOCH_MAGIC || r.crc != rec_crc(&r, offsetof(struct epoch_rec, crc))) {
+		if (r.magic != EPOCH_MAGIC ||
+		    r.crc != rec_crc(&r, offsetof(struct epoch_rec, crc))) {
 			if (all_zero(&r, sizeof(r)))
 				continue; /* torn, if nothing good follows */
 			s->corrupt++;
@@ -178,6 +180,49 @@ static int initialised_check(struct coord_store *s, const char *dir)
 	return fsync(s->dir_fd) ? -errno : 0;
 }
 
+/* state-dir/grant.key: exactly GRANT_KEY_LEN bytes of a regular file no
+ * symlink leads to; made (random, 0600, durable before use) when absent.
+ * Anything else there is refused rather than replaced: a key replaced is
+ * every live grant unprovable.
+ */
+static int grant_key_load(struct coord_store *s)
+{
+	int fd = openat(s->dir_fd, "grant.key", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	ssize_t n;
+	int err = 0;
+
+	if (fd >= 0) {
+		if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size != GRANT_KEY_LEN)
+			err = -EINVAL;
+		else if ((n = read(fd, s->grant_key, GRANT_KEY_LEN)) != GRANT_KEY_LEN)
+			err = n < 0 ? -errno : -EIO;
+		close(fd);
+		if (err == -EINVAL)
+			pr_warn("state: grant.key is not a %d-byte regular file: refusing to run\n",
+				GRANT_KEY_LEN);
+		return err;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	if (getrandom(s->grant_key, GRANT_KEY_LEN, 0) != GRANT_KEY_LEN)
+		return -EIO;
+	unlinkat(s->dir_fd, "grant.key.new", 0);
+	fd = openat(s->dir_fd, "grant.key.new",
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, s->grant_key, GRANT_KEY_LEN) != GRANT_KEY_LEN || fsync(fd))
+		err = -EIO;
+	close(fd);
+	if (!err && renameat(s->dir_fd, "grant.key.new", s->dir_fd, "grant.key"))
+		err = -errno;
+	if (!err && fsync(s->dir_fd))
+		err = -errno;
+	s->grant_key_new = !err;
+	return err;
+}
+
 int coord_store_open(struct coord_store *s, const char *dir)
 {
 	uint64_t epoch;
@@ -199,6 +244,8 @@ int coord_store_open(struct coord_store *s, const char *dir)
 		return s->usage_fd;
 	epoch = epoch_scan(s) + 1;
 	err = initialised_check(s, dir);
+	if (!err)
+		err = grant_key_load(s);
 	if (err)
 		return err;
 	if (s->torn)
@@ -229,6 +276,7 @@ void coord_store_close(struct coord_store *s)
 {
 	int *fds[] = {&s->usage_fd, &s->epoch_fd, &s->dir_fd};
 
+	explicit_bzero(s->grant_key, sizeof(s->grant_key));
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);

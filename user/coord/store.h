@@ -17,21 +17,28 @@
 #include <stdint.h>
 
 #include "ll_types.h"
+#include "coord/grant_tag.h"
 #include "lib/wire.h"
 
 struct coord_store {
 	int dir_fd;
 	int epoch_fd;
 	int usage_fd;
-	uint64_t epoch;	  /* this run's epoch, durable before any grant */
-	bool had_state;	  /* an earlier epoch was found (valid or not) */
-	uint32_t corrupt; /* records skipped because their CRC or magic was wrong */
+	uint64_t epoch;	   /* this run's epoch, durable before any grant */
+	bool had_state;	   /* an earlier epoch was found (valid or not) */
+	uint32_t corrupt;  /* records skipped because their CRC or magic was wrong */
 	bool corrupt_last; /* the last whole record was one of them */
 	bool torn;	   /* the log ended in a torn record (cut off, never used) */
+	/* The key of the grant tags (grant_tag.h): state-dir/grant.key, made
+	 * at the first start. Lost with the directory, the old tags prove
+	 * nothing and a restart waits out its quiet period, as before tags.
+	 */
+	uint8_t grant_key[GRANT_KEY_LEN];
+	bool grant_key_new; /* made by this open */
 };
 
 /* Open (creating) state-dir, read the epoch log, make epoch = highest seen + 1
- * durable. Returns 0 or a negative errno.
+ * durable, read (or make) the grant key. Returns 0 or a negative errno.
  */
 int coord_store_open(struct coord_store *s, const char *dir);
 void coord_store_close(struct coord_store *s);

@@ -21,20 +21,22 @@
 #define WIRE_BLOB_LEN_BYTES  4
 #define WIRE_COUNT_LEN_BYTES 2
 
-/* Largest encodings: a name is u8 length + (buffer size - NUL); an entry is its name + 7 u64. */
-#define WIRE_HOLDER_MAX (WIRE_NAME_LEN_BYTES + WIRE_HOLDER_LEN - 1)
-#define WIRE_LIMIT_MAX	(WIRE_NAME_LEN_BYTES + LL_NAME_LEN - 1)
-#define WIRE_ENTRY_MAX	(WIRE_LIMIT_MAX + 7 * 8)
-#define WIRE_KEY_LEN	sizeof(struct ll_key_id)
-#define WIRE_HOT_MAX	(1 + WIRE_KEY_LEN + 8)
+/* Largest encodings: a name is u8 length + (buffer size - NUL); an entry is
+ * its name, 11 u64 and the held grant's tag.
+ */
+#define WIRE_HOLDER_MAX	   (WIRE_NAME_LEN_BYTES + WIRE_HOLDER_LEN - 1)
+#define WIRE_LIMIT_MAX	   (WIRE_NAME_LEN_BYTES + LL_NAME_LEN - 1)
+#define WIRE_ENTRY_MAX	   (WIRE_LIMIT_MAX + 11 * 8 + WIRE_TAG_LEN)
+#define WIRE_KEY_LEN	   sizeof(struct ll_key_id)
+#define WIRE_HOT_MAX	   (1 + WIRE_KEY_LEN + 8)
 #define WIRE_KEY_GRANT_MAX (WIRE_KEY_LEN + 1 + 2 * 8)
 #define WIRE_REPORT_MAX                                                                            \
 	(WIRE_HOLDER_MAX + 3 * 8 + WIRE_COUNT_LEN_BYTES + WIRE_MAX_ENTRIES * WIRE_ENTRY_MAX +      \
 	 WIRE_COUNT_LEN_BYTES + WIRE_MAX_HOT * WIRE_HOT_MAX)
 #define WIRE_GRANT_MAX                                                                             \
-	(WIRE_LIMIT_MAX + WIRE_HOLDER_MAX + 10 * 8 + 1 + WIRE_COUNT_LEN_BYTES +                        \
+	(WIRE_LIMIT_MAX + WIRE_HOLDER_MAX + 10 * 8 + WIRE_TAG_LEN + 1 + WIRE_COUNT_LEN_BYTES +     \
 	 WIRE_MAX_KEY_GRANTS * WIRE_KEY_GRANT_MAX)
-#define WIRE_POLICY_MAX (2 * 8 + WIRE_BLOB_LEN_BYTES + WIRE_MAX_POLICY)
+#define WIRE_POLICY_MAX	     (2 * 8 + WIRE_BLOB_LEN_BYTES + WIRE_MAX_POLICY)
 #define WIRE_METER_ENTRY_MAX (WIRE_KEY_LEN + 8 + 2 * LL_METER_CLASSES * 8)
 #define WIRE_METER_MAX                                                                             \
 	(WIRE_HOLDER_MAX + 3 * 8 + WIRE_LIMIT_MAX + 8 + WIRE_COUNT_LEN_BYTES +                     \
@@ -57,6 +59,7 @@ enum wire_kind {
 	WK_BLOB,  /* u32 length (a uint32_t at aux) + length bytes, length <= max */
 	WK_ARRAY, /* u16 count (a uint32_t at aux) + count elements of sub, count <= max */
 	WK_BYTES, /* size raw bytes (a key: checked by its user) */
+	WK_ADDR,  /* as WK_NAME, may be empty, and ':', '[', ']' too (host:port) */
 };
 
 struct wire_field {
@@ -83,6 +86,7 @@ struct wire_field {
 	 .max = (m),                                                                               \
 	 .sub = (s)}
 #define F_BYTES(t, f)  {.kind = WK_BYTES, .off = offsetof(t, f), .size = member_size(t, f)}
+#define F_ADDR(t, f)   {.kind = WK_ADDR, .off = offsetof(t, f), .size = member_size(t, f)}
 #define F_END {.kind = WK_END}
 
 #define MSG struct wire_msg
@@ -127,6 +131,7 @@ static const struct wire_field grant_fields[] = {
 	F_U64(MSG, grant.burst),
 	F_U64(MSG, grant.ttl_ns),
 	F_U64(MSG, grant.refresh_ns),
+	F_BYTES(MSG, grant.tag),
 	F_U8(MSG, grant.keys_full, 1),
 	F_U64(MSG, grant.keys_base),
 	F_ARRAY(MSG, grant.keys, grant.n_keys, WIRE_MAX_KEY_GRANTS, key_grant_fields),
@@ -142,6 +147,11 @@ static const struct wire_field entry_fields[] = {
 	F_U64(ENT, fallback),
 	F_U64(ENT, bypass),
 	F_U64(ENT, demand),
+	F_U64(ENT, held_rate),
+	F_U64(ENT, held_burst),
+	F_U64(ENT, held_ttl_ns),
+	F_U64(ENT, held_left_ns),
+	F_BYTES(ENT, held_tag),
 	F_END,
 };
 
@@ -188,6 +198,13 @@ static const struct wire_field meter_ack_fields[] = {
 	F_END,
 };
 
+static const struct wire_field redirect_fields[] = {
+	F_U64(MSG, redirect.epoch),
+	F_ADDR(MSG, redirect.leader),
+	F_ADDR(MSG, redirect.address),
+	F_END,
+};
+
 #undef ME
 #undef MSG
 #undef ENT
@@ -206,6 +223,7 @@ static const struct wire_desc wire_descs[] = {
 	[WIRE_REPORT] = {"report", report_fields},
 	[WIRE_METER] = {"meter", meter_fields},
 	[WIRE_METER_ACK] = {"meter-ack", meter_ack_fields},
+	[WIRE_REDIRECT] = {"redirect", redirect_fields},
 };
 /* clang-format on */
 
@@ -223,18 +241,21 @@ const char *wire_type_name(uint16_t type)
 	return d ? d->name : "unknown";
 }
 
-/* Holder ids and limit names as the configuration accepts them (WALK_NAME). */
-static bool name_ok(const char *s, size_t n, size_t size)
+/* Holder ids and limit names as the configuration accepts them (WALK_NAME);
+ * addr: an address (host:port, [v6]:port), or empty.
+ */
+static bool name_ok(const char *s, size_t n, size_t size, bool addr)
 {
 	size_t i;
 
-	if (n == 0 || n >= size)
+	if ((n == 0 && !addr) || n >= size)
 		return false;
 	for (i = 0; i < n; i++) {
 		char c = s[i];
 
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '.' || c == '-'))
+		      c == '_' || c == '.' || c == '-' ||
+		      (addr && (c == ':' || c == '[' || c == ']'))))
 			return false;
 	}
 	return true;
@@ -316,11 +337,11 @@ static uint64_t rbuf_get(struct rbuf *r, size_t n)
 
 static int enc_fields(struct wbuf *w, const uint8_t *base, const struct wire_field *f);
 
-static int enc_name(struct wbuf *w, const char *s, size_t size)
+static int enc_name(struct wbuf *w, const char *s, size_t size, bool addr)
 {
 	size_t n = strnlen(s, size);
 
-	if (!name_ok(s, n, size))
+	if (!name_ok(s, n, size, addr))
 		return -EINVAL;
 	wbuf_put(w, n, WIRE_NAME_LEN_BYTES);
 	wbuf_bytes(w, s, n);
@@ -359,7 +380,8 @@ static int enc_field(struct wbuf *w, const uint8_t *base, const struct wire_fiel
 		wbuf_put(w, *(const uint64_t *)v, 8);
 		return 0;
 	case WK_NAME:
-		return enc_name(w, (const char *)v, f->size);
+	case WK_ADDR:
+		return enc_name(w, (const char *)v, f->size, f->kind == WK_ADDR);
 	case WK_BLOB:
 		n = *(const uint32_t *)(base + f->aux);
 		if (n > f->max)
@@ -423,12 +445,12 @@ int wire_encode(const struct wire_msg *m, uint8_t *out, size_t cap)
 
 static int dec_fields(struct rbuf *r, uint8_t *base, const struct wire_field *f);
 
-static int dec_name(struct rbuf *r, char *s, size_t size)
+static int dec_name(struct rbuf *r, char *s, size_t size, bool addr)
 {
 	size_t n = rbuf_get(r, WIRE_NAME_LEN_BYTES);
 	const uint8_t *at = rbuf_take(r, n);
 
-	if (!at || !name_ok((const char *)at, n, size))
+	if (!at || !name_ok((const char *)at, n, size, addr))
 		return -EPROTO;
 	memcpy(s, at, n);
 	memset(s + n, 0, size - n);
@@ -469,7 +491,8 @@ static int dec_field(struct rbuf *r, uint8_t *base, const struct wire_field *f)
 		*(uint64_t *)v = rbuf_get(r, 8);
 		return 0;
 	case WK_NAME:
-		return dec_name(r, (char *)v, f->size);
+	case WK_ADDR:
+		return dec_name(r, (char *)v, f->size, f->kind == WK_ADDR);
 	case WK_BLOB:
 		n = rbuf_get(r, WIRE_BLOB_LEN_BYTES);
 		at = rbuf_take(r, n);

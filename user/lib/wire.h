@@ -19,14 +19,15 @@
 
 #include "ll_types.h"
 
-#define WIRE_MAGIC	 0x4c4c5731u /* "LLW1" */
+#define WIRE_MAGIC 0x4c4c5731u /* "LLW1" */
 /* 2: grants no longer carry the failure policy; 3: per-key grants; 4: per-key
  * grants carry changes only; 5: reports carry up to 256 limit entries
  * (LL_MAX_LIMITS), frames up to 128 KiB; HELLO's counters identity, METER and
- * METER_ACK (per-key usage)
+ * METER_ACK (per-key usage); 6: grants carry a tag the holder re-presents
+ * with what it holds (a restarted or new leader adopts it), REDIRECT
  */
-#define WIRE_VERSION	 5
-#define WIRE_HDR_LEN	 12
+#define WIRE_VERSION 6
+#define WIRE_HDR_LEN 12
 /* A frame's payload: a full report (256 entries and WIRE_MAX_HOT hot keys,
  * ~72 kB) must fit. Buffers grow with what is in flight, not to this.
  */
@@ -40,6 +41,10 @@
 #define WIRE_MAX_HOT	    1024
 /* Per-key usage entries in one METER frame (one limit): 112 bytes each. */
 #define WIRE_MAX_METER 512
+/* A grant's tag: HMAC-SHA-256 by the coordinators' grant key, cut to 16 bytes. */
+#define WIRE_TAG_LEN 16
+/* A redirect's address: host:port, NUL included. */
+#define WIRE_ADDR_LEN 128
 
 enum wire_type {
 	WIRE_HELLO = 1,	    /* agent -> coord, first frame */
@@ -48,6 +53,7 @@ enum wire_type {
 	WIRE_REPORT = 4,    /* agent -> coord; also the acknowledgement of grants */
 	WIRE_METER = 5,	    /* agent -> coord: per-key usage of one metered limit */
 	WIRE_METER_ACK = 6, /* coord -> agent: a METER batch recorded (or not) */
+	WIRE_REDIRECT = 7,  /* coord -> agent: not the leader; who is (then closed) */
 };
 
 struct wire_hello {
@@ -98,6 +104,12 @@ struct wire_grant {
 	uint64_t burst;	     /* tokens share */
 	uint64_t ttl_ns;     /* duration, never a wall-clock time */
 	uint64_t refresh_ns; /* hint: report again within this */
+	/* The coordinators' proof that they granted exactly this (holder,
+	 * incarnation, limit, epoch, seq, rate, burst, ttl): the holder hands it
+	 * back in its reports, and a coordinator that has lost its memory of the
+	 * grant (a restart, a new leader) adopts what the tag proves.
+	 */
+	uint8_t tag[WIRE_TAG_LEN];
 	/* Per-key grants (docs/protocol.md): keys_full 1, keys[] is the whole
 	 * set (every key not named goes back to the share); keys_full 0, keys[]
 	 * changes the set the holder held after grant keys_base, which it
@@ -118,6 +130,16 @@ struct wire_report_entry {
 	uint64_t fallback;
 	uint64_t bypass;
 	uint64_t demand; /* tokens/s this holder would use */
+	/* The grant applied (applied_epoch, applied_seq) as it came, and how
+	 * long it has left on the holder's clock: what a coordinator that does
+	 * not remember granting it may adopt (held_tag proves it). All 0 when
+	 * the holder holds none it can prove.
+	 */
+	uint64_t held_rate;
+	uint64_t held_burst;
+	uint64_t held_ttl_ns;  /* the grant's ttl, as the tag covers it */
+	uint64_t held_left_ns; /* until the lease dies on the holder (0: dead) */
+	uint8_t held_tag[WIRE_TAG_LEN];
 };
 
 /* A key of a per-key global limit that wants more than, or other than, the
@@ -179,6 +201,16 @@ struct wire_meter_ack {
 	uint8_t status; /* enum wire_meter_status */
 };
 
+/* A replica that does not lead answers a HELLO with this and closes:
+ * the leader it knows of (node, the address agents use, its epoch), or
+ * none (leader "" and address ""): try the next address later.
+ */
+struct wire_redirect {
+	uint64_t epoch;
+	char leader[WIRE_HOLDER_LEN];
+	char address[WIRE_ADDR_LEN];
+};
+
 struct wire_msg {
 	uint16_t type;
 	union {
@@ -188,6 +220,7 @@ struct wire_msg {
 		struct wire_report report;
 		struct wire_meter meter;
 		struct wire_meter_ack meter_ack;
+		struct wire_redirect redirect;
 	};
 };
 
