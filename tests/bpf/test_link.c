@@ -46,8 +46,8 @@ struct fake {
 	struct conn c; /* the coordinator's side of the agent's connection */
 	struct wire_msg *m;
 	uint64_t hello_incarnation;
-	uint32_t reports;	  /* reports received */
-	struct wire_report *last; /* the last one */
+	uint32_t reports;	       /* reports received */
+	struct wire_report *last;      /* the last one */
 	void (*renew)(struct fake *f); /* answers each report, if set */
 };
 
@@ -597,6 +597,101 @@ static void test_hot_keys_reported(void **state)
 	await_hot(f, 7, false);
 }
 
+static int listener(char *addr, size_t len)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 4), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	snprintf(addr, len, "127.0.0.1:%d", ntohs(sa.sin_port));
+	return fd;
+}
+
+/* Step the link until a connection arrives on lfd (2 s at most); its fd or -1. */
+static int accept_within(struct fake *f, int lfd)
+{
+	uint64_t end = clock_now_ns() + 2 * NSEC_PER_SEC;
+
+	while (clock_now_ns() < end) {
+		struct pollfd p = {.fd = -1};
+		int fd;
+
+		p.fd = link_pollfd(&f->link, &p.events);
+		poll(&p, 1, 5);
+		link_step(&f->link, &f->fx->dp, p.fd >= 0 ? p.revents : 0, clock_now_ns());
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0)
+			return fd;
+	}
+	return -1;
+}
+
+static void send_redirect(struct conn *c, const char *leader, const char *address)
+{
+	struct wire_msg m = {.type = WIRE_REDIRECT};
+
+	m.redirect.epoch = 5;
+	snprintf(m.redirect.leader, sizeof(m.redirect.leader), "%s", leader);
+	snprintf(m.redirect.address, sizeof(m.redirect.address), "%s", address);
+	assert_int_equal(conn_send(c, &m), 0);
+	assert_int_equal(conn_flush(c), 0);
+}
+
+/* Replicas (coordinator: {addresses}): a REDIRECT naming a listed replica
+ * is followed at once; one naming an address the file does not list is
+ * never dialled (the agent tries the next listed one); a replica that
+ * drops the link hands over to the next at once.
+ */
+static void test_redirect_follows_listed_replicas_only(void **state)
+{
+	struct fake *f = *state;
+	char b_addr[CFG_ADDR_LEN], c_addr[CFG_ADDR_LEN];
+	int b = listener(b_addr, sizeof(b_addr)), cfd = listener(c_addr, sizeof(c_addr)), fd;
+	struct conn cb = {.fd = -1}, cc = {.fd = -1};
+
+	link_free(&f->link);
+	memcpy(f->ac.coordinators[0], f->ac.coordinator, sizeof(f->ac.coordinator));
+	snprintf(f->ac.coordinators[1], sizeof(f->ac.coordinators[1]), "%s", b_addr);
+	snprintf(f->ac.coordinators[2], sizeof(f->ac.coordinators[2]), "%s", c_addr);
+	f->ac.n_coordinators = 3;
+	assert_int_equal(link_init(&f->link, &f->ac), 0);
+
+	/* A, the first listed, is not the leader: it names C. */
+	assert_true(pump(f, got_hello));
+	send_redirect(&f->c, "coord-c", c_addr);
+	fd = accept_within(f, cfd);
+	assert_true(fd >= 0);
+	conn_init(&cc, fd);
+	assert_int_equal(f->link.redirects, 1);
+	assert_string_equal(f->link.addr, c_addr);
+	conn_close(&f->c);
+
+	/* C names a leader at an address no file lists: not dialled; the
+	 * next listed replica after C (A) is.
+	 */
+	send_redirect(&cc, "evil", "203.0.113.9:7450");
+	f->hello_incarnation = 0;
+	assert_true(pump(f, got_hello)); /* on A's listener */
+	assert_string_equal(f->link.addr, f->ac.coordinators[0]);
+	assert_int_equal(f->link.redirects, 2);
+
+	/* A serves; then drops the link: B, the next, is dialled at once. */
+	connect_and_policy(f, 3);
+	conn_close(&f->c);
+	fd = accept_within(f, b);
+	assert_true(fd >= 0);
+	conn_init(&cb, fd);
+	assert_string_equal(f->link.addr, b_addr);
+	conn_close(&cb);
+	conn_close(&cc);
+	close(b);
+	close(cfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -607,6 +702,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_key_grants_whole_set, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_key_grants_changes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hot_keys_reported, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_redirect_follows_listed_replicas_only, setup,
+					    teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -106,6 +106,18 @@ static void test_grant_key_kept(void **state)
 	assert_memory_equal(s.grant_key, k1, sizeof(k1));
 	coord_store_close(&s);
 
+	/* grant-key: a shared key is read where coord.yaml says, never made. */
+	snprintf(other, sizeof(other), "%s/shared.key", dir);
+	assert_int_equal(coord_store_open(&s, dir), 0);
+	assert_int_equal(coord_store_grant_key(&s, other), -ENOENT);
+	coord_store_close(&s);
+	assert_int_equal(link(path, other), 0);
+	assert_int_equal(coord_store_open(&s, dir), 0);
+	assert_int_equal(coord_store_grant_key(&s, other), 0);
+	assert_memory_equal(s.grant_key, k1, sizeof(k1));
+	coord_store_close(&s);
+	assert_int_equal(unlink(other), 0);
+
 	assert_int_equal(truncate(path, GRANT_KEY_LEN - 1), 0);
 	assert_int_equal(coord_store_open(&s, dir), -EINVAL);
 	snprintf(other, sizeof(other), "%s/elsewhere", dir);
@@ -282,8 +294,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_epochs_increase, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_grant_key_kept, dir_setup, dir_teardown),
-	    cmocka_unit_test_setup_teardown(test_torn_tail_costs_one_step, dir_setup,
-					    dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_tail_costs_one_step, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_corrupt_bump_never_lowers, dir_setup,
 					    dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_lost_epoch_log_refused, dir_setup, dir_teardown),

@@ -421,9 +421,10 @@ static const struct file_case file_cases[] = {
      "unknown key 'mdoe' in interface 'eth0' (expected one of: name, mode; did you mean "
      "'mode'?)"},
     {"agent_coordinator_unknown_key", LOAD_AGENT, "agent-coordinator-unknown-key.yaml", NULL,
-     -EINVAL, "2:15", "unknown key 'addr' in coordinator (expected one of: address, insecure)"},
-    {"agent_coordinator_plaintext_beyond_loopback", LOAD_AGENT,
-     "agent-coordinator-plaintext.yaml", NULL, -EINVAL, "2:14",
+     -EINVAL, "2:15",
+     "unknown key 'addr' in coordinator (expected one of: address, addresses, insecure)"},
+    {"agent_coordinator_plaintext_beyond_loopback", LOAD_AGENT, "agent-coordinator-plaintext.yaml",
+     NULL, -EINVAL, "2:14",
      "coordinator '203.0.113.7:7450' is beyond loopback without tls: (expected tls: {cert, key, "
      "ca}, or coordinator: {insecure: true} to accept an unauthenticated coordinator)"},
     {"agent_interface_name_too_long", LOAD_AGENT, "agent-bad-iface.yaml", NULL, -EINVAL, "2:12",
@@ -453,12 +454,36 @@ static const struct file_case file_cases[] = {
     {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
      "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
      "lease, metrics, gateways, user, pending-per-address, tls, insecure, ledger, "
-     "ledger-retention; did you mean 'state-dir'?)"},
+     "ledger-retention, grant-key, replicas; did you mean 'state-dir'?)"},
+    {"coord_replicas_etcd_not_url", LOAD_COORD, "coord-replicas-bad-etcd.yaml", NULL, -EINVAL,
+     "3:19",
+     "etcd endpoint '127.0.0.1:2379' is not an http:// URL (expected e.g. "
+     "http://127.0.0.1:2379)"},
+    {"coord_replicas_ttl_below_5s", LOAD_COORD, "coord-replicas-ttl.yaml", NULL, -EINVAL, "3:85",
+     "ttl '2s' is out of range (expected 5s..1m)"},
+    {"coord_replicas_prefix_relative", LOAD_COORD, "coord-replicas-prefix.yaml", NULL, -EINVAL,
+     "3:88",
+     "prefix 'leaseline' is not a key prefix (expected / then [A-Za-z0-9_.-/], at most 63, "
+     "e.g. /leaseline/eu)"},
+    {"coord_replicas_metered_limit", LOAD_COORD, "coord-replicas-meter.yaml", "policy-metered.yaml",
+     -EINVAL, "14:5",
+     "limit 'tenant-b': meter: true needs one coordinator (replicas: keep no shared usage "
+     "ledger yet; expected no meter: under replicas:)"},
+    {"agent_address_and_addresses", LOAD_AGENT, "agent-address-and-addresses.yaml", NULL, -EINVAL,
+     "2:51",
+     "coordinator has both address: and addresses: (expected one: addresses: lists every "
+     "replica)"},
+    {"agent_replica_plaintext_beyond_loopback", LOAD_AGENT, "agent-replicas-plaintext.yaml", NULL,
+     -EINVAL, "2:14",
+     "coordinator '203.0.113.7:7450' is beyond loopback without tls: (expected tls: {cert, key, "
+     "ca}, or coordinator: {insecure: true} to accept an unauthenticated coordinator)"},
+    {"agent_replica_twice", LOAD_AGENT, "agent-replicas-twice.yaml", NULL, -EINVAL, "2:38",
+     "coordinator: address '127.0.0.1:7450' is listed twice (expected each replica once)"},
     {"coord_retention_not_days", LOAD_COORD, "coord-retention-bad.yaml", NULL, -EINVAL, "3:19",
      "ledger-retention '400' is not a retention (expected days or hours, as 400d or 9600h, or "
      "forever)"},
-    {"coord_retention_too_short", LOAD_COORD, "coord-retention-short.yaml", NULL, -EINVAL,
-     "3:19", "ledger-retention '0d' is out of range (expected 1d to 36600d, or forever)"},
+    {"coord_retention_too_short", LOAD_COORD, "coord-retention-short.yaml", NULL, -EINVAL, "3:19",
+     "ledger-retention '0d' is out of range (expected 1d to 36600d, or forever)"},
     {"coord_public_without_tls", LOAD_COORD, "coord-public-no-tls.yaml", NULL, -EINVAL, "1:9",
      "listen '198.18.0.1:7450' is beyond loopback without tls: (expected tls: {cert, key, ca}, "
      "or insecure: true to accept unauthenticated agents)"},
@@ -699,6 +724,47 @@ static void test_spec_agent_coordinated(void **state)
 	assert_true(o->policy.version == 99);
 	/* The policy may be left out altogether. */
 	assert_int_equal(cfg_agent_load(path, &o->agent, NULL, &err), 0);
+	free(o);
+}
+
+/* coordinator: {addresses}: every replica, in order, default port added. */
+static void test_agent_replicas(void **state)
+{
+	struct outputs *o = load_ok(LOAD_AGENT, "agent-replicas.yaml");
+
+	(void)state;
+	assert_int_equal(o->agent.n_coordinators, 3);
+	assert_string_equal(o->agent.coordinators[0], "127.0.0.1:7450");
+	assert_string_equal(o->agent.coordinators[1], "127.0.0.2:7451");
+	assert_string_equal(o->agent.coordinators[2], "[::1]:7450");
+	assert_string_equal(o->agent.coordinator, "127.0.0.1:7450");
+	free(o);
+	o = load_ok(LOAD_AGENT, "agent-minimal.yaml");
+	assert_int_equal(o->agent.n_coordinators, 1);
+	assert_string_equal(o->agent.coordinators[0], "coord.example:7450");
+	free(o);
+}
+
+static void test_coord_replicas(void **state)
+{
+	struct outputs *o = load_ok(LOAD_COORD, "coord-replicas.yaml");
+
+	(void)state;
+	assert_true(o->coord.has_replicas);
+	assert_int_equal(o->coord.replicas.n_etcd, 2);
+	assert_string_equal(o->coord.replicas.etcd[0], "http://127.0.0.1:2379");
+	assert_string_equal(o->coord.replicas.etcd[1], "http://[::1]:2380");
+	assert_string_equal(o->coord.replicas.prefix, "/leaseline/eu");
+	assert_string_equal(o->coord.replicas.node, "coord-a");
+	assert_string_equal(o->coord.replicas.advertise, "127.0.0.1:7450");
+	assert_true(o->coord.replicas.ttl_ns == 6000000000ull);
+	assert_string_equal(o->coord.grant_key_path, "/etc/leaseline/grant.key");
+	free(o);
+	o = load_ok(LOAD_COORD, "coord.yaml");
+	assert_false(o->coord.has_replicas);
+	assert_string_equal(o->coord.replicas.prefix, "/leaseline/default");
+	assert_true(o->coord.replicas.ttl_ns == 5000000000ull);
+	assert_string_equal(o->coord.grant_key_path, "");
 	free(o);
 }
 
@@ -1199,10 +1265,14 @@ static void test_overrides_file(void **state)
 	     "'allow' is not a contract (expected rate R burst B, unlimited or deny)"},
 	    {"rate zero", "198.18.99.0/24 deny\n198.18.1.0/24 rate 0 burst 1\n", "2:20",
 	     "rate '0' is not a count from 1 to 100000000000 (k, M, G allowed)"},
-	    {"no burst", "198.18.99.0/24 deny\n198.18.1.0/24 rate 5\n", "2:21", "expected 'burst B' after the rate"},
-	    {"trailing", "198.18.99.0/24 deny\n198.18.1.0/24 deny now\n", "2:20", "unexpected 'now' after the contract"},
-	    {"twice", "198.18.99.0/24 deny\n198.18.1.0/24 deny\n198.18.2.0/24 deny\n198.18.1.0/24 unlimited\n", "4",
-	     "the same prefix again (first on line 2)"},
+	    {"no burst", "198.18.99.0/24 deny\n198.18.1.0/24 rate 5\n", "2:21",
+	     "expected 'burst B' after the rate"},
+	    {"trailing", "198.18.99.0/24 deny\n198.18.1.0/24 deny now\n", "2:20",
+	     "unexpected 'now' after the contract"},
+	    {"twice",
+	     "198.18.99.0/24 deny\n198.18.1.0/24 deny\n198.18.2.0/24 deny\n198.18.1.0/24 "
+	     "unlimited\n",
+	     "4", "the same prefix again (first on line 2)"},
 	};
 	char dir[] = "/tmp/ll-ovr-XXXXXX", pol[128], ovr[128], text[512];
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
@@ -1251,9 +1321,10 @@ static void test_overrides_file(void **state)
 	expect_msg(&err, pol, "3:46",
 		   "limit 'a': overrides apply only to key src-ip, dst-ip or dst-port (key is "
 		   "'flow')");
-	snprintf(text, sizeof(text),
-		 V "limits:\n  - {name: a, key: src-ip, scope: global, rate: 5, burst: 10, overrides: "
-		   "tiers.txt}\n");
+	snprintf(
+	    text, sizeof(text),
+	    V "limits:\n  - {name: a, key: src-ip, scope: global, rate: 5, burst: 10, overrides: "
+	      "tiers.txt}\n");
 	f = fopen(pol, "w");
 	fputs(text, f);
 	fclose(f);
@@ -1290,7 +1361,7 @@ static void test_overrides_file(void **state)
 static void test_list_file_trust(void **state)
 {
 	char dir[] = "/tmp/ll-lft-XXXXXX", pol[128], set[128], real[128], link[160], sub[128],
-					    text[512];
+	     text[512];
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
 	struct cfg_err err;
 	FILE *f;
@@ -1335,7 +1406,7 @@ static void test_list_file_trust(void **state)
 	memset(&err, 0, sizeof(err));
 	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, ": cannot read the prefix set: a symbolic link is on its "
-				       "path (name the file itself)"));
+					"path (name the file itself)"));
 	unlink(set);
 	snprintf(sub, sizeof(sub), "%s/sub", dir);
 	assert_int_equal(mkdir(sub, 0700), 0);
@@ -1350,7 +1421,8 @@ static void test_list_file_trust(void **state)
 	fputs(text, f);
 	fclose(f);
 	assert_int_equal(cfg_policy_load(pol, true, cp, &err), -EINVAL);
-	assert_non_null(strstr(err.msg, "via/deny.txt: cannot read the prefix set: a symbolic link"));
+	assert_non_null(
+	    strstr(err.msg, "via/deny.txt: cannot read the prefix set: a symbolic link"));
 	/* The file itself, by its own path: read. */
 	snprintf(text, sizeof(text),
 		 V "limits:\n  - {name: a, key: src-ip, rate: 5, burst: 10}\n"
@@ -1417,8 +1489,8 @@ static void test_set_files(void **state)
 	     "prefix '::/0' covers ::ffff:0:0/96, where IPv4 addresses are held: it would match "
 	     "every IPv4 packet too (expected IPv6 prefixes beside it, e.g. 2000::/3, and "
 	     "0.0.0.0/0 for IPv4)"},
-	    {"twice", "198.18.99.0/24\n198.18.1.0/24\n2001:db8::/32\n198.18.1.0/24 # again\n", "4:1",
-	     "the same prefix again (first on line 2)"},
+	    {"twice", "198.18.99.0/24\n198.18.1.0/24\n2001:db8::/32\n198.18.1.0/24 # again\n",
+	     "4:1", "the same prefix again (first on line 2)"},
 	};
 	char dir[] = "/tmp/ll-set-XXXXXX", pol[128], set[128], text[512];
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
@@ -1493,7 +1565,8 @@ static void test_set_files(void **state)
 	assert_non_null(strstr(err.msg, "policy.yaml:5:32: rule 'd' match: "));
 	/* Actions: limits only with action limit; a limit rule needs them. */
 	snprintf(text, sizeof(text),
-		 V LIMIT_A "rules:\n  - {name: d, match: {proto: udp}, action: drop, limits: [a]}\n");
+		 V LIMIT_A
+		 "rules:\n  - {name: d, match: {proto: udp}, action: drop, limits: [a]}\n");
 	f = fopen(pol, "w");
 	fputs(text, f);
 	fclose(f);
@@ -1529,10 +1602,12 @@ static void test_port_overrides_file(void **state)
 	    {"reversed", "9999 deny\n9000-8000 deny\n", "2:1",
 	     "'9000-8000' is not a port or port range (expected e.g. 53 or 8000-8100; ports "
 	     "0..65535, low <= high)"},
-	    {"no contract", "9999 deny\n53\n", "2:3", "'53' needs a contract: rate R burst B, unlimited or deny"},
-	    {"overlap", "9999 deny\n8000-8100 deny\n# x\n53 unlimited\n8100 rate 5 burst 5\n", "5:1",
-	     "ports 8100-8100 overlap ports 8000-8100 of line 2"},
-	    {"twice", "9999 deny\n53 deny\n53 unlimited\n", "3:1", "ports 53-53 overlap ports 53-53 of line 2"},
+	    {"no contract", "9999 deny\n53\n", "2:3",
+	     "'53' needs a contract: rate R burst B, unlimited or deny"},
+	    {"overlap", "9999 deny\n8000-8100 deny\n# x\n53 unlimited\n8100 rate 5 burst 5\n",
+	     "5:1", "ports 8100-8100 overlap ports 8000-8100 of line 2"},
+	    {"twice", "9999 deny\n53 deny\n53 unlimited\n", "3:1",
+	     "ports 53-53 overlap ports 53-53 of line 2"},
 	};
 	char dir[] = "/tmp/ll-povr-XXXXXX", pol[128], ovr[128], text[512];
 	struct cfg_policy *cp = calloc(1, sizeof(*cp));
@@ -1544,8 +1619,9 @@ static void test_port_overrides_file(void **state)
 	assert_non_null(mkdtemp(dir));
 	snprintf(pol, sizeof(pol), "%s/policy.yaml", dir);
 	snprintf(ovr, sizeof(ovr), "%s/ports.txt", dir);
-	snprintf(text, sizeof(text),
-		 V "limits:\n  - {name: a, key: dst-port, rate: 5, burst: 10, overrides: ports.txt}\n");
+	snprintf(
+	    text, sizeof(text),
+	    V "limits:\n  - {name: a, key: dst-port, rate: 5, burst: 10, overrides: ports.txt}\n");
 	f = fopen(pol, "w");
 	fputs(text, f);
 	fclose(f);
@@ -1593,6 +1669,8 @@ int main(void)
 	    cmocka_unit_test(test_meter_parsed),
 	    cmocka_unit_test(test_spec_agent_standalone),
 	    cmocka_unit_test(test_spec_agent_coordinated),
+	    cmocka_unit_test(test_agent_replicas),
+	    cmocka_unit_test(test_coord_replicas),
 	    cmocka_unit_test(test_agent_defaults),
 	    cmocka_unit_test(test_agent_flow_keys),
 	    cmocka_unit_test(test_spec_coord),

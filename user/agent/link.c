@@ -43,7 +43,15 @@ int link_init(struct link *l, const struct cfg_agent *ac)
 
 	memset(l, 0, sizeof(*l));
 	l->c.fd = -1;
-	snprintf(l->addr, sizeof(l->addr), "%s", ac->coordinator);
+	if (ac->n_coordinators) {
+		memcpy(l->addrs, ac->coordinators, sizeof(l->addrs));
+		l->n_addrs = ac->n_coordinators;
+	} else {
+		snprintf(l->addrs[0], sizeof(l->addrs[0]), "%s", ac->coordinator);
+		l->n_addrs = 1;
+	}
+	l->redirect_to = -1;
+	memcpy(l->addr, l->addrs[0], sizeof(l->addr));
 	snprintf(l->holder, sizeof(l->holder), "%s", ac->node);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	l->incarnation = ts_to_ns(&ts);
@@ -117,6 +125,20 @@ static void link_down(struct link *l, const char *why, uint64_t now)
 		pr_debug("coordinator not reachable (%s)\n", why);
 	conn_close(&l->c);
 	l->up = l->connecting = false;
+	/* The next replica at once (the one a REDIRECT named first); back off
+	 * only once each has been tried since the last frame.
+	 */
+	if (l->n_addrs > 1) {
+		l->cur = l->redirect_to >= 0 ? (uint32_t)l->redirect_to : (l->cur + 1) % l->n_addrs;
+		memcpy(l->addr, l->addrs[l->cur], sizeof(l->addr));
+		if (++l->tried < l->n_addrs) {
+			l->redirect_to = -1;
+			l->next_dial_ns = now;
+			return;
+		}
+		l->tried = 0;
+	}
+	l->redirect_to = -1;
 	l->next_dial_ns = now + l->backoff_ns;
 	l->backoff_ns =
 	    l->backoff_ns * 2 > LINK_BACKOFF_MAX_NS ? LINK_BACKOFF_MAX_NS : l->backoff_ns * 2;
@@ -522,6 +544,30 @@ stale:
 		 (unsigned long long)g->epoch, (unsigned long long)g->seq, strerror(-err));
 }
 
+/* Not the leader. The leader it names is dialled next only if it is one of
+ * the replicas the agent file lists (the same TLS trust applies to it);
+ * otherwise the next one in turn. Either way it counts as a try: replicas
+ * that name each other cannot keep the agent from backing off.
+ */
+static void on_redirect(struct link *l, const struct wire_redirect *r, uint64_t now)
+{
+	int to = -1;
+
+	l->redirects++;
+	for (uint32_t i = 0; r->address[0] && i < l->n_addrs; i++) {
+		if (!strcmp(l->addrs[i], r->address) && i != l->cur)
+			to = (int)i;
+	}
+	/* The names are the peer's: shown as data (the decoder bounds them). */
+	pr_info("coordinator %s is not the leader (leader '%s' at '%s', epoch %llu): %s\n", l->addr,
+		r->leader, r->address, (unsigned long long)r->epoch,
+		to >= 0		? "dialling it"
+		: r->address[0] ? "not a listed replica, trying the next"
+				: "trying the next");
+	l->redirect_to = to;
+	link_down(l, "not the leader", now);
+}
+
 static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 {
 	int err = conn_read(&l->c), r = 0;
@@ -531,6 +577,8 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 		 * handshake fails keeps backing off.
 		 */
 		l->backoff_ns = LINK_BACKOFF_MIN_NS;
+		if (l->msg->type != WIRE_REDIRECT)
+			l->tried = 0;
 		if (l->msg->type == WIRE_GRANT)
 			l->last_grant_ns = now;
 		if (l->msg->type == WIRE_POLICY)
@@ -540,12 +588,7 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 		else if (l->msg->type == WIRE_METER_ACK)
 			meter_on_ack(&l->meter, dp->meter_ident, &l->msg->meter_ack);
 		else if (l->msg->type == WIRE_REDIRECT) {
-			/* Not the leader: the names are the peer's, shown as data. */
-			pr_info("coordinator %s is not the leader (leader '%s' at '%s', epoch "
-				"%llu): retrying later\n",
-				l->addr, l->msg->redirect.leader, l->msg->redirect.address,
-				(unsigned long long)l->msg->redirect.epoch);
-			link_down(l, "not the leader", now);
+			on_redirect(l, &l->msg->redirect, now);
 			return;
 		} else
 			r = -EPROTO;

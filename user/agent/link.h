@@ -23,7 +23,17 @@
 struct dp;
 
 struct link {
-	char addr[CFG_ADDR_LEN];
+	char addr[CFG_ADDR_LEN]; /* the coordinator dialled now: addrs[cur] */
+	/* Every replica the agent file lists (coordinator: {addresses}), tried
+	 * in turn: a link that drops moves to the next one at once, and backs
+	 * off only once every one has been tried since a frame last came. A
+	 * REDIRECT moves it to the leader it names if that is one of these;
+	 * it never dials an address the file does not list.
+	 */
+	char addrs[CFG_MAX_COORDINATORS][CFG_ADDR_LEN];
+	uint32_t n_addrs, cur, tried;
+	int redirect_to;    /* index a REDIRECT named, -1 none */
+	uint64_t redirects; /* REDIRECTs received */
 	char holder[WIRE_HOLDER_LEN];
 	uint64_t incarnation;
 	struct conn c;

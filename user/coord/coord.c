@@ -141,7 +141,8 @@ static void reload(struct coord *co)
 static int run_as(struct coord *co, const char *user)
 {
 	static const char *const files[] = {
-	    ".", "epoch.log", "usage.log", "initialised", "ledger.db", "ledger.db-wal", "ledger.db-shm",
+	    ".",	 "epoch.log",	  "usage.log",	   "initialised",
+	    "ledger.db", "ledger.db-wal", "ledger.db-shm",
 	};
 	struct passwd *pw = getpwnam(user);
 
@@ -180,6 +181,11 @@ static int coord_start(struct coord *co)
 		pr_warn("%s\n", e.msg);
 		return 2;
 	}
+	if (co->cfg.has_replicas) {
+		pr_warn("%s: replicas: is not served by this build yet (one coordinator only)\n",
+			co->path);
+		return 2;
+	}
 	co->h = calloc(co->cfg.gateways, sizeof(*co->h));
 	co->max_conns = co->cfg.gateways + COORD_SPARE_CONNS;
 	co->conns = calloc(co->max_conns, sizeof(*co->conns));
@@ -203,6 +209,8 @@ static int coord_start(struct coord *co)
 		pr_warn("cannot use state-dir '%s': %s\n", co->cfg.state_dir, strerror(-err));
 		return 1;
 	}
+	if (co->cfg.grant_key_path[0] && coord_store_grant_key(&co->store, co->cfg.grant_key_path))
+		return 2;
 	/* Grants of earlier epochs may be live until their deadline: wait them out. */
 	co->quiet_until = clock_now_ns() + lease_deadline(0, co->cfg.ttl_ns);
 	pr_info("epoch %llu (durable); quiet for %.3f s before the first grant\n",
@@ -237,7 +245,9 @@ static int coord_start(struct coord *co)
 	/* Its last word at start, and on port 0 the port it got. */
 	net_bound_name(co->cfg.listen, co->listen_fd, addr, sizeof(addr));
 	pr_info("coordinator listening on %s%s\n", addr,
-		co->tls.ctx ? " (mutual TLS)" : co->cfg.insecure ? " (insecure: no TLS)" : "");
+		co->tls.ctx	   ? " (mutual TLS)"
+		: co->cfg.insecure ? " (insecure: no TLS)"
+				   : "");
 	return 0;
 }
 

@@ -140,10 +140,12 @@ static int limit_pins(struct climit *c, const struct cfg_limit *l)
 	}
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct ll_key_id k = {.family = e[i].family};
-		uint64_t r = e[i].kind == OVR_RATE ? e[i].rate : e[i].kind == OVR_DENY ? 0 : TB_MAX_RATE;
-		uint64_t b = e[i].kind == OVR_RATE	? e[i].burst
-			     : e[i].kind == OVR_DENY	? 0
-							: TB_MAX_BURST;
+		uint64_t r = e[i].kind == OVR_RATE   ? e[i].rate
+			     : e[i].kind == OVR_DENY ? 0
+						     : TB_MAX_RATE;
+		uint64_t b = e[i].kind == OVR_RATE   ? e[i].burst
+			     : e[i].kind == OVR_DENY ? 0
+						     : TB_MAX_BURST;
 		int p;
 
 		if (e[i].family == 4) {
@@ -222,6 +224,8 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 			fb = l->fallback_burst * co->cfg.gateways;
 		}
 		err = cfg_reserve_check(l, co->cfg.gateways, msg, sizeof(msg));
+		if (!err && co->cfg.has_replicas)
+			err = cfg_replicas_check(l, msg, sizeof(msg));
 		if (err) {
 			pr_warn("%s:%d:%d: %s\n", co->cfg.policy_path, l->line, l->col, msg);
 			break;

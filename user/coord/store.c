@@ -185,9 +185,9 @@ static int initialised_check(struct coord_store *s, const char *dir)
  * Anything else there is refused rather than replaced: a key replaced is
  * every live grant unprovable.
  */
-static int grant_key_load(struct coord_store *s)
+static int grant_key_read(struct coord_store *s, int dir_fd, const char *name, bool create)
 {
-	int fd = openat(s->dir_fd, "grant.key", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	ssize_t n;
 	int err = 0;
@@ -199,12 +199,18 @@ static int grant_key_load(struct coord_store *s)
 			err = n < 0 ? -errno : -EIO;
 		close(fd);
 		if (err == -EINVAL)
-			pr_warn("state: grant.key is not a %d-byte regular file: refusing to run\n",
+			pr_warn("state: %s is not a %d-byte regular file: refusing to run\n", name,
 				GRANT_KEY_LEN);
 		return err;
 	}
-	if (errno != ENOENT)
-		return -errno;
+	if (errno != ENOENT || !create) {
+		err = -errno;
+		pr_warn("state: cannot read the grant key %s: %s%s\n", name, strerror(-err),
+			err == -ENOENT ? " (replicas share one: make it once with head -c 32 "
+					 "/dev/urandom and copy it to each, mode 0600)"
+				       : "");
+		return err;
+	}
 	if (getrandom(s->grant_key, GRANT_KEY_LEN, 0) != GRANT_KEY_LEN)
 		return -EIO;
 	unlinkat(s->dir_fd, "grant.key.new", 0);
@@ -220,6 +226,20 @@ static int grant_key_load(struct coord_store *s)
 	if (!err && fsync(s->dir_fd))
 		err = -errno;
 	s->grant_key_new = !err;
+	return err;
+}
+
+static int grant_key_load(struct coord_store *s)
+{
+	return grant_key_read(s, s->dir_fd, "grant.key", true);
+}
+
+int coord_store_grant_key(struct coord_store *s, const char *path)
+{
+	int err = grant_key_read(s, AT_FDCWD, path, false);
+
+	if (!err)
+		s->grant_key_new = false;
 	return err;
 }
 

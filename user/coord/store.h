@@ -40,6 +40,11 @@ struct coord_store {
 /* Open (creating) state-dir, read the epoch log, make epoch = highest seen + 1
  * durable, read (or make) the grant key. Returns 0 or a negative errno.
  */
+/* grant-key: in coord.yaml: the key read from path instead (it must exist:
+ * replicas share one, and one replica making its own would prove nothing
+ * to the others). 0 or -errno, logged.
+ */
+int coord_store_grant_key(struct coord_store *s, const char *path);
 int coord_store_open(struct coord_store *s, const char *dir);
 void coord_store_close(struct coord_store *s);
 /* Durably move to a later epoch (one a holder says it has seen surpassed). */

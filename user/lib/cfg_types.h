@@ -16,6 +16,8 @@
 #define CFG_ERR_LEN  512
 #define CFG_ADDR_LEN 128 /* "host:port" or "[v6]:port", NUL included */
 #define CFG_PATH_LEN 4096
+/* Coordinator replicas an agent may list, and etcd members a replica may. */
+#define CFG_MAX_COORDINATORS 8
 
 /* tls: {cert, key, ca} of an agent or coordinator file (tls.h). */
 struct cfg_tls {

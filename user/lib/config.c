@@ -8,6 +8,7 @@
  * good, so a refused reload changes nothing.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -194,13 +195,64 @@ static const struct walk_enum bools[] = {
     {NULL, 0},
 };
 
+static const struct walk_field coord_addr_item = {"addresses", WALK_HOSTPORT, .size = CFG_ADDR_LEN,
+						  .port = CFG_COORD_PORT};
+
+static int coord_addr(struct walk_ctx *c, yaml_node_t *n, size_t i, void *obj)
+{
+	struct cfg_agent *a = obj;
+
+	if (walk_set(c, &coord_addr_item, n, a->coordinators[i]))
+		return -EINVAL;
+	for (size_t j = 0; j < i; j++) {
+		if (!strcmp(a->coordinators[j], a->coordinators[i]))
+			return walk_fail(
+			    c, n, "address '%s' is listed twice (expected each replica once)",
+			    a->coordinators[i]);
+	}
+	a->n_coordinators = (uint32_t)i + 1;
+	return 0;
+}
+
+static int agent_coord_addrs(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v,
+			     void *obj)
+{
+	return walk_list_nonempty(c, v, f->key, NULL, CFG_MAX_COORDINATORS, coord_addr, obj,
+				  "[10.0.0.5:7450, 10.0.0.6:7450]");
+}
+
 static const struct walk_field coordinator_fields[] = {
-    {"address", WALK_HOSTPORT, AGENT(coordinator), .required = true, .example = CFG_DEFAULT_LISTEN,
-     .port = CFG_COORD_PORT},
+    {"address", WALK_HOSTPORT, AGENT(coordinator), .port = CFG_COORD_PORT},
+    {"addresses", WALK_CUSTOM, .fn = agent_coord_addrs},
     {"insecure", WALK_ENUM, AGENT(coord_insecure), .names = bools},
 };
 
-static const struct walk_section coordinator_section = WALK_SECTION(coordinator_fields, NULL);
+/* One coordinator (address:) or its replicas (addresses:), never both. */
+static int coordinator_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
+{
+	struct cfg_agent *a = obj;
+	yaml_node_t *one = walk_get(m, "address"), *many = walk_get(m, "addresses");
+
+	if (!one && !many)
+		return walk_fail_raw(c, m->node,
+				     "coordinator needs address: (expected e.g. address: %s, or "
+				     "addresses: [...] for replicas)",
+				     CFG_DEFAULT_LISTEN);
+	if (one && many)
+		return walk_fail_raw(c, walk_line(one) > walk_line(many) ? one : many,
+				     "coordinator has both address: and addresses: (expected "
+				     "one: addresses: lists every replica)");
+	if (one) {
+		memcpy(a->coordinators[0], a->coordinator, sizeof(a->coordinator));
+		a->n_coordinators = 1;
+	} else {
+		memcpy(a->coordinator, a->coordinators[0], sizeof(a->coordinator));
+	}
+	return 0;
+}
+
+static const struct walk_section coordinator_section =
+    WALK_SECTION(coordinator_fields, coordinator_check);
 
 /* host:port names this machine only (127.0.0.0/8, ::1, localhost). */
 static bool hostport_loopback(const char *hp)
@@ -234,12 +286,15 @@ static int agent_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 		    "agent file has both policy: and coordinator: (expected one: "
 		    "policy: for a standalone agent, coordinator: for a coordinated one)");
 	/* Whoever answers at that address could push any policy and lease. */
-	if (coord && !a->tls.set && !a->coord_insecure && !hostport_loopback(a->coordinator))
-		return walk_fail_raw(c, walk_get(m, "coordinator") ?: coord,
-				     "coordinator '%s' is beyond loopback without tls: (expected "
-				     "tls: {cert, key, ca}, or coordinator: {insecure: true} to "
-				     "accept an unauthenticated coordinator)",
-				     a->coordinator);
+	for (uint32_t i = 0; coord && i < a->n_coordinators; i++) {
+		if (!a->tls.set && !a->coord_insecure && !hostport_loopback(a->coordinators[i]))
+			return walk_fail_raw(c, walk_get(m, "coordinator") ?: coord,
+					     "coordinator '%s' is beyond loopback without tls: "
+					     "(expected tls: {cert, key, ca}, or coordinator: "
+					     "{insecure: true} to accept an unauthenticated "
+					     "coordinator)",
+					     a->coordinators[i]);
+	}
 	return pol ? load_policy(c, walk_get(m, "policy"), a->policy_path, true) : 0;
 }
 
@@ -329,9 +384,42 @@ int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, s
 	return -EINVAL;
 }
 
+int cfg_replicas_check(const struct cfg_limit *l, char *msg, size_t len)
+{
+	if (!l->meter)
+		return 0;
+	snprintf(msg, len,
+		 "limit '%s': meter: true needs one coordinator (replicas: keep no shared usage "
+		 "ledger yet; expected no meter: under replicas:)",
+		 l->name);
+	return -EINVAL;
+}
+
+static int coord_policy_check(struct walk_ctx *c, const struct walk_map *m, struct cfg_coord *co);
+
+/* The policy is loaded into a scratch copy and written out only once the
+ * coordinator's own checks of it pass: a refused file changes nothing.
+ */
 static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 {
-	struct cfg_coord *co = obj;
+	struct cfg_policy *out = state(c)->pol, *tmp = NULL;
+	int rc;
+
+	if (out && !(tmp = malloc(sizeof(*tmp))))
+		return walk_fail_raw(c, m->node, "out of memory");
+	if (tmp)
+		memcpy(tmp, out, sizeof(*tmp));
+	state(c)->pol = tmp;
+	rc = coord_policy_check(c, m, obj);
+	state(c)->pol = out;
+	if (!rc && out)
+		memcpy(out, tmp, sizeof(*out));
+	free(tmp);
+	return rc;
+}
+
+static int coord_policy_check(struct walk_ctx *c, const struct walk_map *m, struct cfg_coord *co)
+{
 	struct cfg_policy *pol = state(c)->pol;
 	char msg[CFG_ERR_LEN - 64];
 	struct stat st;
@@ -357,6 +445,8 @@ static int coord_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
 		const struct cfg_limit *l = &pol->limits[i];
 
 		rc = cfg_reserve_check(l, co->gateways, msg, sizeof(msg));
+		if (!rc && co->has_replicas)
+			rc = cfg_replicas_check(l, msg, sizeof(msg));
 		if (rc) {
 			snprintf(c->err->msg, sizeof(c->err->msg), "%.200s:%d:%d: %.300s",
 				 co->policy_path, l->line, l->col, msg);
@@ -396,6 +486,77 @@ static int coord_retention(struct walk_ctx *c, const struct walk_field *f, yaml_
 	return 0;
 }
 
+#define REPL(m) WALK_AT(struct cfg_replicas, m)
+
+/* An etcd client URL: http://host:port (etcd's v3 JSON gateway). */
+static int repl_etcd_item(struct walk_ctx *c, yaml_node_t *n, size_t i, void *obj)
+{
+	static const struct walk_field hp = {"etcd", WALK_HOSTPORT, .size = CFG_ADDR_LEN,
+					     .port = 2379};
+	struct cfg_replicas *r = obj;
+	const char *s = walk_scalar(n);
+	char host[CFG_ADDR_LEN];
+	yaml_node_t tmp;
+
+	if (!s || strncmp(s, "http://", 7))
+		return walk_fail(c, n,
+				 "etcd endpoint '%.64s' is not an http:// URL (expected e.g. "
+				 "http://127.0.0.1:2379)",
+				 s ? s : "");
+	/* The host:port after the scheme, checked as any address is. */
+	tmp = *n;
+	tmp.data.scalar.value = (yaml_char_t *)(s + 7);
+	tmp.data.scalar.length = strlen(s + 7);
+	if (walk_set(c, &hp, &tmp, host))
+		return -EINVAL;
+	snprintf(r->etcd[i], sizeof(r->etcd[i]), "http://%s", host);
+	r->n_etcd = (uint32_t)i + 1;
+	return 0;
+}
+
+static int repl_etcd(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	return walk_list_nonempty(c, v, f->key, NULL, CFG_MAX_COORDINATORS, repl_etcd_item, obj,
+				  "[http://10.0.0.5:2379, http://10.0.0.6:2379]");
+}
+
+/* prefix: an absolute key path of name characters, at most 63 bytes. */
+static int repl_prefix(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	struct cfg_replicas *r = obj;
+	const char *s = walk_scalar(v);
+	size_t n = s ? strlen(s) : 0;
+	bool ok = n > 1 && n < sizeof(r->prefix) && s[0] == '/' && s[n - 1] != '/';
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isalnum((unsigned char)s[i]) || strchr("_.-/", s[i]);
+	if (!ok)
+		return walk_bad_value(c, f, v, "is not a key prefix",
+				      "/ then [A-Za-z0-9_.-/], at most 63, e.g. /leaseline/eu");
+	memcpy(r->prefix, s, n + 1);
+	return 0;
+}
+
+static const struct walk_field replicas_fields[] = {
+    {"etcd", WALK_CUSTOM, .required = true, .example = "[http://127.0.0.1:2379]", .fn = repl_etcd},
+    {"prefix", WALK_CUSTOM, .fn = repl_prefix},
+    {"node", WALK_NAME, REPL(node), .required = true, .example = "coord-a"},
+    {"advertise", WALK_HOSTPORT, REPL(advertise), .required = true, .example = "10.0.0.5:7450",
+     .port = CFG_COORD_PORT},
+    {"ttl", WALK_DURATION, REPL(ttl_ns), .min = 5000000000ull, .max = 60000000000ull},
+};
+
+static const struct walk_section replicas_section = WALK_SECTION(replicas_fields, NULL);
+
+static int coord_replicas(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	struct cfg_coord *co = obj;
+
+	(void)f;
+	co->has_replicas = true;
+	return walk_run(c, v, &replicas_section, &co->replicas);
+}
+
 static const struct walk_field coord_fields[] = {
     {"listen", WALK_HOSTPORT, COORD(listen), .port = CFG_COORD_PORT, .any_port = true},
     {"policy", WALK_PATH, COORD(policy_path), .required = true, .example = "policy.yaml"},
@@ -409,6 +570,8 @@ static const struct walk_field coord_fields[] = {
     {"insecure", WALK_ENUM, COORD(insecure), .names = bools},
     {"ledger", WALK_PATH, COORD(ledger_path)},
     {"ledger-retention", WALK_CUSTOM, .fn = coord_retention},
+    {"grant-key", WALK_PATH, COORD(grant_key_path)},
+    {"replicas", WALK_CUSTOM, .fn = coord_replicas},
 };
 
 static const struct walk_section coord_section = WALK_SECTION(coord_fields, coord_check);
@@ -452,6 +615,8 @@ static void coord_init(void *obj, struct cfg_state *st)
 	co->refresh_ns = CFG_DEFAULT_REFRESH_NS;
 	co->gateways = CFG_DEFAULT_GATEWAYS;
 	co->pending_per_address = CFG_DEFAULT_PENDING_PER_ADDRESS;
+	snprintf(co->replicas.prefix, sizeof(co->replicas.prefix), "/leaseline/default");
+	co->replicas.ttl_ns = 5000000000ull;
 }
 
 static const struct cfg_file policy_file = {"policy", &cfg_policy_section,

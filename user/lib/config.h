@@ -19,7 +19,6 @@
 #include "lib/cfg_types.h"
 #include "ll_types.h"
 
-
 #define CFG_DEFAULT_PIN_DIR "/sys/fs/bpf/leaseline"
 
 struct cfg_limit {
@@ -61,8 +60,8 @@ struct cfg_rule {
 	bool has_tcp_flags;
 	uint8_t tcp_mask, tcp_value; /* (flags & mask) == value; "syn" = SYN set, ACK clear */
 	bool has_icmp;
-	uint32_t icmp_types[8];		   /* bit t: ICMP/ICMPv6 type t */
-	uint8_t frag;			   /* enum ll_frag_match */
+	uint32_t icmp_types[8]; /* bit t: ICMP/ICMPv6 type t */
+	uint8_t frag;		/* enum ll_frag_match */
 	/* src-set, dst-set: 1 + an index into cfg_policy.sets; 0 none */
 	uint8_t src_set, dst_set;
 	uint8_t action;			   /* enum ll_rule_action; default limit */
@@ -119,7 +118,12 @@ struct cfg_agent {
 	char pin_dir[CFG_PATH_LEN];	/* default CFG_DEFAULT_PIN_DIR */
 	char policy_path[CFG_PATH_LEN]; /* resolved relative to the agent file; "" if none */
 	bool has_coordinator;
-	char coordinator[CFG_ADDR_LEN]; /* host:port, default port 7450 */
+	/* host:port, default port 7450: coordinator: {address} or the first of
+	 * {addresses} (replicas; coordinators[] holds them all, in order).
+	 */
+	char coordinator[CFG_ADDR_LEN];
+	char coordinators[CFG_MAX_COORDINATORS][CFG_ADDR_LEN];
+	uint32_t n_coordinators;
 	uint8_t coord_insecure; /* coordinator: {insecure: true}: plain TCP beyond loopback */
 	bool has_metrics;
 	char metrics[CFG_ADDR_LEN];
@@ -150,6 +154,20 @@ struct cfg_coord {
 	 * counters identities silent that long (reference §6.3); 0 = forever.
 	 */
 	uint64_t ledger_retention_s;
+	/* grant-key: the key grants are tagged with (docs/protocol.md,
+	 * "Adoption"); "" = state-dir/grant.key. Replicas share one.
+	 */
+	char grant_key_path[CFG_PATH_LEN];
+	/* replicas: leadership through etcd (reference §6.4). */
+	bool has_replicas;
+	struct cfg_replicas {
+		char etcd[CFG_MAX_COORDINATORS][CFG_ADDR_LEN + 8]; /* http://host:port */
+		uint32_t n_etcd;
+		char prefix[64];	      /* keys under it; default /leaseline/default */
+		char node[64];		      /* this replica's name (WALK_NAME) */
+		char advertise[CFG_ADDR_LEN]; /* host:port agents dial for this replica */
+		uint64_t ttl_ns;	      /* etcd lease ttl, 5 s to 60 s, default 5 s */
+	} replicas;
 };
 
 /* ledger-retention bounds: a day (shorter would prune what a gateway cut
@@ -207,6 +225,10 @@ const char *cfg_on_loss_name(uint8_t on_loss);
  * lease (reference §6), else 0. One check for `check` and the coordinator.
  */
 int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, size_t len);
+/* Under replicas: a metered limit is refused (the usage ledger is one
+ * replica's file: a failover would split an invoice). 0 or -EINVAL, msg filled.
+ */
+int cfg_replicas_check(const struct cfg_limit *l, char *msg, size_t len);
 const char *cfg_action_name(uint8_t action);
 const char *cfg_xdp_mode_name(uint8_t mode);
 const char *cfg_attach_mode_name(uint8_t mode);

@@ -517,7 +517,7 @@ static int walk_sub(struct walk_ctx *c, const struct walk_field *f, yaml_node_t 
 	return rc;
 }
 
-static int set_field(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+int walk_set(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
 {
 	void *dst = (char *)obj + f->off;
 
@@ -637,7 +637,7 @@ static int walk_pair(struct walk_ctx *c, struct walk_map *m, const yaml_node_pai
 				     where(c), walk_line(m->key[i]));
 	m->key[i] = k;
 	m->val[i] = v;
-	return set_field(c, &m->sec->fields[i], v, obj);
+	return walk_set(c, &m->sec->fields[i], v, obj);
 }
 
 static int check_required(struct walk_ctx *c, const struct walk_map *m)

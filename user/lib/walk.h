@@ -107,6 +107,10 @@ int walk_run(struct walk_ctx *c, yaml_node_t *n, const struct walk_section *s, v
 int walk_list(struct walk_ctx *c, yaml_node_t *n, const char *key, const char *what, size_t max,
 	      int (*item)(struct walk_ctx *c, yaml_node_t *n, size_t i, void *obj), void *obj);
 
+/* Convert v into obj as field f says (what a section does for each of its
+ * keys): for a list's items of a plain type. 0 or -EINVAL.
+ */
+int walk_set(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj);
 /* As walk_list, and "KEY is empty" when there is no item. Returns 0 or -EINVAL. */
 int walk_list_nonempty(struct walk_ctx *c, yaml_node_t *n, const char *key, const char *what,
 		       size_t max,
