@@ -35,7 +35,7 @@ import sys
 import time
 
 WIRE_MAGIC = 0x4C4C5731
-WIRE_VERSION = 5
+WIRE_VERSION = 6
 HELLO, POLICY, GRANT, REPORT = 1, 2, 3, 4
 U64_MAX = (1 << 64) - 1
 
@@ -64,8 +64,10 @@ def policy(epoch, version, yaml):
 
 def grant(limit, holder, incarnation, epoch, seq, report_seq, version, rate, burst, ttl, refresh):
     return frame(GRANT, name(limit) + name(holder) +
-                 struct.pack(">QQQQQQQQQBQH", incarnation, epoch, seq, report_seq, version, rate,
-                             burst, ttl, refresh, 1, 0, 0))  # a whole (empty) per-key set
+                 struct.pack(">QQQQQQQQQ", incarnation, epoch, seq, report_seq, version, rate,
+                             burst, ttl, refresh) +
+                 bytes(16) +  # the tag: proves nothing (a fake coordinator has no key)
+                 struct.pack(">BQH", 1, 0, 0))  # a whole (empty) per-key set
 
 
 def read_frame(sock, buf):
