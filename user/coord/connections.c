@@ -78,7 +78,7 @@ int send_policy(struct coord *co, int ci)
 
 	WIRE_MSG_CLEAR(m, policy.len);
 	m->type = WIRE_POLICY;
-	m->policy.epoch = co->store.epoch;
+	m->policy.epoch = co->epoch;
 	m->policy.version = co->pol->version;
 	m->policy.len = (uint32_t)co->yaml_len;
 	memcpy(m->policy.yaml, co->yaml, co->yaml_len);

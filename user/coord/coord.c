@@ -51,13 +51,20 @@ static void handle_events(struct coord *co, const struct epoll_event *ev, int n)
 	bool listen = false, done[COORD_EPOLL_BATCH] = {false};
 
 	for (int i = 0; i < n; i++)
+		if (ev[i].data.u64 == EP_ELECTION) {
+			on_election(co); /* who leads, before anything is granted */
+			done[i] = true;
+		}
+	for (int i = 0; i < n; i++)
 		if (ev[i].data.u64 == EP_USAGE) {
 			usage_done(co); /* acks and grants the ledger's commits allow, first */
 			done[i] = true;
 		}
 	for (int i = 0; i < n; i++) {
 		uint64_t d = ev[i].data.u64;
-		struct cconn *cc = d == EP_LISTEN || d == EP_USAGE ? NULL : co->conns[d - EP_CONN0];
+		struct cconn *cc = d == EP_LISTEN || d == EP_USAGE || d == EP_ELECTION
+				       ? NULL
+				       : co->conns[d - EP_CONN0];
 
 		if (done[i]) {
 			continue;
@@ -181,11 +188,6 @@ static int coord_start(struct coord *co)
 		pr_warn("%s\n", e.msg);
 		return 2;
 	}
-	if (co->cfg.has_replicas) {
-		pr_warn("%s: replicas: is not served by this build yet (one coordinator only)\n",
-			co->path);
-		return 2;
-	}
 	co->h = calloc(co->cfg.gateways, sizeof(*co->h));
 	co->max_conns = co->cfg.gateways + COORD_SPARE_CONNS;
 	co->conns = calloc(co->max_conns, sizeof(*co->conns));
@@ -211,10 +213,16 @@ static int coord_start(struct coord *co)
 	}
 	if (co->cfg.grant_key_path[0] && coord_store_grant_key(&co->store, co->cfg.grant_key_path))
 		return 2;
-	/* Grants of earlier epochs may be live until their deadline: wait them out. */
+	/* Grants of earlier epochs may be live until their deadline: wait them
+	 * out (replicas: from the start of each term, leadership.c).
+	 */
 	co->quiet_until = clock_now_ns() + lease_deadline(0, co->cfg.ttl_ns);
-	pr_info("epoch %llu (durable); quiet for %.3f s before the first grant\n",
-		(unsigned long long)co->store.epoch, ns_to_s(lease_deadline(0, co->cfg.ttl_ns)));
+	if (!co->cfg.has_replicas)
+		pr_info("epoch %llu (durable); quiet for %.3f s before capacity moves\n",
+			(unsigned long long)co->store.epoch,
+			ns_to_s(lease_deadline(0, co->cfg.ttl_ns)));
+	if (leadership_start(co))
+		return 1;
 	co->listen_fd = net_listen(co->cfg.listen);
 	if (co->listen_fd < 0) {
 		pr_warn("cannot listen on '%s': %s\n", co->cfg.listen, strerror(-co->listen_fd));
@@ -281,6 +289,7 @@ int coord_run(const char *config_path)
 		pthread_mutex_unlock(&co->lock);
 	}
 	http_stop(&co->metrics);
+	leadership_stop(co); /* resign first: another replica leads at once */
 	for (int ci = 0; co->conns && ci < (int)co->max_conns; ci++)
 		conn_drop(co, ci, "coordinator exiting");
 	if (co->listen_fd >= 0)

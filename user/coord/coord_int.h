@@ -3,8 +3,9 @@
  * What the files of the coordinator's daemon share with each other and
  * with nothing else: coord.c (start, main loop, reload, exit), limits.c
  * (the policy's global limits), connections.c (accept, read, write, drop),
- * grants.c (HELLO and REPORT, answered with GRANTs) and metering.c (the
- * usage ledger's writer: metered reports and METER batches). The state
+ * grants.c (HELLO and REPORT, answered with GRANTs), metering.c (the
+ * usage ledger's writer: metered reports and METER batches) and
+ * leadership.c (replicas: the election's view, redirects). The state
  * they work on is state.h's; every function here runs on the main loop,
  * under the state lock.
  */
@@ -24,11 +25,12 @@
 #define COORD_USAGE_MIN_INTERVAL_NS (100 * NSEC_PER_MSEC)
 
 /* epoll data: 0 the listener, 1 + index for a connection, EP_USAGE the
- * usage ledger's writer's eventfd.
+ * usage ledger's writer's eventfd, EP_ELECTION the election's.
  */
-#define EP_LISTEN 0
-#define EP_CONN0  1
-#define EP_USAGE  UINT64_MAX
+#define EP_LISTEN   0
+#define EP_CONN0    1
+#define EP_USAGE    UINT64_MAX
+#define EP_ELECTION (UINT64_MAX - 1) /* the election thread's eventfd (replicas:) */
 
 /* limits.c */
 struct climit *limit_by_name(struct coord *co, const char *name);
@@ -57,7 +59,19 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 /* May holder hi be granted limit c now: past the quiet period, or in it
  * with a share it proved (adoption).
  */
-bool grant_allowed(const struct coord *co, int hi, const struct climit *c, uint64_t now);
+bool grant_allowed(struct coord *co, int hi, const struct climit *c, uint64_t now);
+
+/* leadership.c (replicas:; without them this replica always leads) */
+int leadership_start(struct coord *co);
+void leadership_stop(struct coord *co);
+/* The election's view changed (its eventfd, EP_ELECTION). */
+void on_election(struct coord *co);
+/* It leads and now is before its deadline: grants may go out (counted
+ * when they may not).
+ */
+bool coord_may_grant(struct coord *co, uint64_t now);
+/* Answer a HELLO with REDIRECT (the leader known, or none) and close. */
+void redirect_hello(struct coord *co, int ci, const char *holder);
 
 /* metering.c */
 int usage_ledger_ensure(struct coord *co);

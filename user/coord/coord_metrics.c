@@ -45,7 +45,7 @@ V(lease_rate, ledger_committed_rate(&c->led, hi, now))
 V(demand, c->led.h[hi].demand)
 V(fallback, holder_lim(co, (int)hi, l)->fallback)
 V(bypass, holder_lim(co, (int)hi, l)->bypass)
-V(epoch, co->store.epoch)
+V(epoch, co->epoch)
 V(version, co->pol->version)
 V(quiet, co->quiet_until > now ? ns_to_s(co->quiet_until - now) : 0.0)
 V(grants, co->grants)
@@ -60,6 +60,16 @@ V(store_failures, co->store_failures)
 V(reclaimed, co->holders_reclaimed)
 V(tls_failures, co->tls_failures)
 V(tls_refused, co->tls_refused)
+V(leader, coord_leads(co) ? 1 : 0)
+V(etcd_up, co->el ? co->ev.etcd_ok : 1)
+V(deadline_margin,
+  co->el &&coord_leads(co) && co->ev.deadline_ns > now ? ns_to_s(co->ev.deadline_ns - now) : 0.0)
+V(terms, co->terms)
+V(redirects, co->redirects_sent)
+V(deadline_refusals, co->deadline_refusals)
+V(etcd_errors, co->ev.etcd_errors)
+V(etcd_bad_answers, co->ev.bad_answers)
+V(step_downs, co->ev.step_downs)
 V(adopted, co->adopted)
 V(adopt_refused, co->adopt_refused)
 V(adopt_clamped, co->adopt_clamped)
@@ -200,6 +210,25 @@ static const struct coord_family scalars[] = {
      "TLS handshakes that failed: no certificate, or one the CA did not sign.", tls_failures},
     {"leaseline_coord_tls_refused_total", "counter",
      "HELLOs refused: the certificate does not name the holder.", tls_refused},
+    {"leaseline_coord_leader", "gauge",
+     "1 while this coordinator leads (always, without replicas:), else 0.", leader},
+    {"leaseline_coord_etcd_up", "gauge",
+     "1 if etcd answered this replica's last request (1 without replicas:).", etcd_up},
+    {"leaseline_coord_leader_deadline_seconds", "gauge",
+     "Leading: time left before this replica stops granting unless etcd answers a keepalive.",
+     deadline_margin},
+    {"leaseline_coord_terms_total", "counter", "Terms this replica began as leader.", terms},
+    {"leaseline_coord_redirects_total", "counter",
+     "HELLOs answered with REDIRECT: this replica did not lead.", redirects},
+    {"leaseline_coord_deadline_refusals_total", "counter",
+     "Grants withheld: not leading, or past the leadership deadline.", deadline_refusals},
+    {"leaseline_coord_etcd_errors_total", "counter",
+     "etcd requests that failed (no answer, or an error status).", etcd_errors},
+    {"leaseline_coord_etcd_bad_answers_total", "counter",
+     "etcd answers refused as malformed (hostile input).", etcd_bad_answers},
+    {"leaseline_coord_step_downs_total", "counter",
+     "Times this replica stopped leading on its own clock (etcd silent past the deadline).",
+     step_downs},
     {"leaseline_coord_adopted_total", "counter",
      "Shares of an earlier epoch taken over in the quiet period, proven by their grant tag.",
      adopted},

@@ -94,6 +94,11 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		conn_drop(co, ci, "certificate does not name the holder");
 		return;
 	}
+	/* A replica that does not lead serves nobody: it names the leader. */
+	if (!coord_leads(co)) {
+		redirect_hello(co, ci, m->holder);
+		return;
+	}
 	/* One certificate is one holder: another name its DNS names also
 	 * match (gw-1 and gw-2 on one certificate) is refused while the first
 	 * is live; names that differ only in case are one holder (DNS has no
@@ -128,17 +133,17 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 	/* The new epoch would be max_epoch_seen + 1: the bound is on that step,
 	 * as the store checks it.
 	 */
-	if (m->max_epoch_seen > co->store.epoch &&
+	if (m->max_epoch_seen > co->epoch &&
 	    (m->max_epoch_seen >= LEASE_EPOCH_MAX - 1 ||
-	     m->max_epoch_seen - co->store.epoch >= LEASE_EPOCH_STEP_MAX)) {
+	     m->max_epoch_seen - co->epoch >= LEASE_EPOCH_STEP_MAX)) {
 		co->protocol_errors++;
 		pr_warn("holder '%s' claims epoch %llu, out of bounds from ours %llu: refused\n",
 			m->holder, (unsigned long long)m->max_epoch_seen,
-			(unsigned long long)co->store.epoch);
+			(unsigned long long)co->epoch);
 		conn_drop(co, ci, "epoch out of bounds");
 		return;
 	}
-	if (m->max_epoch_seen > co->store.epoch && co->h[hi].used && co->h[hi].epoch_raised) {
+	if (m->max_epoch_seen > co->epoch && co->h[hi].used && co->h[hi].epoch_raised) {
 		/* A holder's claim is evidence, not an order: each moves the
 		 * epoch once in a run. Its connection is served under ours; its
 		 * fence refuses our grants until we pass its claim, which the
@@ -148,8 +153,8 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		pr_warn("holder '%s' claims epoch %llu > ours %llu again: ignored (one move per "
 			"holder and run)\n",
 			m->holder, (unsigned long long)m->max_epoch_seen,
-			(unsigned long long)co->store.epoch);
-	} else if (m->max_epoch_seen > co->store.epoch) {
+			(unsigned long long)co->epoch);
+	} else if (m->max_epoch_seen > co->epoch) {
 		/* Someone ran with a later epoch than our log knows: our state was
 		 * lost. Never issue under an epoch a holder has seen surpassed.
 		 * The quiet period is not restarted: every grant this process did
@@ -158,14 +163,20 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		 */
 		pr_warn("holder '%s' has seen epoch %llu > ours %llu: moving to epoch %llu\n",
 			m->holder, (unsigned long long)m->max_epoch_seen,
-			(unsigned long long)co->store.epoch,
-			(unsigned long long)m->max_epoch_seen + 1);
-		if (coord_store_bump(&co->store, m->max_epoch_seen + 1)) {
+			(unsigned long long)co->epoch, (unsigned long long)m->max_epoch_seen + 1);
+		if (co->el) {
+			/* Replicas: etcd's counter moves, in a transaction that
+			 * checks this replica still leads; the view brings it.
+			 */
+			election_floor(co->el, m->max_epoch_seen);
+		} else if (coord_store_bump(&co->store, m->max_epoch_seen + 1)) {
 			co->store_failures++;
 			pr_warn("holder '%s': cannot record epoch %llu: dropping it\n", m->holder,
 				(unsigned long long)m->max_epoch_seen + 1);
 			conn_drop(co, ci, "cannot record a new epoch");
 			return;
+		} else {
+			co->epoch = co->store.epoch;
 		}
 		raised = true;
 	}
@@ -283,7 +294,7 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 	snprintf(m->grant.limit, sizeof(m->grant.limit), "%s", c->name);
 	snprintf(m->grant.holder, sizeof(m->grant.holder), "%s", co->h[hi].name);
 	m->grant.incarnation = co->h[hi].incarnation;
-	m->grant.epoch = co->store.epoch;
+	m->grant.epoch = co->epoch;
 	m->grant.seq = g.seq;
 	m->grant.report_seq = report_seq;
 	m->grant.policy_version = co->pol->version;
@@ -307,8 +318,10 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 	}
 }
 
-bool grant_allowed(const struct coord *co, int hi, const struct climit *c, uint64_t now)
+bool grant_allowed(struct coord *co, int hi, const struct climit *c, uint64_t now)
 {
+	if (!coord_may_grant(co, now))
+		return false;
 	return now >= co->quiet_until || holder_lim(co, hi, (uint32_t)(c - co->lim))->adopted;
 }
 
@@ -332,7 +345,7 @@ static void adopt(struct coord *co, int hi, struct climit *c, const struct wire_
 	struct ledger_grant g;
 
 	if (now >= co->quiet_until || hl->adopt_tried || c->hot.on || !e->applied_epoch ||
-	    e->applied_epoch >= co->store.epoch || !e->held_left_ns)
+	    e->applied_epoch >= co->epoch || !e->held_left_ns)
 		return;
 	hl->adopt_tried = true; /* one try: a refused proof is not tried again */
 	if (!grant_tag_ok(co->store.grant_key,
@@ -445,7 +458,7 @@ void on_report(struct coord *co, int ci, const struct wire_report *r)
 		recorded[i] = record_usage(co, h, l, e, now) == 0;
 		telemetry_report(co, hi, c, l, e, now); /* before the acks */
 		adopt(co, hi, c, e, now);
-		if (e->applied_epoch == co->store.epoch) {
+		if (e->applied_epoch == co->epoch) {
 			/* One ack for the share and every per-key grant it came with. */
 			ledger_ack(&c->led, (size_t)hi, e->applied_seq, now);
 			hotkeys_ack(&c->hot, (size_t)hi, e->applied_seq, now);

@@ -17,6 +17,7 @@
 #include "lib/conn.h"
 #include "coord/hotkeys.h"
 #include "lib/http.h"
+#include "coord/election.h"
 #include "coord/ledger.h"
 #include "ll_types.h"
 #include "coord/store.h"
@@ -90,7 +91,19 @@ struct coord {
 	char *yaml;
 	size_t yaml_len;
 	struct coord_store store;
+	/* The epoch grants are issued under: the store's (one coordinator) or
+	 * the election's while this replica leads (replicas:); 0 while it
+	 * does not.
+	 */
+	uint64_t epoch;
 	uint64_t quiet_until;
+	/* replicas: (leadership.c): the election thread and its last view. */
+	struct election *el;
+	struct election_view ev;
+	uint64_t led_epoch;	    /* the epoch of this replica's current term, 0 none */
+	uint64_t redirects_sent;    /* HELLOs answered with REDIRECT */
+	uint64_t terms;		    /* terms begun (a new epoch as leader) */
+	uint64_t deadline_refusals; /* grants withheld: past the leadership deadline */
 	uint32_t n_limits;
 	struct climit lim[LL_MAX_LIMITS];
 	uint16_t by_name[LL_MAX_LIMITS]; /* indexes of lim[], sorted by name (limit_by_name) */
@@ -128,6 +141,12 @@ struct coord {
 	 */
 	uint64_t adopted, adopt_refused, adopt_clamped, epoch_claims_ignored;
 };
+
+/* This coordinator leads (always, without replicas:): HELLOs are served. */
+static inline bool coord_leads(const struct coord *co)
+{
+	return !co->el || (co->ev.leader && co->led_epoch && co->epoch == co->ev.epoch);
+}
 
 /* Holder hi's state for limit l (< co->n_limits <= co->hl_cap). */
 static inline struct cholder_limit *holder_lim(const struct coord *co, int hi, uint32_t l)

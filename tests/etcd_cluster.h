@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A real etcd cluster for a test binary (Debian's etcd-server 3.4): up to 3
+ * members on loopback ports chosen here, data in a temporary directory,
+ * started once per binary (group setup) and killed and removed on every
+ * exit path (etcd_cluster_stop, also from atexit). Members can be stopped
+ * (SIGSTOP), continued and killed to make the faults the tests need.
+ */
+#ifndef LEASELINE_TESTS_ETCD_CLUSTER_H
+#define LEASELINE_TESTS_ETCD_CLUSTER_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#define ETCD_MAX_MEMBERS 3
+
+struct etcd_cluster {
+	int n;
+	pid_t pid[ETCD_MAX_MEMBERS];
+	int client_port[ETCD_MAX_MEMBERS], peer_port[ETCD_MAX_MEMBERS];
+	char url[ETCD_MAX_MEMBERS][48]; /* http://127.0.0.1:PORT */
+	char dir[64];
+};
+
+static struct etcd_cluster *etcd_atexit_cluster;
+
+/* A port free now on loopback (the kernel's choice). */
+static inline int etcd_free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    !getsockname(fd, (struct sockaddr *)&sa, &len))
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static inline void etcd_cluster_stop(struct etcd_cluster *e)
+{
+	char cmd[128];
+
+	if (e == etcd_atexit_cluster)
+		etcd_atexit_cluster = NULL; /* it may be freed next */
+	if (!e || !e->n)
+		return;
+	for (int i = 0; i < e->n; i++) {
+		if (e->pid[i] > 0) {
+			kill(e->pid[i], SIGCONT);
+			kill(e->pid[i], SIGKILL);
+			waitpid(e->pid[i], NULL, 0);
+			e->pid[i] = 0;
+		}
+	}
+	if (e->dir[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->dir);
+		if (system(cmd))
+			fprintf(stderr, "etcd fixture: cannot remove %s\n", e->dir);
+	}
+	e->n = 0;
+}
+
+static inline void etcd_atexit(void)
+{
+	etcd_cluster_stop(etcd_atexit_cluster);
+}
+
+static inline pid_t etcd_member_spawn(struct etcd_cluster *e, int i, const char *initial)
+{
+	char name[16], data[96], curl[48], purl[48], log[112];
+	pid_t pid;
+
+	snprintf(name, sizeof(name), "m%d", i);
+	snprintf(data, sizeof(data), "%s/%s", e->dir, name);
+	snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", e->client_port[i]);
+	snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", e->peer_port[i]);
+	snprintf(log, sizeof(log), "%s/%s.log", e->dir, name);
+	pid = fork();
+	if (pid == 0) {
+		execlp("etcd", "etcd", "--name", name, "--data-dir", data, "--listen-client-urls",
+		       curl, "--advertise-client-urls", curl, "--listen-peer-urls", purl,
+		       "--initial-advertise-peer-urls", purl, "--initial-cluster", initial,
+		       "--initial-cluster-state", "new", "--initial-cluster-token",
+		       "leaseline-test", "--heartbeat-interval", "100", "--election-timeout",
+		       "1000", "--logger", "zap", "--log-outputs", log, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Every member answers a linearizable read (etcdctl: the cluster has a
+ * leader and quorum), within wait_ms.
+ */
+static inline bool etcd_cluster_healthy(const struct etcd_cluster *e, int wait_ms)
+{
+	char cmd[512];
+	size_t n = 0;
+	struct timespec ts;
+	long end;
+
+	n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
+			      "ETCDCTL_API=3 etcdctl --dial-timeout=500ms --command-timeout=1s "
+			      "--endpoints=");
+	for (int i = 0; i < e->n && n < sizeof(cmd); i++)
+		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, "%s%s", i ? "," : "", e->url[i]);
+	snprintf(cmd + n, sizeof(cmd) - n, " endpoint health >/dev/null 2>&1");
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	end = ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + wait_ms;
+	for (;;) {
+		if (system(cmd) == 0)
+			return true;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if (ts.tv_sec * 1000 + ts.tv_nsec / 1000000 > end)
+			return false;
+		usleep(100 * 1000);
+	}
+}
+
+/* Start n (1..3) members and wait until they serve (10 s at most). 0 or -1. */
+static inline int etcd_cluster_start(struct etcd_cluster *e, int n)
+{
+	char initial[256];
+	size_t at = 0;
+
+	memset(e, 0, sizeof(*e));
+	snprintf(e->dir, sizeof(e->dir), "/tmp/ll-etcd-XXXXXX");
+	if (n < 1 || n > ETCD_MAX_MEMBERS || !mkdtemp(e->dir))
+		return -1;
+	etcd_atexit_cluster = e;
+	atexit(etcd_atexit);
+	e->n = n;
+	for (int i = 0; i < n; i++) {
+		e->client_port[i] = etcd_free_port();
+		e->peer_port[i] = etcd_free_port();
+		if (e->client_port[i] < 0 || e->peer_port[i] < 0)
+			return -1;
+		snprintf(e->url[i], sizeof(e->url[i]), "http://127.0.0.1:%d", e->client_port[i]);
+		at +=
+		    (size_t)snprintf(initial + at, sizeof(initial) - at,
+				     "%sm%d=http://127.0.0.1:%d", i ? "," : "", i, e->peer_port[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		e->pid[i] = etcd_member_spawn(e, i, initial);
+		if (e->pid[i] < 0)
+			return -1;
+	}
+	if (!etcd_cluster_healthy(e, 10000)) {
+		fprintf(stderr, "etcd fixture: the cluster did not come up (logs in %s)\n", e->dir);
+		return -1;
+	}
+	return 0;
+}
+
+/* SIGSTOP, SIGCONT or SIGKILL member i. */
+static inline int etcd_member_signal(struct etcd_cluster *e, int i, int sig)
+{
+	if (i < 0 || i >= e->n || e->pid[i] <= 0)
+		return -1;
+	if (kill(e->pid[i], sig))
+		return -1;
+	if (sig == SIGKILL) {
+		waitpid(e->pid[i], NULL, 0);
+		e->pid[i] = 0;
+	}
+	return 0;
+}
+
+#endif /* LEASELINE_TESTS_ETCD_CLUSTER_H */

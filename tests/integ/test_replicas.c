@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Coordinator replicas on a real etcd (reference §6.4): three etcd members
+ * on loopback, started once for this binary, and two `leaseline coord`
+ * processes with replicas: (coord-a, coord-b) sharing a grant key. A
+ * follower answers HELLO with REDIRECT naming the leader; when the leader
+ * is killed -9 the follower leads under a higher epoch and adopts at once
+ * the shares a holder re-presents (no dip: renewed in its quiet period,
+ * never more than proven); a leader stopped past its etcd lease grants
+ * nothing once it runs again, and redirects its holders to the new leader.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "integ/coord_fx.h"
+#include "etcd_cluster.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "lib/monotonic.h"
+#include "lib/conn.h"
+#include "lib/lease_clock.h"
+#include "lib/net.h"
+#include "lib/wire.h"
+
+#define TTL_MS	 3000 /* the holders' lease: outlives a failover (etcd ttl 5 s) */
+#define ETCD_TTL "5s"
+#define N_LIMITS 2
+#define RATE	 800
+#define WAIT_MS	 3000
+#define LEAD_MS	 20000 /* a follower leads within etcd's ttl + margin */
+
+struct replica {
+	pid_t pid;
+	int port;
+	char dir[64];
+	char node[16];
+};
+
+struct fx {
+	struct etcd_cluster etcd;
+	struct replica r[2];
+	struct wire_msg *m;
+	char prefix[48];
+	int run;
+};
+
+static struct fx *gfx;
+
+static int group_setup(void **state)
+{
+	gfx = calloc(1, sizeof(*gfx));
+	if (!gfx || access(bin(), X_OK))
+		return -1;
+	gfx->m = malloc(sizeof(*gfx->m));
+	if (!gfx->m || etcd_cluster_start(&gfx->etcd, 3))
+		return -1;
+	*state = gfx;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	etcd_cluster_stop(&gfx->etcd);
+	free(gfx->m);
+	free(gfx);
+	return 0;
+}
+
+static void replica_spawn(struct fx *fx, struct replica *r)
+{
+	char cfg[128], log[128];
+	int st;
+
+	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", r->dir);
+	snprintf(log, sizeof(log), "%s/coord.log", r->dir);
+	if (truncate(log, 0) && errno != ENOENT)
+		fail_msg("cannot empty %s", log);
+	r->pid = fork();
+	if (r->pid == 0) {
+		int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		dup2(out, 2);
+		execl(bin(), bin(), "coord", "-c", cfg, (char *)NULL);
+		_exit(127);
+	}
+	assert_true(r->pid > 0);
+	assert_int_equal(coord_wait_ready(r->dir, &r->pid, &st, NULL), 0);
+	(void)fx;
+}
+
+/* Both replicas' files, under a prefix of this test's own. */
+static int setup(void **state)
+{
+	struct fx *fx = gfx;
+	static const char key[33] = "0123456789abcdef0123456789abcdef";
+	char coord[1024], path[96];
+
+	snprintf(fx->prefix, sizeof(fx->prefix), "/leaseline/test-%d-%d", (int)getpid(), ++fx->run);
+	for (int i = 0; i < 2; i++) {
+		struct replica *r = &fx->r[i];
+		FILE *f;
+
+		snprintf(r->dir, sizeof(r->dir), "/tmp/ll-replica-XXXXXX");
+		if (!mkdtemp(r->dir))
+			return -1;
+		snprintf(r->node, sizeof(r->node), "coord-%c", 'a' + i);
+		r->port = etcd_free_port();
+		write_file(r->dir, "policy.yaml",
+			   "version: 1\nlimits:\n"
+			   "  - {name: a, key: none, scope: global, rate: 800, burst: 80}\n"
+			   "  - {name: b, key: none, scope: global, rate: 800, burst: 80}\n"
+			   "rules:\n  - {name: all, limits: [a, b]}\n");
+		snprintf(path, sizeof(path), "%s/grant.key", r->dir);
+		f = fopen(path, "w");
+		if (!f || fwrite(key, 1, 32, f) != 32)
+			return -1;
+		fclose(f);
+		snprintf(coord, sizeof(coord),
+			 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
+			 "grant-key: grant.key\n"
+			 "lease: {ttl: %dms, refresh: 200ms}\ngateways: 4\n"
+			 "replicas:\n  etcd: [%s, %s, %s]\n  prefix: %s\n  node: %s\n"
+			 "  advertise: 127.0.0.1:%d\n  ttl: %s\n",
+			 r->port, TTL_MS, fx->etcd.url[0], fx->etcd.url[1], fx->etcd.url[2],
+			 fx->prefix, r->node, r->port, ETCD_TTL);
+		write_file(r->dir, "coord.yaml", coord);
+	}
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *fx = *state;
+	char cmd[128];
+
+	for (int i = 0; i < 2; i++) {
+		struct replica *r = &fx->r[i];
+
+		if (r->pid > 0) {
+			kill(r->pid, SIGCONT);
+			kill(r->pid, SIGKILL);
+			waitpid(r->pid, NULL, 0);
+			r->pid = 0;
+		}
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r->dir);
+		if (system(cmd))
+			return -1;
+	}
+	return 0;
+}
+
+/* Wait (bounded) until r's log has a line containing s. */
+static bool log_within(const struct replica *r, const char *s, int wait_ms)
+{
+	uint64_t end = clock_now_ns() + (uint64_t)wait_ms * NSEC_PER_MSEC;
+
+	while (clock_now_ns() < end) {
+		if (coord_log_has(r->dir, s))
+			return true;
+		usleep(20 * 1000);
+	}
+	return false;
+}
+
+static void dial(const struct replica *r, struct conn *c)
+{
+	struct sockaddr_storage sa;
+	char addr[32];
+	socklen_t len;
+	int fd;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", r->port);
+	assert_int_equal(net_addr(addr, &sa, &len), 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, len), 0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	conn_init(c, fd);
+}
+
+static int recv_msg(struct conn *c, struct wire_msg *m, int wait_ms)
+{
+	uint64_t end = clock_now_ns() + (uint64_t)wait_ms * NSEC_PER_MSEC;
+
+	for (;;) {
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
+		int r = conn_next(c, m), err;
+
+		if (r)
+			return r;
+		if (clock_now_ns() >= end)
+			return 0;
+		poll(&p, 1, 20);
+		err = conn_read(c);
+		if (err)
+			return conn_next(c, m) ? 1 : err;
+	}
+}
+
+static void send_hello(struct fx *fx, struct conn *c, const char *holder, uint64_t seen)
+{
+	WIRE_MSG_CLEAR(fx->m, hello);
+	fx->m->type = WIRE_HELLO;
+	snprintf(fx->m->hello.holder, sizeof(fx->m->hello.holder), "%s", holder);
+	fx->m->hello.incarnation = 7;
+	fx->m->hello.max_epoch_seen = seen;
+	assert_int_equal(conn_send(c, fx->m), 0);
+}
+
+struct held {
+	uint64_t epoch, seq, rate, burst, ttl;
+	uint8_t tag[WIRE_TAG_LEN];
+};
+
+/* A report re-presenting held[] (none if held[0].epoch is 0). */
+static void report(struct fx *fx, struct conn *c, uint64_t seq, const struct held *held)
+{
+	WIRE_MSG_CLEAR(fx->m, report.n);
+	fx->m->type = WIRE_REPORT;
+	snprintf(fx->m->report.holder, sizeof(fx->m->report.holder), "gw-1");
+	fx->m->report.incarnation = 7;
+	fx->m->report.max_epoch_seen = held[0].epoch;
+	fx->m->report.seq = seq;
+	fx->m->report.n = N_LIMITS;
+	for (int l = 0; l < N_LIMITS; l++) {
+		struct wire_report_entry *e = &fx->m->report.e[l];
+
+		memset(e, 0, sizeof(*e));
+		snprintf(e->limit, sizeof(e->limit), "%c", 'a' + l);
+		e->demand = 10000;
+		if (!held[l].epoch)
+			continue;
+		e->applied_epoch = held[l].epoch;
+		e->applied_seq = held[l].seq;
+		e->held_rate = held[l].rate;
+		e->held_burst = held[l].burst;
+		e->held_ttl_ns = held[l].ttl;
+		e->held_left_ns = NSEC_PER_SEC;
+		memcpy(e->held_tag, held[l].tag, WIRE_TAG_LEN);
+	}
+	assert_int_equal(conn_send(c, fx->m), 0);
+}
+
+/* Grants answering report seq within wait_ms into got[]: how many; -1 if
+ * the connection was closed or redirected.
+ */
+static int grants(struct fx *fx, struct conn *c, uint64_t seq, struct held *got, int wait_ms)
+{
+	int n = 0, r;
+
+	while (n < N_LIMITS && (r = recv_msg(c, fx->m, wait_ms)) == 1) {
+		const struct wire_grant *g = &fx->m->grant;
+		int l;
+
+		if (fx->m->type == WIRE_REDIRECT)
+			return -1;
+		assert_int_equal(fx->m->type, WIRE_GRANT);
+		if (g->report_seq != seq)
+			continue;
+		l = g->limit[0] - 'a';
+		assert_in_range(l, 0, N_LIMITS - 1);
+		got[l] = (struct held){.epoch = g->epoch,
+				       .seq = g->seq,
+				       .rate = g->rate,
+				       .burst = g->burst,
+				       .ttl = g->ttl_ns};
+		memcpy(got[l].tag, g->tag, WIRE_TAG_LEN);
+		n++;
+	}
+	return r < 0 && !n ? -1 : n;
+}
+
+/* Report to the leader on c until it grants the whole contract (bounded). */
+static uint64_t granted_all(struct fx *fx, struct conn *c, uint64_t seq, struct held *h)
+{
+	uint64_t end = clock_now_ns() + 4 * (uint64_t)TTL_MS * NSEC_PER_MSEC;
+
+	for (;; seq++) {
+		bool all = true;
+
+		report(fx, c, seq, h);
+		grants(fx, c, seq, h, 300);
+		for (int l = 0; l < N_LIMITS; l++)
+			all &= h[l].rate == RATE;
+		if (all)
+			return seq + 1;
+		assert_true(clock_now_ns() < end);
+		usleep(100 * 1000);
+	}
+}
+
+/* The epoch of a replica's "leading at epoch N" line, 0 if none. */
+static uint64_t led_epoch(const struct replica *r)
+{
+	char path[160], line[512];
+	unsigned long long e = 0, v;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/coord.log", r->dir);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "leading at epoch ");
+
+		if (p && sscanf(p, "leading at epoch %llu", &v) == 1)
+			e = v;
+	}
+	if (f)
+		fclose(f);
+	return e;
+}
+
+static void test_follower_redirects_failover_adopts(void **state)
+{
+	struct fx *fx = *state;
+	struct replica *a = &fx->r[0], *b = &fx->r[1];
+	struct held h[N_LIMITS] = {0}, got[N_LIMITS] = {0};
+	uint64_t seq = 1, e_a, e_b, t_kill, t_lead;
+	struct conn c;
+	int st, n;
+
+	replica_spawn(fx, a);
+	assert_true(log_within(a, "leading at epoch", LEAD_MS));
+	replica_spawn(fx, b);
+	assert_true(log_within(b, "following 'coord-a'", LEAD_MS));
+	e_a = led_epoch(a);
+	assert_true(e_a > 0);
+
+	/* The follower names the leader and closes. */
+	dial(b, &c);
+	send_hello(fx, &c, "gw-1", 0);
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), 1);
+	assert_int_equal(fx->m->type, WIRE_REDIRECT);
+	assert_string_equal(fx->m->redirect.leader, "coord-a");
+	{
+		char want[32];
+
+		snprintf(want, sizeof(want), "127.0.0.1:%d", a->port);
+		assert_string_equal(fx->m->redirect.address, want);
+	}
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), -ECONNRESET);
+	conn_close(&c);
+
+	/* The leader grants gw-1 the whole contract. */
+	dial(a, &c);
+	send_hello(fx, &c, "gw-1", 0);
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), 1);
+	assert_int_equal(fx->m->type, WIRE_POLICY);
+	assert_true(fx->m->policy.epoch == e_a);
+	seq = granted_all(fx, &c, seq, h);
+	conn_close(&c);
+
+	/* kill -9 of the leader: coord-b leads at a higher epoch once the
+	 * leader's etcd lease is gone.
+	 */
+	t_kill = clock_now_ns();
+	kill(a->pid, SIGKILL);
+	waitpid(a->pid, &st, 0);
+	a->pid = 0;
+	assert_true(log_within(b, "leading at epoch", LEAD_MS));
+	t_lead = clock_now_ns();
+	e_b = led_epoch(b);
+	assert_true(e_b > e_a);
+	print_message("new leader %.2f s after the kill -9 (etcd ttl %s), epoch %llu -> %llu\n",
+		      ns_to_s(t_lead - t_kill), ETCD_TTL, (unsigned long long)e_a,
+		      (unsigned long long)e_b);
+
+	/* gw-1 re-presents what coord-a granted: adopted at once (the new
+	 * term's quiet period has 3 s to run), exactly that, never more.
+	 */
+	dial(b, &c);
+	send_hello(fx, &c, "gw-1", e_a);
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), 1);
+	assert_int_equal(fx->m->type, WIRE_POLICY);
+	report(fx, &c, seq, h);
+	n = grants(fx, &c, seq, got, 1000);
+	assert_int_equal(n, N_LIMITS);
+	assert_true(clock_now_ns() - t_lead < (uint64_t)TTL_MS * NSEC_PER_MSEC);
+	for (int l = 0; l < N_LIMITS; l++) {
+		assert_true(got[l].epoch == e_b);
+		assert_int_equal(got[l].rate, RATE);
+		assert_true(got[l].burst <= h[l].burst);
+	}
+	assert_true(log_within(b, "holder 'gw-1' limit 'a': adopted 800/s", 100));
+	conn_close(&c);
+}
+
+/* A leader stopped (SIGSTOP) past its etcd lease: another leads; the old
+ * one, running again, grants nothing (its deadline passed while it was
+ * stopped) and redirects its holder to the new leader.
+ */
+static void test_stopped_leader_grants_nothing_after(void **state)
+{
+	struct fx *fx = *state;
+	struct replica *a = &fx->r[0], *b = &fx->r[1];
+	struct held h[N_LIMITS] = {0}, got[N_LIMITS] = {0};
+	uint64_t seq = 1, e_a;
+	struct conn c;
+	int n;
+
+	replica_spawn(fx, a);
+	assert_true(log_within(a, "leading at epoch", LEAD_MS));
+	replica_spawn(fx, b);
+	assert_true(log_within(b, "following 'coord-a'", LEAD_MS));
+	e_a = led_epoch(a);
+	dial(a, &c);
+	send_hello(fx, &c, "gw-1", 0);
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), 1);
+	seq = granted_all(fx, &c, seq, h);
+
+	kill(a->pid, SIGSTOP);
+	assert_true(log_within(b, "leading at epoch", LEAD_MS));
+	assert_true(led_epoch(b) > e_a);
+	/* The report goes out while coord-a is stopped: it reads it first
+	 * thing when it runs again, with its deadline long past.
+	 */
+	report(fx, &c, seq, h);
+	kill(a->pid, SIGCONT);
+	n = grants(fx, &c, seq, got, 2000);
+	assert_true(n <= 0); /* nothing, or redirected */
+	assert_true(log_within(a, "no longer leading", LEAD_MS));
+	conn_close(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_follower_redirects_failover_adopts, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_stopped_leader_grants_nothing_after, setup,
+					    teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
