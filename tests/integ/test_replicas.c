@@ -427,6 +427,44 @@ static void test_stopped_leader_grants_nothing_after(void **state)
 	conn_close(&c);
 }
 
+/* The etcd member a leader talks to first is killed: it fails over to
+ * another endpoint within its deadline and never stops leading; its
+ * holder is granted throughout. (Last: the cluster keeps 2 of 3.)
+ */
+static void test_etcd_member_killed_no_step_down(void **state)
+{
+	struct fx *fx = *state;
+	struct replica *a = &fx->r[0];
+	struct held h[N_LIMITS] = {0};
+	uint64_t seq = 1, end;
+	struct conn c;
+	int rounds = 0;
+
+	replica_spawn(fx, a);
+	assert_true(log_within(a, "leading at epoch", LEAD_MS));
+	dial(a, &c);
+	send_hello(fx, &c, "gw-1", 0);
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), 1);
+	seq = granted_all(fx, &c, seq, h);
+	assert_int_equal(etcd_member_signal(&fx->etcd, 0, SIGKILL), 0);
+	/* Two etcd lease ttls: every keepalive of them goes elsewhere. */
+	end = clock_now_ns() + 10 * NSEC_PER_SEC;
+	while (clock_now_ns() < end) {
+		struct held got[N_LIMITS] = {0};
+
+		report(fx, &c, seq, h);
+		assert_int_equal(grants(fx, &c, seq, got, 1000), N_LIMITS);
+		memcpy(h, got, sizeof(h));
+		seq++;
+		rounds++;
+		usleep(200 * 1000);
+	}
+	assert_true(rounds >= 10);
+	assert_false(coord_log_has(a->dir, "not leading"));
+	assert_false(coord_log_has(a->dir, "no longer leading"));
+	conn_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -434,6 +472,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_stopped_leader_grants_nothing_after, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_etcd_member_killed_no_step_down, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
