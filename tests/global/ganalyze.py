@@ -295,6 +295,19 @@ def dip(ts, rate, t_from, t_max, target=UTIL_TARGET, win_s=0.2, step_s=0.05):
     return best
 
 
+def low_window(ts, rate, t_from, t_max, win_s=0.5, step_s=0.05):
+    """Lowest admitted rate over a sliding win_s window in [t_from, t_max), as a
+    share of rate; None if the span is shorter than one window."""
+    t, low = t_from, None
+    while t + int(win_s * NS) <= t_max:
+        a = bisect.bisect_left(ts, t)
+        b = bisect.bisect_left(ts, t + int(win_s * NS))
+        share = (b - a) / (rate * win_s)
+        low = share if low is None else min(low, share)
+        t += int(step_s * NS)
+    return low
+
+
 def pctl(xs, p):
     if not xs:
         return float("nan")

@@ -180,20 +180,29 @@ def scrape(addr, timeout=0.2):
     return out
 
 
-def wait_live(agents, n, max_time, new_epoch=False):
+def held_epoch(agents):
+    """The highest epoch any agent holds a lease of (0: none)."""
+    floor = 0
+    for ag in agents:
+        try:
+            v = ag.sample()
+        except OSError:
+            v, ag.leases, ag.ids = None, None, []
+        if v is not None:
+            floor = max(floor, v[3])
+    return floor
+
+
+def wait_live(agents, n, max_time, new_epoch=False, above=None):
     """Until n agents hold a live lease (of an epoch above every epoch the agents
-    held when the wait began, with new_epoch)."""
+    held when the wait began, with new_epoch; above `above`, if given)."""
     deadline = time.monotonic() + max_time
     live = 0
     floor = 0
-    if new_epoch:
-        for ag in agents:
-            try:
-                v = ag.sample()
-            except OSError:
-                v, ag.leases, ag.ids = None, None, []
-            if v is not None:
-                floor = max(floor, v[3])
+    if above is not None:
+        floor, new_epoch = above, True
+    elif new_epoch:
+        floor = held_epoch(agents)
     while time.monotonic() < deadline:
         live = 0
         for ag in agents:
@@ -225,6 +234,11 @@ def main():
                     help="only wait (up to --max-time) until N agents hold a live lease")
     ap.add_argument("--new-epoch", action="store_true",
                     help="with --wait-live: a lease of an epoch newer than any held now")
+    ap.add_argument("--epoch-above", type=int, metavar="E",
+                    help="with --wait-live: a lease of an epoch above E (a restarted "
+                    "coordinator adopts shares at once: take E before the kill)")
+    ap.add_argument("--print-epoch", action="store_true",
+                    help="print the highest epoch any agent holds and exit")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
@@ -232,8 +246,11 @@ def main():
     for p in a.pins:
         gw, _, d = p.partition("=")
         agents.append(Agent(gw, d))
+    if a.print_epoch:
+        print(held_epoch(agents))
+        return 0
     if a.wait_live is not None:
-        return wait_live(agents, a.wait_live, a.max_time, a.new_epoch)
+        return wait_live(agents, a.wait_live, a.max_time, a.new_epoch, a.epoch_above)
     out = open(a.out, "w")
     if a.ready:
         with open(a.ready, "w") as f:

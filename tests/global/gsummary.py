@@ -68,11 +68,13 @@ def rows(results):
                         "overshoot max %+.1f%% of R; max sum of live shares / R = %.3f"
                         % (r["overshoot"]["max_pct_R"], r["max_live_over_R"]),
                         "%d kills; epoch overlap samples %d; old grants dead %s s before new "
-                        "ones; quiet after restart %s s; dips %s s"
+                        "ones; quiet after restart %s s; dips %s s; lowest 500 ms window "
+                        "%s of R"
                         % (len(k), r["epoch_overlap_samples"],
                            [f(x["old_grants_dead_before_new_s"]) for x in k],
                            [f(x["quiet_s_after_restart"]) for x in k],
-                           [f(x["dip_s"]) for x in k]), verdict))
+                           [f(x["dip_s"]) for x in k],
+                           [pct(x["lowest_500ms_of_R"]) for x in k]), verdict))
         elif t == "stale":
             out.append(("6 stale holder (SIGSTOP)",
                         "overshoot max %+.1f%% of R" % r["overshoot"]["max_pct_R"],

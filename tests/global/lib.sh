@@ -268,6 +268,15 @@ gl_wait_live() {
 	python3 "$GL_DIR/gsample.py" "${args[@]}" --wait-live "$n" --max-time "$secs" "$@" --out /dev/null
 }
 
+# gl_held_epoch: the highest epoch any agent holds a lease of.
+gl_held_epoch() {
+	local args=() i
+	for ((i = 1; i <= GL_N; i++)); do
+		args+=(--pins "$i=$(gl_pin "$i")")
+	done
+	python3 "$GL_DIR/gsample.py" "${args[@]}" --print-epoch --out /dev/null
+}
+
 # gl_recv_start RUN MAX_TIME: one receiver per gateway namespace.
 gl_recv_start() {
 	local run=$1 max=$2 i k g

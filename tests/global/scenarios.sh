@@ -203,19 +203,22 @@ gl_wait_reported() {
 }
 
 # gl_kills KILLS: kill -9 the coordinator KILLS times at random moments (seeded),
-# each time down 0.1-1.2 s, restarted, until every agent holds a new-epoch lease.
+# each time down 0.1-1.2 s (GL_DOWN_MIN, GL_DOWN_MAX), restarted, until every
+# agent holds a new-epoch lease.
 gl_kills() {
-	local kills=$1 k down
+	local kills=$1 k down epoch
 	for ((k = 1; k <= kills; k++)); do
 		ll_sleep "$(gl_rand_s 0 1)"
+		epoch=$(gl_held_epoch)
 		gl_mark "$RUN" kill "$k"
 		gl_coord_kill9
-		down=$(gl_rand_s 0.1 1.2)
+		down=$(gl_rand_s "${GL_DOWN_MIN:-0.1}" "${GL_DOWN_MAX:-1.2}")
 		ll_sleep "$down"
 		gl_mark "$RUN" restart "$k"
-		# The wait must start before the quiet period ends (no new epoch yet).
+		# Shares proven by their tags are renewed at once (adoption): the
+		# epoch to pass is the one held before the kill.
 		gl_coord_start "$RUN" "$(gl_ms "$GL_TTL")" "$(gl_ms "$GL_REFRESH")"
-		gl_wait_live "$GL_N" 30 --new-epoch || ll_fail "agents hold no new-epoch lease 30 s after restart $k"
+		gl_wait_live "$GL_N" 30 --epoch-above "$epoch" || ll_fail "agents hold no new-epoch lease 30 s after restart $k"
 		gl_mark "$RUN" live "$k"
 		ll_sleep "$(gl_rand_s 0.5 1.5)"
 	done

@@ -3,7 +3,8 @@
  * What the tests that run a real coordinator process share
  * (test_coord_proto.c, test_usage_proto.c): the binary under test, files in
  * the fixture's directory, its log, the wait for it to listen (on port 0:
- * the port it got is read from its log), and a disk to fill.
+ * the port it got is read from its log), a connection to it and its next
+ * frame, and a disk to fill.
  * Include after cmocka.h.
  */
 #ifndef LEASELINE_TESTS_COORD_FX_H
@@ -19,8 +20,14 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+
+#include "lib/conn.h"
+#include "lib/monotonic.h"
+#include "lib/net.h"
+#include "lib/wire.h"
 
 /* How long a coordinator may take to start listening: generous, for a
  * loaded machine (the wait polls, and ends as soon as it listens).
@@ -139,6 +146,43 @@ static inline int coord_wait_ready(const char *dir, pid_t *pid, int *port, int *
 	if (f)
 		fclose(f);
 	return -1;
+}
+
+/* A connection to 127.0.0.1:port, non-blocking, as conn c. */
+static inline void coord_dial(int port, struct conn *c)
+{
+	struct sockaddr_storage sa;
+	char addr[32];
+	socklen_t len;
+	int fd;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	assert_int_equal(net_addr(addr, &sa, &len), 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, len), 0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	conn_init(c, fd);
+}
+
+/* The next frame within wait_ms: 1 and *m, 0 on timeout, -ECONNRESET if closed. */
+static inline int coord_recv(struct conn *c, struct wire_msg *m, int wait_ms)
+{
+	uint64_t end = clock_now_ns() + (uint64_t)wait_ms * NSEC_PER_MSEC;
+
+	for (;;) {
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
+		int r = conn_next(c, m), err;
+
+		if (r)
+			return r;
+		if (clock_now_ns() >= end)
+			return 0;
+		poll(&p, 1, 20);
+		err = conn_read(c);
+		if (err)
+			return conn_next(c, m) ? 1 : err;
+	}
 }
 
 /* Fill dir/state (a small tmpfs): 0 once it is full. */

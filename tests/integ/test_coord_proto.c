@@ -196,30 +196,13 @@ static int raw_connect(struct fx *fx)
 
 static void dial(struct fx *fx, struct conn *c)
 {
-	int fd = raw_connect(fx);
-
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	conn_init(c, fd);
+	coord_dial(fx->port, c);
 }
 
-/* Next frame within WAIT_MS: 1 and *m, 0 on timeout, -ECONNRESET if closed. */
+/* Next frame within wait_ms: 1 and *m, 0 on timeout, -ECONNRESET if closed. */
 static int recv_msg(struct conn *c, struct wire_msg *m, int wait_ms)
 {
-	uint64_t end = clock_now_ns() + (uint64_t)wait_ms * NSEC_PER_MSEC;
-
-	for (;;) {
-		struct pollfd p = {.fd = c->fd, .events = POLLIN};
-		int r = conn_next(c, m), err;
-
-		if (r)
-			return r;
-		if (clock_now_ns() >= end)
-			return 0;
-		poll(&p, 1, 20);
-		err = conn_read(c);
-		if (err)
-			return conn_next(c, m) ? 1 : err;
-	}
+	return coord_recv(c, m, wait_ms);
 }
 
 /* HELLO as holder; true if the coordinator answered with its policy. */

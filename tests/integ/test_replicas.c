@@ -170,37 +170,12 @@ static bool log_within(const struct replica *r, const char *s, int wait_ms)
 
 static void dial(const struct replica *r, struct conn *c)
 {
-	struct sockaddr_storage sa;
-	char addr[32];
-	socklen_t len;
-	int fd;
-
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", r->port);
-	assert_int_equal(net_addr(addr, &sa, &len), 0);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, len), 0);
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	conn_init(c, fd);
+	coord_dial(r->port, c);
 }
 
 static int recv_msg(struct conn *c, struct wire_msg *m, int wait_ms)
 {
-	uint64_t end = clock_now_ns() + (uint64_t)wait_ms * NSEC_PER_MSEC;
-
-	for (;;) {
-		struct pollfd p = {.fd = c->fd, .events = POLLIN};
-		int r = conn_next(c, m), err;
-
-		if (r)
-			return r;
-		if (clock_now_ns() >= end)
-			return 0;
-		poll(&p, 1, 20);
-		err = conn_read(c);
-		if (err)
-			return conn_next(c, m) ? 1 : err;
-	}
+	return coord_recv(c, m, wait_ms);
 }
 
 static void send_hello(struct fx *fx, struct conn *c, const char *holder, uint64_t seen)
