@@ -139,6 +139,8 @@ static int teardown(void **state)
 	struct fx *fx = *state;
 	char cmd[128];
 
+	for (int i = 0; i < fx->etcd.n; i++)
+		etcd_member_signal(&fx->etcd, i, SIGCONT); /* a failed test may leave one stopped */
 	for (int i = 0; i < 2; i++) {
 		struct replica *r = &fx->r[i];
 
@@ -194,7 +196,7 @@ struct held {
 };
 
 /* A report re-presenting held[] (none if held[0].epoch is 0). */
-static void report(struct fx *fx, struct conn *c, uint64_t seq, const struct held *held)
+static int report(struct fx *fx, struct conn *c, uint64_t seq, const struct held *held)
 {
 	WIRE_MSG_CLEAR(fx->m, report.n);
 	fx->m->type = WIRE_REPORT;
@@ -219,7 +221,7 @@ static void report(struct fx *fx, struct conn *c, uint64_t seq, const struct hel
 		e->held_left_ns = NSEC_PER_SEC;
 		memcpy(e->held_tag, held[l].tag, WIRE_TAG_LEN);
 	}
-	assert_int_equal(conn_send(c, fx->m), 0);
+	return c->fd >= 0 ? conn_send(c, fx->m) : -EPIPE;
 }
 
 /* Grants answering report seq within wait_ms into got[]: how many; -1 if
@@ -259,7 +261,7 @@ static uint64_t granted_all(struct fx *fx, struct conn *c, uint64_t seq, struct 
 	for (;; seq++) {
 		bool all = true;
 
-		report(fx, c, seq, h);
+		assert_int_equal(report(fx, c, seq, h), 0);
 		grants(fx, c, seq, h, 300);
 		for (int l = 0; l < N_LIMITS; l++)
 			all &= h[l].rate == RATE;
@@ -352,7 +354,7 @@ static void test_follower_redirects_failover_adopts(void **state)
 	send_hello(fx, &c, "gw-1", e_a);
 	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), 1);
 	assert_int_equal(fx->m->type, WIRE_POLICY);
-	report(fx, &c, seq, h);
+	assert_int_equal(report(fx, &c, seq, h), 0);
 	n = grants(fx, &c, seq, got, 1000);
 	assert_int_equal(n, N_LIMITS);
 	assert_true(clock_now_ns() - t_lead < (uint64_t)TTL_MS * NSEC_PER_MSEC);
@@ -394,11 +396,96 @@ static void test_stopped_leader_grants_nothing_after(void **state)
 	/* The report goes out while coord-a is stopped: it reads it first
 	 * thing when it runs again, with its deadline long past.
 	 */
-	report(fx, &c, seq, h);
+	assert_int_equal(report(fx, &c, seq, h), 0);
 	kill(a->pid, SIGCONT);
 	n = grants(fx, &c, seq, got, 2000);
 	assert_true(n <= 0); /* nothing, or redirected */
 	assert_true(log_within(a, "no longer leading", LEAD_MS));
+	conn_close(&c);
+}
+
+/* etcd loses quorum (2 of 3 members stopped): the leader stops granting
+ * by its deadline, on its own clock, before etcd could have let anyone
+ * else lead (it never grants after t_send + ttl(1 - rho) - delta); once
+ * quorum is back and its lease survived, it resumes at the same epoch.
+ */
+static void test_quorum_lost_stops_then_resumes(void **state)
+{
+	struct fx *fx = *state;
+	struct replica *a = &fx->r[0];
+	struct held h[N_LIMITS] = {0};
+	uint64_t seq = 1, e_a, t_stop, t_last = 0, end;
+	struct conn c;
+
+	replica_spawn(fx, a);
+	assert_true(log_within(a, "leading at epoch", LEAD_MS));
+	e_a = led_epoch(a);
+	dial(a, &c);
+	send_hello(fx, &c, "gw-1", 0);
+	assert_int_equal(recv_msg(&c, fx->m, WAIT_MS), 1);
+	seq = granted_all(fx, &c, seq, h);
+	t_stop = clock_now_ns();
+	assert_int_equal(etcd_member_signal(&fx->etcd, 1, SIGSTOP), 0);
+	assert_int_equal(etcd_member_signal(&fx->etcd, 2, SIGSTOP), 0);
+	/* Report every 200 ms for 8 s: grants stop within etcd's ttl. */
+	end = t_stop + 8 * NSEC_PER_SEC;
+	while (clock_now_ns() < end) {
+		struct held got[N_LIMITS] = {0};
+
+		/* Stepping down, the leader closes the link (REDIRECT). */
+		if (report(fx, &c, seq, h))
+			break;
+		if (grants(fx, &c, seq, got, 300) == N_LIMITS) {
+			t_last = clock_now_ns();
+			memcpy(h, got, sizeof(h));
+		}
+		seq++;
+		usleep(200 * 1000);
+	}
+	assert_true(t_last > 0);
+	/* The last grant came before etcd's lease (5 s from the last answered
+	 * keepalive, itself before the stop) could have run out.
+	 */
+	assert_true(t_last - t_stop < 5 * NSEC_PER_SEC);
+	assert_true(log_within(a, "etcd silent past the deadline", 100));
+	print_message("quorum lost: last grant %.2f s after the stop (etcd ttl %s)\n",
+		      ns_to_s(t_last - t_stop), ETCD_TTL);
+	assert_int_equal(etcd_member_signal(&fx->etcd, 1, SIGCONT), 0);
+	assert_int_equal(etcd_member_signal(&fx->etcd, 2, SIGCONT), 0);
+	assert_true(etcd_cluster_healthy(&fx->etcd, 15000));
+	/* Back: leading again, at the same epoch or a new term. */
+	assert_true(log_within(a, "leading at epoch", LEAD_MS));
+	end = clock_now_ns() + LEAD_MS * NSEC_PER_MSEC;
+	for (;;) {
+		struct held got[N_LIMITS] = {0};
+		int n;
+
+		if (c.fd < 0 || coord_log_has(a->dir, "no longer leading")) {
+			conn_close(&c);
+			dial(a, &c);
+			send_hello(fx, &c, "gw-1", e_a);
+			if (recv_msg(&c, fx->m, WAIT_MS) != 1 || fx->m->type != WIRE_POLICY)
+				conn_close(&c);
+		}
+		if (c.fd >= 0 && !report(fx, &c, seq, h)) {
+			n = grants(fx, &c, seq, got, 300);
+			seq++;
+			if (n == N_LIMITS) {
+				print_message("granted again at epoch %llu (was %llu): %s\n",
+					      (unsigned long long)got[0].epoch,
+					      (unsigned long long)e_a,
+					      got[0].epoch == e_a ? "resumed" : "a new term");
+				assert_true(got[0].epoch >= e_a);
+				break;
+			}
+			if (n < 0)
+				conn_close(&c);
+		} else {
+			conn_close(&c);
+		}
+		assert_true(clock_now_ns() < end);
+		usleep(200 * 1000);
+	}
 	conn_close(&c);
 }
 
@@ -427,7 +514,7 @@ static void test_etcd_member_killed_no_step_down(void **state)
 	while (clock_now_ns() < end) {
 		struct held got[N_LIMITS] = {0};
 
-		report(fx, &c, seq, h);
+		assert_int_equal(report(fx, &c, seq, h), 0);
 		assert_int_equal(grants(fx, &c, seq, got, 1000), N_LIMITS);
 		memcpy(h, got, sizeof(h));
 		seq++;
@@ -447,6 +534,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_stopped_leader_grants_nothing_after, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_quorum_lost_stops_then_resumes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_etcd_member_killed_no_step_down, setup, teardown),
 	};
 
