@@ -692,6 +692,40 @@ static void test_redirect_follows_listed_replicas_only(void **state)
 	close(cfd);
 }
 
+static int dialled_thrice_more(struct fake *f)
+{
+	return f->link.connects >= 1 && f->link.c.fd < 0 && f->link.backoff_ns > 0 &&
+	       ++f->reports > 3 * 20; /* pump steps every ~5 ms: ~0.3 s of redials */
+}
+
+/* The coordinator dies while the agent holds a live lease: it redials at
+ * the shortest back-off until the lease dies (a restarted coordinator can
+ * adopt the share only if the link is back in time), then backs off as
+ * before.
+ */
+static void test_redial_fast_while_a_lease_lives(void **state)
+{
+	struct fake *f = *state;
+
+	connect_and_policy(f, 5);
+	send_grant(f, 5, 1, 500, 50, 600 * NSEC_PER_MSEC, 1);
+	assert_true(pump(f, grant_applied));
+	/* The coordinator's port closes: every dial is refused. */
+	close(f->lfd);
+	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	conn_close(&f->c);
+	f->reports = 0;
+	assert_true(pump(f, dialled_thrice_more));
+	assert_true(f->link.backoff_ns == 100 * NSEC_PER_MSEC);
+	/* The lease (600 ms) has died by now plus 1 s: the back-off grows. */
+	usleep(700 * 1000);
+	f->reports = 0;
+	assert_true(pump(f, dialled_thrice_more));
+	f->reports = 0;
+	assert_true(pump(f, dialled_thrice_more));
+	assert_true(f->link.backoff_ns > 100 * NSEC_PER_MSEC);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -704,6 +738,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_hot_keys_reported, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_redirect_follows_listed_replicas_only, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_redial_fast_while_a_lease_lives, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

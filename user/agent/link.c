@@ -117,6 +117,15 @@ static void link_stats(struct link *l, struct dp *dp)
 	l->up_written = l->up;
 }
 
+static bool link_holds_live(const struct link *l, uint64_t now)
+{
+	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++) {
+		if (l->held[id].epoch && l->held[id].expiry_ns > now)
+			return true;
+	}
+	return false;
+}
+
 static void link_down(struct link *l, const char *why, uint64_t now)
 {
 	if (l->up)
@@ -142,6 +151,12 @@ static void link_down(struct link *l, const char *why, uint64_t now)
 	l->next_dial_ns = now + l->backoff_ns;
 	l->backoff_ns =
 	    l->backoff_ns * 2 > LINK_BACKOFF_MAX_NS ? LINK_BACKOFF_MAX_NS : l->backoff_ns * 2;
+	/* While a lease it could re-present is alive, a restarted coordinator
+	 * can adopt it only if the link is back before it dies: redial at the
+	 * shortest back-off until then (bounded by the lease's life).
+	 */
+	if (link_holds_live(l, now))
+		l->backoff_ns = LINK_BACKOFF_MIN_NS;
 }
 
 static void send_hello(struct link *l, struct dp *dp, uint64_t now)
