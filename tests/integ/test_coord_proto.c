@@ -108,7 +108,7 @@ static int setup_policy(void **state, const char *policy)
 
 		snprintf(st, sizeof(st), "%s/state", fx->dir);
 		fx->small_disk =
-		    !mkdir(st, 0700) && !mount("tmpfs", st, "tmpfs", 0, "size=256k,mode=0777");
+		    !mkdir(st, 0700) && !mount("tmpfs", st, "tmpfs", 0, "size=256k,mode=0700");
 	}
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:0\npolicy: policy.yaml\nstate-dir: state\n"
@@ -984,6 +984,42 @@ static void test_holder_slots_reclaimed(void **state)
 /* Started as root with user: nobody, the coordinator leases as nobody (the
  * other tests here get their grants from it all the same).
  */
+/* Issue 25, G: a symlink planted in the state directory (ledger.db-shm ->
+ * a file root owns) is refused at start, not handed to the user the
+ * coordinator runs as; so is a state directory others can write.
+ */
+static void test_state_symlink_not_chowned(void **state)
+{
+	struct fx *fx = *state;
+	char victim[128], link_path[128], st_dir[96];
+	struct stat st;
+	int status;
+
+	if (getuid() != 0)
+		skip();
+	kill(fx->pid, SIGTERM);
+	waitpid(fx->pid, &status, 0);
+	snprintf(victim, sizeof(victim), "%s/victim", fx->dir);
+	write_file(fx->dir, "victim", "root's\n");
+	assert_int_equal(chmod(victim, 0600), 0);
+	snprintf(link_path, sizeof(link_path), "%s/state/ledger.db-shm", fx->dir);
+	unlink(link_path);
+	assert_int_equal(symlink(victim, link_path), 0);
+	assert_int_equal(spawn(fx), -1); /* it exits before it listens */
+	fx->pid = -1;
+	assert_int_equal(stat(victim, &st), 0);
+	assert_int_equal(st.st_uid, 0);
+	assert_true(coord_log_has(fx->dir, "ledger.db-shm is a symlink: refusing"));
+
+	assert_int_equal(unlink(link_path), 0);
+	snprintf(st_dir, sizeof(st_dir), "%s/state", fx->dir);
+	assert_int_equal(chmod(st_dir, 0777), 0);
+	assert_int_equal(spawn(fx), -1);
+	fx->pid = -1;
+	assert_true(coord_log_has(fx->dir, "is writable by group or others"));
+	assert_int_equal(chmod(st_dir, 0700), 0);
+}
+
 static void test_runs_unprivileged(void **state)
 {
 	struct fx *fx = *state;
@@ -1439,6 +1475,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_full_table_makes_room, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_symlink_not_chowned, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runs_unprivileged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_holder_slots_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_grants, setup_perkey, teardown),

@@ -149,7 +149,7 @@ static int setup(void **state)
 
 		snprintf(st, sizeof(st), "%s/state", fx->dir);
 		fx->small_disk =
-		    !mkdir(st, 0700) && !mount("tmpfs", st, "tmpfs", 0, "size=1m,mode=0777");
+		    !mkdir(st, 0700) && !mount("tmpfs", st, "tmpfs", 0, "size=1m,mode=0700");
 	}
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:0\npolicy: policy.yaml\nstate-dir: state\n"

@@ -14,6 +14,8 @@
  * (coord_int.h).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -157,13 +159,28 @@ static int run_as(struct coord *co, const char *user)
 		pr_warn("user '%s' (coord.yaml user:) does not exist\n", user);
 		return 1;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
-		if (fchownat(co->store.dir_fd, files[i], pw->pw_uid, pw->pw_gid, 0) &&
+	/* Never through a symlink: one planted in the state directory would
+	 * hand its target (any file root owns) to the user.
+	 */
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		struct stat st;
+
+		if (fstatat(co->store.dir_fd, files[i], &st, AT_SYMLINK_NOFOLLOW)) {
+			if (errno == ENOENT)
+				continue;
+		} else if (S_ISLNK(st.st_mode)) {
+			pr_warn("state-dir '%s': %s is a symlink: refusing to give it to '%s'\n",
+				co->cfg.state_dir, files[i], user);
+			return 2;
+		}
+		if (fchownat(co->store.dir_fd, files[i], pw->pw_uid, pw->pw_gid,
+			     AT_SYMLINK_NOFOLLOW) &&
 		    errno != ENOENT) {
 			pr_warn("cannot give state-dir '%s' to '%s': %s\n", co->cfg.state_dir, user,
 				strerror(errno));
 			return 1;
 		}
+	}
 	if (setgroups(0, NULL) || setgid(pw->pw_gid) || setuid(pw->pw_uid) ||
 	    (pw->pw_uid != 0 && setuid(0) == 0)) {
 		pr_warn("cannot run as '%s': %s\n", user, strerror(errno));
@@ -245,8 +262,8 @@ static int coord_start(struct coord *co)
 		if (strcmp(addr, co->cfg.metrics))
 			pr_info("metrics listening on %s\n", addr);
 	}
-	if (co->cfg.user[0] && run_as(co, co->cfg.user))
-		return 1;
+	if (co->cfg.user[0] && (err = run_as(co, co->cfg.user)))
+		return err;
 	/* As the user it runs as: the ledger's files are its own. */
 	if (usage_ledger_ensure(co))
 		return 1;

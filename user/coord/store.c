@@ -65,7 +65,7 @@ static int append_sync(int dir_fd, int fd, const void *rec, size_t len)
 
 static int open_log(struct coord_store *s, const char *name)
 {
-	int fd = openat(s->dir_fd, name, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	int fd = openat(s->dir_fd, name, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 
 	return fd < 0 ? -errno : fd;
 }
@@ -157,7 +157,7 @@ int coord_store_bump(struct coord_store *s, uint64_t epoch)
  */
 static int initialised_check(struct coord_store *s, const char *dir)
 {
-	int fd = openat(s->dir_fd, STORE_MARKER, O_RDONLY | O_CLOEXEC);
+	int fd = openat(s->dir_fd, STORE_MARKER, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd >= 0) {
 		close(fd);
@@ -173,7 +173,7 @@ static int initialised_check(struct coord_store *s, const char *dir)
 	}
 	if (errno != ENOENT)
 		return -errno;
-	fd = openat(s->dir_fd, STORE_MARKER, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fd = openat(s->dir_fd, STORE_MARKER, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	close(fd);
@@ -256,6 +256,19 @@ int coord_store_open(struct coord_store *s, const char *dir)
 	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->dir_fd < 0)
 		return -errno;
+	/* Whoever can write here can plant links and replace the logs. */
+	{
+		struct stat st;
+
+		if (fstat(s->dir_fd, &st))
+			return -errno;
+		if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+			pr_warn("state: '%s' is writable by group or others (mode %03o): refusing "
+				"(chmod 700 it)\n",
+				dir, (unsigned)(st.st_mode & 0777));
+			return -EPERM;
+		}
+	}
 	s->epoch_fd = open_log(s, "epoch.log");
 	if (s->epoch_fd < 0)
 		return s->epoch_fd;
@@ -352,7 +365,7 @@ int coord_store_usage_compact(struct coord_store *s)
 	/* One record per (holder, limit) with its highest totals, written to a
 	 * new file that replaces the log only once it is durable.
 	 */
-	fd = openat(s->dir_fd, "usage.log.new", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = openat(s->dir_fd, "usage.log.new", O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		err = -errno;
 	for (size_t i = 0; !err && i < n; i++) {
@@ -368,7 +381,7 @@ int coord_store_usage_compact(struct coord_store *s)
 		err = -errno;
 	if (!err) {
 		close(s->usage_fd);
-		s->usage_fd = openat(s->dir_fd, "usage.log", O_RDWR | O_APPEND | O_CLOEXEC);
+		s->usage_fd = openat(s->dir_fd, "usage.log", O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
 		if (s->usage_fd < 0)
 			err = -errno;
 	}
