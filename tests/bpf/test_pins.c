@@ -267,6 +267,70 @@ static void test_unrecorded_layout_adopted(void **state)
 	dp_close(&pfx.dp);
 }
 
+/* Run the leaseline binary's subcommand on the pins; its output in buf. */
+static int run_cmd(const char *args, char *buf, size_t len)
+{
+	const char *bin = getenv("LL_BIN") ? getenv("LL_BIN") : "build/leaseline";
+	char cmd[512];
+	size_t n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s %s --pin-dir %s 2>&1", bin, args, dir);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = '\0';
+	return pclose(f);
+}
+
+/* Issue 25, K: status and top read strings from pinned maps, which anyone
+ * with access to the pins can write: names and the refusal reason without
+ * a NUL and with terminal escapes, a rule count past the table. Both
+ * commands run, print no escape byte and read nothing out of bounds (the
+ * san suite runs this binary under ASan too).
+ */
+static void test_hostile_pins_for_status_and_top(void **state)
+{
+	struct fx pfx;
+	struct ll_key k;
+	struct ll_bucket was;
+	struct ll_policy *pol = calloc(1, sizeof(*pol));
+	struct ll_state st;
+	char *out = malloc(1 << 16);
+	__u32 zero = 0, slot;
+	int rc;
+
+	FX(state);
+	assert_non_null(pol);
+	assert_non_null(out);
+	charged(&pfx, &k, &was);
+	assert_int_equal(bpf_map_lookup_elem(pfx.dp.state_fd, &zero, &st), 0);
+	memset(st.refused_why, 0x1b, sizeof(st.refused_why));
+	st.refused_ns = st.applied_ns + 1;
+	assert_int_equal(bpf_map_update_elem(pfx.dp.state_fd, &zero, &st, BPF_ANY), 0);
+	slot = st.active_slot & (LL_POLICY_SLOTS - 1);
+	assert_int_equal(bpf_map_lookup_elem(pfx.dp.policy_fd, &slot, pol), 0);
+	memset(pol->limits[0].name, 0x1b, sizeof(pol->limits[0].name));
+	memset(pol->rules[0].name, 0x9b, sizeof(pol->rules[0].name));
+	pol->n_rules = 0xffffffffu;
+	assert_int_equal(bpf_map_update_elem(pfx.dp.policy_fd, &slot, pol, BPF_ANY), 0);
+
+	rc = run_cmd("status", out, 1 << 16);
+	assert_int_equal(rc, 0);
+	assert_null(strchr(out, 0x1b));
+	assert_null(strchr(out, (char)0x9b));
+	assert_non_null(strstr(out, "????"));
+	rc = run_cmd("status -j", out, 1 << 16);
+	assert_int_equal(rc, 0);
+	assert_null(strchr(out, 0x1b));
+	rc = run_cmd("top", out, 1 << 16);
+	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) <= 1); /* ran and exited, no signal */
+	assert_null(strchr(out, 0x1b));
+	dp_close(&pfx.dp);
+	free(pol);
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -274,6 +338,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_interrupted_move_rolled_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_btf_difference_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unrecorded_layout_adopted, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hostile_pins_for_status_and_top, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -67,11 +67,27 @@ static int rcu_barrier_wait(int rcu_fd)
 	return err;
 }
 
+/* A string from a pinned map: anyone with write access to the pins could
+ * have put anything there. NUL-terminated within its buffer, and every
+ * byte that is not printable ASCII shown as '?' (no terminal escapes).
+ */
+static void pin_str(char *s, size_t size)
+{
+	s[size - 1] = '\0';
+	for (size_t i = 0; s[i]; i++) {
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+			s[i] = '?';
+	}
+}
+
 int dp_state_read(int state_fd, struct ll_state *st)
 {
 	__u32 k = 0;
 
-	return bpf_map_lookup_elem(state_fd, &k, st) ? -errno : 0;
+	if (bpf_map_lookup_elem(state_fd, &k, st))
+		return -errno;
+	pin_str(st->refused_why, sizeof(st->refused_why));
+	return 0;
 }
 
 int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol)
@@ -83,7 +99,15 @@ int dp_policy_read(int policy_fd, int state_fd, struct ll_policy *pol)
 	if (err)
 		return err;
 	slot = st.active_slot & (LL_POLICY_SLOTS - 1);
-	return bpf_map_lookup_elem(policy_fd, &slot, pol) ? -errno : 0;
+	if (bpf_map_lookup_elem(policy_fd, &slot, pol))
+		return -errno;
+	if (pol->n_rules > LL_MAX_RULES)
+		pol->n_rules = LL_MAX_RULES;
+	for (uint32_t i = 0; i < LL_MAX_RULES; i++)
+		pin_str(pol->rules[i].name, sizeof(pol->rules[i].name));
+	for (uint32_t i = 0; i < LL_MAX_LIMITS; i++)
+		pin_str(pol->limits[i].name, sizeof(pol->limits[i].name));
+	return 0;
 }
 
 /* Fresh state for limits that did not exist before: a full pool, zero

@@ -177,11 +177,13 @@ static uint64_t delta(uint64_t now, uint64_t then)
  */
 static void snap_deltas(struct top_snap *cur, const struct top_snap *prev)
 {
-	qsort(cur->e, cur->n, sizeof(*cur->e), entry_key_cmp);
+	if (cur->n)
+		qsort(cur->e, cur->n, sizeof(*cur->e), entry_key_cmp);
 	for (size_t i = 0; i < cur->n; i++) {
 		struct top_entry *e = &cur->e[i];
 		const struct top_entry *o =
-		    prev ? bsearch(e, prev->e, prev->n, sizeof(*e), entry_key_cmp) : NULL;
+		    prev && prev->n ? bsearch(e, prev->e, prev->n, sizeof(*e), entry_key_cmp)
+				    : NULL;
 
 		e->d_denied = o ? delta(e->b.denied, o->b.denied) : e->b.denied;
 		e->d_spent = o ? delta(e->b.spent, o->b.spent) : e->b.spent;
@@ -420,8 +422,10 @@ static int rank(const struct top_snap *s, uint32_t id, uint32_t rows, struct ran
 		if (e->b.spent)
 			r->allowed[r->n_allowed++] = e;
 	}
-	qsort(r->denied, r->n_denied, sizeof(*r->denied), by_denied);
-	qsort(r->allowed, r->n_allowed, sizeof(*r->allowed), by_spent);
+	if (r->n_denied) /* none: the list may be NULL, and qsort must not see it */
+		qsort(r->denied, r->n_denied, sizeof(*r->denied), by_denied);
+	if (r->n_allowed)
+		qsort(r->allowed, r->n_allowed, sizeof(*r->allowed), by_spent);
 	if (r->n_denied > rows)
 		r->n_denied = rows;
 	if (r->n_allowed > rows)
