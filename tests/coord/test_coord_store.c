@@ -245,6 +245,33 @@ static void test_lost_epoch_log_refused(void **state)
 /* However many reports come, usage.log stays bounded by the holders and
  * limits it names, and compaction keeps every pair's highest totals.
  */
+/* Issue 25, F: past 4096 distinct (holder, limit) pairs every append used
+ * to rewrite the whole log (quadratic, on the grant path). A compaction
+ * now waits until the log has doubled since the last one: 5000 holders
+ * and 3000 more reports cost one rewrite, and every total reads back.
+ */
+static void test_usage_compaction_amortised(void **state)
+{
+	const char *dir = *state;
+	struct coord_store s;
+	char holder[32];
+	uint64_t fb, bp;
+
+	assert_int_equal(coord_store_open(&s, dir), 0);
+	for (uint64_t i = 0; i < 8000; i++) {
+		snprintf(holder, sizeof(holder), "gw-%llu", (unsigned long long)(i % 5000));
+		assert_int_equal(coord_store_usage(&s, holder, "g", i + 1, 0), 0);
+	}
+	print_message("8000 records of 5000 holders: %llu compactions\n",
+		      (unsigned long long)s.usage_compactions);
+	assert_true(s.usage_compactions >= 1 && s.usage_compactions <= 2);
+	coord_store_close(&s);
+	assert_int_equal(coord_store_usage_read(dir, "gw-42", "g", &fb, &bp), 0);
+	assert_int_equal(fb, 5043); /* its second report: i = 5042 */
+	assert_int_equal(coord_store_usage_read(dir, "gw-4999", "g", &fb, &bp), 0);
+	assert_int_equal(fb, 5000);
+}
+
 static void test_usage_log_bounded(void **state)
 {
 	const char *dir = *state;
@@ -303,6 +330,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bump, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_usage_highest_wins, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_usage_log_bounded, dir_setup, dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_usage_compaction_amortised, dir_setup,
+					    dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

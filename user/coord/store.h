@@ -35,6 +35,10 @@ struct coord_store {
 	 */
 	uint8_t grant_key[GRANT_KEY_LEN];
 	bool grant_key_new; /* made by this open */
+	/* usage.log: compacted when it reaches this many records (twice the
+	 * pairs the last compaction kept, at least 4096), and how often it was.
+	 */
+	uint64_t usage_compact_at, usage_compactions;
 };
 
 /* Open (creating) state-dir, read the epoch log, make epoch = highest seen + 1
