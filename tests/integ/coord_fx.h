@@ -185,6 +185,34 @@ static inline int coord_recv(struct conn *c, struct wire_msg *m, int wait_ms)
 	}
 }
 
+/* A grant as it came, to re-present in a report (docs/protocol.md, "Adoption"). */
+struct coord_held {
+	uint64_t epoch, seq, rate, burst, ttl;
+	uint8_t tag[WIRE_TAG_LEN];
+};
+
+static inline struct coord_held coord_held_of(const struct wire_grant *g)
+{
+	struct coord_held h = {
+	    .epoch = g->epoch, .seq = g->seq, .rate = g->rate, .burst = g->burst, .ttl = g->ttl_ns};
+
+	memcpy(h.tag, g->tag, WIRE_TAG_LEN);
+	return h;
+}
+
+/* Entry e names h as applied and re-presents it, left_ns still to live. */
+static inline void coord_entry_held(struct wire_report_entry *e, const struct coord_held *h,
+				    uint64_t left_ns)
+{
+	e->applied_epoch = h->epoch;
+	e->applied_seq = h->seq;
+	e->held_rate = h->rate;
+	e->held_burst = h->burst;
+	e->held_ttl_ns = h->ttl;
+	e->held_left_ns = left_ns;
+	memcpy(e->held_tag, h->tag, WIRE_TAG_LEN);
+}
+
 /* Fill dir/state (a small tmpfs): 0 once it is full. */
 static inline int coord_fill_disk(const char *dir)
 {

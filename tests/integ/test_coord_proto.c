@@ -718,14 +718,9 @@ static int setup_adopt(void **state)
 	return rc;
 }
 
-struct held {
-	uint64_t epoch, seq, rate, burst, ttl;
-	uint8_t tag[WIRE_TAG_LEN];
-};
-
 /* A report whose entries re-present held[] (tag byte 0 xor-ed with flip). */
 static void report_held(struct fx *fx, struct conn *c, const char *holder, uint64_t seq,
-			const struct held *held, uint8_t flip)
+			const struct coord_held *held, uint8_t flip)
 {
 	WIRE_MSG_CLEAR(fx->m, report.n);
 	fx->m->type = WIRE_REPORT;
@@ -741,20 +736,15 @@ static void report_held(struct fx *fx, struct conn *c, const char *holder, uint6
 		e->demand = 10000;
 		if (!held)
 			continue;
-		e->applied_epoch = held[l].epoch;
-		e->applied_seq = held[l].seq;
-		e->held_rate = held[l].rate;
-		e->held_burst = held[l].burst;
-		e->held_ttl_ns = held[l].ttl;
-		e->held_left_ns = 2 * NSEC_PER_SEC;
-		memcpy(e->held_tag, held[l].tag, WIRE_TAG_LEN);
+		coord_entry_held(e, &held[l], 2 * NSEC_PER_SEC);
 		e->held_tag[0] ^= flip;
 	}
 	assert_int_equal(conn_send(c, fx->m), 0);
 }
 
 /* The grants answering report seq within wait_ms, into got[]: how many. */
-static int grants_held(struct fx *fx, struct conn *c, uint64_t seq, struct held *got, int wait_ms)
+static int grants_held(struct fx *fx, struct conn *c, uint64_t seq, struct coord_held *got,
+		       int wait_ms)
 {
 	int n = 0;
 
@@ -766,12 +756,7 @@ static int grants_held(struct fx *fx, struct conn *c, uint64_t seq, struct held 
 		assert_int_equal(g->report_seq, seq);
 		l = g->limit[0] - 'a';
 		assert_in_range(l, 0, N_LIMITS - 1);
-		got[l] = (struct held){.epoch = g->epoch,
-				       .seq = g->seq,
-				       .rate = g->rate,
-				       .burst = g->burst,
-				       .ttl = g->ttl_ns};
-		memcpy(got[l].tag, g->tag, WIRE_TAG_LEN);
+		got[l] = coord_held_of(g);
 		n++;
 	}
 	return n;
@@ -780,7 +765,7 @@ static int grants_held(struct fx *fx, struct conn *c, uint64_t seq, struct held 
 static void test_restart_adopts_proven_shares(void **state)
 {
 	struct fx *fx = *state;
-	struct held h1[N_LIMITS] = {0}, h2[N_LIMITS] = {0}, a1[N_LIMITS] = {0}, x[N_LIMITS];
+	struct coord_held h1[N_LIMITS] = {0}, h2[N_LIMITS] = {0}, a1[N_LIMITS] = {0}, x[N_LIMITS];
 	uint64_t end = clock_now_ns() + 10 * NSEC_PER_SEC, seq = 1, quiet_end;
 	struct conn c1, c2;
 	int st;

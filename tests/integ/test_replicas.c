@@ -190,13 +190,8 @@ static void send_hello(struct fx *fx, struct conn *c, const char *holder, uint64
 	assert_int_equal(conn_send(c, fx->m), 0);
 }
 
-struct held {
-	uint64_t epoch, seq, rate, burst, ttl;
-	uint8_t tag[WIRE_TAG_LEN];
-};
-
 /* A report re-presenting held[] (none if held[0].epoch is 0). */
-static int report(struct fx *fx, struct conn *c, uint64_t seq, const struct held *held)
+static int report(struct fx *fx, struct conn *c, uint64_t seq, const struct coord_held *held)
 {
 	WIRE_MSG_CLEAR(fx->m, report.n);
 	fx->m->type = WIRE_REPORT;
@@ -213,13 +208,7 @@ static int report(struct fx *fx, struct conn *c, uint64_t seq, const struct held
 		e->demand = 10000;
 		if (!held[l].epoch)
 			continue;
-		e->applied_epoch = held[l].epoch;
-		e->applied_seq = held[l].seq;
-		e->held_rate = held[l].rate;
-		e->held_burst = held[l].burst;
-		e->held_ttl_ns = held[l].ttl;
-		e->held_left_ns = NSEC_PER_SEC;
-		memcpy(e->held_tag, held[l].tag, WIRE_TAG_LEN);
+		coord_entry_held(e, &held[l], NSEC_PER_SEC);
 	}
 	return c->fd >= 0 ? conn_send(c, fx->m) : -EPIPE;
 }
@@ -227,7 +216,7 @@ static int report(struct fx *fx, struct conn *c, uint64_t seq, const struct held
 /* Grants answering report seq within wait_ms into got[]: how many; -1 if
  * the connection was closed or redirected.
  */
-static int grants(struct fx *fx, struct conn *c, uint64_t seq, struct held *got, int wait_ms)
+static int grants(struct fx *fx, struct conn *c, uint64_t seq, struct coord_held *got, int wait_ms)
 {
 	int n = 0, r;
 
@@ -242,19 +231,14 @@ static int grants(struct fx *fx, struct conn *c, uint64_t seq, struct held *got,
 			continue;
 		l = g->limit[0] - 'a';
 		assert_in_range(l, 0, N_LIMITS - 1);
-		got[l] = (struct held){.epoch = g->epoch,
-				       .seq = g->seq,
-				       .rate = g->rate,
-				       .burst = g->burst,
-				       .ttl = g->ttl_ns};
-		memcpy(got[l].tag, g->tag, WIRE_TAG_LEN);
+		got[l] = coord_held_of(g);
 		n++;
 	}
 	return r < 0 && !n ? -1 : n;
 }
 
 /* Report to the leader on c until it grants the whole contract (bounded). */
-static uint64_t granted_all(struct fx *fx, struct conn *c, uint64_t seq, struct held *h)
+static uint64_t granted_all(struct fx *fx, struct conn *c, uint64_t seq, struct coord_held *h)
 {
 	uint64_t end = clock_now_ns() + 4 * (uint64_t)TTL_MS * NSEC_PER_MSEC;
 
@@ -296,7 +280,7 @@ static void test_follower_redirects_failover_adopts(void **state)
 {
 	struct fx *fx = *state;
 	struct replica *a = &fx->r[0], *b = &fx->r[1];
-	struct held h[N_LIMITS] = {0}, got[N_LIMITS] = {0};
+	struct coord_held h[N_LIMITS] = {0}, got[N_LIMITS] = {0};
 	uint64_t seq = 1, e_a, e_b, t_kill, t_lead;
 	struct conn c;
 	int st, n;
@@ -375,7 +359,7 @@ static void test_stopped_leader_grants_nothing_after(void **state)
 {
 	struct fx *fx = *state;
 	struct replica *a = &fx->r[0], *b = &fx->r[1];
-	struct held h[N_LIMITS] = {0}, got[N_LIMITS] = {0};
+	struct coord_held h[N_LIMITS] = {0}, got[N_LIMITS] = {0};
 	uint64_t seq = 1, e_a;
 	struct conn c;
 	int n;
@@ -413,7 +397,7 @@ static void test_quorum_lost_stops_then_resumes(void **state)
 {
 	struct fx *fx = *state;
 	struct replica *a = &fx->r[0];
-	struct held h[N_LIMITS] = {0};
+	struct coord_held h[N_LIMITS] = {0};
 	uint64_t seq = 1, e_a, t_stop, t_last = 0, end;
 	struct conn c;
 
@@ -430,7 +414,7 @@ static void test_quorum_lost_stops_then_resumes(void **state)
 	/* Report every 200 ms for 8 s: grants stop within etcd's ttl. */
 	end = t_stop + 8 * NSEC_PER_SEC;
 	while (clock_now_ns() < end) {
-		struct held got[N_LIMITS] = {0};
+		struct coord_held got[N_LIMITS] = {0};
 
 		/* Stepping down, the leader closes the link (REDIRECT). */
 		if (report(fx, &c, seq, h))
@@ -457,7 +441,7 @@ static void test_quorum_lost_stops_then_resumes(void **state)
 	assert_true(log_within(a, "leading at epoch", LEAD_MS));
 	end = clock_now_ns() + LEAD_MS * NSEC_PER_MSEC;
 	for (;;) {
-		struct held got[N_LIMITS] = {0};
+		struct coord_held got[N_LIMITS] = {0};
 		int n;
 
 		if (c.fd < 0 || coord_log_has(a->dir, "no longer leading")) {
@@ -497,7 +481,7 @@ static void test_etcd_member_killed_no_step_down(void **state)
 {
 	struct fx *fx = *state;
 	struct replica *a = &fx->r[0];
-	struct held h[N_LIMITS] = {0};
+	struct coord_held h[N_LIMITS] = {0};
 	uint64_t seq = 1, end;
 	struct conn c;
 	int rounds = 0;
@@ -512,7 +496,7 @@ static void test_etcd_member_killed_no_step_down(void **state)
 	/* Two etcd lease ttls: every keepalive of them goes elsewhere. */
 	end = clock_now_ns() + 10 * NSEC_PER_SEC;
 	while (clock_now_ns() < end) {
-		struct held got[N_LIMITS] = {0};
+		struct coord_held got[N_LIMITS] = {0};
 
 		assert_int_equal(report(fx, &c, seq, h), 0);
 		assert_int_equal(grants(fx, &c, seq, got, 1000), N_LIMITS);

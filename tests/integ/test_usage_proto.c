@@ -6,14 +6,12 @@
  * LEASELINE_LEDGER_NOW_FILE) splits usage by arrival; bypass shows as
  * bypass; `leaseline usage` prints it (text, CSV, JSON, --reconcile). The
  * coordinator killed with SIGKILL while it is inside a write (pwrite64,
- * fdatasync or fsync seen in /proc/PID/task/TID/syscall, on the writer thread), again and again while reports flow:
- * nothing lost, nothing doubled. A full disk: no grant for the metered
- * limits, the agent reports again, nothing lost or doubled. meter: turned
- * on, off and on by SIGHUP over a running agent bills only what it admitted
- * while metered. The ledger's writes on their own thread: grants do not
- * wait for them, its queue is bounded, SIGTERM acks nothing uncommitted.
- * Every test ends
- * with the ledger's totals equal, exactly, to what the fake agents counted.
+ * fdatasync or fsync seen in /proc/PID/task/TID/syscall, on the writer thread), again and again
+ * while reports flow: nothing lost, nothing doubled. A full disk: no grant for the metered limits,
+ * the agent reports again, nothing lost or doubled. meter: turned on, off and on by SIGHUP over a
+ * running agent bills only what it admitted while metered. The ledger's writes on their own thread:
+ * grants do not wait for them, its queue is bounded, SIGTERM acks nothing uncommitted. Every test
+ * ends with the ledger's totals equal, exactly, to what the fake agents counted.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -592,8 +590,9 @@ static void test_kill9_mid_write(void **state)
 				/* Odd rounds: writing the WAL's frames (the commit
 				 * frame not yet there); even: syncing them.
 				 */
-				int r = round % 2 ? any_thread_in(fx->pid, SYS_pwrite64, -1)
-						  : any_thread_in(fx->pid, SYS_fdatasync, SYS_fsync);
+				int r = round % 2
+					    ? any_thread_in(fx->pid, SYS_pwrite64, -1)
+					    : any_thread_in(fx->pid, SYS_fdatasync, SYS_fsync);
 
 				if (r < 0)
 					break;
@@ -1056,7 +1055,6 @@ static void test_keys_kill9_and_restarts(void **state)
 	       mid);
 }
 
-
 /* ledger-retention on a real coordinator: an identity silent past it is
  * pruned (at the pass a restart starts), and its batch replayed afterwards
  * is refused, never counted from 0 again; an identity that kept reporting
@@ -1067,8 +1065,8 @@ static void test_keys_retention(void **state)
 	struct fx *fx = *state;
 	struct agent *a = agent_new(fx, "gw-1", INC(7));
 	struct kstate old = {.ident = 0x5151}, live = {.ident = 0x6262}, snap;
-	struct uledger_query q = {.period = ULEDGER_HOUR, .limit = "k", .by_holder = 1,
-				  .to = T0 + 600 + 86400};
+	struct uledger_query q = {
+	    .period = ULEDGER_HOUR, .limit = "k", .by_holder = 1, .to = T0 + 600 + 86400};
 	struct kled before = {0};
 	char path[128];
 	double v = -1;
@@ -1110,7 +1108,8 @@ static void test_keys_retention(void **state)
 	assert_true(agent_connect(fx, a));
 	meter_send(fx, a, &snap, ++old.seq, "k");
 	assert_int_equal(meter_ack_of(fx, a, old.seq), WIRE_METER_REFUSED);
-	assert_true(metric(fx, "leaseline_coord_usage_ledger_pruned_total{kind=\"refused\"} ") == 1);
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_pruned_total{kind=\"refused\"} ") ==
+		    1);
 	assert_true(log_has(fx, "silent past ledger-retention"));
 	/* The live one: its replay adds nothing, its news count. */
 	meter_send(fx, a, &live, ++live.seq, "k");
