@@ -3,7 +3,8 @@
  * A real etcd cluster for a test binary (Debian's etcd-server 3.4): up to 3
  * members on loopback ports chosen here, data in a temporary directory,
  * started once per binary (group setup) and killed and removed on every
- * exit path (etcd_cluster_stop, also from atexit). Members can be stopped
+ * exit path (etcd_cluster_stop, also from atexit; a crash kills the
+ * members too: PR_SET_PDEATHSIG). Members can be stopped
  * (SIGSTOP), continued and killed to make the faults the tests need.
  */
 #ifndef LEASELINE_TESTS_ETCD_CLUSTER_H
@@ -18,6 +19,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -89,6 +91,8 @@ static inline pid_t etcd_member_spawn(struct etcd_cluster *e, int i, const char 
 	snprintf(log, sizeof(log), "%s/%s.log", e->dir, name);
 	pid = fork();
 	if (pid == 0) {
+		/* The test crashing must not leave a cluster behind. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execlp("etcd", "etcd", "--name", name, "--data-dir", data, "--listen-client-urls",
 		       curl, "--advertise-client-urls", curl, "--listen-peer-urls", purl,
 		       "--initial-advertise-peer-urls", purl, "--initial-cluster", initial,
