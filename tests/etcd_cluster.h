@@ -181,4 +181,26 @@ static inline int etcd_member_signal(struct etcd_cluster *e, int i, int sig)
 	return 0;
 }
 
+/* Make member i etcd's own leader (etcdctl move-leader; a no-op when it
+ * already is): tests that need the worst case of a fault, not the one
+ * the election happened to give.
+ */
+static inline int etcd_move_leader(const struct etcd_cluster *e, int i)
+{
+	char cmd[768], all[256];
+	size_t n = 0;
+
+	if (i < 0 || i >= e->n)
+		return -1;
+	for (int k = 0; k < e->n && n < sizeof(all); k++)
+		n += (size_t)snprintf(all + n, sizeof(all) - n, "%s%s", k ? "," : "", e->url[k]);
+	snprintf(cmd, sizeof(cmd),
+		 "export ETCDCTL_API=3; id=$(etcdctl --command-timeout=2s --endpoints=%s "
+		 "endpoint status -w fields | sed -n 's/^\"MemberID\" : //p') && "
+		 "[ -n \"$id\" ] && etcdctl --command-timeout=5s --endpoints=%s move-leader "
+		 "$(printf %%x \"$id\") >/dev/null",
+		 e->url[i], all);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
 #endif /* LEASELINE_TESTS_ETCD_CLUSTER_H */
