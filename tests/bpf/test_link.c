@@ -692,6 +692,32 @@ static void test_redirect_follows_listed_replicas_only(void **state)
 	close(cfd);
 }
 
+/* A replica whose kernel completes the TCP handshake but whose process
+ * never answers (SIGSTOP, a hung loop; the redirect of a follower that
+ * has not yet seen the leader go) is left after LINK_HELLO_TIMEOUT: the
+ * next listed replica is dialled, not waited on forever.
+ */
+static void test_silent_replica_left_for_the_next(void **state)
+{
+	struct fake *f = *state;
+	char a_addr[CFG_ADDR_LEN];
+	int a = listener(a_addr, sizeof(a_addr)); /* never accepted, never answers */
+	int k;
+
+	link_free(&f->link);
+	snprintf(f->ac.coordinators[0], sizeof(f->ac.coordinators[0]), "%s", a_addr);
+	memcpy(f->ac.coordinators[1], f->ac.coordinator, sizeof(f->ac.coordinator));
+	f->ac.n_coordinators = 2;
+	assert_int_equal(link_init(&f->link, &f->ac), 0);
+	for (k = 0; k < 3 && !got_hello(f); k++)
+		pump(f, got_hello); /* 2 s each */
+	assert_true(got_hello(f));
+	assert_string_equal(f->link.addr, f->ac.coordinators[1]);
+	assert_true(f->link.connects >= 2); /* A's connect came first */
+	connect_and_policy(f, 3);
+	close(a);
+}
+
 static int dialled_thrice_more(struct fake *f)
 {
 	return f->link.connects >= 1 && f->link.c.fd < 0 && f->link.backoff_ns > 0 &&
@@ -739,6 +765,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_redirect_follows_listed_replicas_only, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_redial_fast_while_a_lease_lives, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_silent_replica_left_for_the_next, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -31,6 +31,12 @@
  * link is dead even if TCP has not noticed (a cut path): redial.
  */
 #define LINK_SILENCE_REFRESHES 4
+/* No frame at all this long after the HELLO (a POLICY or a REDIRECT comes
+ * at once from any live coordinator): the peer's kernel took the connection
+ * but its process does not answer (stopped, hung). Leave it for the next
+ * listed replica instead of waiting on it until TCP gives up.
+ */
+#define LINK_HELLO_TIMEOUT_NS (2 * NSEC_PER_SEC)
 /* Policy versions from the coordinator (see version_ok): room for
  * timestamps as versions, not for a poisoned 2^64 - 1.
  */
@@ -592,6 +598,7 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 		 * handshake fails keeps backing off.
 		 */
 		l->backoff_ns = LINK_BACKOFF_MIN_NS;
+		l->heard = true;
 		if (l->msg->type != WIRE_REDIRECT)
 			l->tried = 0;
 		if (l->msg->type == WIRE_GRANT)
@@ -655,6 +662,7 @@ static void connected(struct link *l, struct dp *dp, uint64_t now)
 	l->up = true;
 	l->connects++;
 	l->last_grant_ns = 0;
+	l->heard = false;
 	memset(l->kg_full_uid, 0, sizeof(l->kg_full_uid));
 	hot_reconnect(&l->hot);
 	meter_reconnect(&l->meter);
@@ -701,6 +709,10 @@ void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 	if (l->up && l->c.fd >= 0 && l->last_grant_ns &&
 	    now - l->last_grant_ns > LINK_SILENCE_REFRESHES * l->refresh_ns) {
 		link_down(l, "no word from the coordinator", now);
+		return;
+	}
+	if (l->up && l->c.fd >= 0 && !l->heard && now - l->hello_ns > LINK_HELLO_TIMEOUT_NS) {
+		link_down(l, "no answer to HELLO", now);
 		return;
 	}
 	if (l->up && l->c.fd >= 0 && now >= l->next_report_ns)

@@ -40,6 +40,7 @@ struct link {
 	bool connecting, up;
 	uint64_t next_dial_ns, backoff_ns, dial_ns;
 	uint64_t hello_ns; /* send time of HELLO: report_seq 0 */
+	bool heard;	   /* a frame came on this connection */
 	uint64_t report_seq;
 	uint64_t sent_seq[LINK_SENT_RING], sent_ns[LINK_SENT_RING];
 	uint64_t refresh_ns, next_report_ns;
