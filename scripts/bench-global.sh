@@ -1,18 +1,22 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # The global-limit benchmark (docs/global.md): tests 1-7 with longer runs than
-# `make check` (GL_SCALE x the short durations), the reference's lease timing (ttl 2 s,
-# refresh 500 ms) and 5 coordinator kills; then the many-key scenarios of a
-# per-key global limit (key: src-ip): keys-split, zipf (c, 1000 keys),
-# zipf-restart (f, c with 3 coordinator kills) and cold (g, 32766 cold keys). One coordinator, 8 gateways with
+# `make check` (GL_SCALE x the short durations), the reference's lease timing
+# (ttl 2 s, refresh 500 ms) and 5 coordinator kills; 8, failover: 3 replicas on
+# a 3-member etcd through kill -9, SIGSTOP, a cut from etcd, a rolling restart
+# and etcd's leader member killed; then the many-key scenarios of a per-key
+# global limit (key: src-ip): keys-split, zipf (c, 1000 keys), zipf-restart (f,
+# c with 3 coordinator kills) and cold (g, 32766 cold keys). 8 gateways with
 # coordinated agents on native XDP, real UDP, in namespaces this script creates
-# and removes (reference §8). Prints each test's figures, then one table; the RESULT
-# lines go to BUILD/bench-global.jsonl and the table to BUILD/bench-global.txt.
+# and removes (reference §8). Prints each test's figures, then one table; the
+# RESULT lines go to BUILD/bench-global.jsonl and the table to
+# BUILD/bench-global.txt.
 #
 # Usage: scripts/bench-global.sh BUILD_DIR
 # Knobs: GL_SCALE (5), GL_TTL (2), GL_REFRESH (0.5), GL_R (1000), GL_B (200),
 #        GL_KILLS (5), GL_SEED (random, printed), GL_ONLY ("steady shift ..."),
 #        GL_STRICT=1 (known shortfalls fail), LL_KEEP=1 (keep the run directories).
+#        Failover: GL_FO_TTL (lease ttl, 8 s), GL_ETCD_TTL (the replicas' etcd lease, 5s).
 #        Many keys: GL_ONLY="keys-split zipf zipf-restart zipf-local cold", GL_ZIPF_KILLS (3),
 #        and the GL_KS_*, GL_ZIPF_*, GL_COLD_* knobs of tests/global/scenarios.sh
 #        (GL_COLD_PORTS=32 GL_COLD_KEYS=1048512: key flow, ~1M keys).
@@ -42,6 +46,7 @@ done
 want restart && { gl_scn_restart "$GL_KILLS" || rc=1; }
 want stale && { gl_scn_stale || rc=1; }
 want policy && { gl_scn_policy || rc=1; }
+want failover && { gl_scn_failover || rc=1; }
 want keys-split && { gl_scn_keys_split || rc=1; }
 want zipf && { gl_scn_zipf || rc=1; }
 want zipf-restart && { gl_scn_zipf "$GL_ZIPF_KILLS" || rc=1; }

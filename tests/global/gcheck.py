@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Checks and figures of the global-limit scenarios (tests/global/scenarios.sh).
 
-  gcheck.py steady|shift|partition|restart|stale|policy RUN_DIR --rate R --burst B ...
+  gcheck.py steady|shift|partition|restart|stale|policy|failover RUN_DIR --rate R --burst B ...
   gcheck.py keys-split|zipf|zipf-restart|zipf-local|cold RUN_DIR --rate R --burst B ...
   gcheck.py reported RUN_DIR --gw G     (exit 0 when the coordinator has G's totals)
 
@@ -514,6 +514,132 @@ def do_stale(a, run):
     return c.done()
 
 
+# Faults of the failover scenario whose lowest 500 ms window must stay near R:
+# every one (the lease ttl outlasts a failover, docs/operations.md).
+FO_LOW_MIN = 0.9
+
+
+def do_failover(a, run):
+    """Replicas on etcd: per fault (kill9, stop, cut, rolling, etcd-member) the
+    lowest 500 ms window of the fleet's admissions, the time until every agent
+    holds a lease of the new term, and the fencing: no grant of an earlier
+    epoch applied once the agent holds a later one, the deposed leader's last
+    grant started before the new leader's first, no share raised while an
+    earlier epoch's grant is live, Σ live shares <= R throughout."""
+    c = Checker("failover")
+    common(c, run, a)
+    b = run.send["bounds_ns"]
+    tk = run.times("kern")
+    faults = run.marks("fault")
+    lives = {e[2][0]: e[1] for e in run.marks("live")}
+    span_ns = int(a.ttl * NS) - int(a.ttl * NS) // 1000000 * 1000 - 10000000
+    max_live = 0
+    for t, row in run.samples:
+        max_live = max(max_live, sum(v[0] for v in row.values() if v[2] > t))
+    print("  sum of live lease rates over the agents (sampled every ~20 ms): max %d/s "
+          "(contract %d/s)" % (max_live, a.rate))
+    c.check(max_live <= a.rate, "sum of live lease rates never exceeds R")
+    rows = []
+    t_done = run.mark("done") or b[-1]
+    for k, (_, tf, args) in enumerate(faults):
+        name = args[0]
+        tnext = faults[k + 1][1] if k + 1 < len(faults) else t_done
+        e_old = int(args[2]) if len(args) > 2 else 0
+        for t, row in run.samples:
+            if t > tf:
+                break
+            for v in row.values():
+                e_old = max(e_old, v[3])
+        # Old grants: their last start (expiry - span) and their last expiry;
+        # the new term's first start. Per gateway: once it holds a later epoch,
+        # any sample of an old epoch with an expiry above every old one it held
+        # before is a stale grant applied.
+        old_start, old_exp, new_start = None, None, None
+        stale = 0
+        seen_new, old_max = {}, {}
+        for t, row in run.samples:
+            if t > tnext:
+                break
+            for gw, v in row.items():
+                if v[3] <= e_old and v[3] > 0:
+                    if t >= tf:
+                        old_start = v[2] - span_ns if old_start is None else max(old_start, v[2] - span_ns)
+                        old_exp = v[2] if old_exp is None else max(old_exp, v[2])
+                    if seen_new.get(gw) and v[2] > old_max.get(gw, 0):
+                        stale += 1
+                    old_max[gw] = max(old_max.get(gw, 0), v[2])
+                elif v[3] > e_old and t >= tf:
+                    seen_new[gw] = True
+                    if v[0] > 0:
+                        s_ = v[2] - span_ns
+                        new_start = s_ if new_start is None else min(new_start, s_)
+        # Each agent's last old-epoch share before the fault; samples where a
+        # new-epoch share exceeds it while an old-epoch grant is live anywhere.
+        old_share, raised = {}, 0
+        for t, row in run.samples:
+            if t > tf:
+                break
+            for gw, v in row.items():
+                if v[2] > t:
+                    old_share[gw] = v[0]
+        for t, row in run.samples:
+            if t <= tf or old_exp is None or t > min(old_exp, tnext):
+                continue
+            for gw, v in row.items():
+                if v[3] > e_old and v[2] > t and v[0] > old_share.get(gw, 0):
+                    raised += 1
+        low = low_window(tk, a.rate, tf, tnext, 0.5)
+        tl = lives.get(name)
+        margin = (new_start - old_start) / NS if new_start and old_start else None
+        row = {"fault": name, "replica": int(args[1]) if len(args) > 1 else None,
+               "epoch_before": e_old, "lowest_500ms_of_R": round(low, 4) if low is not None else None,
+               "relive_s": round((tl - tf) / NS, 3) if tl else None,
+               "old_last_start_to_new_first_s": round(margin, 3) if margin is not None else None,
+               "old_grants_live_after_s": round((old_exp - tf) / NS, 3) if old_exp else None,
+               "old_last_start_after_fault_s":
+                   round((old_start - tf) / NS, 3) if old_start else None,
+               "stale_applied": stale, "raised_while_old_live": raised}
+        print("  %-11s at +%.2f s (replica %s, epoch %d): lowest 500 ms window %s of R; "
+              "stale grants applied %d; shares raised while old live %d" % (
+                  name, (tf - b[0]) / NS, row["replica"], e_old,
+                  "%.1f%%" % (100 * low) if low is not None else "?", stale, raised))
+        if name != "etcd-member":
+            print("              every agent on a new term after %s s; the old term's last grant "
+                  "started %s s after the fault, %s s before the new term's first" % (
+                      "%.2f" % row["relive_s"] if tl else "-",
+                      "%.3f" % row["old_last_start_after_fault_s"] if old_start else "-",
+                      "%.3f" % margin if margin is not None else "-"))
+            c.check(tl is not None, "%s: every agent holds a lease of a later term" % name)
+            c.check(margin is not None and margin > 0,
+                    "%s: the old term's last grant started before the new term's first" % name)
+        if name == "cut":
+            # Cut from etcd, reachable by its agents: it must stop on its own
+            # clock, no later than its etcd lease could outlive the cut.
+            c.check(old_start is not None and old_start - tf < a.etcd_ttl * NS,
+                    "cut: the old leader's last grant started within the etcd ttl (%g s) of "
+                    "the cut" % a.etcd_ttl)
+        c.check(stale == 0, "%s: no grant of an earlier term applied after a later one" % name)
+        c.check(raised == 0, "%s: no share raised while an earlier term's grant was live" % name)
+        c.check(low is not None and low >= FO_LOW_MIN,
+                "%s: lowest 500 ms window >= %.0f%% of R" % (name, 100 * FO_LOW_MIN))
+        rows.append(row)
+    after = run.marks("etcd-member-after")
+    em = [f for f in faults if f[2][0] == "etcd-member"]
+    if em and after:
+        x = after[0][2]
+        same_epoch = x[1] == em[0][2][2]
+        same_sd = x[2] == x[3] and x[2] != "x"
+        print("  etcd leader member %s killed: leader epoch %s -> %s, step-downs %s -> %s"
+              % (em[0][2][3] if len(em[0][2]) > 3 else "?", em[0][2][2], x[1], x[2], x[3]))
+        c.check(same_epoch and same_sd, "etcd-member: the leader kept its term (no step-down)")
+        c.res["etcd_member"] = {"epoch": [em[0][2][2], x[1]], "step_downs": [x[2], x[3]]}
+    c.res["faults"] = rows
+    c.res["max_live_rate"] = max_live
+    ov, _ = contract_overshoot(c, run, a, b[0], b[-1], "whole run")
+    c.res["overshoot"] = ov_summary(ov, a.rate)
+    return c.done()
+
+
 def do_policy(a, run):
     c = Checker("policy")
     common(c, run, a)
@@ -866,6 +992,8 @@ def main():
     ap.add_argument("--fb-rate", type=int, default=25)
     ap.add_argument("--fb-burst", type=int, default=10)
     ap.add_argument("--gw", type=int, default=1)
+    ap.add_argument("--etcd-ttl", type=float, default=5.0,
+                    help="failover: the replicas' etcd lease ttl, s")
     ap.add_argument("--new-rate", type=int, default=600)
     ap.add_argument("--hot-keys", type=lambda x: [int(k) for k in x.split(",")], default=[0, 1],
                     help="keys-split: the keys each hot on one gateway")
@@ -881,7 +1009,7 @@ def main():
     run = Run(a.run)
     fn = {"steady": do_steady, "shift": do_shift, "partition": do_partition,
           "reported": do_reported, "restart": do_restart, "stale": do_stale,
-          "policy": do_policy, "keys-split": do_keys_split, "zipf": do_zipf,
+          "policy": do_policy, "failover": do_failover, "keys-split": do_keys_split, "zipf": do_zipf,
           "zipf-restart": do_zipf, "zipf-local": do_zipf, "cold": do_cold}.get(a.scenario)
     if not fn:
         ap.error("unknown scenario '%s'" % a.scenario)

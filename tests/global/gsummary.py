@@ -75,6 +75,14 @@ def rows(results):
                            [f(x["quiet_s_after_restart"]) for x in k],
                            [f(x["dip_s"]) for x in k],
                            [pct(x["lowest_500ms_of_R"]) for x in k]), verdict))
+        elif t == "failover":
+            k = r["faults"]
+            out.append(("8 replicas: failover",
+                        "overshoot max %+.1f%% of R; max sum of live shares %d/s"
+                        % (r["overshoot"]["max_pct_R"], r["max_live_rate"]),
+                        "; ".join("%s: lowest 500 ms %s of R, new term after %s s, stale %d"
+                                  % (x["fault"], pct(x["lowest_500ms_of_R"]), f(x["relive_s"]),
+                                     x["stale_applied"]) for x in k), verdict))
         elif t == "stale":
             out.append(("6 stale holder (SIGSTOP)",
                         "overshoot max %+.1f%% of R" % r["overshoot"]["max_pct_R"],

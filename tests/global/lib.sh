@@ -203,7 +203,8 @@ gl_coord_stop() {
 }
 
 # gl_agents_start DIR TAG MODE: one agent per gateway; MODE coord (coordinated, the
-# policy from the coordinator) or local (standalone with DIR/policy-local.yaml).
+# policy from the coordinator), replicas (the same, dialing the 3 replicas) or
+# local (standalone with DIR/policy-local.yaml).
 # Pins under $GL_PIN_ROOT/TAG-gw-<i>. Waits (bounded) until every agent runs.
 gl_agents_start() {
 	local d=$1 tag=$2 mode=$3 i k g cfg
@@ -219,6 +220,8 @@ gl_agents_start() {
 			echo "pin-dir: $GL_PIN_ROOT/$tag-gw-$i"
 			if [ "$mode" = coord ]; then
 				echo "coordinator: {address: $GL_COORD_ADDR:$GL_COORD_PORT, insecure: true}"
+			elif [ "$mode" = replicas ]; then
+				echo "coordinator: {addresses: [$(gl_replica_addr 1), $(gl_replica_addr 2), $(gl_replica_addr 3)], insecure: true}"
 			else
 				echo "policy: policy-local.yaml"
 			fi
@@ -436,4 +439,156 @@ gl_rates() {
 		out+="${out:+,}$r"
 	done
 	echo "$out"
+}
+
+# ---- replicas (reference §6.4): an etcd cluster and 3 coordinators in llk$$ ----
+# etcd member m (0..2) listens for clients on every address of llk$$, port
+# GL_ETCD_PORT0 + m; replica j (1..3) reaches it through 127.0.2.j (all of
+# 127/8 is local on lo), so one nft rule on 127.0.2.j cuts replica j from etcd
+# and nothing else: its agents still reach it (gl_etcd_cut J / gl_etcd_restore).
+# Replica j listens on $GL_COORD_ADDR:$((GL_COORD_PORT + j - 1)), metrics on
+# 127.0.0.1:$((9476 + j - 1)); state, log and config in DIR/r<j>.
+GL_ETCD_PORT0=23790
+GL_ETCD_PEER0=23800
+GL_NREP=3
+GL_ETCD_TTL=${GL_ETCD_TTL:-5s}
+GL_ETCD_PIDS=()
+GL_REP_PIDS=()
+
+gl_etcdctl() {
+	local eps= m
+	for m in 0 1 2; do
+		eps+="${eps:+,}http://127.0.0.1:$((GL_ETCD_PORT0 + m))"
+	done
+	ETCDCTL_API=3 nsenter --net=/run/netns/"$GL_NS_K" etcdctl --dial-timeout=500ms \
+		--command-timeout=2s --endpoints="$eps" "$@"
+}
+
+# gl_etcd_start DIR: 3 members, waits (bounded) until the cluster is healthy.
+gl_etcd_start() {
+	local d=$1 m init= k
+	command -v etcd >/dev/null || ll_skip "needs etcd (etcd-server)"
+	for m in 0 1 2; do
+		init+="${init:+,}m$m=http://127.0.0.1:$((GL_ETCD_PEER0 + m))"
+	done
+	for m in 0 1 2; do
+		nsenter --net=/run/netns/"$GL_NS_K" etcd --name "m$m" --data-dir "$d/etcd-m$m" \
+			--listen-client-urls "http://0.0.0.0:$((GL_ETCD_PORT0 + m))" \
+			--advertise-client-urls "http://127.0.0.1:$((GL_ETCD_PORT0 + m))" \
+			--listen-peer-urls "http://127.0.0.1:$((GL_ETCD_PEER0 + m))" \
+			--initial-advertise-peer-urls "http://127.0.0.1:$((GL_ETCD_PEER0 + m))" \
+			--initial-cluster "$init" --initial-cluster-state new \
+			--initial-cluster-token "leaseline-gl$$" --heartbeat-interval 100 \
+			--election-timeout 1000 --logger zap --log-outputs "$d/etcd-m$m.log" \
+			>/dev/null 2>&1 &
+		GL_ETCD_PIDS[m]=$!
+		gl_track "$!"
+	done
+	for ((k = 0; k < LL_WAIT_TRIES; k++)); do
+		gl_etcdctl endpoint health >/dev/null 2>&1 && return 0
+		sleep "$LL_POLL_S"
+	done
+	ll_fail "etcd: the cluster was not healthy within $((LL_WAIT_TRIES / 10)) s"
+}
+
+# gl_etcd_cut J / gl_etcd_restore J: drop / pass replica J's packets to etcd.
+gl_etcd_cut() {
+	nsenter --net=/run/netns/"$GL_NS_K" nft -f - <<NFT || ll_fail "nft: cannot cut replica $1 from etcd"
+table inet llcut$$
+delete table inet llcut$$
+table inet llcut$$ {
+	chain out { type filter hook output priority 0; ip daddr 127.0.2.$1 drop; }
+}
+NFT
+}
+gl_etcd_restore() { nsenter --net=/run/netns/"$GL_NS_K" nft delete table inet "llcut$$" 2>/dev/null; }
+
+# gl_replica_addr J: the address agents dial for replica J.
+gl_replica_addr() { echo "$GL_COORD_ADDR:$((GL_COORD_PORT + $1 - 1))"; }
+
+# gl_replicas_conf DIR TTL REFRESH: configs for the 3 replicas (one grant key).
+gl_replicas_conf() {
+	local d=$1 ttl=$2 refresh=$3 j eps
+	head -c 32 /dev/urandom >"$d/grant.key"
+	chmod 600 "$d/grant.key"
+	for ((j = 1; j <= GL_NREP; j++)); do
+		mkdir -p "$d/r$j/state"
+		chmod 700 "$d/r$j/state"
+		eps="http://127.0.2.$j:$GL_ETCD_PORT0, http://127.0.2.$j:$((GL_ETCD_PORT0 + 1)), http://127.0.2.$j:$((GL_ETCD_PORT0 + 2))"
+		cat >"$d/r$j/coord.yaml" <<EOC
+listen: $(gl_replica_addr "$j")
+policy: $d/policy.yaml
+state-dir: state
+grant-key: $d/grant.key
+lease: {ttl: $ttl, refresh: $refresh}
+metrics: 127.0.0.1:$((9476 + j - 1))
+gateways: $GL_N
+insecure: true
+replicas:
+  etcd: [$eps]
+  prefix: /leaseline/gl$$
+  node: coord-$j
+  advertise: $(gl_replica_addr "$j")
+  ttl: $GL_ETCD_TTL
+EOC
+	done
+}
+
+# gl_replica_start DIR J: replica J, waits (bounded) until it listens.
+gl_replica_start() {
+	local d=$1/r$2 j=$2 before n i
+	before=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null)
+	nsenter --net=/run/netns/"$GL_NS_K" "$LL" coord -c "$d/coord.yaml" -v >>"$d/coord.log" 2>&1 &
+	GL_REP_PIDS[j]=$!
+	gl_track "$!"
+	for ((i = 0; i < LL_WAIT_TRIES; i++)); do
+		kill -0 "${GL_REP_PIDS[j]}" 2>/dev/null || {
+			tail -20 "$d/coord.log" | sed "s/^/   replica $j: /"
+			ll_fail "replica $j exited during start-up"
+		}
+		n=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null || true)
+		[ "${n:-0}" -gt "${before:-0}" ] && return 0
+		sleep "$LL_POLL_S"
+	done
+	ll_fail "replica $j did not listen within $((LL_WAIT_TRIES / 10)) s"
+}
+
+# gl_replica_metric J NAME: one unlabelled gauge of replica J ("" if unreachable).
+gl_replica_metric() {
+	nsenter --net=/run/netns/"$GL_NS_K" curl -s -m 1 "http://127.0.0.1:$((9476 + $1 - 1))/metrics" 2>/dev/null |
+		awk -v n="$2" '$1 == n {print $2; exit}'
+}
+
+# gl_leader [SECONDS]: the replica that says it leads (bounded wait), or fails.
+gl_leader() {
+	local secs=${1:-20} k j
+	for ((k = 0; k < secs * 10; k++)); do
+		for ((j = 1; j <= GL_NREP; j++)); do
+			kill -0 "${GL_REP_PIDS[j]:-0}" 2>/dev/null || continue
+			[ "$(gl_replica_metric "$j" leaseline_coord_leader)" = 1 ] && {
+				echo "$j"
+				return 0
+			}
+		done
+		sleep 0.1
+	done
+	return 1
+}
+
+# gl_etcd_leader_member: the etcd member (0..2) that leads etcd's own raft.
+gl_etcd_leader_member() {
+	local m f id lead
+	for m in 0 1 2; do
+		kill -0 "${GL_ETCD_PIDS[m]}" 2>/dev/null || continue
+		f=$(ETCDCTL_API=3 nsenter --net=/run/netns/"$GL_NS_K" etcdctl --dial-timeout=500ms \
+			--command-timeout=2s --endpoints="http://127.0.0.1:$((GL_ETCD_PORT0 + m))" \
+			endpoint status -w fields 2>/dev/null)
+		id=$(printf '%s\n' "$f" | sed -n 's/^"MemberID" : //p')
+		lead=$(printf '%s\n' "$f" | sed -n 's/^"Leader" : //p')
+		[ -n "$id" ] && [ "$id" = "$lead" ] && {
+			echo "$m"
+			return 0
+		}
+	done
+	return 1
 }

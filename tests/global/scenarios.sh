@@ -295,6 +295,117 @@ gl_scn_policy() {
 	gl_check policy "$RUN" "${GL_ARGS[@]}" --new-rate "$r2"
 }
 
+# ---- 8: replicas on etcd (reference §6.4): faults of the leader and of etcd ----
+# 3 replicas, 3 etcd members (lib.sh), fail-closed, uniform 3R, the lease ttl
+# GL_FO_TTL (8 s: longer than a failover, docs/operations.md). In turn: kill -9 of
+# the leader (it comes back as a follower), SIGSTOP of the leader past its etcd
+# ttl then SIGCONT, the leader cut from etcd only (its agents still reach it), a
+# rolling restart (followers first, SIGTERM), etcd's own leader member killed.
+# Each fault is marked `fault NAME REPLICA EPOCH`; `live NAME` once every agent
+# holds a lease of a higher epoch (no mark for the etcd member: no new term).
+GL_FO_TTL=${GL_FO_TTL:-8}
+
+# gl_fo_new NAME EPOCH: wait (bounded) until every agent holds a lease above EPOCH.
+gl_fo_new() {
+	gl_wait_live "$GL_N" 40 --epoch-above "$2" || ll_fail "$1: agents hold no lease above epoch $2 after 40 s"
+	gl_mark "$RUN" live "$1"
+}
+
+gl_fo_leader() { gl_leader 30 || ll_fail "no replica leads 30 s on"; }
+
+gl_scn_failover() {
+	local pre post l e j m pid etcd_ttl=${GL_ETCD_TTL%s} sd0 sd1
+	pre=$(gl_dur 1.5)
+	post=$(gl_dur 1.5)
+	gl_run failover
+	echo "-- replicas: 3 coordinators on a 3-member etcd (etcd ttl $GL_ETCD_TTL, lease ttl $GL_FO_TTL s);" \
+		"kill -9, SIGSTOP, cut from etcd, rolling restart, etcd leader member killed; uniform 3R"
+	gl_etcd_start "$RUN"
+	gl_policy "$RUN/policy.yaml" 1 "$GL_R" "$GL_B" global fail-closed
+	gl_replicas_conf "$RUN" "$(gl_ms "$GL_FO_TTL")" "$(gl_ms "$GL_REFRESH")"
+	for ((j = 1; j <= GL_NREP; j++)); do
+		gl_replica_start "$RUN" "$j"
+	done
+	gl_agents_start "$RUN" failover replicas
+	gl_wait_live "$GL_N" 30 || ll_fail "not every agent holds a lease 30 s after start"
+	gl_sample_start "$RUN"
+	gl_recv_start "$RUN" 900
+	gl_send_bg "$RUN" "600:$(gl_rates "$GL_N" $((3 * GL_R / GL_N)))"
+	ll_sleep "$pre"
+
+	l=$(gl_fo_leader)
+	e=$(gl_held_epoch)
+	gl_mark "$RUN" fault kill9 "$l" "$e"
+	kill -KILL "${GL_REP_PIDS[l]}"
+	wait "${GL_REP_PIDS[l]}" 2>/dev/null
+	gl_fo_new kill9 "$e"
+	gl_replica_start "$RUN" "$l"
+	ll_sleep "$(gl_rand_s 1 2)"
+
+	l=$(gl_fo_leader)
+	e=$(gl_held_epoch)
+	pid=${GL_REP_PIDS[l]}
+	GL_STOPPED+=("$pid")
+	gl_mark "$RUN" fault stop "$l" "$e"
+	kill -STOP "$pid"
+	gl_fo_new stop "$e"
+	ll_sleep 1
+	kill -CONT "$pid"
+	gl_mark "$RUN" cont "$l"
+	ll_sleep "$(gl_rand_s 1 2)"
+
+	l=$(gl_fo_leader)
+	e=$(gl_held_epoch)
+	gl_mark "$RUN" fault cut "$l" "$e"
+	gl_etcd_cut "$l"
+	gl_fo_new cut "$e"
+	ll_sleep 1
+	gl_etcd_restore
+	gl_mark "$RUN" uncut "$l"
+	ll_sleep "$(gl_rand_s 1 2)"
+
+	# Rolling: each follower, then the leader; each back (listening) before the next.
+	l=$(gl_fo_leader)
+	e=$(gl_held_epoch)
+	gl_mark "$RUN" fault rolling "$l" "$e"
+	for ((j = 1; j <= GL_NREP; j++)); do
+		[ "$j" = "$l" ] && continue
+		ll_stop_pid "${GL_REP_PIDS[j]}"
+		gl_replica_start "$RUN" "$j"
+		ll_sleep 1
+	done
+	ll_stop_pid "${GL_REP_PIDS[l]}"
+	gl_replica_start "$RUN" "$l"
+	gl_fo_new rolling "$e"
+	ll_sleep "$(gl_rand_s 1 2)"
+
+	# etcd's leader member: no replica steps down (2 of 3 keep quorum).
+	l=$(gl_fo_leader)
+	e=$(gl_held_epoch)
+	m=$(gl_etcd_leader_member) || ll_fail "etcd: no member says it leads"
+	sd0=$(gl_replica_metric "$l" leaseline_coord_step_downs_total)
+	gl_mark "$RUN" fault etcd-member "$l" "$e" "$m"
+	kill -KILL "${GL_ETCD_PIDS[m]}"
+	wait "${GL_ETCD_PIDS[m]}" 2>/dev/null
+	ll_sleep "$(awk -v t="$etcd_ttl" 'BEGIN {print t + 1}')"
+	sd1=$(gl_replica_metric "$l" leaseline_coord_step_downs_total)
+	gl_mark "$RUN" etcd-member-after "$l" "$(gl_held_epoch)" "${sd0:-x}" "${sd1:-x}"
+
+	ll_sleep "$post"
+	gl_mark "$RUN" "done"
+	gl_send_stop
+	gl_recv_stop
+	gl_sample_stop
+	gl_scrape_all "$RUN" final
+	gl_agents_stop
+	for ((j = 1; j <= GL_NREP; j++)); do
+		ll_stop_pid "${GL_REP_PIDS[j]}"
+	done
+	gl_common_args
+	GL_ARGS+=(--ttl "$GL_FO_TTL" --etcd-ttl "$etcd_ttl")
+	gl_check failover "$RUN" "${GL_ARGS[@]}"
+}
+
 # ---- many keys: a per-key global limit (key: src-ip), one contract per key ----
 # Key k sends from 198.18.128.1 + k (lib.sh). Each scenario has its own contract
 # (GL_KS_*, GL_ZIPF_*, GL_COLD_*, see the top) and the per-key checks of gcheck.py.
