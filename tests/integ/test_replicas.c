@@ -19,6 +19,9 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <json-c/json.h>
 
 #include "lib/monotonic.h"
 #include "lib/conn.h"
@@ -35,7 +38,7 @@
 
 struct replica {
 	pid_t pid;
-	int port;
+	int port, mport; /* agents', metrics' */
 	char dir[64];
 	char node[16];
 };
@@ -110,6 +113,7 @@ static int setup(void **state)
 			return -1;
 		snprintf(r->node, sizeof(r->node), "coord-%c", 'a' + i);
 		r->port = etcd_free_port();
+		r->mport = etcd_free_port();
 		write_file(r->dir, "policy.yaml",
 			   "version: 1\nlimits:\n"
 			   "  - {name: a, key: none, scope: global, rate: 800, burst: 80}\n"
@@ -123,11 +127,11 @@ static int setup(void **state)
 		snprintf(coord, sizeof(coord),
 			 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
 			 "grant-key: grant.key\n"
-			 "lease: {ttl: %dms, refresh: 200ms}\ngateways: 4\n"
+			 "lease: {ttl: %dms, refresh: 200ms}\ngateways: 4\nmetrics: 127.0.0.1:%d\n"
 			 "replicas:\n  etcd: [%s, %s, %s]\n  prefix: %s\n  node: %s\n"
 			 "  advertise: 127.0.0.1:%d\n  ttl: %s\n",
-			 r->port, TTL_MS, fx->etcd.url[0], fx->etcd.url[1], fx->etcd.url[2],
-			 fx->prefix, r->node, r->port, ETCD_TTL);
+			 r->port, TTL_MS, r->mport, fx->etcd.url[0], fx->etcd.url[1],
+			 fx->etcd.url[2], fx->prefix, r->node, r->port, ETCD_TTL);
 		write_file(r->dir, "coord.yaml", coord);
 	}
 	*state = fx;
@@ -528,6 +532,108 @@ static void test_etcd_member_killed_no_step_down(void **state)
 	conn_close(&c);
 }
 
+/* `leaseline coord-status -c DIR/FILE -j`: its exit code, the document in *doc. */
+static int coord_status_of(const char *dir, const char *file, struct json_object **doc)
+{
+	char cmd[256], buf[16384];
+	size_t n;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s coord-status -j -c %s/%s 2>/dev/null", bin(), dir, file);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(buf, 1, sizeof(buf) - 1, p);
+	buf[n] = '\0';
+	st = pclose(p);
+	*doc = json_tokener_parse(buf);
+	if (!*doc)
+		fail_msg("coord-status printed no JSON: '%s'", buf);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static struct json_object *at(struct json_object *o, const char *a, const char *b)
+{
+	struct json_object *x = NULL, *y = NULL;
+
+	if (!json_object_object_get_ex(o, a, &x))
+		fail_msg("coord-status: no '%s'", a);
+	if (!b)
+		return x;
+	if (!json_object_object_get_ex(x, b, &y))
+		fail_msg("coord-status: no '%s.%s'", a, b);
+	return y;
+}
+
+/* The operator's look: etcd's leader key and each replica's own view
+ * agree (the leader says it leads at etcd's epoch, the follower that it
+ * does not and grants under none); one etcd member stopped shows as down and the
+ * fleet is still healthy; a replica whose etcd does not answer exits 1
+ * with the reason.
+ */
+static void test_coord_status_names_the_leader(void **state)
+{
+	struct fx *fx = *state;
+	struct replica *a = &fx->r[0], *b = &fx->r[1];
+	struct json_object *d, *m;
+	uint64_t epoch;
+	char bad[1024];
+
+	replica_spawn(fx, a);
+	assert_true(log_within(a, "leading at epoch", LEAD_MS));
+	replica_spawn(fx, b);
+	assert_true(log_within(b, "following 'coord-a'", LEAD_MS));
+	epoch = led_epoch(a);
+
+	assert_int_equal(coord_status_of(b->dir, "coord.yaml", &d), 0);
+	assert_true(json_object_get_boolean(at(d, "healthy", NULL)));
+	assert_string_equal(json_object_get_string(at(at(d, "etcd", "leader"), "node", NULL)),
+			    "coord-a");
+	assert_int_equal(json_object_get_int64(at(at(d, "etcd", "leader"), "epoch", NULL)), epoch);
+	assert_int_equal(json_object_get_int64(at(d, "etcd", "epoch_counter")), epoch);
+	assert_int_equal(json_object_get_int(at(d, "replica", "leader")), 0);
+	assert_int_equal(json_object_get_int64(at(d, "replica", "epoch")),
+			 0); /* grants under none */
+	m = at(d, "etcd", "members");
+	assert_int_equal(json_object_array_length(m), 3);
+	for (int i = 0, leaders = 0; i < 3; i++) {
+		struct json_object *x = json_object_array_get_idx(m, i);
+
+		assert_int_equal(json_object_get_boolean(at(x, "up", NULL)), fx->etcd.pid[i] > 0);
+		leaders += json_object_get_boolean(at(x, "raft_leader", NULL));
+		if (i == 2)
+			assert_int_equal(leaders, 1); /* etcd's own leader, exactly one */
+	}
+	json_object_put(d);
+
+	assert_int_equal(coord_status_of(a->dir, "coord.yaml", &d), 0);
+	assert_int_equal(json_object_get_int(at(d, "replica", "leader")), 1);
+	assert_int_equal(json_object_get_int64(at(d, "replica", "epoch")), epoch);
+	assert_true(json_object_get_double(at(d, "replica", "deadline_margin_s")) > 0);
+	json_object_put(d);
+
+	assert_int_equal(etcd_member_signal(&fx->etcd, 1, SIGSTOP), 0);
+	assert_int_equal(coord_status_of(b->dir, "coord.yaml", &d), 0);
+	m = at(d, "etcd", "members");
+	assert_false(json_object_get_boolean(at(json_object_array_get_idx(m, 1), "up", NULL)));
+	assert_true(json_object_get_boolean(at(json_object_array_get_idx(m, 0), "up", NULL)));
+	json_object_put(d);
+	assert_int_equal(etcd_member_signal(&fx->etcd, 1, SIGCONT), 0);
+
+	/* An etcd that does not answer (a closed port): exit 1, and why. */
+	snprintf(bad, sizeof(bad),
+		 "listen: 127.0.0.1:1\npolicy: policy.yaml\nstate-dir: state\n"
+		 "grant-key: grant.key\nreplicas:\n  etcd: [http://127.0.0.1:1]\n"
+		 "  prefix: %s\n  node: coord-z\n  advertise: 127.0.0.1:1\n",
+		 fx->prefix);
+	write_file(b->dir, "bad.yaml", bad);
+	assert_int_equal(coord_status_of(b->dir, "bad.yaml", &d), 1);
+	assert_false(json_object_get_boolean(at(d, "healthy", NULL)));
+	assert_string_equal(json_object_get_string(at(d, "problem", NULL)),
+			    "no etcd member answers");
+	json_object_put(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -536,6 +642,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_stopped_leader_grants_nothing_after, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_quorum_lost_stops_then_resumes, setup, teardown),
+	    /* Before a member is killed for good (the next test). */
+	    cmocka_unit_test_setup_teardown(test_coord_status_names_the_leader, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_etcd_member_killed_no_step_down, setup, teardown),
 	};
 

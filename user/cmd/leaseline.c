@@ -223,6 +223,20 @@ static int cmd_coord(int argc, char **argv)
 	return rc >= 0 ? rc : coord_run(path);
 }
 
+static int cmd_coord_status(int argc, char **argv)
+{
+	const char *path;
+	bool json = false, printed;
+	int rc = config_only_opts("coord-status", argc, argv, true, &path, &json);
+
+	if (rc >= 0)
+		return rc;
+	rc = coord_status(path, json, &printed);
+	if (json && printed)
+		json_done = true;
+	return rc;
+}
+
 static int cmd_check(int argc, char **argv)
 {
 	const char *path;
@@ -581,6 +595,14 @@ static const struct cmd cmds[] = {
      "agents that connect, so that together they never exceed the contract. SIGHUP\n"
      "re-reads the policy (a newer version is pushed to every agent).",
      cmd_coord, NULL, NULL},
+    {"coord-status", "leaseline coord-status -c coord.yaml [-j]",
+     "A coordinator replica as an operator asks after it, changing nothing: with\n"
+     "replicas:, each etcd member (up, version, raft leader), who holds the leader key\n"
+     "and under which epoch, the epoch counter; then the replica's own metrics (leader,\n"
+     "epoch, etcd up, deadline margin, quiet seconds, holders, redirects, step-downs).\n"
+     "Exit 0 when the replica answers and etcd names a leader, 1 otherwise (why is\n"
+     "printed), 2 for a bad file. -j prints one JSON document.",
+     cmd_coord_status, CHECK_SO, check_lo},
     {"check", "leaseline check -c FILE [-j]",
      "Validate an agent, coordinator or policy file; no side effects.\n"
      "Errors are printed as FILE:LINE:COL: message and exit 2. -j prints one JSON\n"

@@ -63,6 +63,8 @@ bool grant_allowed(struct coord *co, int hi, const struct climit *c, uint64_t no
 
 /* leadership.c (replicas:; without them this replica always leads) */
 int leadership_start(struct coord *co);
+/* The election's settings from the replicas: section. */
+void election_cfg_of(const struct cfg_replicas *r, struct election_cfg *ec);
 void leadership_stop(struct coord *co);
 /* The election's view changed (its eventfd, EP_ELECTION). */
 void on_election(struct coord *co);

@@ -442,6 +442,83 @@ int election_start(struct election **out, const struct election_cfg *cfg)
 	return 0;
 }
 
+/* The endpoint i's member status: up, its version, whether it leads raft. */
+static void peek_member(struct election *e, unsigned i, struct election_peek *p)
+{
+	struct json_object *a, *h, *v, *id, *lead;
+
+	e->etcd.cur = i;
+	a = etcd_call(&e->etcd, "/v3/maintenance/status", json_object_new_object());
+	if (!a)
+		return;
+	p->ep[i].up = true;
+	/* Member ids are uint64 (past int64): compared as the strings they are. */
+	if (json_object_object_get_ex(a, "header", &h) &&
+	    json_object_object_get_ex(h, "member_id", &id) &&
+	    json_object_object_get_ex(a, "leader", &lead) &&
+	    json_object_is_type(id, json_type_string) &&
+	    json_object_is_type(lead, json_type_string))
+		p->ep[i].raft_leader =
+		    json_object_get_string(id)[0] &&
+		    !strcmp(json_object_get_string(id), json_object_get_string(lead));
+	/* etcd's word, shown to a person: digits and dots, or nothing. */
+	if (json_object_object_get_ex(a, "version", &v) &&
+	    json_object_is_type(v, json_type_string) &&
+	    strlen(json_object_get_string(v)) < sizeof(p->ep[i].version) &&
+	    strspn(json_object_get_string(v), "0123456789.") == strlen(json_object_get_string(v)))
+		snprintf(p->ep[i].version, sizeof(p->ep[i].version), "%s",
+			 json_object_get_string(v));
+	json_object_put(a);
+}
+
+int election_peek(const struct election_cfg *cfg, struct election_peek *out)
+{
+	struct election *e;
+	struct json_object *a;
+	uint64_t lease, rev, mod;
+	char eps[ETCD_MAX_ENDPOINTS][136];
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (!cfg->n_endpoints || cfg->n_endpoints > ELECTION_MAX_ENDPOINTS || cfg->prefix[0] != '/')
+		return -EINVAL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->cfg = *cfg;
+	snprintf(e->k_leader, sizeof(e->k_leader), "%s/leader", cfg->prefix);
+	snprintf(e->k_epoch, sizeof(e->k_epoch), "%s/epoch", cfg->prefix);
+	for (unsigned i = 0; i < cfg->n_endpoints; i++)
+		snprintf(eps[i], sizeof(eps[i]), "%s", cfg->endpoints[i]);
+	err = etcd_init(&e->etcd, eps, cfg->n_endpoints,
+			cfg->timeout_ms ? (long)cfg->timeout_ms : 1000);
+	if (err) {
+		free(e);
+		return err;
+	}
+	for (unsigned i = 0; i < cfg->n_endpoints; i++)
+		peek_member(e, i, out);
+	for (unsigned i = 0; i < cfg->n_endpoints; i++)
+		if (out->ep[i].up) {
+			e->etcd.cur = i;
+			break;
+		}
+	a = etcd_call(&e->etcd, "/v3/kv/range", range_body(e->k_leader));
+	if (a) {
+		out->read = true;
+		if (!leader_seen(e, first_kv(a), &lease, &rev))
+			out->leader_bad = true;
+		snprintf(out->leader_node, sizeof(out->leader_node), "%s", e->v.leader_node);
+		snprintf(out->leader_addr, sizeof(out->leader_addr), "%s", e->v.leader_addr);
+		out->leader_epoch = out->leader_node[0] ? e->v.epoch : 0;
+		json_object_put(a);
+		out->counter_bad = read_epoch(e, &out->counter, &mod) != 0;
+	}
+	etcd_free(&e->etcd);
+	free(e);
+	return 0;
+}
+
 int election_fd(const struct election *e)
 {
 	return e->efd;

@@ -70,6 +70,25 @@ void election_view(struct election *e, struct election_view *out);
  * it still leads) is above it. Asynchronous: the view shows the result.
  */
 void election_floor(struct election *e, uint64_t seen);
+/* One look at etcd for `leaseline coord-status`: each endpoint's answer
+ * to /v3/maintenance/status, then PREFIX/leader and PREFIX/epoch. No
+ * lease, no campaign, no thread: it changes nothing in etcd.
+ */
+struct election_peek {
+	struct {
+		bool up;	  /* answered */
+		bool raft_leader; /* the member that leads etcd's own raft */
+		char version[16];
+	} ep[ELECTION_MAX_ENDPOINTS];
+	bool read;			   /* the keys were read (some endpoint answered) */
+	bool leader_bad;		   /* PREFIX/leader exists but is malformed */
+	bool counter_bad;		   /* PREFIX/epoch exists but is malformed */
+	char leader_node[WIRE_HOLDER_LEN]; /* "" no leader */
+	char leader_addr[WIRE_ADDR_LEN];
+	uint64_t leader_epoch, counter; /* counter: PREFIX/epoch, 0 absent */
+};
+/* 0, -EINVAL for a cfg out of bounds, -ENOMEM. */
+int election_peek(const struct election_cfg *cfg, struct election_peek *out);
 /* Resign (delete PREFIX/leader if ours, revoke the lease), stop, free. */
 void election_stop(struct election *e);
 

@@ -29,22 +29,29 @@
 #include "lib/monotonic.h"
 #include "coord/coord_int.h"
 
+void election_cfg_of(const struct cfg_replicas *r, struct election_cfg *ec)
+{
+	memset(ec, 0, sizeof(*ec));
+	ec->n_endpoints = r->n_etcd;
+	ec->ttl_s = (unsigned)(r->ttl_ns / NSEC_PER_SEC);
+	for (uint32_t i = 0; i < r->n_etcd && i < ELECTION_MAX_ENDPOINTS; i++)
+		snprintf(ec->endpoints[i], sizeof(ec->endpoints[i]), "%s", r->etcd[i]);
+	snprintf(ec->prefix, sizeof(ec->prefix), "%s", r->prefix);
+	snprintf(ec->node, sizeof(ec->node), "%s", r->node);
+	snprintf(ec->advertise, sizeof(ec->advertise), "%s", r->advertise);
+}
+
 int leadership_start(struct coord *co)
 {
 	const struct cfg_replicas *r = &co->cfg.replicas;
-	struct election_cfg ec = {.n_endpoints = r->n_etcd,
-				  .ttl_s = (unsigned)(r->ttl_ns / NSEC_PER_SEC)};
+	struct election_cfg ec;
 	int err;
 
 	if (!co->cfg.has_replicas) {
 		co->epoch = co->store.epoch;
 		return 0;
 	}
-	for (uint32_t i = 0; i < r->n_etcd && i < ELECTION_MAX_ENDPOINTS; i++)
-		snprintf(ec.endpoints[i], sizeof(ec.endpoints[i]), "%s", r->etcd[i]);
-	snprintf(ec.prefix, sizeof(ec.prefix), "%s", r->prefix);
-	snprintf(ec.node, sizeof(ec.node), "%s", r->node);
-	snprintf(ec.advertise, sizeof(ec.advertise), "%s", r->advertise);
+	election_cfg_of(r, &ec);
 	co->epoch = 0; /* nothing is granted until this replica leads */
 	co->quiet_until = UINT64_MAX;
 	err = election_start(&co->el, &ec);
