@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A randomised model test of adoption across restarts (docs/protocol.md,
+ * "Adoption"), against the real `leaseline coord`: four holders that behave
+ * as agents do (one grant held per limit, the newest (epoch, seq) wins, its
+ * expiry counted from the send time of the report it answers, the held
+ * grant and its tag re-presented in every report), driven by a seeded PRNG
+ * through reports with changing demand, disconnects, silences that let
+ * leases die, forged re-presentations (a share above the one the tag
+ * proves) and kill -9 + restart of the coordinator on the same state,
+ * after which half the holders come back late with their grants live.
+ *
+ * After every event, over what the holders hold at that instant, across
+ * epochs: Σ live rates ≤ R and Σ live bursts ≤ B; every grant is within
+ * (R, B), answers a report that was sent, and is of an epoch above every
+ * epoch of an earlier run of the coordinator (epochs strictly increase).
+ *
+ * LL_SEED=N reproduces a run (the seed is printed).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "integ/coord_fx.h"
+#include "unit/rnd.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "lib/conn.h"
+#include "lib/lease_clock.h"
+#include "lib/monotonic.h"
+#include "lib/wire.h"
+
+#define R	  900
+#define B	  90
+#define TTL_MS	  600
+#define H	  4
+#define STEPS	  500
+#define RESTARTS  6
+#define SENT_RING 64
+
+struct holder {
+	struct conn c; /* fd -1: down, redials when next picked */
+	char name[16];
+	uint64_t inc, seq, demand;
+	struct coord_held held; /* epoch 0: none */
+	uint64_t expiry;	/* of held, the holder's clock */
+	uint64_t away_until;	/* slow to come back after a restart: silent until then */
+	uint64_t sent_seq[SENT_RING], sent_ns[SENT_RING];
+};
+
+struct model {
+	pid_t pid;
+	int port;
+	char dir[64];
+	struct wire_msg *m;
+	struct holder h[H];
+	uint64_t seed, epoch_min, epoch_max;
+	uint64_t grants, stale, restarts, forged, adopted, max_rate, max_burst;
+};
+
+/* The coordinator's "adopted" lines in this run's log. */
+static uint64_t adopted_in_log(const struct model *x)
+{
+	char path[96], line[512];
+	uint64_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/coord.log", x->dir);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, "': adopted ") != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static int spawn(struct model *x)
+{
+	char cfg[128], log[128];
+
+	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", x->dir);
+	snprintf(log, sizeof(log), "%s/coord.log", x->dir);
+	if (truncate(log, 0) && errno != ENOENT)
+		return -1;
+	x->pid = fork();
+	if (x->pid == 0) {
+		int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		dup2(out, 2);
+		execl(bin(), bin(), "coord", "-c", cfg, (char *)NULL);
+		_exit(127);
+	}
+	return x->pid > 0 ? coord_wait_ready(x->dir, &x->pid, &x->port, NULL) : -1;
+}
+
+static int setup(void **state)
+{
+	struct model *x = calloc(1, sizeof(*x));
+	char coord[256];
+	const char *s = getenv("LL_SEED");
+
+	if (!x || access(bin(), X_OK))
+		return -1;
+	x->m = malloc(sizeof(*x->m));
+	snprintf(x->dir, sizeof(x->dir), "/tmp/ll-adopt-model-XXXXXX");
+	if (!x->m || !mkdtemp(x->dir))
+		return -1;
+	x->seed = s ? strtoull(s, NULL, 0) : clock_now_ns();
+	write_file(x->dir, "policy.yaml",
+		   "version: 1\nlimits:\n"
+		   "  - {name: a, key: none, scope: global, rate: 900, burst: 90}\n"
+		   "rules:\n  - {name: all, limits: [a]}\n");
+	snprintf(coord, sizeof(coord),
+		 "listen: 127.0.0.1:0\npolicy: policy.yaml\nstate-dir: state\n"
+		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n",
+		 TTL_MS, H);
+	write_file(x->dir, "coord.yaml", coord);
+	for (int i = 0; i < H; i++) {
+		x->h[i].c.fd = -1;
+		snprintf(x->h[i].name, sizeof(x->h[i].name), "gw-%d", i + 1);
+		x->h[i].inc = 1000 + (uint64_t)i;
+		x->h[i].demand = R;
+	}
+	*state = x;
+	return spawn(x);
+}
+
+static int teardown(void **state)
+{
+	struct model *x = *state;
+	char cmd[128];
+	int st = 0;
+
+	for (int i = 0; i < H; i++)
+		conn_close(&x->h[i].c);
+	if (x->pid > 0) {
+		kill(x->pid, SIGTERM);
+		waitpid(x->pid, &st, 0);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
+	if (system(cmd))
+		return -1;
+	free(x->m);
+	free(x);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* Σ of what the holders hold live now, across epochs: within (R, B). */
+static void invariant(struct model *x, const char *after)
+{
+	uint64_t now = clock_now_ns(), sr = 0, sb = 0;
+
+	for (int i = 0; i < H; i++)
+		if (x->h[i].held.epoch && now < x->h[i].expiry) {
+			sr += x->h[i].held.rate;
+			sb += x->h[i].held.burst;
+		}
+	x->max_rate = sr > x->max_rate ? sr : x->max_rate;
+	x->max_burst = sb > x->max_burst ? sb : x->max_burst;
+	if (sr > R || sb > B)
+		fail_msg("seed %llu, after %s: holders hold %llu/s burst %llu live, above (%d, %d)",
+			 (unsigned long long)x->seed, after, (unsigned long long)sr,
+			 (unsigned long long)sb, R, B);
+}
+
+static void up(struct model *x, struct holder *h)
+{
+	if (h->c.fd >= 0)
+		return;
+	coord_dial(x->port, &h->c);
+	WIRE_MSG_CLEAR(x->m, hello);
+	x->m->type = WIRE_HELLO;
+	snprintf(x->m->hello.holder, sizeof(x->m->hello.holder), "%s", h->name);
+	x->m->hello.incarnation = h->inc;
+	x->m->hello.max_epoch_seen = h->held.epoch;
+	assert_int_equal(conn_send(&h->c, x->m), 0);
+}
+
+/* As an agent applies a grant: newer (epoch, seq) only; expiry from the
+ * send time of the report it answers.
+ */
+static void on_grant(struct model *x, struct holder *h, const struct wire_grant *g)
+{
+	uint64_t t_send = 0;
+
+	for (int k = 0; k < SENT_RING; k++)
+		if (h->sent_ns[k] && h->sent_seq[k] == g->report_seq)
+			t_send = h->sent_ns[k];
+	if (!t_send)
+		fail_msg("seed %llu: grant answers report %llu, which %s did not send recently",
+			 (unsigned long long)x->seed, (unsigned long long)g->report_seq, h->name);
+	assert_true(g->rate <= R && g->burst <= B);
+	if (g->epoch < x->epoch_min)
+		fail_msg("seed %llu: a grant of epoch %llu after a restart past epoch %llu",
+			 (unsigned long long)x->seed, (unsigned long long)g->epoch,
+			 (unsigned long long)x->epoch_min - 1);
+	x->epoch_max = g->epoch > x->epoch_max ? g->epoch : x->epoch_max;
+	x->grants++;
+	if (h->held.epoch > g->epoch || (h->held.epoch == g->epoch && h->held.seq >= g->seq)) {
+		x->stale++; /* the agent refuses it: older than what it holds */
+		return;
+	}
+	h->held = coord_held_of(g);
+	h->expiry = t_send + g->ttl_ns;
+}
+
+/* Read what each connected holder has been sent, apply it, check. */
+static void drain(struct model *x)
+{
+	for (int i = 0; i < H; i++) {
+		struct holder *h = &x->h[i];
+		int r, err;
+
+		if (h->c.fd < 0)
+			continue;
+		err = conn_read(&h->c);
+		while ((r = conn_next(&h->c, x->m)) > 0) {
+			if (x->m->type == WIRE_GRANT)
+				on_grant(x, h, &x->m->grant);
+			invariant(x, "a grant");
+		}
+		if (err || r < 0)
+			conn_close(&h->c);
+	}
+}
+
+static void report(struct model *x, struct holder *h, bool forge)
+{
+	uint64_t now = clock_now_ns();
+	struct wire_report_entry *e;
+	int k;
+
+	WIRE_MSG_CLEAR(x->m, report.n);
+	x->m->type = WIRE_REPORT;
+	snprintf(x->m->report.holder, sizeof(x->m->report.holder), "%s", h->name);
+	x->m->report.incarnation = h->inc;
+	x->m->report.seq = ++h->seq;
+	x->m->report.max_epoch_seen = h->held.epoch;
+	x->m->report.n = 1;
+	e = &x->m->report.e[0];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->limit, sizeof(e->limit), "a");
+	e->demand = h->demand;
+	if (h->held.epoch && now < h->expiry) {
+		coord_entry_held(e, &h->held, h->expiry - now);
+		if (forge) {
+			/* More than the tag proves: must earn nothing beyond it. */
+			e->held_rate = R;
+			e->held_burst = B;
+			x->forged++;
+		}
+	}
+	k = (int)(h->seq % SENT_RING);
+	h->sent_seq[k] = h->seq;
+	h->sent_ns[k] = now;
+	if (conn_send(&h->c, x->m))
+		conn_close(&h->c);
+}
+
+static void restart(struct model *x, uint64_t *s)
+{
+	int st;
+
+	kill(x->pid, SIGKILL);
+	waitpid(x->pid, &st, 0);
+	/* Its own check, before the next run empties the log. */
+	assert_false(coord_log_has(x->dir, "INVARIANT VIOLATED"));
+	x->adopted += adopted_in_log(x);
+	for (int i = 0; i < H; i++)
+		conn_close(&x->h[i].c);
+	/* Every epoch seen so far is an earlier run's: the next run's are above. */
+	x->epoch_min = x->epoch_max + 1;
+	x->restarts++;
+	assert_int_equal(spawn(x), 0);
+	/* Half the holders come back late, their old grants still live: the
+	 * shares the new run does not know of while it serves the others.
+	 */
+	for (int i = 0; i < H; i++)
+		x->h[i].away_until =
+		    rnd_in(s, 0, 1) ? clock_now_ns() + rnd_in(s, 0, TTL_MS) * NSEC_PER_MSEC : 0;
+}
+
+static void test_random_restarts_keep_the_sum(void **state)
+{
+	struct model *x = *state;
+	uint64_t s = x->seed;
+	int last_restart = 0;
+
+	fprintf(stderr, "adoption model: seed %llu (LL_SEED to replay)\n",
+		(unsigned long long)x->seed);
+	for (int step = 0; step < STEPS; step++) {
+		struct holder *h = &x->h[rnd_in(&s, 0, H - 1)];
+		uint64_t ev = rnd_in(&s, 0, 99);
+
+		if (clock_now_ns() < h->away_until) {
+			/* silent */
+		} else if (ev < 70) {
+			up(x, h);
+			report(x, h, false);
+		} else if (ev < 78) {
+			static const uint64_t d[] = {0, R / 8, R / 4, R, 3 * R};
+
+			h->demand = d[rnd_in(&s, 0, 4)];
+		} else if (ev < 86) {
+			conn_close(&h->c);
+		} else if (ev < 90) {
+			up(x, h);
+			report(x, h, true);
+		} else if (ev < 96) {
+			usleep((useconds_t)rnd_in(&s, 0, 3 * TTL_MS / 2) *
+			       1000); /* leases may die */
+		} else if (x->restarts < RESTARTS &&
+			   step - last_restart >= STEPS / (RESTARTS + 2)) {
+			restart(x, &s); /* spread over the run: adoption, then steady state */
+			last_restart = step;
+		}
+		invariant(x, "an event");
+		usleep((useconds_t)rnd_in(&s, 5, 25) * 1000);
+		drain(x);
+	}
+	fprintf(stderr,
+		"adoption model: %d steps, %llu restarts, %llu grants (%llu older than held), "
+		"%llu forged re-presentations, %llu adoptions, epochs up to %llu; max live %llu/s "
+		"burst %llu "
+		"(R %d, B %d)\n",
+		STEPS, (unsigned long long)x->restarts, (unsigned long long)x->grants,
+		(unsigned long long)x->stale, (unsigned long long)x->forged,
+		(unsigned long long)(x->adopted + adopted_in_log(x)),
+		(unsigned long long)x->epoch_max, (unsigned long long)x->max_rate,
+		(unsigned long long)x->max_burst, R, B);
+	/* The run exercised what it is about: restarts, and grants after them. */
+	assert_true(x->restarts >= 1);
+	assert_true(x->adopted + adopted_in_log(x) >= 1);
+	assert_true(x->epoch_max > 1);
+	assert_true(x->grants > 50);
+	assert_false(coord_log_has(x->dir, "INVARIANT VIOLATED"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_random_restarts_keep_the_sum, setup, teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
