@@ -162,7 +162,7 @@ gl_policy() {
 # gl_coord_start DIR TTL REFRESH: coordinator in llk$$ with DIR/policy.yaml,
 # state in DIR/state. Waits (bounded) until it listens. Sets COORD_PID.
 gl_coord_start() {
-	local d=$1 ttl=$2 refresh=$3 i
+	local d=$1 ttl=$2 refresh=$3
 	mkdir -p "$d/state"
 	cat >"$d/coord.yaml" <<EOF
 listen: $GL_COORD_ADDR:$GL_COORD_PORT
@@ -173,21 +173,28 @@ metrics: 127.0.0.1:9476
 gateways: $GL_N
 insecure: true
 EOF
-	local before n
+	local before
 	before=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null)
 	nsenter --net=/run/netns/"$GL_NS_K" "$LL" coord -c "$d/coord.yaml" -v >>"$d/coord.log" 2>&1 &
 	COORD_PID=$!
 	gl_track "$COORD_PID"
+	gl_wait_listening "$d/coord.log" "$COORD_PID" "${before:-0}" "the coordinator"
+}
+
+# gl_wait_listening LOG PID BEFORE WHO: wait (bounded) until LOG has more
+# "coordinator listening" lines than BEFORE; fails if PID exits first.
+gl_wait_listening() {
+	local log=$1 pid=$2 before=$3 who=$4 i n
 	for ((i = 0; i < LL_WAIT_TRIES; i++)); do
-		kill -0 "$COORD_PID" 2>/dev/null || {
-			tail -20 "$d/coord.log" | sed 's/^/   coord: /'
-			ll_fail "the coordinator exited during start-up"
+		kill -0 "$pid" 2>/dev/null || {
+			tail -20 "$log" | sed "s/^/   $who: /"
+			ll_fail "$who exited during start-up"
 		}
-		n=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null || true)
-		[ "${n:-0}" -gt "${before:-0}" ] && return 0
+		n=$(grep -c "coordinator listening" "$log" 2>/dev/null || true)
+		[ "${n:-0}" -gt "$before" ] && return 0
 		sleep "$LL_POLL_S"
 	done
-	ll_fail "the coordinator did not listen within $((LL_WAIT_TRIES / 10)) s"
+	ll_fail "$who did not listen within $((LL_WAIT_TRIES / 10)) s"
 }
 
 # gl_coord_kill9: SIGKILL, as a crash.
@@ -536,21 +543,12 @@ EOC
 
 # gl_replica_start DIR J: replica J, waits (bounded) until it listens.
 gl_replica_start() {
-	local d=$1/r$2 j=$2 before n i
+	local d=$1/r$2 j=$2 before
 	before=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null)
 	nsenter --net=/run/netns/"$GL_NS_K" "$LL" coord -c "$d/coord.yaml" -v >>"$d/coord.log" 2>&1 &
 	GL_REP_PIDS[j]=$!
 	gl_track "$!"
-	for ((i = 0; i < LL_WAIT_TRIES; i++)); do
-		kill -0 "${GL_REP_PIDS[j]}" 2>/dev/null || {
-			tail -20 "$d/coord.log" | sed "s/^/   replica $j: /"
-			ll_fail "replica $j exited during start-up"
-		}
-		n=$(grep -c "coordinator listening" "$d/coord.log" 2>/dev/null || true)
-		[ "${n:-0}" -gt "${before:-0}" ] && return 0
-		sleep "$LL_POLL_S"
-	done
-	ll_fail "replica $j did not listen within $((LL_WAIT_TRIES / 10)) s"
+	gl_wait_listening "$d/coord.log" "${GL_REP_PIDS[j]}" "${before:-0}" "replica $j"
 }
 
 # gl_replica_metric J NAME: one unlabelled gauge of replica J ("" if unreachable).

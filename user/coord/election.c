@@ -404,26 +404,43 @@ static void *run(void *arg)
 	return NULL;
 }
 
+/* The keys and the etcd client of cfg (no thread, no eventfd yet); NULL
+ * and *err on failure.
+ */
+static struct election *election_new(const struct election_cfg *cfg, long timeout_ms, int *err)
+{
+	struct election *e = calloc(1, sizeof(*e));
+	char eps[ETCD_MAX_ENDPOINTS][136];
+
+	*err = -ENOMEM;
+	if (!e)
+		return NULL;
+	e->cfg = *cfg;
+	snprintf(e->k_leader, sizeof(e->k_leader), "%s/leader", cfg->prefix);
+	snprintf(e->k_epoch, sizeof(e->k_epoch), "%s/epoch", cfg->prefix);
+	for (unsigned i = 0; i < cfg->n_endpoints; i++)
+		snprintf(eps[i], sizeof(eps[i]), "%s", cfg->endpoints[i]);
+	*err = etcd_init(&e->etcd, eps, cfg->n_endpoints, timeout_ms);
+	if (*err) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
 int election_start(struct election **out, const struct election_cfg *cfg)
 {
 	struct election *e;
-	char eps[ETCD_MAX_ENDPOINTS][136];
 	int err;
 
 	if (!cfg->n_endpoints || cfg->n_endpoints > ELECTION_MAX_ENDPOINTS ||
 	    cfg->ttl_s < ELECTION_TTL_MIN_S || !cfg->node[0] || !cfg->advertise[0] ||
 	    cfg->prefix[0] != '/')
 		return -EINVAL;
-	e = calloc(1, sizeof(*e));
+	e = election_new(cfg, cfg->timeout_ms ? (long)cfg->timeout_ms : (long)cfg->ttl_s * 1000 / 5,
+			 &err);
 	if (!e)
-		return -ENOMEM;
-	e->cfg = *cfg;
-	snprintf(e->k_leader, sizeof(e->k_leader), "%s/leader", cfg->prefix);
-	snprintf(e->k_epoch, sizeof(e->k_epoch), "%s/epoch", cfg->prefix);
-	for (unsigned i = 0; i < cfg->n_endpoints; i++)
-		snprintf(eps[i], sizeof(eps[i]), "%s", cfg->endpoints[i]);
-	err = etcd_init(&e->etcd, eps, cfg->n_endpoints,
-			cfg->timeout_ms ? (long)cfg->timeout_ms : (long)cfg->ttl_s * 1000 / 5);
+		return err;
 	e->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
@@ -476,26 +493,14 @@ int election_peek(const struct election_cfg *cfg, struct election_peek *out)
 	struct election *e;
 	struct json_object *a;
 	uint64_t lease, rev, mod;
-	char eps[ETCD_MAX_ENDPOINTS][136];
 	int err;
 
 	memset(out, 0, sizeof(*out));
 	if (!cfg->n_endpoints || cfg->n_endpoints > ELECTION_MAX_ENDPOINTS || cfg->prefix[0] != '/')
 		return -EINVAL;
-	e = calloc(1, sizeof(*e));
+	e = election_new(cfg, cfg->timeout_ms ? (long)cfg->timeout_ms : 1000, &err);
 	if (!e)
-		return -ENOMEM;
-	e->cfg = *cfg;
-	snprintf(e->k_leader, sizeof(e->k_leader), "%s/leader", cfg->prefix);
-	snprintf(e->k_epoch, sizeof(e->k_epoch), "%s/epoch", cfg->prefix);
-	for (unsigned i = 0; i < cfg->n_endpoints; i++)
-		snprintf(eps[i], sizeof(eps[i]), "%s", cfg->endpoints[i]);
-	err = etcd_init(&e->etcd, eps, cfg->n_endpoints,
-			cfg->timeout_ms ? (long)cfg->timeout_ms : 1000);
-	if (err) {
-		free(e);
 		return err;
-	}
 	for (unsigned i = 0; i < cfg->n_endpoints; i++)
 		peek_member(e, i, out);
 	for (unsigned i = 0; i < cfg->n_endpoints; i++)
