@@ -28,6 +28,35 @@ static const char *period_sql(enum uledger_period p)
 	return pexpr[p];
 }
 
+/* The times a query works with: years 1 to 9999. A --from or --to of
+ * "@9223372036854775807", or an hour of a crafted file at the ends of
+ * int64, would overflow the period arithmetic (uledger_period_next adds
+ * to it) and gmtime_r fails beyond them.
+ */
+#define QUERY_T_MIN (-62135596800LL) /* 0001-01-01T00:00:00Z */
+#define QUERY_T_MAX 253402300799LL   /* 9999-12-31T23:59:59Z */
+
+static int64_t time_clamp(int64_t t)
+{
+	return t < QUERY_T_MIN ? QUERY_T_MIN : t > QUERY_T_MAX ? QUERY_T_MAX : t;
+}
+
+/* A name of row r's column col into buf: a NULL (a crafted file) as "",
+ * cut to the buffer, and every control byte shown as '?': the ledger's
+ * names come from agents (holders, key texts) or from any file given as
+ * --ledger, and what `leaseline usage` prints of them must not drive the
+ * terminal (escapes) or break a CSV line.
+ */
+static void col_name(sqlite3_stmt *s, int col, char *buf, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(s, col);
+	size_t i = 0;
+
+	for (; t && t[i] && i + 1 < len; i++)
+		buf[i] = t[i] < 0x20 || t[i] == 0x7f ? '?' : (char)t[i];
+	buf[i] = '\0';
+}
+
 /* Open the ledger read-only; a lock held by the coordinator is waited for
  * up to 2 s. An SQLite result code.
  */
@@ -66,9 +95,10 @@ static void query_sql(char *sql, size_t len, const struct uledger_query *q, bool
 static int query_prepare(const char *path, const struct uledger_query *q, bool per_key,
 			 const char *sums, sqlite3 **db, sqlite3_stmt **s)
 {
-	int64_t from = q->from ? uledger_period_start(q->period, q->from) : 0;
-	int64_t to =
-	    q->to ? uledger_period_next(q->period, uledger_period_start(q->period, q->to - 1)) : 0;
+	int64_t from = q->from ? uledger_period_start(q->period, time_clamp(q->from)) : 0;
+	int64_t to = q->to ? uledger_period_next(
+				 q->period, uledger_period_start(q->period, time_clamp(q->to) - 1))
+			   : 0;
 	char sql[1200];
 	int rc = query_open(path, db);
 
@@ -116,14 +146,11 @@ int uledger_query_keys(const char *path, const struct uledger_query *q, const ch
 		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 			struct uledger_key_row r = {0};
 
-			r.start = sqlite3_column_int64(s, 0);
+			r.start = time_clamp(sqlite3_column_int64(s, 0));
 			r.end = uledger_period_next(q->period, r.start);
-			snprintf(r.limit, sizeof(r.limit), "%s",
-				 (const char *)sqlite3_column_text(s, 1));
-			snprintf(r.key, sizeof(r.key), "%s",
-				 (const char *)sqlite3_column_text(s, 2));
-			snprintf(r.holder, sizeof(r.holder), "%s",
-				 (const char *)sqlite3_column_text(s, 3));
+			col_name(s, 1, r.limit, sizeof(r.limit));
+			col_name(s, 2, r.key, sizeof(r.key));
+			col_name(s, 3, r.holder, sizeof(r.holder));
 			for (int c = 0; c < LL_METER_CLASSES; c++) {
 				r.pkts[c] = (uint64_t)sqlite3_column_int64(s, 4 + 2 * c);
 				r.bytes[c] = (uint64_t)sqlite3_column_int64(s, 5 + 2 * c);
@@ -166,8 +193,7 @@ int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
 			r.limit_uid = (uint32_t)sqlite3_column_int64(s, 0);
 			memcpy(&r.key, k, sizeof(r.key));
 			r.born = (uint64_t)sqlite3_column_int64(s, 2);
-			snprintf(r.limit, sizeof(r.limit), "%s",
-				 (const char *)sqlite3_column_text(s, 3));
+			col_name(s, 3, r.limit, sizeof(r.limit));
 			for (int c = 0; c < LL_METER_CLASSES; c++) {
 				r.pkts[c] = (uint64_t)sqlite3_column_int64(s, 4 + 2 * c);
 				r.bytes[c] = (uint64_t)sqlite3_column_int64(s, 5 + 2 * c);
@@ -194,12 +220,10 @@ int uledger_query(const char *path, const struct uledger_query *q,
 		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 			struct uledger_row r = {0};
 
-			r.start = sqlite3_column_int64(s, 0);
+			r.start = time_clamp(sqlite3_column_int64(s, 0));
 			r.end = uledger_period_next(q->period, r.start);
-			snprintf(r.limit, sizeof(r.limit), "%s",
-				 (const char *)sqlite3_column_text(s, 1));
-			snprintf(r.holder, sizeof(r.holder), "%s",
-				 (const char *)sqlite3_column_text(s, 2));
+			col_name(s, 1, r.limit, sizeof(r.limit));
+			col_name(s, 2, r.holder, sizeof(r.holder));
 			col_totals(s, 3, &r.t);
 			if (cb(&r, arg)) {
 				rc = SQLITE_DONE;
