@@ -81,8 +81,9 @@ static struct wire_msg *rmsg;
  */
 static void coord_setup(void)
 {
-	static const char coord_text[] = "listen: 127.0.0.1:0\npolicy: policy.yaml\nstate-dir: state\n"
-					 "lease: {ttl: 300ms, refresh: 100ms}\ngateways: 4\n";
+	static const char coord_text[] =
+	    "listen: 127.0.0.1:0\npolicy: policy.yaml\nstate-dir: state\n"
+	    "lease: {ttl: 300ms, refresh: 100ms}\ngateways: 4\n";
 	const char *dir = fuzz_dir("coord");
 	struct cfg_policy *scratch = calloc(1, sizeof(*scratch));
 	char path[128];
@@ -194,8 +195,8 @@ static void agent_drain(int fd, size_t *have)
 			if (rmsg->type == WIRE_GRANT) {
 				struct climit *c = limit_by_name(co, rmsg->grant.limit);
 
-				if (!c || rmsg->grant.rate > c->rate || rmsg->grant.burst > c->burst ||
-				    rmsg->grant.epoch != co->epoch)
+				if (!c || rmsg->grant.rate > c->rate ||
+				    rmsg->grant.burst > c->burst || rmsg->grant.epoch != co->epoch)
 					abort();
 			}
 			off += (size_t)r;
@@ -287,15 +288,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		conn_event(co, 0, EPOLLIN | EPOLLHUP);
 	tick_and_check();
 	if (getenv("LL_FUZZ_VERBOSE"))
-		fprintf(stderr,
-			"epoch %llu grants %llu stale %llu protocol_errors %llu meter "
-			"recorded/retry/refused %llu/%llu/%llu adopted %llu refused %llu usage_failures "
-			"%llu\n",
-			(unsigned long long)co->epoch, (unsigned long long)co->grants,
-			(unsigned long long)co->stale_reports, (unsigned long long)co->protocol_errors,
-			(unsigned long long)co->meter_recorded, (unsigned long long)co->meter_retry,
-			(unsigned long long)co->meter_refused, (unsigned long long)co->adopted,
-			(unsigned long long)co->adopt_refused, (unsigned long long)co->usage_failures);
+		fprintf(
+		    stderr,
+		    "epoch %llu grants %llu stale %llu protocol_errors %llu meter "
+		    "recorded/retry/refused %llu/%llu/%llu adopted %llu refused %llu "
+		    "usage_failures "
+		    "%llu\n",
+		    (unsigned long long)co->epoch, (unsigned long long)co->grants,
+		    (unsigned long long)co->stale_reports, (unsigned long long)co->protocol_errors,
+		    (unsigned long long)co->meter_recorded, (unsigned long long)co->meter_retry,
+		    (unsigned long long)co->meter_refused, (unsigned long long)co->adopted,
+		    (unsigned long long)co->adopt_refused, (unsigned long long)co->usage_failures);
 	conn_drop(co, 0, "input done");
 	return 0;
 }
