@@ -206,20 +206,20 @@ static void agent_drain(int fd, size_t *have)
 	}
 }
 
-/* The main loop's periodic work (coord.c tick), then the invariant. */
+/* The main loop's periodic work (coord_tick: targets, hot keys, the
+ * coordinator's own invariant check), then the invariant from the ledgers.
+ */
 static void tick_and_check(void)
 {
-	uint64_t now = clock_now_ns();
+	uint64_t now;
 
+	coord_tick(co);
+	now = clock_now_ns();
 	for (uint32_t l = 0; l < co->n_limits; l++) {
-		struct climit *c = &co->lim[l];
+		struct ledger *led = &co->lim[l].led;
 
-		if (c->dirty && now >= c->next_recompute_ns)
-			targets_recompute(c, now);
-		co->violations += hotkeys_tick(&c->hot, &c->led, now, false);
-		check_invariant(co, c, now);
-		if (ledger_sum_rate(&c->led, now) > c->led.rate ||
-		    ledger_sum_burst(&c->led, now) > c->led.burst)
+		if (ledger_sum_rate(led, now) > led->rate ||
+		    ledger_sum_burst(led, now) > led->burst)
 			abort(); /* live shares above the contract */
 	}
 	if (co->violations)

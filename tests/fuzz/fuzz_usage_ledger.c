@@ -116,8 +116,9 @@ static const char *rd_name(struct rd *r, char *buf, size_t cap)
 	return buf;
 }
 
-static void op_report(struct uledger *lg, struct rd *r)
+static void op_report(struct uledger *lg, sqlite3 *h_, struct rd *r)
 {
+	(void)h_;
 	char holder[64], names[MAX_ENTRIES][32];
 	struct uledger_entry e[MAX_ENTRIES];
 	const char *h = rd_name(r, holder, sizeof(holder));
@@ -135,8 +136,9 @@ static void op_report(struct uledger *lg, struct rd *r)
 	uledger_record_ident(lg, h, inc, ident, seq, now, 1, e, n);
 }
 
-static void op_keys(struct uledger *lg, struct rd *r)
+static void op_keys(struct uledger *lg, sqlite3 *h_, struct rd *r)
 {
+	(void)h_;
 	char holder[64], limit[32], texts[MAX_ENTRIES][128];
 	struct uledger_key_entry e[MAX_ENTRIES];
 	const char *h = rd_name(r, holder, sizeof(holder));
@@ -161,8 +163,9 @@ static void op_keys(struct uledger *lg, struct rd *r)
 	uledger_record_keys(lg, h, ident, uid, l, now, 1, e, n);
 }
 
-static void op_metered(struct uledger *lg, struct rd *r)
+static void op_metered(struct uledger *lg, sqlite3 *h_, struct rd *r)
 {
+	(void)h_;
 	char names[3][32];
 	const char *v[3];
 	size_t n = rd_u8(r) % 4;
@@ -202,8 +205,9 @@ static void rd_value(struct rd *r, sqlite3_stmt *s, int i)
 }
 
 /* A row as a crafted file may have it: any value in any column. */
-static void op_crafted(sqlite3 *h, struct rd *r)
+static void op_crafted(struct uledger *lg, sqlite3 *h, struct rd *r)
 {
+	(void)lg;
 	static const char *const sql[] = {
 	    "INSERT OR REPLACE INTO usage VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	    "INSERT OR REPLACE INTO key_usage VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
@@ -219,6 +223,23 @@ static void op_crafted(sqlite3 *h, struct rd *r)
 	}
 	sqlite3_finalize(s);
 }
+
+/* A retention step as the writer thread takes it: now from time(), a
+ * retention coord.yaml allows (1d to 36600d).
+ */
+static void op_prune(struct uledger *lg, sqlite3 *h_, struct rd *r)
+{
+	int64_t now = T0 + rd_u8(r) * 86400LL * 30;
+	uint64_t ret = CFG_LEDGER_RETENTION_MIN_S +
+		       rd_u64(r) % (CFG_LEDGER_RETENTION_MAX_S - CFG_LEDGER_RETENTION_MIN_S + 1);
+
+	(void)h_;
+	uledger_prune(lg, now, ret, 64);
+}
+
+static void (*const op[5])(struct uledger *, sqlite3 *, struct rd *) = {
+    op_report, op_keys, op_metered, op_prune, op_crafted,
+};
 
 /* Bytes a terminal would act on: C0 control characters (ESC, BEL, CR)
  * but the newline. DEL and bytes >= 0x80 pass: UTF-8 names are names.
@@ -290,31 +311,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (uledger_open(&lg, db))
 		abort();
 	uledger_set_metered(lg, names, 2, T0);
-	while (r.n && ops++ < MAX_OPS) {
-		switch (rd_u8(&r) % 5) {
-		case 0:
-			op_report(lg, &r);
-			break;
-		case 1:
-			op_keys(lg, &r);
-			break;
-		case 2:
-			op_metered(lg, &r);
-			break;
-		case 4:
-			op_crafted(h, &r);
-			break;
-		default:
-			/* As the writer thread calls it: now from time(), a
-			 * retention coord.yaml allows (1d to 36600d).
-			 */
-			uledger_prune(lg, T0 + rd_u8(&r) * 86400LL * 30,
-				      CFG_LEDGER_RETENTION_MIN_S +
-					  rd_u64(&r) % (CFG_LEDGER_RETENTION_MAX_S -
-							CFG_LEDGER_RETENTION_MIN_S + 1),
-				      64);
-		}
-	}
+	while (r.n && ops++ < MAX_OPS)
+		op[rd_u8(&r) % 5](lg, h, &r);
 	uledger_close(lg);
 	sqlite3_close(h);
 

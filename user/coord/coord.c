@@ -86,8 +86,9 @@ static void handle_events(struct coord *co, const struct epoll_event *ev, int n)
 
 /* Periodic work: connections late with their HELLO are dropped, silent
  * holders stop asking, targets follow demand, the invariant is checked.
+ * (Not static: tests/fuzz/fuzz_coord_session.c runs it between turns.)
  */
-static void tick(struct coord *co)
+void coord_tick(struct coord *co)
 {
 	uint64_t now = clock_now_ns(), silence = lease_deadline(0, co->cfg.ttl_ns);
 
@@ -302,7 +303,7 @@ int coord_run(const char *config_path)
 			reload(co);
 		}
 		handle_events(co, ev, n);
-		tick(co);
+		coord_tick(co);
 		pthread_mutex_unlock(&co->lock);
 	}
 	http_stop(&co->metrics);

@@ -32,6 +32,9 @@
 #define EP_USAGE    UINT64_MAX
 #define EP_ELECTION (UINT64_MAX - 1) /* the election thread's eventfd (replicas:) */
 
+/* coord.c: the main loop's periodic work (every COORD_TICK_MS). */
+void coord_tick(struct coord *co);
+
 /* limits.c */
 struct climit *limit_by_name(struct coord *co, const char *name);
 void limits_free(struct climit *lim, uint32_t n);
