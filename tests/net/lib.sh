@@ -23,6 +23,41 @@ LL_PORT=7000         # UDP port the policy's rule matches
 LL_POLL_S=0.1
 LL_WAIT_TRIES=100
 
+# Checks that go on after a failure: ok/bad count into CHECKS and FAILS, and the
+# test ends with ll_checks_done. (Older tests define their own copies.)
+CHECKS=0
+FAILS=0
+ok() {
+	CHECKS=$((CHECKS + 1))
+	printf '  ok    %s\n' "$*"
+}
+bad() {
+	CHECKS=$((CHECKS + 1))
+	FAILS=$((FAILS + 1))
+	printf '  FAIL  %s\n' "$*"
+}
+# ll_expect_rc WANT DESCRIPTION CMD...: run CMD (output in $TMPD/out), check its exit.
+ll_expect_rc() {
+	local want=$1 what=$2 rc
+	shift 2
+	"$@" >"$TMPD/out" 2>&1
+	rc=$?
+	if [ "$rc" -eq "$want" ]; then
+		ok "$what (exit $rc)"
+	else
+		bad "$what: exit $rc, expected $want: $(grep -v '^libbpf' "$TMPD/out" | tail -3 | tr '\n' ' ')"
+	fi
+}
+# ll_out_has DESCRIPTION REGEX: the last ll_expect_rc's output matches REGEX.
+ll_out_has() {
+	if grep -qE -- "$2" "$TMPD/out"; then ok "$1"; else bad "$1: no /$2/ in: $(tail -3 "$TMPD/out" | tr '\n' ' ')"; fi
+}
+# ll_checks_done WHAT: one line counting the checks; exit 1 if any failed.
+ll_checks_done() {
+	echo "$CHECKS checks, $FAILS failed"
+	[ "$FAILS" -eq 0 ] || ll_fail "$FAILS of $CHECKS $1 checks failed"
+}
+
 ll_fail() {
 	printf 'FAIL: %s\n' "$*"
 	exit 1

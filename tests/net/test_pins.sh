@@ -30,17 +30,6 @@ B4K=$((4096 + MAXLIM))
 B8K=$((8192 + MAXLIM))
 [ -n "$LAYOUT" ] || ll_fail "cannot read LL_LAYOUT_VERSION from include/ll_types.h"
 NSRC=4
-FAILS=0
-CHECKS=0
-ok() {
-	CHECKS=$((CHECKS + 1))
-	printf '  ok    %s\n' "$*"
-}
-bad() {
-	CHECKS=$((CHECKS + 1))
-	FAILS=$((FAILS + 1))
-	printf '  FAIL  %s\n' "$*"
-}
 # refused DESCRIPTION CONFIG REGEX...: an agent on CONFIG exits 1 within 20 s,
 # its output matching every REGEX.
 refused() {
