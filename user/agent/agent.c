@@ -106,7 +106,8 @@ static int load_config(const char *path, struct cfg_agent *ac, struct cfg_policy
 static int preflight(const struct cfg_agent *ac, bool force)
 {
 	uint64_t missing = privs_missing();
-	struct attach_req req = {.attach_mode = ac->attach_mode, .force = force};
+	struct attach_req req = {
+	    .attach_mode = ac->attach_mode, .force = force, .pin_dir = ac->pin_dir};
 	char err[CFG_ERR_LEN];
 
 	if (missing) {
@@ -170,6 +171,7 @@ static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 	struct attach_req req = {.attach_mode = ac->attach_mode,
 				 .priority = ac->attach_priority,
 				 .force = force,
+				 .pin_dir = ac->pin_dir,
 				 .prog_fd = dp->prog_fd,
 				 .obj = dp->skel->obj,
 				 .elf = dp->skel->skeleton->data,
@@ -211,13 +213,17 @@ static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 				res.why[0] ? ": " : "", res.why);
 			return err;
 		}
+		if (res.took[0])
+			pr_warn("took over '%s' from %s (--force)\n", ifc->name, res.took);
 		if (res.multiprog)
 			pr_info("attached to '%s' (%s, multiprog: program id %u, priority %u%s)\n",
 				ifc->name, attach_mode_name(res.xdp_mode), res.prog_id,
 				ac->attach_priority, res.kept ? ", already there and kept" : "");
 		else
-			pr_info("attached to '%s' (%s)\n", ifc->name,
-				attach_mode_name(res.xdp_mode));
+			pr_info("attached to '%s' (%s): %s bpf_link %u, pinned at %s/%s%d\n",
+				ifc->name, attach_mode_name(res.xdp_mode),
+				res.updated ? "updated" : "new", res.link_id, ac->pin_dir,
+				ATTACH_LINK_PIN, ifindex);
 		st.ifindex[st.n_ifaces++] = (uint32_t)ifindex;
 	}
 	st.agent_pid = (uint32_t)getpid();
@@ -229,7 +235,7 @@ static void detach_all(const struct cfg_agent *ac)
 {
 	for (uint32_t i = 0; i < ac->n_ifaces; i++) {
 		int ifindex = (int)if_nametoindex(ac->ifaces[i].name);
-		int err = ifindex ? attach_detach(ifindex, false) : -ENODEV;
+		int err = ifindex ? attach_detach(ifindex, false, ac->pin_dir) : -ENODEV;
 
 		if (err)
 			pr_warn("cannot detach from '%s': %s\n", ac->ifaces[i].name,
@@ -401,6 +407,10 @@ int agent_run(const struct agent_opts *opts)
 	/* One agent per pin directory, for as long as it runs. */
 	if (pins_lock(ac->pin_dir, &pin_lock))
 		goto out;
+	/* Links detached meanwhile (leaseline detach, an interface gone): their
+	 * pins would keep the old program, and it the maps, alive.
+	 */
+	attach_links_sweep(ac->pin_dir);
 	struct dp_opts dopts = {.pin_dir = ac->pin_dir,
 				.max_keys = ac->max_keys,
 				.max_flow_keys = ac->max_flow_keys,

@@ -17,6 +17,7 @@
 
 #define ATTACH_PROG_NAME       "leaseline"	/* how we recognise our own program */
 #define ATTACH_DISPATCHER_NAME "xdp_dispatcher" /* libxdp's dispatcher program */
+#define ATTACH_LINK_PIN	       "link_"		/* PIN_DIR/link_IFINDEX: the direct-mode bpf_link */
 
 struct bpf_object;
 
@@ -38,6 +39,12 @@ struct attach_req {
 	unsigned int priority;
 	bool force;
 	int prog_fd; /* the loaded program (direct) */
+	/* direct: the agent's pin directory. The program is attached through a
+	 * bpf_link pinned at PIN_DIR/link_IFINDEX (ATTACH_LINK_PIN), which the
+	 * kernel lets no one else replace; the program on the interface is ours
+	 * when it uses the ll_state pinned there. NULL: nothing is ours by pin.
+	 */
+	const char *pin_dir;
 	/* multiprog: libxdp loads the program again as an extension of its
 	 * dispatcher, from the object's ELF, sharing every map of the loaded
 	 * object obj.
@@ -53,7 +60,10 @@ struct attach_result {
 	uint32_t prog_id; /* ours: the attached program (in multiprog, the component) */
 	bool kept;	  /* multiprog: the same program was already there and stays */
 	bool dispatcher;  /* -EBUSY: what is in the way is a libxdp dispatcher */
-	char why[256];	  /* on failure: what is in the way, or what the kernel said */
+	uint32_t link_id; /* direct: the bpf_link the program runs through */
+	bool updated;	  /* direct: our pinned link, updated to the new program */
+	char took[448];	  /* direct, force: what was taken over ("" if nothing) */
+	char why[320];	  /* on failure: what is in the way, or what the kernel said */
 };
 
 int attach_query(int ifindex, struct attach_info *info);
@@ -70,11 +80,19 @@ int attach_iface(int ifindex, const struct attach_req *req, struct attach_result
  */
 int attach_check(int ifindex, const struct attach_req *req, struct attach_result *res);
 /* Remove leaseline's program: from a dispatcher only ours (the others stay),
- * else the interface's program if it is ours. -ENOENT: none of ours there;
- * -EBUSY: another program is there and force is not set (force removes it,
- * a dispatcher with every program in it).
+ * else the interface's program if it is ours (by name). -ENOENT: none of
+ * ours there; -EBUSY: another program is there and force is not set (force
+ * removes it, a dispatcher with every program in it). A bpf_link is
+ * detached by id, and its pin under pin_dir (if that is where it is
+ * pinned; pin_dir may be NULL) removed.
  */
-int attach_detach(int ifindex, bool force);
+int attach_detach(int ifindex, bool force, const char *pin_dir);
+/* Before the maps are opened: drop the link pins under pin_dir whose link
+ * no longer holds an interface (detached by id, or its interface gone), so
+ * that the program they hold lets go of the maps. Count dropped, or a
+ * negative errno.
+ */
+int attach_links_sweep(const char *pin_dir);
 const char *attach_mode_name(uint8_t mode);
 /* An unloaded copy of the program in elf (the embedded object) whose every
  * map is loaded's, by fd: what multiprog hands libxdp to load as an

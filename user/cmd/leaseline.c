@@ -519,16 +519,20 @@ static int cmd_detach(int argc, char **argv)
 {
 	static const struct option lo[] = {
 	    {"force", no_argument, NULL, 'f'},
+	    {"pin-dir", required_argument, NULL, 'p'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
+	const char *pin_dir = CFG_DEFAULT_PIN_DIR;
 	bool force = false;
 	int opt, rc, ifindex, err;
 
-	while ((opt = getopt_long(argc, argv, ":fvh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":fp:vh", lo, NULL)) != -1) {
 		if (opt == 'f')
 			force = true;
+		else if (opt == 'p')
+			pin_dir = optarg;
 		else if ((rc = common_opt("detach", opt, argv)) >= 0)
 			return rc;
 	}
@@ -540,7 +544,7 @@ static int cmd_detach(int argc, char **argv)
 	struct attach_info ai;
 	bool in_dispatcher = !attach_query(ifindex, &ai) && ai.dispatcher;
 
-	err = attach_detach(ifindex, force);
+	err = attach_detach(ifindex, force, pin_dir);
 	if (err == -ENOENT) {
 		fprintf(stderr, "leaseline detach: no XDP program on '%s'\n", argv[optind]);
 		return EXIT_RUNTIME;
@@ -588,7 +592,8 @@ static const struct cmd cmds[] = {
      "Gateway daemon, in the foreground: load and attach the XDP program, pin its maps,\n"
      "apply the policy; SIGHUP re-reads the configuration (a bad file is refused and the\n"
      "running policy keeps enforcing). The program stays attached on exit unless\n"
-     "--detach-on-exit. --force replaces another tool's XDP program.",
+     "--detach-on-exit. --force replaces another tool's XDP program, or takes the\n"
+     "interface over from another pin directory's bpf_link.",
      cmd_agent, NULL, NULL},
     {"coord", "leaseline coord -c coord.yaml [-v]",
      "Coordinator daemon, in the foreground: leases shares of every global limit to the\n"
@@ -649,7 +654,10 @@ static const struct cmd cmds[] = {
      "the load's time and the verifier's instruction count. A kernel it cannot run on\n"
      "gets one line naming what is missing and what to upgrade to, and exit 1.",
      cmd_kernel, NULL, NULL},
-    {"detach", "leaseline detach IFACE [--force]", "Remove leaseline's XDP program from IFACE.",
+    {"detach", "leaseline detach [--pin-dir DIR] IFACE [--force]",
+     "Remove leaseline's XDP program from IFACE: its bpf_link is detached and the link's\n"
+     "pin under DIR (default /sys/fs/bpf/leaseline) removed. --force removes another\n"
+     "tool's program (or another pin directory's link) too.",
      cmd_detach, NULL, NULL},
     {"reset-fence", "leaseline reset-fence [--pin-dir DIR]",
      "Forget the coordinator epoch and applied grants pinned under DIR (default\n"
