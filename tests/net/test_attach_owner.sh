@@ -11,6 +11,9 @@
 #             pin-dir updates that link (same link id, new program id)
 #   force     --force takes a foreign link over and says so
 #   detach    `leaseline detach --pin-dir` leaves no link and no link pin
+#   audit     a pin-dir that is a symlink, or group/other-writable, is refused
+#             (exit 2) naming it, before anything is loaded; a pin in it that
+#             is a symlink is refused, not followed
 set -u
 source "$(dirname "$0")/lib.sh"
 ll_init "${1:-}"
@@ -111,5 +114,24 @@ print(" ".join(str(l["id"]) for l in json.load(sys.stdin) if l.get("type") == "x
 	ok "  ... its link ($LINK3) is gone" || bad "  ... an XDP link is left: $(bpftool link show | grep -A1 xdp | tr '\n' ' ')"
 [ ! -e "$PIN2/link_$IFX" ] && ok "  ... no link pin left" || bad "  ... $PIN2/link_$IFX left"
 
+echo "pin-dir audit:"
+mkdir -p "$TMPD/bpffs/real" && ln -s "$TMPD/bpffs/real" "$TMPD/bpffs/sym"
+sed "s|^pin-dir: .*|pin-dir: $TMPD/bpffs/sym|" "$TMPD/agent.yaml" >"$TMPD/agent-sym.yaml"
+ll_expect_rc 2 "a pin-dir that is a symlink" in_g timeout 10 "$LL" agent -c "$TMPD/agent-sym.yaml"
+ll_out_has "  ... names it" "pin directory '$TMPD/bpffs/sym' is a symlink"
+[ -z "$(ls -A "$TMPD/bpffs/real")" ] && ok "  ... pinned nothing through it" || bad "  ... pinned: $(ls "$TMPD/bpffs/real" | tr '\n' ' ')"
+mkdir -p "$TMPD/bpffs/open" && chmod 0777 "$TMPD/bpffs/open"
+sed "s|^pin-dir: .*|pin-dir: $TMPD/bpffs/open|" "$TMPD/agent.yaml" >"$TMPD/agent-open.yaml"
+ll_expect_rc 2 "a pin-dir of mode 0777" in_g timeout 10 "$LL" agent -c "$TMPD/agent-open.yaml"
+ll_out_has "  ... names it" "pin directory '$TMPD/bpffs/open' is mode 777"
+[ -z "$(ls -A "$TMPD/bpffs/open")" ] && ok "  ... pinned nothing there" || bad "  ... pinned: $(ls "$TMPD/bpffs/open" | tr '\n' ' ')"
+[ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "  ... attached nothing" || bad "  ... attached $(ll_xdp_prog $LL_G_IF)"
+# A pin inside the directory that is a symlink (to a real ll_fence) is not followed.
+mv "$PIN2/ll_fence" "$TMPD/bpffs/fence-real" && ln -s "$TMPD/bpffs/fence-real" "$PIN2/ll_fence" ||
+	ll_fail "cannot make a symlinked ll_fence"
+ll_expect_rc 1 "a pin that is a symlink" in_g timeout 10 "$LL" agent -c "$TMPD/agent2.yaml"
+ll_out_has "  ... names it" "pins under '$PIN2': ll_fence is a symlink"
+[ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "  ... attached nothing" || bad "  ... attached $(ll_xdp_prog $LL_G_IF)"
+
 ll_checks_done "attach ownership"
-echo "ok: one owner per interface (a pinned bpf_link); restart updates it; --force takes over"
+echo "ok: one owner per interface (a pinned bpf_link); restart updates it; --force takes over; pin-dir audited"

@@ -50,16 +50,62 @@ static bool on_bpffs(const char *dir)
 }
 
 /* The pin directory holds every bucket and lease: root's alone. One the
- * agent makes is 0700; an existing one open to others is said so.
+ * agent makes is 0700; an existing one others can read is said so.
  */
 static void pin_dir_mode_check(const char *dir)
 {
 	struct stat sb;
 
 	if (!stat(dir, &sb) && (sb.st_mode & 077))
-		pr_warn("pin directory '%s' is mode %03o: others can read or change the maps "
-			"(chmod 0700)\n",
+		pr_warn("pin directory '%s' is mode %03o: others can read the maps (chmod 0700)\n",
 			dir, (unsigned)(sb.st_mode & 0777));
+}
+
+/* Before anything is made there: a pin directory that is a symlink, not a
+ * directory, or that its group or others can write (and so plant pins or
+ * swap maps in) is refused, like the coordinator's state-dir. The agent
+ * never goes through a symlink there: pins_lock opens the directory
+ * O_NOFOLLOW; every pin (maps, links) is looked at with lstat before
+ * bpf_obj_get, which follows one (libbpf 1.1 has no BPF_F_PATH_FD), and a
+ * symlink is refused; libbpf's own bpf_obj_get at the load comes after
+ * that look, a window only the audited directory's owner can use. The
+ * agent chowns nothing there (privs.c only drops capabilities). Only the
+ * last component is audited: the parents are the operator's (the default's
+ * /sys/fs/bpf is root's, 0700). A bpffs mount's root takes its mode from
+ * the mount's mode= (1777 without one): mounted like that the directory is
+ * refused too; the agent's own mount is mode=0700. Missing: fine, the agent
+ * makes it (0700).
+ */
+static int pin_dir_audit(const char *dir)
+{
+	struct stat sb;
+
+	if (lstat(dir, &sb)) {
+		if (errno == ENOENT)
+			return 0;
+		pr_warn("pin directory '%s': %s\n", dir, strerror(errno));
+		return -errno;
+	}
+	if (S_ISLNK(sb.st_mode)) {
+		pr_warn("pin directory '%s' is a symlink: refusing it (pin-dir must name the "
+			"directory itself); nothing loaded, pinned or attached\n",
+			dir);
+		return -ELOOP;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		pr_warn("pin directory '%s' is not a directory; nothing loaded, pinned or "
+			"attached\n",
+			dir);
+		return -ENOTDIR;
+	}
+	if (sb.st_mode & 022) {
+		pr_warn("pin directory '%s' is mode %03o: its group or others could plant pins "
+			"or replace maps there; chmod 0700 it; nothing loaded, pinned or "
+			"attached\n",
+			dir, (unsigned)(sb.st_mode & 0777));
+		return -EPERM;
+	}
+	return 0;
 }
 
 int agent_bpffs_ensure(const char *dir)
@@ -110,6 +156,8 @@ static int preflight(const struct cfg_agent *ac, bool force)
 	    .attach_mode = ac->attach_mode, .force = force, .pin_dir = ac->pin_dir};
 	char err[CFG_ERR_LEN];
 
+	if (pin_dir_audit(ac->pin_dir))
+		return -EPERM;
 	if (missing) {
 		pr_warn("the agent needs root, or CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN and "
 			"CAP_NET_ADMIN (missing: 0x%llx); nothing loaded, pinned or attached\n",

@@ -139,7 +139,7 @@ int pins_lock(const char *dir, int *fd)
 	struct stat sb;
 	int err, pid;
 
-	*fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	*fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (*fd < 0) {
 		err = -errno;
 		pr_warn("cannot open pin directory '%s': %s\n", dir, strerror(-err));
@@ -322,6 +322,7 @@ static struct btf *pinned_btf(struct survey *s, __u32 id)
 static int survey_take(struct bpf_object *obj, const char *dir, struct survey *s)
 {
 	struct bpf_map *m;
+	struct stat sb;
 
 	memset(s, 0, sizeof(*s));
 	s->obj = obj;
@@ -338,6 +339,16 @@ static int survey_take(struct bpf_object *obj, const char *dir, struct survey *s
 			return -E2BIG;
 		s->n++;
 		p->m = m;
+		/* bpf_obj_get (libbpf's too, at the load) follows a symlink: none is
+		 * taken for a pin. The audited pin directory lets only its owner
+		 * plant one.
+		 */
+		if (!lstat(path, &sb) && S_ISLNK(sb.st_mode)) {
+			pr_warn("pins under '%s': %s is a symlink, not a pinned map: refusing it "
+				"(remove it)\n",
+				dir, bpf_map__name(m));
+			return -ELOOP;
+		}
 		p->fd = bpf_obj_get(path);
 		if (p->fd < 0) {
 			int err = -errno;
