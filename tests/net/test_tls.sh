@@ -79,11 +79,12 @@ LL_PIDS+=("$COORD_PID")
 wait_log "$TMPD/coord.log" "coordinator listening on .*(mutual TLS)" ||
 	ll_fail "the coordinator did not listen: $(tail -3 "$TMPD/coord.log")"
 
-# agent_cfg FILE NODE CERT CA [PIN]: a coordinated agent over TLS (CERT "" = no tls:).
+# agent_cfg FILE NODE CERT CA [PIN] [IF]: a coordinated agent over TLS (CERT ""
+# = no tls:), attached to IF (default the gateway's veth).
 agent_cfg() {
 	{
 		echo "node: $2"
-		echo "interfaces: [{name: $LL_G_IF, mode: native}]"
+		echo "interfaces: [{name: ${6:-$LL_G_IF}, mode: native}]"
 		echo "pin-dir: ${5:-$PIN-$2}"
 		if [ -n "$3" ]; then
 			echo "coordinator: {address: $LL_C_ADDR:$PORT}"
@@ -93,6 +94,16 @@ agent_cfg() {
 		fi
 		echo "max-keys: 4096"
 	} >"$1"
+}
+# stranger_if N: a veth pair of its own inside the gateway namespace (gone
+# with it) for stranger N: an interface has one owner (one pin dir), so
+# strangers running beside gw-1 cannot attach where it did.
+stranger_if() {
+	local a="vs$1$$" b="vt$1$$"
+	ip -n "$LL_NS_G" link add "$a" type veth peer name "$b" >/dev/null 2>&1 &&
+		ip -n "$LL_NS_G" link set "$a" up && ip -n "$LL_NS_G" link set "$b" up ||
+		ll_fail "cannot make a veth pair for stranger $1"
+	echo "$a"
 }
 # agent_bg CONFIG LOG: an agent that may never attach (a stranger); sets BG_PID.
 agent_bg() {
@@ -111,7 +122,7 @@ grep -q "holder 'gw-1' connected" "$TMPD/coord.log" && ok "the coordinator took 
 	bad "the coordinator did not take gw-1"
 
 echo "3. a valid certificate for gw-1, HELLO as gw-2:"
-agent_cfg "$TMPD/liar.yaml" gw-2 gw-1 ca
+agent_cfg "$TMPD/liar.yaml" gw-2 gw-1 ca "" "$(stranger_if 1)"
 agent_bg "$TMPD/liar.yaml" "$TMPD/liar.log"
 wait_log "$TMPD/coord.log" "holder 'gw-2' from $LL_G_ADDR refused: its certificate does not name it" &&
 	ok "refused, with its address: $(grep -o "holder 'gw-2'.*" "$TMPD/coord.log" | head -1)" ||
@@ -124,13 +135,13 @@ ll_stop_pid "$BG_PID"
 
 echo "4. strangers without a trusted certificate:"
 before=$(coord_metric leaseline_coord_tls_failures_total)
-agent_cfg "$TMPD/rogue.yaml" gw-1 rogue ca
+agent_cfg "$TMPD/rogue.yaml" gw-1 rogue ca "" "$(stranger_if 2)"
 agent_bg "$TMPD/rogue.yaml" "$TMPD/rogue.log"
 ROGUE_PID=$BG_PID
-agent_cfg "$TMPD/plain.yaml" gw-2 ""
+agent_cfg "$TMPD/plain.yaml" gw-2 "" "" "" "$(stranger_if 3)"
 agent_bg "$TMPD/plain.yaml" "$TMPD/plain.log"
 PLAIN_PID=$BG_PID
-agent_cfg "$TMPD/wrongca.yaml" gw-2 gw-2 rogue-ca "$PIN-wrongca" # the plain one holds gw-2's pins
+agent_cfg "$TMPD/wrongca.yaml" gw-2 gw-2 rogue-ca "$PIN-wrongca" "$(stranger_if 4)" # the plain one holds gw-2's pins
 agent_bg "$TMPD/wrongca.yaml" "$TMPD/wrongca.log"
 WRONGCA_PID=$BG_PID
 wait_log "$TMPD/wrongca.log" "coordinator link down (TLS handshake" &&
@@ -218,10 +229,10 @@ grep -q "holder 'gw-1' disconnected" "$TMPD/coord.log" && bad "gw-1 was disconne
 	ok "gw-1's connection survived"
 
 echo "6. one certificate is one holder (gw-3 and gw-4 on one certificate):"
-agent_cfg "$TMPD/pair3.yaml" gw-3 pair ca
+agent_cfg "$TMPD/pair3.yaml" gw-3 pair ca "" "$(stranger_if 5)"
 agent_bg "$TMPD/pair3.yaml" "$TMPD/pair3.log"
 wait_log "$TMPD/coord.log" "holder 'gw-3' connected" && ok "gw-3 served" || bad "gw-3 was not served"
-agent_cfg "$TMPD/pair4.yaml" gw-4 pair ca
+agent_cfg "$TMPD/pair4.yaml" gw-4 pair ca "" "$(stranger_if 6)"
 agent_bg "$TMPD/pair4.yaml" "$TMPD/pair4.log"
 wait_log "$TMPD/coord.log" "holder 'gw-4' from $LL_G_ADDR refused: its certificate already serves holder 'gw-3'" &&
 	ok "gw-4 on the same certificate refused" || bad "gw-4 was not refused"
