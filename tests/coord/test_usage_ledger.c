@@ -928,7 +928,6 @@ static void test_keys_disk_full(void **state)
 	}
 }
 
-
 /* Retention (reference §6.3): run every step of a prune until it is done. */
 static void prune_all(struct fx *fx, int64_t now, uint64_t retention, unsigned max_rows)
 {
@@ -984,7 +983,9 @@ static void test_keys_retention_replay(void **state)
 	/* Small steps: 7 rows at most each. */
 	prune_all(fx, later, ret, 7);
 	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_marks"), 1);
-	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_usage WHERE hour < " "1796079600 + 86400"), 0);
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_usage WHERE hour < "
+					"1796079600 + 86400"),
+			 0);
 	assert_int_equal(uledger_ident_pruned(fx->lg, "gw-1", KIDENT), 1);
 	assert_int_equal(uledger_ident_pruned(fx->lg, "gw-1", KIDENT + 1), 0);
 
@@ -1130,6 +1131,191 @@ static void test_keys_property_model(void **state)
 	}
 }
 
+/* ---- bounds (usage_ledger.h; reference §6.3, Bounds) ---- */
+
+static void rep_c(struct fx *fx, const char *holder, uint64_t inc, uint64_t seq, int64_t now,
+		  struct uledger_totals t, uint64_t rate, uint64_t burst)
+{
+	struct uledger_entry e = {.limit = "a", .t = t, .c = {.rate = rate, .burst = burst}};
+
+	assert_int_equal(uledger_record(fx->lg, holder, inc, seq, now, clock_now_ns(), &e, 1), 0);
+}
+
+/* Four holders at 2^62 each: the fleet's sum is past INT64_MAX, where
+ * SQLite's SUM fails the whole query ("integer overflow"). usum saturates:
+ * the query answers, and the sum reads as more than anything.
+ */
+static void test_sums_saturate(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_query q = {.period = ULEDGER_HOUR, .limit = "a"};
+	struct uledger_totals t = {0};
+	char holder[8];
+
+	for (int i = 0; i < 4; i++) {
+		snprintf(holder, sizeof(holder), "gw-%d", i);
+		rep_c(fx, holder, 7, 1, T0 + 10, tot(ULEDGER_TOTAL_MAX, 0, 0, 0), 1ull << 50,
+		      ULEDGER_TOTAL_MAX);
+	}
+	assert_int_equal(uledger_query(fx->path, &q, add_row, &t), 0);
+	assert_int_equal(t.admitted, INT64_MAX);
+	/* one holder's own sum is exact */
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, ULEDGER_TOTAL_MAX);
+}
+
+/* A holder's admitted figure is bounded by what its contract could have
+ * passed (R 10, B 100: a bucket of 100 + 10 x 3600 filled at 10/s), across
+ * its incarnations; denied by the line rate; a total above 2^62 is not
+ * counted at all. What is cut is counted, and the mark moves past it.
+ */
+static void test_report_bounded_by_contract(void **state)
+{
+	struct fx *fx = *state;
+	const struct uledger_counters *c = uledger_counters(fx->lg);
+	const uint64_t cap = 100 + 10 * 3600;
+
+	rep_c(fx, "gw-1", 7, 1, T0 + 10, tot(1000000, 0, 0, 0), 10, 100);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, cap);
+	assert_int_equal(c->clamped, 1);
+	assert_int_equal(c->clamped_pkts, 1000000 - cap);
+	/* 60 s later, 500 more: the bucket refilled 600, all counted */
+	rep_c(fx, "gw-1", 7, 2, T0 + 70, tot(1000500, 0, 0, 0), 10, 100);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, cap + 500);
+	assert_int_equal(c->clamped, 1);
+	/* a restart (a new incarnation, from 0) 10 s later: 100 left + 100 */
+	rep_c(fx, "gw-1", 8, 1, T0 + 80, tot(1000000, 0, 0, 0), 10, 100);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, cap + 500 + 200);
+	assert_int_equal(c->clamped, 2);
+	/* the cut part is never counted later: the mark moved past it */
+	rep_c(fx, "gw-1", 8, 2, T0 + 3000, tot(1000000, 0, 0, 0), 10, 100);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, cap + 500 + 200);
+	/* denied: 2^62 in 20 s is past the line rate */
+	rep_c(fx, "gw-1", 8, 3, T0 + 3020, tot(1000000, ULEDGER_TOTAL_MAX, 0, 0), 10, 100);
+	assert_true(ledger_sum(fx, "a", "gw-1", ULEDGER_DAY).denied <=
+		    ULEDGER_LINE_PPS * (ULEDGER_BACKLOG_S + ULEDGER_SLACK_S));
+	assert_int_equal(c->clamped, 3);
+	/* another holder has its own bound */
+	rep_c(fx, "gw-2", 9, 1, T0 + 10, tot(cap, 0, 0, 0), 10, 100);
+	assert_int_equal(ledger_sum(fx, "a", "gw-2", ULEDGER_HOUR).admitted, cap);
+	/* above 2^62: refused whole */
+	rep_c(fx, "gw-3", 9, 1, T0 + 10, tot(ULEDGER_TOTAL_MAX + 1, 0, 0, 0), 0, 0);
+	assert_int_equal(ledger_sum(fx, "a", "gw-3", ULEDGER_HOUR).admitted, 0);
+	assert_int_equal(c->clamped, 4);
+	/* rate 0 (no contract of its own): the line rate */
+	rep_c(fx, "gw-4", 9, 1, T0 + 10, tot(ULEDGER_TOTAL_MAX, 0, 0, 0), 0, 0);
+	assert_int_equal(ledger_sum(fx, "a", "gw-4", ULEDGER_HOUR).admitted,
+			 ULEDGER_LINE_PPS * (ULEDGER_BACKLOG_S + ULEDGER_SLACK_S));
+}
+
+/* One key, four counters identities (series), each counting from 0: the
+ * key's bound is the holder's across all of them, so a holder that makes
+ * up identities cannot count its contract four times.
+ */
+static void test_keys_forged_series_bounded(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e = kent(1, "198.18.0.1", 30000, 0, 0, 0);
+	const uint64_t cap = 100 + 10 * 3600;
+
+	e.c = (struct uledger_contract){.rate = 10, .burst = 100};
+	for (int i = 0; i < 4; i++)
+		krec(fx, "gw-1", KIDENT + (uint64_t)i, T0 + 10 + i, &e, 1);
+	/* 30000, then what was left (6100) plus 10/s between them */
+	assert_int_equal(
+	    ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR).pkts[LL_METER_ADMITTED],
+	    cap + 10 * 3);
+	assert_int_equal(uledger_counters(fx->lg)->clamped, 3);
+}
+
+/* A class's bytes are bounded by its packets: (packets + 64) x 2^18. */
+static void test_keys_bytes_bounded(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e = kent(1, "198.18.0.1", 10, 0, 0, 0);
+	struct ksum k;
+
+	e.bytes[LL_METER_ADMITTED] = 1ull << 40;
+	e.bytes[LL_METER_DENIED] = 1ull << 40; /* and no denied packet */
+	krec(fx, "gw-1", KIDENT, T0 + 10, &e, 1);
+	k = ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR);
+	assert_int_equal(k.pkts[LL_METER_ADMITTED], 10);
+	assert_int_equal(k.bytes[LL_METER_ADMITTED], (10 + 64) * ULEDGER_FRAME_MAX);
+	assert_int_equal(k.bytes[LL_METER_DENIED], 64 * ULEDGER_FRAME_MAX);
+	assert_int_equal(uledger_counters(fx->lg)->clamped, 1);
+}
+
+/* A holder's series quota: new keys past it are refused and counted; the
+ * ones it has still count; another holder has its own; a series pruned
+ * gives its room back.
+ */
+static void test_keys_series_quota(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e[5];
+	char text[5][32];
+
+	uledger_set_series_quota(fx->lg, 3);
+	for (int i = 0; i < 5; i++) {
+		snprintf(text[i], sizeof(text[i]), "198.18.0.%d", i + 1);
+		e[i] = kent((uint32_t)(i + 1), text[i], 10, 0, 0, 0);
+	}
+	krec(fx, "gw-1", KIDENT, T0 + 10, e, 5);
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_marks WHERE holder = 'gw-1'"), 3);
+	assert_int_equal(uledger_counters(fx->lg)->quota, 2);
+	assert_int_equal(ksum_of(fx, "per-src", "198.18.0.5", "gw-1", ULEDGER_HOUR).rows, 0);
+	/* under another identity: new series too, refused */
+	krec(fx, "gw-1", KIDENT + 1, T0 + 11, e, 1);
+	assert_int_equal(uledger_counters(fx->lg)->quota, 3);
+	/* the three it has still count */
+	for (int i = 0; i < 5; i++)
+		e[i].pkts[LL_METER_ADMITTED] = 20;
+	krec(fx, "gw-1", KIDENT, T0 + 12, e, 3);
+	assert_int_equal(
+	    ksum_of(fx, "per-src", "198.18.0.3", "gw-1", ULEDGER_HOUR).pkts[LL_METER_ADMITTED], 20);
+	/* and the count survives a reopen */
+	uledger_close(fx->lg);
+	assert_int_equal(uledger_open(&fx->lg, fx->path), 0);
+	uledger_set_series_quota(fx->lg, 3);
+	krec(fx, "gw-1", KIDENT, T0 + 13, e + 3, 2);
+	assert_int_equal(uledger_counters(fx->lg)->quota, 2);
+	krec(fx, "gw-2", KIDENT, T0 + 13, e, 3); /* gw-2's own */
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_marks WHERE holder = 'gw-2'"), 3);
+	/* gw-1's identity silent past the retention: its series go, room back */
+	prune_all(fx, T0 + 40 * 86400, 30 * 86400, 100);
+	assert_int_equal(count_rows(fx, "SELECT n FROM holder_series WHERE holder = 'gw-1'"), 0);
+	krec(fx, "gw-1", KIDENT + 2, T0 + 40 * 86400, e + 2, 3);
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_marks WHERE holder = 'gw-1'"), 3);
+}
+
+/* Times no clock gives, from a holder's figures or a broken clock: no
+ * overflow (the sanitizer build runs this), rows in a period, and a
+ * retention longer than the clock's past prunes nothing.
+ */
+static void test_extreme_times(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e = kent(1, "198.18.0.1", 10, 0, 0, 0);
+	const int64_t times[] = {INT64_MAX, INT64_MIN, -1, 0};
+
+	for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+		rep(fx, "gw-1", 7, i + 1, times[i], "a", tot(10 * (i + 1), 0, 0, 0));
+		krec(fx, "gw-1", KIDENT, times[i], &e, 1);
+		e.pkts[LL_METER_ADMITTED] += 10;
+		for (int p = ULEDGER_HOUR; p <= ULEDGER_MONTH; p++) {
+			int64_t s = uledger_period_start((enum uledger_period)p, times[i]);
+
+			assert_true(uledger_period_next((enum uledger_period)p, s) > s);
+		}
+	}
+	assert_int_equal(count_rows(fx, "SELECT SUM(admitted) FROM usage"), 40);
+	assert_int_equal(count_rows(fx, "SELECT SUM(ap) FROM key_usage"), 40);
+	(void)ledger_sum(fx, "a", "gw-1", ULEDGER_MONTH); /* answers */
+	assert_int_equal(uledger_prune(fx->lg, 100, 400 * 86400ull, 100), 0);
+	assert_int_equal(uledger_prune(fx->lg, INT64_MIN, 86400, 100), 0);
+	assert_int_equal(uledger_prune(fx->lg, T0, UINT64_MAX, 100), 0);
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM usage"), 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1157,6 +1343,12 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys_retention_replay, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retention_closed_incarnation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_commit_latency_counted, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sums_saturate, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_report_bounded_by_contract, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_forged_series_bounded, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_bytes_bounded, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_series_quota, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_extreme_times, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -60,6 +60,7 @@
 struct agent {
 	char name[16];
 	uint64_t inc, seq;
+	uint64_t ident;			  /* the counters identity its HELLO gives */
 	struct uledger_totals t[N_LIM];	  /* its counters now (this incarnation's totals) */
 	struct uledger_totals acc[N_LIM]; /* counted by incarnations whose pins were lost */
 	struct conn c;
@@ -270,6 +271,7 @@ static bool agent_connect(struct fx *fx, struct agent *a)
 	fx->m->type = WIRE_HELLO;
 	snprintf(fx->m->hello.holder, sizeof(fx->m->hello.holder), "%s", a->name);
 	fx->m->hello.incarnation = a->inc;
+	fx->m->hello.counters_ident = a->ident;
 	a->up = conn_send(&a->c, fx->m) == 0;
 	return a->up;
 }
@@ -436,7 +438,9 @@ static double metric(struct fx *fx, const char *sample)
 		while (n < (1 << 20) - 1 && (r = read(fd, buf + n, (1 << 20) - 1 - n)) > 0)
 			n += (size_t)r;
 	buf[n] = '\0';
-	p = strstr(buf, sample);
+	/* at a line's start: "# HELP NAME ..." and "# TYPE NAME counter" name it too */
+	for (p = buf; (p = strstr(p, sample)) && p > buf && p[-1] != '\n' && *sample != '\n'; p++)
+		;
 	if (p)
 		v = strtod(p + strlen(sample), NULL);
 	if (fd >= 0)
@@ -791,6 +795,17 @@ static int meter_send(struct fx *fx, struct agent *a, const struct kstate *snap,
 {
 	struct wire_meter *mt = &fx->m->meter;
 
+	/* A batch's identity is its connection's HELLO's: another one, another
+	 * HELLO (as an agent whose pins were made again says hello again).
+	 */
+	if (a->ident != snap->ident) {
+		if (a->up)
+			conn_close(&a->c);
+		a->up = false;
+		a->ident = snap->ident;
+	}
+	if (!a->up && !agent_connect(fx, a))
+		return -1;
 	WIRE_MSG_CLEAR(fx->m, meter.n);
 	fx->m->type = WIRE_METER;
 	snprintf(mt->holder, sizeof(mt->holder), "%s", a->name);
@@ -874,7 +889,7 @@ static bool kled_equals(struct fx *fx, const char *holder, const struct kstate *
 /* Send the totals now until the coordinator records them (it may be down
  * or full meanwhile: the agent's map holds them), then compare exactly.
  */
-static void ksettle(struct fx *fx, struct agent *a, struct kstate *k)
+static void ksettle_as(struct fx *fx, struct agent *a, struct kstate *k, const struct kstate *want)
 {
 	int st = -1;
 
@@ -885,7 +900,12 @@ static void ksettle(struct fx *fx, struct agent *a, struct kstate *k)
 		st = meter_ack_of(fx, a, k->seq);
 	}
 	assert_int_equal(st, WIRE_METER_RECORDED);
-	assert_true(kled_equals(fx, a->name, k));
+	assert_true(kled_equals(fx, a->name, want));
+}
+
+static void ksettle(struct fx *fx, struct agent *a, struct kstate *k)
+{
+	ksettle_as(fx, a, k, k);
 }
 
 /* Batches duplicated, replayed, reordered and delayed count once; limits
@@ -969,13 +989,97 @@ static void test_keys_end_to_end(void **state)
 	 * hour is over by the CLI's clock); 500000 more is over.
 	 */
 	assert_int_equal(run_cli(fx, "--keys --reconcile", out, sizeof(out)), 0);
+	/* 500,000 more claimed at once: the ledger counts what the key's
+	 * contract could have passed (a full bucket, 10 + 100 x 3600), the
+	 * rest is cut and counted; still over the hour's bound.
+	 */
 	kcount(&k, 3, 500000, 0, 0);
-	ksettle(fx, a, &k);
+	{
+		struct kstate want = k;
+
+		want.pkts[3][LL_METER_ADMITTED] = 120 + 10 + 100 * 3600;
+		ksettle_as(fx, a, &k, &want);
+	}
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_bounded_total{kind=\"clamped\"} ") ==
+		    1);
+	assert_int_equal((int64_t)metric(fx, "leaseline_coord_usage_ledger_clamped_units_total "),
+			 500000 - (10 + 100 * 3600));
+	assert_true(log_has(fx, "more than its contract or the line rate could have passed"));
 	assert_int_equal(run_cli(fx, "--keys --reconcile", out, sizeof(out)), 1);
 	printf("%s", out);
 	assert_non_null(strstr(out, "198.18.0.4"));
 	assert_non_null(strstr(out, "late reports"));
 	assert_null(strstr(out, "198.18.0.1 "));
+}
+
+/* Forged figures over the wire (issue 25, D): a holder with a real
+ * certificate reports a total that would wrap the sums (2^64 - 5e8), or
+ * break them (2^63 - 1), or sends METER batches under a counters identity
+ * its HELLO did not give (each new identity counted its keys from 0
+ * again: 100 became 400). Refused, counted; the other holders' overuse
+ * still shows in --reconcile.
+ */
+static void test_forged_usage_refused(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7)), *b = agent_new(fx, "gw-2", INC(8));
+	struct kstate k = {.ident = 0x100}, other;
+	char out[8192];
+	int st;
+
+	assert_true(agent_connect(fx, a));
+	assert_true(agent_connect(fx, b));
+	/* Limit a: 2 x 2,000,000 in an hour whose contract is 90 + 900 x
+	 * 3600: over, though each holder's figure is within what the
+	 * contract could have passed it (not clamped).
+	 */
+	a->t[0].admitted += 2000000;
+	b->t[0].admitted += 2000000;
+	settle(fx);
+	assert_int_equal(run_cli(fx, "--reconcile --limit a", out, sizeof(out)), 1);
+	for (int forged = 0; forged < 2; forged++) {
+		struct agent *f = agent_new(fx, forged ? "gw-4" : "gw-3", INC(9));
+
+		assert_true(agent_connect(fx, f));
+		f->t[0].admitted = forged ? INT64_MAX : UINT64_MAX - 500000000ull;
+		assert_int_equal(agent_report(fx, f), 0);
+		for (int i = 0; i < 100 && f->up; i++) {
+			drain(fx, f, NULL);
+			poll(NULL, 0, 10);
+		}
+		assert_false(f->up); /* dropped: a protocol error */
+	}
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_bounded_total{kind=\"forged\"} ") ==
+		    2);
+	assert_true(log_has(fx, "report with a total above 2^62"));
+	assert_int_equal(ledger_sum(fx, "a", "gw-3").admitted, 0);
+	assert_int_equal(ledger_sum(fx, "a", "gw-4").admitted, 0);
+	assert_int_equal(run_cli(fx, "--reconcile --limit a", out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "late reports"));
+	assert_int_equal(run_cli(fx, "--limit a", out, sizeof(out)), 0);
+
+	/* METER: the HELLO said 0x100; a batch under 0x400 is refused. */
+	for (int j = 0; j < NK; j++)
+		kcount(&k, j, 100, 0, 0);
+	ksettle(fx, a, &k);
+	other = k;
+	other.ident = 0x400;
+	a->ident = 0x400; /* what the batch claims; the connection's HELLO said 0x100 */
+	meter_send(fx, a, &other, ++k.seq, "k");
+	assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_REFUSED);
+	assert_true(log_has(fx, "names counters identity 0000000000000400, its hello "
+				"0000000000000100: refused"));
+	a->ident = 0x100;
+	/* A key total above 2^62: refused. */
+	other = k;
+	other.pkts[0][LL_METER_ADMITTED] = (1ull << 62) + 1;
+	meter_send(fx, a, &other, ++k.seq, "k");
+	assert_int_equal(meter_ack_of(fx, a, k.seq), WIRE_METER_REFUSED);
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_bounded_total{kind=\"forged\"} ") ==
+		    4);
+	/* Each key counted once: 100, not 400. */
+	st = kled_equals(fx, "gw-1", &k);
+	assert_true(st);
 }
 
 /* The coordinator killed with SIGKILL again and again while batches flow
@@ -1341,6 +1445,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_metered_end_to_end, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_forged_usage_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill9_mid_write, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_meter_turned_on_by_reload, setup_unmetered,
 					    teardown),

@@ -454,7 +454,8 @@ static const struct file_case file_cases[] = {
     {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
      "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
      "lease, metrics, gateways, user, pending-per-address, tls, insecure, ledger, "
-     "ledger-retention, grant-key, replicas; did you mean 'state-dir'?)"},
+     "ledger-retention, ledger-series-per-holder, grant-key, replicas; did you mean "
+     "'state-dir'?)"},
     {"coord_replicas_etcd_not_url", LOAD_COORD, "coord-replicas-bad-etcd.yaml", NULL, -EINVAL,
      "3:19",
      "etcd endpoint '127.0.0.1:2379' is not an http:// URL (expected e.g. "
@@ -484,6 +485,8 @@ static const struct file_case file_cases[] = {
      "forever)"},
     {"coord_retention_too_short", LOAD_COORD, "coord-retention-short.yaml", NULL, -EINVAL, "3:19",
      "ledger-retention '0d' is out of range (expected 1d to 36600d, or forever)"},
+    {"coord_series_quota_too_small", LOAD_COORD, "coord-series-small.yaml", NULL, -EINVAL, "3:27",
+     "ledger-series-per-holder '10' is out of range (expected 1024..1073741824)"},
     {"coord_public_without_tls", LOAD_COORD, "coord-public-no-tls.yaml", NULL, -EINVAL, "1:9",
      "listen '198.18.0.1:7450' is beyond loopback without tls: (expected tls: {cert, key, ca}, "
      "or insecure: true to accept unauthenticated agents)"},
@@ -816,11 +819,16 @@ static void test_spec_coord(void **state)
 	assert_string_equal(o->coord.metrics, "127.0.0.1:9476");
 	assert_int_equal(o->coord.pending_per_address, 4); /* the default */
 	assert_string_equal(o->coord.user, "");
-	assert_true(o->coord.ledger_retention_s == 0); /* the default: forever */
+	assert_true(o->coord.ledger_retention_s == 400ull * 86400); /* the default */
+	assert_int_equal(o->coord.ledger_series_quota, 1u << 20);   /* the default */
 	assert_true(o->policy.version == 3);
 	free(o);
 	o = load_ok(LOAD_COORD, "coord-retention.yaml");
-	assert_true(o->coord.ledger_retention_s == 400ull * 86400);
+	assert_true(o->coord.ledger_retention_s == 30ull * 86400);
+	assert_int_equal(o->coord.ledger_series_quota, 4096);
+	free(o);
+	o = load_ok(LOAD_COORD, "coord-retention-forever.yaml");
+	assert_true(o->coord.ledger_retention_s == 0); /* forever: never pruned */
 	free(o);
 }
 

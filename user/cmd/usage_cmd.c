@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 
 #include "lib/config.h"
+#include "lib/util.h"
 #include "lib/out.h"
 #include "lib/overrides.h"
 #include "tb_math.h"
@@ -171,7 +172,8 @@ static int reconcile_row(const struct uledger_row *r, void *arg)
 	const struct cfg_limit *l = usage_policy_limit(x->pol, r->limit);
 	int64_t end = r->end < x->now ? r->end : x->now;
 	uint64_t secs = end > r->start ? (uint64_t)(end - r->start) : 0;
-	uint64_t bound, passed = r->t.admitted + r->t.fallback + r->t.bypass, slack;
+	uint64_t bound,
+	    passed = u64_sat_add(u64_sat_add(r->t.admitted, r->t.fallback), r->t.bypass), slack;
 	char per[32], causes[256] = "";
 	size_t n = 0, i;
 
@@ -181,7 +183,7 @@ static int reconcile_row(const struct uledger_row *r, void *arg)
 			r->limit);
 		return 0;
 	}
-	bound = l->burst + l->rate * secs;
+	bound = u64_sat_add(l->burst, u64_sat_mul(l->rate, secs));
 	/* The same limit's period before, if it was the one just before. */
 	for (i = 0; i < x->n_prev && strcmp(x->prev[i].limit, r->limit); i++)
 		;
@@ -201,7 +203,7 @@ static int reconcile_row(const struct uledger_row *r, void *arg)
 	if (r->t.bypass)
 		n += (size_t)snprintf(causes + n, sizeof(causes) - n, "%sbypass %llu",
 				      n ? ", " : "", (unsigned long long)r->t.bypass);
-	if (r->t.fallback && r->t.admitted + r->t.fallback > bound)
+	if (r->t.fallback && u64_sat_add(r->t.admitted, r->t.fallback) > bound)
 		n += (size_t)snprintf(causes + n, sizeof(causes) - n, "%sfallback %llu",
 				      n ? ", " : "", (unsigned long long)r->t.fallback);
 	if (r->t.admitted > bound)
@@ -368,11 +370,11 @@ static int reconcile_key_row(const struct uledger_key_row *r, void *arg)
 	key_bound(x, r, l, &rate, &burst, &unlimited);
 	if (unlimited)
 		return 0;
-	bound = burst + rate * secs;
+	bound = u64_sat_add(burst, u64_sat_mul(rate, secs));
 	adm = in_unit(x, r, LL_METER_ADMITTED);
 	fb = in_unit(x, r, LL_METER_FALLBACK);
 	bp = in_unit(x, r, LL_METER_BYPASS);
-	passed = adm + fb + bp;
+	passed = u64_sat_add(u64_sat_add(adm, fb), bp);
 	if (passed <= bound)
 		return 0;
 	if (bp)

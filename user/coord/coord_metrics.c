@@ -394,6 +394,21 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 		"leaseline_coord_usage_ledger_pruned_total{kind=\"refused\"} %llu\n",
 		(unsigned long long)c.pruned_usage, (unsigned long long)c.pruned_marks,
 		(unsigned long long)c.pruned_idents, (unsigned long long)c.pruned_refused);
+	prom_family(f, "leaseline_coord_usage_ledger_bounded_total", "counter",
+		    "What the usage ledger did not count (reference 6.3, Bounds): entries cut to "
+		    "what their contract or the line rate could have passed (clamped), new series "
+		    "past their holder's quota (quota), reports and METER batches refused for a "
+		    "total above 2^62 or another counters identity than their HELLO's (forged).");
+	fprintf(f,
+		"leaseline_coord_usage_ledger_bounded_total{kind=\"clamped\"} %llu\n"
+		"leaseline_coord_usage_ledger_bounded_total{kind=\"quota\"} %llu\n"
+		"leaseline_coord_usage_ledger_bounded_total{kind=\"forged\"} %llu\n",
+		(unsigned long long)c.clamped, (unsigned long long)c.quota,
+		(unsigned long long)co->usage_forged);
+	prom_family(f, "leaseline_coord_usage_ledger_clamped_units_total", "counter",
+		    "Packets (or the limit's tokens) claimed beyond a bound: not counted.");
+	fprintf(f, "leaseline_coord_usage_ledger_clamped_units_total %llu\n",
+		(unsigned long long)c.clamped_pkts);
 	prom_family(f, "leaseline_coord_usage_ledger_commit_seconds", "summary",
 		    "From a report's arrival to its ledger commit, over the last 4096 recorded "
 		    "reports.");

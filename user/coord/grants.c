@@ -21,6 +21,7 @@
 #include "coord/ledger.h"
 #include "lib/log.h"
 #include "coord/state.h"
+#include "coord/usage_ledger.h"
 #include "coord/store.h"
 #include "coord/telemetry.h"
 #include "lib/wire.h"
@@ -432,6 +433,15 @@ void on_report(struct coord *co, int ci, const struct wire_report *r)
 		conn_drop(co, ci, "report from a holder that did not say hello");
 		return;
 	}
+	/* No total may reach a figure whose sums could wrap (usage_ledger.h). */
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->e[i].admitted > ULEDGER_TOTAL_MAX || r->e[i].denied > ULEDGER_TOTAL_MAX ||
+		    r->e[i].fallback > ULEDGER_TOTAL_MAX || r->e[i].bypass > ULEDGER_TOTAL_MAX) {
+			co->protocol_errors++;
+			co->usage_forged++;
+			conn_drop(co, ci, "report with a total above 2^62");
+			return;
+		}
 	h = &co->h[hi];
 	if (r->seq <= h->report_seq) {
 		co->stale_reports++; /* retransmitted or reordered: totals are absolute anyway */

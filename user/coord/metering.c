@@ -17,6 +17,7 @@
 #include "lib/monotonic.h"
 #include "lib/config.h"
 #include "coord/coord_int.h"
+#include "coord/hotkeys.h"
 #include "lib/log.h"
 #include "coord/state.h"
 #include "coord/usage_ledger.h"
@@ -92,7 +93,8 @@ int usage_ledger_ensure(struct coord *co)
 			return err;
 		}
 	}
-	err = uwriter_start(&w, lg, path, co->cfg.ledger_retention_s, usage_queue_bytes());
+	err = uwriter_start(&w, lg, path, co->cfg.ledger_retention_s, co->cfg.ledger_series_quota,
+			    usage_queue_bytes());
 	if (err) {
 		pr_warn("cannot start the usage ledger's writer: %s\n", strerror(-err));
 		uledger_close(lg);
@@ -156,6 +158,10 @@ void record_metered(struct coord *co, struct cholder *h, int ci, int hi,
 		e->t.denied = r->e[i].denied;
 		e->t.fallback = r->e[i].fallback;
 		e->t.bypass = r->e[i].bypass;
+		/* A limit with a key sums its keys here: only the line rate. */
+		if (!cl[i]->hot.on)
+			e->c =
+			    (struct uledger_contract){.rate = cl[i]->rate, .burst = cl[i]->burst};
 	}
 	if (uwriter_submit(co->uw, j)) {
 		free(j);
@@ -243,6 +249,38 @@ static bool meter_key_ok(const struct cfg_limit *l, const struct ll_key_id *k)
 	}
 }
 
+static bool meter_totals_ok(const struct wire_meter_entry *e)
+{
+	for (int c = 0; c < LL_METER_CLASSES; c++)
+		if (e->pkts[c] > ULEDGER_TOTAL_MAX || e->bytes[c] > ULEDGER_TOTAL_MAX)
+			return false;
+	return true;
+}
+
+/* What bounds each key's admitted figure in the ledger: the limit's
+ * contract, or its override's (a pinned key's lease plus the reserve) when
+ * that is larger.
+ */
+static void meter_contracts(const struct coord *co, const struct cfg_limit *l, struct uw_job *j)
+{
+	const struct climit *c = limit_by_name((struct coord *)co, l->name);
+
+	for (uint32_t i = 0; i < j->n; i++) {
+		struct uledger_contract *k = &j->kc[i];
+		int idx = c ? hotkeys_find(&c->hot, &j->ke[i].key) : -1;
+
+		*k = (struct uledger_contract){
+		    .rate = l->rate, .burst = l->burst, .bytes = l->unit == LL_UNIT_BYTES};
+		if (idx >= 0 && c->hot.k[idx].pinned) {
+			uint64_t r = c->hot.k[idx].led.rate + c->reserve_rate,
+				 b = c->hot.k[idx].led.burst + c->reserve_burst;
+
+			k->rate = r > k->rate ? r : k->rate;
+			k->burst = b > k->burst ? b : k->burst;
+		}
+	}
+}
+
 /* A batch of one metered limit's per-key totals: checked here, copied to
  * the writer, which adds it to its group's transaction and hands it back
  * once that commits (usage_done sends the ack then). Not metered here:
@@ -267,11 +305,24 @@ void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint64_t no
 		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
 		return;
 	}
+	/* A series is the holder's under the counters identity its HELLO
+	 * gave: another one would count its keys again from 0.
+	 */
+	if (mt->ident != co->h[hi].counters_ident) {
+		co->usage_forged++;
+		pr_warn("meter batch %llu of '%s' names counters identity %016llx, its hello "
+			"%016llx: refused\n",
+			(unsigned long long)mt->seq, mt->holder, (unsigned long long)mt->ident,
+			(unsigned long long)co->h[hi].counters_ident);
+		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
+		return;
+	}
 	for (uint32_t i = 0; i < mt->n; i++)
-		if (!meter_key_ok(l, &mt->e[i].key)) {
+		if (!meter_key_ok(l, &mt->e[i].key) || !meter_totals_ok(&mt->e[i])) {
 			co->protocol_errors++;
-			pr_warn("meter batch %llu of '%s' (limit '%s') names a malformed key: "
-				"refused\n",
+			co->usage_forged += !meter_totals_ok(&mt->e[i]);
+			pr_warn("meter batch %llu of '%s' (limit '%s') names a malformed key or "
+				"a total above 2^62: refused\n",
 				(unsigned long long)mt->seq, mt->holder, mt->limit);
 			meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
 			return;
@@ -296,6 +347,7 @@ void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint64_t no
 	j->prefix_v6 = l->prefix_v6;
 	j->n = mt->n;
 	memcpy(j->ke, mt->e, mt->n * sizeof(mt->e[0]));
+	meter_contracts(co, l, j);
 	if (uwriter_submit(co->uw, j)) {
 		free(j);
 		co->usage_full++;
@@ -323,16 +375,17 @@ void usage_done(struct coord *co)
 		if (j->kind == UW_KEYS) {
 			if (live)
 				meter_ack(co, j->ci, j->ident, j->seq,
-					  !j->err		? WIRE_METER_RECORDED
+					  !j->err	      ? WIRE_METER_RECORDED
 					  : j->err == -ESTALE ? WIRE_METER_REFUSED
 							      : WIRE_METER_RETRY);
 		} else {
 			h->uledger_busy = false;
 			if (j->err) {
 				co->usage_failures++;
-				pr_warn("cannot record usage of '%s' in the usage ledger: %s; no grant "
-					"for its metered limits until it can\n",
-					j->holder, strerror(-j->err));
+				pr_warn(
+				    "cannot record usage of '%s' in the usage ledger: %s; no grant "
+				    "for its metered limits until it can\n",
+				    j->holder, strerror(-j->err));
 			} else if (live) {
 				h->uledger_ns = j->arrival_ns;
 			}

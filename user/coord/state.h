@@ -135,6 +135,10 @@ struct coord {
 	uint64_t usage_failures; /* reports the usage ledger could not record (no grant) */
 	uint64_t usage_full;	 /* reports and METER batches refused: the writer's queue full */
 	uint64_t meter_recorded, meter_retry, meter_refused; /* acks sent, by status */
+	/* Reports and METER batches with a total above 2^62, METER batches
+	 * naming a counters identity their HELLO did not: refused.
+	 */
+	uint64_t usage_forged;
 	/* Adoption: shares of earlier epochs taken over, refused (a tag that
 	 * proves nothing), cut to the contract; HELLO epoch claims ignored
 	 * (a holder that already moved the epoch once in this run).

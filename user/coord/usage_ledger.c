@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The usage ledger in SQLite (see usage_ledger.h). Two tables:
+ * The usage ledger in SQLite (see usage_ledger.h). Its tables, among them:
  *   usage(limit, holder, hour, admitted, denied, fallback, bypass)
  *       one row per UTC hour; days and months are summed at query time
  *   marks(limit, holder, incarnation, seq, admitted.., current)
  *       the totals last accounted per incarnation, the high-water mark
+ *   spend(holder, limit, key, level, t), holder_series(holder, n)
+ *       the bounds on what an entry adds, and the series per holder
  * Invariant: Σ usage over hours of (limit, holder) = Σ over its
  * incarnations of what each mark accounted, because both change in the same
  * transaction and only by the same difference.
@@ -71,6 +73,19 @@ static const char *const stmt_sql[ST_N] = {
     [ST_KIDENT_PUT] = "INSERT INTO key_idents (holder, ident, last, pruned) VALUES (?1, ?2, ?3, 0) "
 		      "ON CONFLICT (holder, ident) DO UPDATE SET last = excluded.last",
     [ST_KIDENT_GET] = "SELECT pruned FROM key_idents WHERE holder = ?1 AND ident = ?2",
+    /* The bounds (usage_ledger.h): per (holder, limit, key) the contract's
+     * bucket level and when the row was last touched.
+     */
+    [ST_SPEND_GET] = "SELECT level, t FROM spend WHERE holder = ?1 AND limit_name = ?2 AND "
+		     "key = ?3",
+    [ST_SPEND_PUT] = "INSERT INTO spend (holder, limit_name, key, level, t) VALUES (?1, ?2, ?3, "
+		     "?4, ?5) ON CONFLICT (holder, limit_name, key) DO UPDATE SET "
+		     "level = excluded.level, t = excluded.t",
+    /* Series per holder (the quota), counted from key_marks once. */
+    [ST_HSERIES_GET] = "SELECT n FROM holder_series WHERE holder = ?1",
+    [ST_HSERIES_COUNT] = "SELECT count(*) FROM key_marks WHERE holder = ?1",
+    [ST_HSERIES_PUT] = "INSERT INTO holder_series (holder, n) VALUES (?1, ?2) ON CONFLICT "
+		       "(holder) DO UPDATE SET n = excluded.n",
 };
 
 static const char schema[] =
@@ -101,6 +116,12 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS key_idents ("
     " holder TEXT NOT NULL, ident INTEGER NOT NULL, last INTEGER NOT NULL,"
     " pruned INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (holder, ident)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS spend ("
+    " holder TEXT NOT NULL, limit_name TEXT NOT NULL, key BLOB NOT NULL,"
+    " level INTEGER NOT NULL, t INTEGER NOT NULL, PRIMARY KEY (holder, limit_name, key))"
+    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS holder_series (holder TEXT PRIMARY KEY, n INTEGER NOT NULL)"
+    " WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;"
     "INSERT OR IGNORE INTO meta VALUES ('schema', '1');";
 
@@ -112,6 +133,7 @@ int uledger_open(struct uledger **out, const char *path)
 	*out = NULL;
 	if (!lg)
 		return -ENOMEM;
+	lg->series_quota = ULEDGER_SERIES_QUOTA;
 	rc = sqlite3_open_v2(
 	    path, &lg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	/* WAL: a commit is one append and fsync; readers (leaseline usage)
@@ -140,17 +162,18 @@ int uledger_open(struct uledger **out, const char *path)
 				  NULL, NULL, NULL);
 	/* key_idents of a ledger written before retention: from the marks, once. */
 	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(lg->db,
-				  "INSERT OR IGNORE INTO key_idents (holder, ident, last, pruned) "
-				  "SELECT holder, ident, MAX(updated), 0 FROM key_marks WHERE NOT "
-				  "EXISTS (SELECT 1 FROM meta WHERE k = 'key_idents') GROUP BY holder, "
-				  "ident; INSERT OR IGNORE INTO meta VALUES ('key_idents', '1');",
-				  NULL, NULL, NULL);
+		rc = sqlite3_exec(
+		    lg->db,
+		    "INSERT OR IGNORE INTO key_idents (holder, ident, last, pruned) "
+		    "SELECT holder, ident, MAX(updated), 0 FROM key_marks WHERE NOT "
+		    "EXISTS (SELECT 1 FROM meta WHERE k = 'key_idents') GROUP BY holder, "
+		    "ident; INSERT OR IGNORE INTO meta VALUES ('key_idents', '1');",
+		    NULL, NULL, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_stmt *m = NULL;
 
-		rc = sqlite3_prepare_v2(lg->db, "SELECT v FROM meta WHERE k = 'marks_pruned_before'",
-					-1, &m, NULL);
+		rc = sqlite3_prepare_v2(
+		    lg->db, "SELECT v FROM meta WHERE k = 'marks_pruned_before'", -1, &m, NULL);
 		if (rc == SQLITE_OK && sqlite3_step(m) == SQLITE_ROW)
 			lg->marks_pruned_before = sqlite3_column_int64(m, 0);
 		sqlite3_finalize(m);
@@ -168,6 +191,11 @@ int uledger_open(struct uledger **out, const char *path)
 	}
 	*out = lg;
 	return 0;
+}
+
+void uledger_set_series_quota(struct uledger *lg, uint32_t series)
+{
+	lg->series_quota = series;
 }
 
 void uledger_close(struct uledger *lg)
@@ -291,10 +319,18 @@ int64_t uledger_now(void)
 	return (int64_t)time(NULL);
 }
 
+/* Times a period may hold (a billion years either side): no period
+ * arithmetic near INT64_MIN or INT64_MAX wraps.
+ */
+#define PERIOD_T_MAX (INT64_C(1) << 55)
+
 int64_t uledger_period_start(enum uledger_period p, int64_t t)
 {
-	time_t tt = (time_t)t;
+	time_t tt;
 	struct tm tm;
+
+	t = t < -PERIOD_T_MAX ? -PERIOD_T_MAX : t > PERIOD_T_MAX ? PERIOD_T_MAX : t;
+	tt = (time_t)t;
 
 	switch (p) {
 	case ULEDGER_HOUR:
@@ -311,8 +347,11 @@ int64_t uledger_period_start(enum uledger_period p, int64_t t)
 
 int64_t uledger_period_next(enum uledger_period p, int64_t start)
 {
-	time_t tt = (time_t)start;
+	time_t tt;
 	struct tm tm;
+
+	start = start < -PERIOD_T_MAX ? -PERIOD_T_MAX : start > PERIOD_T_MAX ? PERIOD_T_MAX : start;
+	tt = (time_t)start;
 
 	switch (p) {
 	case ULEDGER_HOUR:

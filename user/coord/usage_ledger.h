@@ -30,6 +30,7 @@
 #ifndef LEASELINE_COORD_USAGE_LEDGER_H
 #define LEASELINE_COORD_USAGE_LEDGER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,9 +42,45 @@ struct uledger_totals {
 	uint64_t admitted, denied, fallback, bypass;
 };
 
+/* ---- what a holder's figures may claim (reference §6.3, Bounds) ----
+ *
+ * Totals come from the network. A total above ULEDGER_TOTAL_MAX is refused
+ * before it reaches the ledger (the coordinator: a protocol error), so no
+ * stored figure or sum of a few wraps. What an entry adds is then bounded
+ * per (holder, limit, key; key empty for a limit's own totals), in the
+ * `spend` table, across incarnations, identities and series:
+ *   - admitted, by what the contract could have admitted: a bucket of
+ *     burst + rate x ULEDGER_BACKLOG_S filled at rate (so a report that
+ *     comes late after an outage of the ledger still counts up to an hour
+ *     of traffic at the contract);
+ *   - denied, fallback and bypass packets (and admitted, where rate is 0),
+ *     by ULEDGER_LINE_PPS since the row was last touched (at most
+ *     ULEDGER_BACKLOG_S) plus a minute;
+ *   - bytes of a class, by its packets x ULEDGER_FRAME_MAX.
+ * What exceeds a bound is not counted (`clamped`), and the mark moves all
+ * the same: it is never counted later either.
+ */
+#define ULEDGER_TOTAL_MAX (1ull << 62)
+#define ULEDGER_BACKLOG_S 3600
+#define ULEDGER_SLACK_S	  60
+#define ULEDGER_LINE_PPS  (1ull << 30)
+#define ULEDGER_FRAME_MAX (1ull << 18)
+/* Series (key marks) a holder may have; a new series past it is refused. */
+#define ULEDGER_SERIES_QUOTA (1u << 20)
+
+/* A budget's contract, in its unit (bytes: the limit counts bytes); rate 0:
+ * no contract of its own (a per-key limit's own totals sum its keys): the
+ * line rate bounds its admitted figure as it does the others.
+ */
+struct uledger_contract {
+	uint64_t rate, burst;
+	bool bytes;
+};
+
 struct uledger_entry {
 	const char *limit;
 	struct uledger_totals t; /* absolute totals since the incarnation began */
+	struct uledger_contract c;
 };
 
 struct uledger_counters {
@@ -65,6 +102,10 @@ struct uledger_counters {
 	uint64_t pruned_usage;	 /* usage rows deleted (per limit and per key) */
 	uint64_t pruned_marks;	 /* marks deleted (per-limit incarnations, key series) */
 	uint64_t pruned_idents;	 /* counters identities whose marks went */
+	/* bounds (above) */
+	uint64_t clamped;      /* entries of which a part was beyond its bound: not counted */
+	uint64_t clamped_pkts; /* packets (or tokens) of those parts */
+	uint64_t quota;	       /* new series refused: their holder had its quota */
 };
 
 /* Open (creating) the ledger file: WAL, synchronous FULL. 0 or -errno.
@@ -128,7 +169,11 @@ struct uledger_key_entry {
 	const char *key_text; /* the key as people write it (keyfmt), for the usage rows */
 	uint64_t pkts[LL_METER_CLASSES]; /* absolute totals, enum ll_meter_class */
 	uint64_t bytes[LL_METER_CLASSES];
+	struct uledger_contract c; /* the key's contract (its override's, if any) */
 };
+
+/* The series a holder may have (default ULEDGER_SERIES_QUOTA). */
+void uledger_set_series_quota(struct uledger *lg, uint32_t series);
 
 /* A transaction over any number of batches (the coordinator's writer
  * thread: the METER batches of up to 200 ms), then commit (0, or -errno with nothing of

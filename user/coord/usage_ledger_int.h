@@ -37,6 +37,11 @@ enum {
 	ST_KUSAGE_ADD,
 	ST_KIDENT_PUT,
 	ST_KIDENT_GET,
+	ST_SPEND_GET,
+	ST_SPEND_PUT,
+	ST_HSERIES_GET,
+	ST_HSERIES_COUNT,
+	ST_HSERIES_PUT,
 	ST_N,
 };
 
@@ -53,6 +58,8 @@ struct uledger {
 	int64_t kcur_hour;
 	sqlite3_stmt *st[ST_N];
 	struct uledger_counters c;
+	uint32_t series_quota;			/* uledger_set_series_quota */
+	int64_t clamp_logged_s, quota_logged_s; /* log lines: one a minute */
 	uint64_t lat[LAT_SAMPLES];
 	size_t n_lat, lat_next;
 };

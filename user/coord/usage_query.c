@@ -57,8 +57,44 @@ static void col_name(sqlite3_stmt *s, int col, char *buf, size_t len)
 	buf[i] = '\0';
 }
 
-/* Open the ledger read-only; a lock held by the coordinator is waited for
- * up to 2 s. An SQLite result code.
+/* usum(x): SUM that saturates at INT64_MAX instead of failing with
+ * "integer overflow", and takes a figure no writer of this build stores (a
+ * negative one, or a REAL SQLite made of an overflowing add) as INT64_MAX:
+ * a sum at INT64_MAX is "more than anything", which --reconcile shows as
+ * over its contract, never as within it.
+ */
+static void usum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	sqlite3_int64 *acc = sqlite3_aggregate_context(ctx, sizeof(*acc)), v;
+
+	(void)argc;
+	if (!acc)
+		return;
+	switch (sqlite3_value_type(argv[0])) {
+	case SQLITE_NULL:
+		return;
+	case SQLITE_INTEGER:
+		v = sqlite3_value_int64(argv[0]);
+		break;
+	default: {
+		double d = sqlite3_value_double(argv[0]);
+
+		v = d >= 0 && d < 9.2e18 ? (sqlite3_int64)d : -1;
+	}
+	}
+	if (v < 0 || __builtin_add_overflow(*acc, v, acc))
+		*acc = INT64_MAX;
+}
+
+static void usum_final(sqlite3_context *ctx)
+{
+	sqlite3_int64 *acc = sqlite3_aggregate_context(ctx, 0);
+
+	sqlite3_result_int64(ctx, acc ? *acc : 0);
+}
+
+/* Open the ledger read-only (usum registered); a lock held by the
+ * coordinator is waited for up to 2 s. An SQLite result code.
  */
 static int query_open(const char *path, sqlite3 **db)
 {
@@ -66,6 +102,9 @@ static int query_open(const char *path, sqlite3 **db)
 
 	if (rc == SQLITE_OK)
 		sqlite3_busy_timeout(*db, 2000);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(*db, "usum", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+					     NULL, NULL, usum_step, usum_final);
 	return rc;
 }
 
@@ -137,8 +176,9 @@ int uledger_query_keys(const char *path, const struct uledger_query *q, const ch
 	sqlite3_stmt *s = NULL;
 	sqlite3 *db = NULL;
 	int rc = query_prepare(
-	    path, q, true, "SUM(ap), SUM(ab), SUM(dp), SUM(db), SUM(fp), SUM(fb), SUM(bp), SUM(bb)",
-	    &db, &s);
+	    path, q, true,
+	    "usum(ap), usum(ab), usum(dp), usum(db), usum(fp), usum(fb), usum(bp), usum(bb)", &db,
+	    &s);
 
 	if (rc == SQLITE_OK) {
 		if (key)
@@ -176,11 +216,12 @@ int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
 	 * prefix finds the rows.
 	 */
 	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(db,
-					"SELECT limit_uid, key, born, limit_name, ap, ab, dp, db, fp, "
-					"fb, bp, bb FROM key_marks WHERE holder = ?1 AND ident = ?2 "
-					"ORDER BY limit_uid, key, born",
-					-1, &s, NULL);
+		rc = sqlite3_prepare_v2(
+		    db,
+		    "SELECT limit_uid, key, born, limit_name, ap, ab, dp, db, fp, "
+		    "fb, bp, bb FROM key_marks WHERE holder = ?1 AND ident = ?2 "
+		    "ORDER BY limit_uid, key, born",
+		    -1, &s, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
@@ -213,8 +254,8 @@ int uledger_query(const char *path, const struct uledger_query *q,
 {
 	sqlite3_stmt *s = NULL;
 	sqlite3 *db = NULL;
-	int rc = query_prepare(path, q, false,
-			       "SUM(admitted), SUM(denied), SUM(fallback), SUM(bypass)", &db, &s);
+	int rc = query_prepare(
+	    path, q, false, "usum(admitted), usum(denied), usum(fallback), usum(bypass)", &db, &s);
 
 	if (rc == SQLITE_OK) {
 		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {

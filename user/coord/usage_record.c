@@ -13,8 +13,96 @@
 
 #include "lib/monotonic.h"
 #include "lib/log.h"
+#include "lib/util.h"
 #include "coord/usage_ledger.h"
 #include "coord/usage_ledger_int.h"
+
+/* ---- bounds (usage_ledger.h) ---- */
+
+/* An amount as SQLite keeps it: at most INT64_MAX. */
+static sqlite3_int64 as_i64(uint64_t v)
+{
+	return v > (uint64_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)v;
+}
+
+/* Cut what an entry adds to its bounds: *adm (admitted, by the contract's
+ * bucket) and others[0..n) (by the line rate), per (holder, limit, key), the
+ * spend row moved in the transaction open. *cut: what was not counted.
+ * 0 or an SQLite code.
+ */
+static int spend_bound(struct uledger *lg, const char *holder, const char *limit, const void *key,
+		       int klen, const struct uledger_contract *c, int64_t now_s, uint64_t *adm,
+		       uint64_t *const *others, int n, uint64_t *cut)
+{
+	sqlite3_stmt *s = lg->st[ST_SPEND_GET];
+	uint64_t cap = u64_sat_add(c->burst, u64_sat_mul(c->rate, ULEDGER_BACKLOG_S)), level = cap,
+		 line;
+	int64_t t = now_s - ULEDGER_BACKLOG_S, dt;
+	int r;
+
+	*cut = 0;
+	sqlite3_reset(s);
+	sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, limit, -1, SQLITE_STATIC);
+	if (klen)
+		sqlite3_bind_blob(s, 3, key, klen, SQLITE_STATIC);
+	else
+		sqlite3_bind_zeroblob(s, 3, 0);
+	r = sqlite3_step(s);
+	if (r == SQLITE_ROW) {
+		level = (uint64_t)sqlite3_column_int64(s, 0);
+		t = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_reset(s);
+	if (r != SQLITE_ROW && r != SQLITE_DONE)
+		return r;
+	dt = now_s <= t ? 0 : now_s - t > ULEDGER_BACKLOG_S ? ULEDGER_BACKLOG_S : now_s - t;
+	if (c->rate) {
+		level = u64_sat_add(level, u64_sat_mul(c->rate, (uint64_t)dt));
+		if (level > cap)
+			level = cap;
+		if (*adm > level) {
+			*cut += *adm - level;
+			*adm = level;
+		}
+		level -= *adm;
+	}
+	line = u64_sat_mul(ULEDGER_LINE_PPS, (uint64_t)dt + ULEDGER_SLACK_S);
+	if (!c->rate && *adm > line) { /* no contract of its own: the line rate */
+		*cut = u64_sat_add(*cut, *adm - line);
+		*adm = line;
+	}
+	for (int i = 0; i < n; i++)
+		if (*others[i] > line) {
+			*cut = u64_sat_add(*cut, *others[i] - line);
+			*others[i] = line;
+		}
+	s = lg->st[ST_SPEND_PUT];
+	sqlite3_reset(s);
+	sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, limit, -1, SQLITE_STATIC);
+	if (klen)
+		sqlite3_bind_blob(s, 3, key, klen, SQLITE_STATIC);
+	else
+		sqlite3_bind_zeroblob(s, 3, 0);
+	sqlite3_bind_int64(s, 4, as_i64(level));
+	sqlite3_bind_int64(s, 5, now_s);
+	return step_done(s);
+}
+
+/* A bound cut an entry: counted, and said once a minute at most. */
+static void note_clamped(struct uledger *lg, const char *holder, const char *limit, int64_t now_s,
+			 uint64_t cut)
+{
+	lg->c.clamped++;
+	lg->c.clamped_pkts = u64_sat_add(lg->c.clamped_pkts, cut);
+	if (now_s < lg->clamp_logged_s + 60 && now_s >= lg->clamp_logged_s)
+		return;
+	lg->clamp_logged_s = now_s;
+	pr_warn("usage ledger: '%s' limit '%s' claims %llu more than its contract or the line rate "
+		"could have passed: not counted (usage_clamped; said once a minute)\n",
+		holder, limit, (unsigned long long)cut);
+}
 
 static void bind_key(sqlite3_stmt *s, const char *limit, const char *holder)
 {
@@ -39,6 +127,11 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 	struct uledger_totals base = {0}, mark;
 	int r;
 
+	if (e->t.admitted > ULEDGER_TOTAL_MAX || e->t.denied > ULEDGER_TOTAL_MAX ||
+	    e->t.fallback > ULEDGER_TOTAL_MAX || e->t.bypass > ULEDGER_TOTAL_MAX) {
+		note_clamped(lg, holder, e->limit, uledger_now(), ULEDGER_TOTAL_MAX);
+		return 0; /* the coordinator refuses these first (a protocol error) */
+	}
 	bind_key(s, e->limit, holder);
 	sqlite3_bind_int64(s, 3, (sqlite3_int64)inc);
 	r = sqlite3_step(s);
@@ -186,8 +279,14 @@ int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarn
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct uledger_totals d;
 		int r = entry_delta(lg, holder, incarnation, ident, seq, &e[i], &d, &rc);
+		uint64_t *const others[] = {&d.denied, &d.fallback, &d.bypass}, cut = 0;
 
 		if (r > 0)
+			rc = spend_bound(lg, holder, e[i].limit, NULL, 0, &e[i].c, now_s,
+					 &d.admitted, others, 3, &cut);
+		if (cut)
+			note_clamped(lg, holder, e[i].limit, now_s, cut);
+		if (r > 0 && !rc)
 			rc = entry_write(lg, holder, incarnation, ident, seq, now_s, &e[i], &d);
 	}
 	if (!rc)
@@ -242,6 +341,42 @@ int uledger_keys_begin(struct uledger *lg)
 	return rc ? (sql_errno(rc) ? sql_errno(rc) : -EIO) : 0;
 }
 
+/* The series (key marks) holder has: holder_series, else counted once. */
+static int holder_series_get(struct uledger *lg, const char *holder, int64_t *n)
+{
+	sqlite3_stmt *s = lg->st[ST_HSERIES_GET];
+	int r;
+
+	for (int pass = 0; pass < 2; pass++) {
+		sqlite3_reset(s);
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		r = sqlite3_step(s);
+		if (r == SQLITE_ROW)
+			*n = sqlite3_column_int64(s, 0);
+		sqlite3_reset(s);
+		if (r == SQLITE_ROW) {
+			*n = *n < 0 ? 0 : *n; /* (the file edited by hand) */
+			return 0;
+		}
+		if (r != SQLITE_DONE)
+			return r;
+		s = lg->st[ST_HSERIES_COUNT]; /* a ledger from before the quota */
+	}
+	return r == SQLITE_DONE ? SQLITE_CORRUPT : r;
+}
+
+/* A new series refused past its holder's quota: counted, said once a minute. */
+static void note_quota(struct uledger *lg, const char *holder, const char *limit, int64_t now_s)
+{
+	lg->c.quota++;
+	if (now_s < lg->quota_logged_s + 60 && now_s >= lg->quota_logged_s)
+		return;
+	lg->quota_logged_s = now_s;
+	pr_warn("usage ledger: '%s' has its quota of %u series: a new key of limit '%s' is not "
+		"recorded (usage_quota; said once a minute)\n",
+		holder, lg->series_quota, limit);
+}
+
 /* Field f of an entry in the columns' order (0..7: ap ab dp db fp fb bp bb). */
 static uint64_t key_field(const struct uledger_key_entry *e, int f)
 {
@@ -251,8 +386,9 @@ static uint64_t key_field(const struct uledger_key_entry *e, int f)
 int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
 		     const char *limit, int64_t now_s, const struct uledger_key_entry *e, size_t n)
 {
-	int64_t hour = uledger_period_start(ULEDGER_HOUR, now_s);
+	int64_t hour = uledger_period_start(ULEDGER_HOUR, now_s), series = -1;
 	int rc = uledger_ident_pruned(lg, holder, ident);
+	uint64_t added = 0;
 
 	if (rc) {
 		if (rc > 0) {
@@ -272,12 +408,29 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 	}
 	for (size_t i = 0; !rc && i < n; i++) {
 		sqlite3_stmt *s = lg->st[ST_KMARK_GET];
-		uint64_t mark[8] = {0}, t[8], d[8];
-		bool add = false, move = false;
+		uint64_t mark[8] = {0}, t[8], d[8], cut = 0;
+		bool add = false, move = false, big = false;
 		int r;
 
-		for (int f = 0; f < 8; f++)
+		for (int f = 0; f < 8; f++) {
 			t[f] = key_field(&e[i], f);
+			big |= t[f] > ULEDGER_TOTAL_MAX;
+		}
+		if (big) { /* the coordinator refuses these first */
+			note_clamped(lg, holder, limit, now_s, ULEDGER_TOTAL_MAX);
+			continue;
+		}
+		/* No class passes more bytes than its packets could carry (and
+		 * a packet a CPU whose bytes were read before it).
+		 */
+		for (int f = 1; f < 8; f += 2) {
+			uint64_t most = u64_sat_mul(t[f - 1] + 64, ULEDGER_FRAME_MAX);
+
+			if (t[f] > most) {
+				cut = u64_sat_add(cut, t[f] - most);
+				t[f] = most;
+			}
+		}
 		sqlite3_reset(s);
 		sqlite3_clear_bindings(s);
 		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
@@ -295,17 +448,42 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 			rc = r;
 			break;
 		}
+		/* A new series past the holder's quota: refused, counted. */
+		if (r == SQLITE_DONE) {
+			if (series < 0 && (rc = holder_series_get(lg, holder, &series)))
+				break;
+			if ((uint64_t)series + added >= lg->series_quota) {
+				note_quota(lg, holder, limit, now_s);
+				continue;
+			}
+			added++;
+		}
 		/* Field-wise: what the totals exceed the mark by; the mark
 		 * becomes the maximum (a field below it is an older report's).
 		 */
 		for (int f = 0; f < 8; f++) {
 			d[f] = t[f] > mark[f] ? t[f] - mark[f] : 0;
-			if (d[f]) {
-				add = true;
+			if (d[f])
 				mark[f] = t[f];
-			}
 		}
-		move = add || r == SQLITE_DONE;
+		{
+			/* ap or ab by the contract, the other classes' packets by the
+			 * line rate (bytes followed their packets above).
+			 */
+			int af = e[i].c.bytes ? 1 : 0;
+			uint64_t *const others[] = {&d[2], &d[4], &d[6]};
+			uint64_t spent = 0;
+
+			if ((rc = spend_bound(lg, holder, limit, &e[i].key, (int)sizeof(e[i].key),
+					      &e[i].c, now_s, &d[af], others, 3, &spent)))
+				break;
+			cut = u64_sat_add(cut, spent);
+		}
+		if (cut)
+			note_clamped(lg, holder, limit, now_s, cut);
+		for (int f = 0; f < 8; f++)
+			add |= d[f] != 0;
+		move = add || r == SQLITE_DONE; /* the mark moves past what a bound cut */
 		lg->c.key_entries++;
 		if (!add)
 			lg->c.key_stale++;
@@ -335,6 +513,14 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 		sqlite3_bind_int64(s, 4, hour);
 		for (int f = 0; f < 8; f++)
 			sqlite3_bind_int64(s, 5 + f, (sqlite3_int64)d[f]);
+		rc = step_done(s);
+	}
+	if (!rc && added) {
+		sqlite3_stmt *s = lg->st[ST_HSERIES_PUT];
+
+		sqlite3_reset(s);
+		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, series + (int64_t)added);
 		rc = step_done(s);
 	}
 	if (rc) {

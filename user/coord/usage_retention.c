@@ -29,8 +29,7 @@ struct prune_cursor {
 };
 
 static long prune_usage(struct uledger *lg, const char *table, const char *const *cols, int ntext,
-			struct prune_cursor *cur, int64_t hour_cut, unsigned *budget,
-			bool *at_end)
+			struct prune_cursor *cur, int64_t hour_cut, unsigned *budget, bool *at_end)
 {
 	char sql[512], where[256], sel[128], del[256];
 	sqlite3_stmt *q = NULL, *d = NULL;
@@ -131,8 +130,7 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 	static const char *const ucols[] = {"limit_name", "holder"};
 	static const char *const kcols[] = {"limit_name", "key", "holder"};
 	struct uledger_counters saved = lg->c;
-	int64_t cutoff = now_s - (int64_t)retention_s;
-	int64_t hour_cut = uledger_period_start(ULEDGER_HOUR, cutoff);
+	int64_t cutoff, hour_cut;
 	int64_t pruned_before = lg->marks_pruned_before;
 	unsigned budget = max_rows ? max_rows : 1;
 	long work = 0, n;
@@ -141,6 +139,11 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 
 	if (!retention_s)
 		return 0;
+	/* A retention longer than the clock's past keeps everything. */
+	if (retention_s > (uint64_t)INT64_MAX ||
+	    __builtin_sub_overflow(now_s, (int64_t)retention_s, &cutoff) || cutoff < 0)
+		return 0;
+	hour_cut = uledger_period_start(ULEDGER_HOUR, cutoff);
 	rc = step_done(lg->st[ST_BEGIN]);
 	/* 1. Counters identities silent past the retention: tombstoned first
 	 * (their batches refused from this commit on), then their marks go in
@@ -152,39 +155,48 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 		int64_t ident = 0;
 		bool busy = false;
 
-		rc = sqlite3_prepare_v2(lg->db,
-					"SELECT holder, ident FROM key_idents WHERE pruned = 1 LIMIT 1",
-					-1, &s, NULL);
+		rc = sqlite3_prepare_v2(
+		    lg->db, "SELECT holder, ident FROM key_idents WHERE pruned = 1 LIMIT 1", -1, &s,
+		    NULL);
 		if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
-			snprintf(holder, sizeof(holder), "%s", (const char *)sqlite3_column_text(s, 0));
+			snprintf(holder, sizeof(holder), "%s",
+				 (const char *)sqlite3_column_text(s, 0));
 			ident = sqlite3_column_int64(s, 1);
 			busy = true;
 		}
 		sqlite3_finalize(s);
 		if (rc == SQLITE_OK && busy) {
-			n = exec_changes(lg,
-					 "DELETE FROM key_marks WHERE (holder, ident, limit_name, "
-					 "limit_uid, key, born) IN (SELECT holder, ident, limit_name, "
-					 "limit_uid, key, born FROM key_marks WHERE holder = ?1 AND "
-					 "ident = ?2 LIMIT ?3)",
-					 holder, ident, budget, &rc);
+			n = exec_changes(
+			    lg,
+			    "DELETE FROM key_marks WHERE (holder, ident, limit_name, "
+			    "limit_uid, key, born) IN (SELECT holder, ident, limit_name, "
+			    "limit_uid, key, born FROM key_marks WHERE holder = ?1 AND "
+			    "ident = ?2 LIMIT ?3)",
+			    holder, ident, budget, &rc);
 			lg->c.pruned_marks += (uint64_t)n;
 			work += n;
+			if (rc == SQLITE_OK && n)
+				exec_changes(lg,
+					     "UPDATE holder_series SET n = max(n - ?2, 0) WHERE "
+					     "holder = ?1 AND ?3 = ?3",
+					     holder, n, 0, &rc);
 			budget -= (unsigned)n < budget ? (unsigned)n : budget - 1;
 			if (rc == SQLITE_OK && (unsigned)n < max_rows) {
-				exec_changes(lg,
-					     "UPDATE key_idents SET pruned = 2 WHERE holder = ?1 AND "
-					     "ident = ?2 AND ?3 = ?3",
-					     holder, ident, 0, &rc);
+				exec_changes(
+				    lg,
+				    "UPDATE key_idents SET pruned = 2 WHERE holder = ?1 AND "
+				    "ident = ?2 AND ?3 = ?3",
+				    holder, ident, 0, &rc);
 				lg->c.pruned_idents++;
 				work++;
 			}
 		} else if (rc == SQLITE_OK) {
-			n = exec_changes(lg,
-					 "UPDATE key_idents SET pruned = 1 WHERE (holder, ident) IN "
-					 "(SELECT holder, ident FROM key_idents WHERE pruned = 0 AND "
-					 "last < ?1 AND ?2 = ?2 LIMIT 1)",
-					 NULL, cutoff, 0, &rc);
+			n = exec_changes(
+			    lg,
+			    "UPDATE key_idents SET pruned = 1 WHERE (holder, ident) IN "
+			    "(SELECT holder, ident FROM key_idents WHERE pruned = 0 AND "
+			    "last < ?1 AND ?2 = ?2 LIMIT 1)",
+			    NULL, cutoff, 0, &rc);
 			work += n;
 		}
 	}
@@ -192,20 +204,32 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 	 * of an incarnation without a mark is taken for a pruned one.
 	 */
 	if (rc == SQLITE_OK) {
-		n = exec_changes(lg,
-				 "DELETE FROM marks WHERE (limit_name, holder, incarnation) IN "
-				 "(SELECT limit_name, holder, incarnation FROM marks WHERE current = "
-				 "0 AND updated < ?1 LIMIT ?2)",
-				 NULL, cutoff, budget, &rc);
+		n = exec_changes(
+		    lg,
+		    "DELETE FROM marks WHERE (limit_name, holder, incarnation) IN "
+		    "(SELECT limit_name, holder, incarnation FROM marks WHERE current = "
+		    "0 AND updated < ?1 LIMIT ?2)",
+		    NULL, cutoff, budget, &rc);
 		if (rc == SQLITE_OK && n) {
 			if (cutoff > pruned_before)
 				pruned_before = cutoff;
-			exec_changes(lg,
-				     "INSERT INTO meta (k, v) VALUES ('marks_pruned_before', ?1) ON "
-				     "CONFLICT (k) DO UPDATE SET v = excluded.v WHERE ?2 = ?2",
-				     NULL, pruned_before, 0, &rc);
+			exec_changes(
+			    lg,
+			    "INSERT INTO meta (k, v) VALUES ('marks_pruned_before', ?1) ON "
+			    "CONFLICT (k) DO UPDATE SET v = excluded.v WHERE ?2 = ?2",
+			    NULL, pruned_before, 0, &rc);
 		}
 		lg->c.pruned_marks += (uint64_t)n;
+		work += n;
+	}
+	/* The bounds' rows untouched since the cut (a new one starts as they
+	 * would have refilled: usage_ledger.h).
+	 */
+	if (rc == SQLITE_OK) {
+		n = exec_changes(lg,
+				 "DELETE FROM spend WHERE (holder, limit_name, key) IN (SELECT "
+				 "holder, limit_name, key FROM spend WHERE t < ?1 LIMIT ?2)",
+				 NULL, cutoff, budget, &rc);
 		work += n;
 	}
 	/* 3. Usage rows of hours past the retention: a stretch of each table. */
@@ -215,7 +239,8 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 					 &lg->cur_hour,
 					 &lg->cur_set};
 
-		n = lg->pass_u ? 0 : prune_usage(lg, "usage", ucols, 2, &c, hour_cut, &budget, &end_u);
+		n = lg->pass_u ? 0
+			       : prune_usage(lg, "usage", ucols, 2, &c, hour_cut, &budget, &end_u);
 		if (n < 0)
 			rc = (int)-n;
 		else
@@ -223,16 +248,17 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 		lg->c.pruned_usage += n > 0 ? (uint64_t)n : 0;
 	}
 	if (rc == SQLITE_OK) {
-		struct prune_cursor c = {{lg->kcur_limit, lg->kcur_key, lg->kcur_holder},
-					 {sizeof(lg->kcur_limit), sizeof(lg->kcur_key),
-					  sizeof(lg->kcur_holder)},
-					 &lg->kcur_hour,
-					 &lg->kcur_set};
+		struct prune_cursor c = {
+		    {lg->kcur_limit, lg->kcur_key, lg->kcur_holder},
+		    {sizeof(lg->kcur_limit), sizeof(lg->kcur_key), sizeof(lg->kcur_holder)},
+		    &lg->kcur_hour,
+		    &lg->kcur_set};
 
 		if (!budget)
 			budget = 1;
-		n = lg->pass_k ? 0
-			       : prune_usage(lg, "key_usage", kcols, 3, &c, hour_cut, &budget, &end_k);
+		n = lg->pass_k
+			? 0
+			: prune_usage(lg, "key_usage", kcols, 3, &c, hour_cut, &budget, &end_k);
 		if (n < 0)
 			rc = (int)-n;
 		else

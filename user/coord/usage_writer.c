@@ -39,6 +39,7 @@ struct uwriter {
 	int efd;
 	char path[4096];
 	uint64_t retention_s;
+	uint32_t series_quota; /* 0: the ledger's default */
 	size_t max_bytes;
 	/* Under mu: */
 	struct uw_job *in_head, *in_tail;
@@ -66,7 +67,9 @@ struct uwriter {
 
 struct uw_job *uw_job_new(enum uw_kind kind, uint32_t n)
 {
-	size_t es = kind == UW_KEYS ? sizeof(struct wire_meter_entry) : sizeof(struct uw_rentry);
+	size_t es = kind == UW_KEYS
+			? sizeof(struct wire_meter_entry) + sizeof(struct uledger_contract)
+			: sizeof(struct uw_rentry);
 	size_t size = sizeof(struct uw_job) + (size_t)n * es;
 	struct uw_job *j = calloc(1, size);
 
@@ -74,9 +77,10 @@ struct uw_job *uw_job_new(enum uw_kind kind, uint32_t n)
 		return NULL;
 	j->kind = kind;
 	j->size = size;
-	if (kind == UW_KEYS)
+	if (kind == UW_KEYS) {
 		j->ke = (struct wire_meter_entry *)(j + 1);
-	else
+		j->kc = (struct uledger_contract *)(j->ke + n);
+	} else
 		j->re = (struct uw_rentry *)(j + 1);
 	return j;
 }
@@ -109,6 +113,8 @@ static int resync(struct uwriter *w)
 			return err;
 		}
 		pr_info("usage ledger '%s' open\n", w->path);
+		if (w->series_quota)
+			uledger_set_series_quota(w->lg, w->series_quota);
 	}
 	err = uledger_set_metered(w->lg, names, n, uledger_now());
 	if (err)
@@ -162,10 +168,10 @@ static void do_keys(struct uwriter *w, struct uw_job *j)
 
 		if (r == 1) {
 			uledger_note_refused(w->lg);
-			pr_warn("meter batch %llu of '%s': its counters identity %016llx was silent "
-				"past ledger-retention and its marks are pruned: refused\n",
-				(unsigned long long)j->seq, j->holder,
-				(unsigned long long)j->ident);
+			pr_warn(
+			    "meter batch %llu of '%s': its counters identity %016llx was silent "
+			    "past ledger-retention and its marks are pruned: refused\n",
+			    (unsigned long long)j->seq, j->holder, (unsigned long long)j->ident);
 			err = -ESTALE;
 		} else if (r < 0) {
 			err = r == -ESTALE ? -EIO : r;
@@ -192,10 +198,10 @@ static void do_keys(struct uwriter *w, struct uw_job *j)
 		e->key_text = w->text[i];
 		memcpy(e->pkts, j->ke[i].pkts, sizeof(e->pkts));
 		memcpy(e->bytes, j->ke[i].bytes, sizeof(e->bytes));
+		e->c = j->kc[i];
 	}
-	if (!w->txn_failed &&
-	    uledger_keys_add(w->lg, j->holder, j->ident, j->limit_uid, j->limit, j->now_s, w->e,
-			     j->n))
+	if (!w->txn_failed && uledger_keys_add(w->lg, j->holder, j->ident, j->limit_uid, j->limit,
+					       j->now_s, w->e, j->n))
 		w->txn_failed = true;
 	j->next = NULL;
 	*w->gtail = j;
@@ -216,6 +222,7 @@ static void do_report(struct uwriter *w, struct uw_job *j)
 		for (uint32_t i = 0; i < j->n && i < WIRE_MAX_ENTRIES; i++) {
 			e[i].limit = j->re[i].limit;
 			e[i].t = j->re[i].t;
+			e[i].c = j->re[i].c;
 		}
 		err = uledger_record_ident(w->lg, j->holder, j->incarnation, j->ident, j->seq,
 					   j->now_s, j->arrival_ns, e, j->n);
@@ -329,7 +336,8 @@ static void *uw_main(void *arg)
 				w->out_tail->next = w->done;
 			else
 				w->out_head = w->done;
-			w->out_tail = (struct uw_job *)((char *)w->dtail - offsetof(struct uw_job, next));
+			w->out_tail =
+			    (struct uw_job *)((char *)w->dtail - offsetof(struct uw_job, next));
 			w->done = NULL;
 			w->dtail = &w->done;
 			if (write(w->efd, &one, sizeof(one)) != sizeof(one))
@@ -349,8 +357,8 @@ static void *uw_main(void *arg)
 	return NULL;
 }
 
-int uwriter_start(struct uwriter **out, struct uledger *lg, const char *path,
-		  uint64_t retention_s, size_t max_bytes)
+int uwriter_start(struct uwriter **out, struct uledger *lg, const char *path, uint64_t retention_s,
+		  uint32_t series_quota, size_t max_bytes)
 {
 	struct uwriter *w = calloc(1, sizeof(*w));
 	pthread_condattr_t ca;
@@ -368,6 +376,9 @@ int uwriter_start(struct uwriter **out, struct uledger *lg, const char *path,
 	snprintf(w->path, sizeof(w->path), "%s", path);
 	w->lg = lg;
 	w->retention_s = retention_s;
+	w->series_quota = series_quota;
+	if (lg && series_quota)
+		uledger_set_series_quota(lg, series_quota);
 	w->max_bytes = max_bytes;
 	w->gtail = &w->group;
 	w->dtail = &w->done;

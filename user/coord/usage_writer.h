@@ -34,6 +34,7 @@ enum uw_kind {
 struct uw_rentry {
 	char limit[LL_NAME_LEN];
 	struct uledger_totals t;
+	struct uledger_contract c; /* what bounds it (usage_ledger.h) */
 };
 
 struct uw_job {
@@ -52,6 +53,7 @@ struct uw_job {
 	uint8_t key_mode, prefix_v4, prefix_v6;
 	uint32_t n;
 	struct wire_meter_entry *ke; /* n entries, in the same allocation */
+	struct uledger_contract *kc; /* and each one's contract */
 	struct uw_rentry *re;	     /* UW_REPORT: n entries, in the same allocation */
 	/* The result: 0 committed; -ESTALE refused (identity pruned); other
 	 * negative errno: nothing written, to be sent again.
@@ -67,11 +69,12 @@ struct uw_job *uw_job_new(enum uw_kind kind, uint32_t n);
 
 /* Start the thread. lg: the ledger opened already (NULL: opened by the
  * writer once uwriter_set_metered names a limit), its ownership passes to
- * the writer. path: the ledger's file. retention_s: 0 none. max_bytes:
+ * the writer. path: the ledger's file. retention_s: 0 none. series_quota:
+ * the series a holder may have (0: ULEDGER_SERIES_QUOTA). max_bytes:
  * the bound of the jobs queued and in the open group. 0 or -errno.
  */
-int uwriter_start(struct uwriter **out, struct uledger *lg, const char *path,
-		  uint64_t retention_s, size_t max_bytes);
+int uwriter_start(struct uwriter **out, struct uledger *lg, const char *path, uint64_t retention_s,
+		  uint32_t series_quota, size_t max_bytes);
 /* Readable when jobs came back (uwriter_done). */
 int uwriter_fd(const struct uwriter *w);
 /* 0, or -EAGAIN (the queue is full: j stays the caller's). */
@@ -85,11 +88,11 @@ struct uwriter_stats {
 	struct uledger_counters c; /* the ledger's counters, as of the last job done */
 	uint64_t p50, p99;	   /* arrival to commit, ns */
 	size_t samples;
-	bool open;		  /* the ledger is open */
-	uint64_t queued_bytes;	  /* now */
-	uint64_t queued_jobs;	  /* now */
-	uint64_t full;		  /* submissions refused: the queue was full */
-	uint64_t groups;	  /* per-key transactions committed */
+	bool open;	       /* the ledger is open */
+	uint64_t queued_bytes; /* now */
+	uint64_t queued_jobs;  /* now */
+	uint64_t full;	       /* submissions refused: the queue was full */
+	uint64_t groups;       /* per-key transactions committed */
 };
 void uwriter_stats(struct uwriter *w, struct uwriter_stats *s);
 

@@ -456,7 +456,7 @@ static int coord_policy_check(struct walk_ctx *c, const struct walk_map *m, stru
 	return rc;
 }
 
-/* ledger-retention: "400d", "9600h", or "forever" (the default). */
+/* ledger-retention: "400d" (the default), "9600h", or "forever". */
 static int coord_retention(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v,
 			   void *obj)
 {
@@ -570,6 +570,8 @@ static const struct walk_field coord_fields[] = {
     {"insecure", WALK_ENUM, COORD(insecure), .names = bools},
     {"ledger", WALK_PATH, COORD(ledger_path)},
     {"ledger-retention", WALK_CUSTOM, .fn = coord_retention},
+    {"ledger-series-per-holder", WALK_UINT, COORD(ledger_series_quota), .min = 1024,
+     .max = 1u << 30},
     {"grant-key", WALK_PATH, COORD(grant_key_path)},
     {"replicas", WALK_CUSTOM, .fn = coord_replicas},
 };
@@ -615,6 +617,8 @@ static void coord_init(void *obj, struct cfg_state *st)
 	co->refresh_ns = CFG_DEFAULT_REFRESH_NS;
 	co->gateways = CFG_DEFAULT_GATEWAYS;
 	co->pending_per_address = CFG_DEFAULT_PENDING_PER_ADDRESS;
+	co->ledger_retention_s = CFG_DEFAULT_LEDGER_RETENTION_S;
+	co->ledger_series_quota = CFG_DEFAULT_SERIES_QUOTA;
 	snprintf(co->replicas.prefix, sizeof(co->replicas.prefix), "/leaseline/default");
 	co->replicas.ttl_ns = 5000000000ull;
 }

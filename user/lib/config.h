@@ -154,6 +154,10 @@ struct cfg_coord {
 	 * counters identities silent that long (reference §6.3); 0 = forever.
 	 */
 	uint64_t ledger_retention_s;
+	/* ledger-series-per-holder: key series (marks) a holder may have in the
+	 * usage ledger; a new one past it is refused (reference §6.3, Bounds).
+	 */
+	uint32_t ledger_series_quota;
 	/* grant-key: the key grants are tagged with (docs/protocol.md,
 	 * "Adoption"); "" = state-dir/grant.key. Replicas share one.
 	 */
@@ -173,8 +177,10 @@ struct cfg_coord {
 /* ledger-retention bounds: a day (shorter would prune what a gateway cut
  * off for a weekend still has to report) to 100 years.
  */
-#define CFG_LEDGER_RETENTION_MIN_S 86400ull
-#define CFG_LEDGER_RETENTION_MAX_S (100ull * 366 * 86400)
+#define CFG_LEDGER_RETENTION_MIN_S     86400ull
+#define CFG_DEFAULT_LEDGER_RETENTION_S (400ull * 86400)
+#define CFG_DEFAULT_SERIES_QUOTA       (1u << 20)
+#define CFG_LEDGER_RETENTION_MAX_S     (100ull * 366 * 86400)
 
 enum cfg_kind {
 	CFG_KIND_UNKNOWN = 0,
