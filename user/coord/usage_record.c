@@ -37,7 +37,8 @@ static int spend_bound(struct uledger *lg, const char *holder, const char *limit
 	sqlite3_stmt *s = lg->st[ST_SPEND_GET];
 	uint64_t cap = u64_sat_add(c->burst, u64_sat_mul(c->rate, ULEDGER_BACKLOG_S)), level = cap,
 		 line;
-	int64_t t = now_s - ULEDGER_BACKLOG_S, dt;
+	int64_t t = now_s < INT64_MIN + ULEDGER_BACKLOG_S ? INT64_MIN : now_s - ULEDGER_BACKLOG_S,
+		dt;
 	int r;
 
 	*cut = 0;
@@ -56,7 +57,10 @@ static int spend_bound(struct uledger *lg, const char *holder, const char *limit
 	sqlite3_reset(s);
 	if (r != SQLITE_ROW && r != SQLITE_DONE)
 		return r;
-	dt = now_s <= t ? 0 : now_s - t > ULEDGER_BACKLOG_S ? ULEDGER_BACKLOG_S : now_s - t;
+	if (now_s <= t)
+		dt = 0;
+	else if (__builtin_sub_overflow(now_s, t, &dt) || dt > ULEDGER_BACKLOG_S)
+		dt = ULEDGER_BACKLOG_S;
 	if (c->rate) {
 		level = u64_sat_add(level, u64_sat_mul(c->rate, (uint64_t)dt));
 		if (level > cap)
