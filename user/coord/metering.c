@@ -317,16 +317,19 @@ void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint64_t no
 		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
 		return;
 	}
-	for (uint32_t i = 0; i < mt->n; i++)
-		if (!meter_key_ok(l, &mt->e[i].key) || !meter_totals_ok(&mt->e[i])) {
+	for (uint32_t i = 0; i < mt->n; i++) {
+		bool totals_ok = meter_totals_ok(&mt->e[i]);
+
+		if (!meter_key_ok(l, &mt->e[i].key) || !totals_ok) {
 			co->protocol_errors++;
-			co->usage_forged += !meter_totals_ok(&mt->e[i]);
+			co->usage_forged += !totals_ok;
 			pr_warn("meter batch %llu of '%s' (limit '%s') names a malformed key or "
 				"a total above 2^62: refused\n",
 				(unsigned long long)mt->seq, mt->holder, mt->limit);
 			meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_REFUSED);
 			return;
 		}
+	}
 	j = co->uw && mt->n <= WIRE_MAX_METER ? uw_job_new(UW_KEYS, mt->n) : NULL;
 	if (!j) {
 		meter_ack(co, ci, mt->ident, mt->seq, WIRE_METER_RETRY);

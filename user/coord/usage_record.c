@@ -25,6 +25,19 @@ static sqlite3_int64 as_i64(uint64_t v)
 	return v > (uint64_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)v;
 }
 
+/* (holder, limit, key) of a spend row, in ?1..?3; klen 0: a limit's own. */
+static void bind_spend(sqlite3_stmt *s, const char *holder, const char *limit, const void *key,
+		       int klen)
+{
+	sqlite3_reset(s);
+	sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, limit, -1, SQLITE_STATIC);
+	if (klen)
+		sqlite3_bind_blob(s, 3, key, klen, SQLITE_STATIC);
+	else
+		sqlite3_bind_zeroblob(s, 3, 0);
+}
+
 /* Cut what an entry adds to its bounds: *adm (admitted, by the contract's
  * bucket) and others[0..n) (by the line rate), per (holder, limit, key), the
  * spend row moved in the transaction open. *cut: what was not counted.
@@ -42,13 +55,7 @@ static int spend_bound(struct uledger *lg, const char *holder, const char *limit
 	int r;
 
 	*cut = 0;
-	sqlite3_reset(s);
-	sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, limit, -1, SQLITE_STATIC);
-	if (klen)
-		sqlite3_bind_blob(s, 3, key, klen, SQLITE_STATIC);
-	else
-		sqlite3_bind_zeroblob(s, 3, 0);
+	bind_spend(s, holder, limit, key, klen);
 	r = sqlite3_step(s);
 	if (r == SQLITE_ROW) {
 		level = (uint64_t)sqlite3_column_int64(s, 0);
@@ -82,16 +89,19 @@ static int spend_bound(struct uledger *lg, const char *holder, const char *limit
 			*others[i] = line;
 		}
 	s = lg->st[ST_SPEND_PUT];
-	sqlite3_reset(s);
-	sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, limit, -1, SQLITE_STATIC);
-	if (klen)
-		sqlite3_bind_blob(s, 3, key, klen, SQLITE_STATIC);
-	else
-		sqlite3_bind_zeroblob(s, 3, 0);
+	bind_spend(s, holder, limit, key, klen);
 	sqlite3_bind_int64(s, 4, as_i64(level));
 	sqlite3_bind_int64(s, 5, now_s);
 	return step_done(s);
+}
+
+/* Whether a line said at most once a minute may be said now (*last moves). */
+static bool once_a_minute(int64_t *last, int64_t now_s)
+{
+	if (now_s < *last + 60 && now_s >= *last)
+		return false;
+	*last = now_s;
+	return true;
 }
 
 /* A bound cut an entry: counted, and said once a minute at most. */
@@ -100,9 +110,8 @@ static void note_clamped(struct uledger *lg, const char *holder, const char *lim
 {
 	lg->c.clamped++;
 	lg->c.clamped_pkts = u64_sat_add(lg->c.clamped_pkts, cut);
-	if (now_s < lg->clamp_logged_s + 60 && now_s >= lg->clamp_logged_s)
+	if (!once_a_minute(&lg->clamp_logged_s, now_s))
 		return;
-	lg->clamp_logged_s = now_s;
 	pr_warn("usage ledger: '%s' limit '%s' claims %llu more than its contract or the line rate "
 		"could have passed: not counted (usage_clamped; said once a minute)\n",
 		holder, limit, (unsigned long long)cut);
@@ -373,9 +382,8 @@ static int holder_series_get(struct uledger *lg, const char *holder, int64_t *n)
 static void note_quota(struct uledger *lg, const char *holder, const char *limit, int64_t now_s)
 {
 	lg->c.quota++;
-	if (now_s < lg->quota_logged_s + 60 && now_s >= lg->quota_logged_s)
+	if (!once_a_minute(&lg->quota_logged_s, now_s))
 		return;
-	lg->quota_logged_s = now_s;
 	pr_warn("usage ledger: '%s' has its quota of %u series: a new key of limit '%s' is not "
 		"recorded (usage_quota; said once a minute)\n",
 		holder, lg->series_quota, limit);
