@@ -49,7 +49,10 @@ ifeq ($(LL_RES_LOCK),1)
 BPF_CFLAGS += -DLL_RES_LOCK
 LL_CFLAGS  += -DLL_RES_LOCK
 endif
-LDLIBS    := -lxdp -lbpf -lelf -lz -lyaml -lssl -lcrypto -lsqlite3 -lmicrohttpd -lcurl -ljson-c -lpthread -lm
+# libpq's header lives in its own directory (Debian: /usr/include/postgresql).
+LL_CFLAGS += $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
+LDLIBS    := -lxdp -lbpf -lelf -lz -lyaml -lssl -lcrypto -lsqlite3 -lpq -lmicrohttpd -lcurl -ljson-c \
+	     -lpthread -lm
 
 # The XDP program the agent embeds, and the benchmark-only programs.
 BPF_SRCS  := bpf/leaseline.bpf.c $(wildcard bench/bpf/*.bpf.c)

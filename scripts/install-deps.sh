@@ -8,7 +8,7 @@ set -eu
 PKGS="make gcc clang llvm pkg-config libbpf-dev libelf-dev zlib1g-dev bpftool \
 libcmocka-dev libyaml-dev iproute2 ethtool iputils-ping procps python3 libclang-rt-dev \
 iptables nftables linux-libc-dev curl linux-perf prometheus libssl-dev openssl \
-libxdp-dev xdp-tools libsqlite3-dev sqlite3 libmicrohttpd-dev \
+libxdp-dev xdp-tools libsqlite3-dev sqlite3 libpq-dev postgresql libmicrohttpd-dev \
 libcurl4-openssl-dev libjson-c-dev etcd-server etcd-client \
 qemu-system-x86 busybox-static kmod cpio xz-utils zstd"
 

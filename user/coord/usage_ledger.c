@@ -23,8 +23,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <sqlite3.h>
-
 #include "lib/log.h"
 #include "coord/usage_ledger.h"
 #include "coord/usage_ledger_int.h"
@@ -45,11 +43,12 @@ static const char *const stmt_sql[ST_N] = {
 	"updated = excluded.updated, ident = excluded.ident",
     [ST_USAGE_ADD] = "INSERT INTO usage (limit_name, holder, hour, admitted, denied, fallback, "
 		     "bypass) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (limit_name, holder, "
-		     "hour) DO UPDATE SET admitted = admitted + excluded.admitted, "
-		     "denied = denied + excluded.denied, fallback = fallback + excluded.fallback, "
-		     "bypass = bypass + excluded.bypass",
+		     "hour) DO UPDATE SET admitted = usage.admitted + excluded.admitted, "
+		     "denied = usage.denied + excluded.denied, "
+		     "fallback = usage.fallback + excluded.fallback, "
+		     "bypass = usage.bypass + excluded.bypass",
     [ST_SINCE] = "SELECT since FROM metered WHERE limit_name = ?1",
-    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_BEGIN] = "BEGIN IMMEDIATE", /* PostgreSQL: begin_pg */
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_KMARK_GET] = "SELECT ap, ab, dp, db, fp, fb, bp, bb FROM key_marks WHERE holder = ?1 AND "
@@ -63,9 +62,11 @@ static const char *const stmt_sql[ST_N] = {
     [ST_KUSAGE_ADD] =
 	"INSERT INTO key_usage (limit_name, key, holder, hour, ap, ab, dp, db, fp, fb, bp, bb) "
 	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (limit_name, key, "
-	"holder, hour) DO UPDATE SET ap = ap + excluded.ap, ab = ab + excluded.ab, "
-	"dp = dp + excluded.dp, db = db + excluded.db, fp = fp + excluded.fp, "
-	"fb = fb + excluded.fb, bp = bp + excluded.bp, bb = bb + excluded.bb",
+	"holder, hour) DO UPDATE SET ap = key_usage.ap + excluded.ap, "
+	"ab = key_usage.ab + excluded.ab, dp = key_usage.dp + excluded.dp, "
+	"db = key_usage.db + excluded.db, fp = key_usage.fp + excluded.fp, "
+	"fb = key_usage.fb + excluded.fb, bp = key_usage.bp + excluded.bp, "
+	"bb = key_usage.bb + excluded.bb",
     /* One row per (holder, counters identity): when it last reported, and
      * whether retention pruned its marks (1 pruning, 2 pruned): then its
      * batches are refused, never counted again from 0.
@@ -125,69 +126,148 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;"
     "INSERT OR IGNORE INTO meta VALUES ('schema', '1');";
 
+/* PostgreSQL's: the same tables (int8 for INTEGER, bytea for BLOB; names
+ * compared byte by byte, as SQLite does, so retention's cursor and
+ * --ledger's order are one order) and usum, created once under a lock so
+ * that replicas starting together do not race. A new database: no
+ * migrations.
+ */
+static const char schema_pg[] =
+    "BEGIN;"
+    "SELECT pg_advisory_xact_lock(7456398101);"
+    "CREATE TABLE IF NOT EXISTS usage ("
+    " limit_name TEXT COLLATE \"C\" NOT NULL, holder TEXT COLLATE \"C\" NOT NULL,"
+    " hour BIGINT NOT NULL, admitted BIGINT NOT NULL, denied BIGINT NOT NULL,"
+    " fallback BIGINT NOT NULL, bypass BIGINT NOT NULL, PRIMARY KEY (limit_name, holder, hour));"
+    "CREATE TABLE IF NOT EXISTS marks ("
+    " limit_name TEXT COLLATE \"C\" NOT NULL, holder TEXT COLLATE \"C\" NOT NULL,"
+    " incarnation BIGINT NOT NULL, seq BIGINT NOT NULL, admitted BIGINT NOT NULL,"
+    " denied BIGINT NOT NULL, fallback BIGINT NOT NULL, bypass BIGINT NOT NULL,"
+    " current BIGINT NOT NULL, updated BIGINT NOT NULL, ident BIGINT NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (limit_name, holder, incarnation));"
+    "CREATE TABLE IF NOT EXISTS metered (limit_name TEXT COLLATE \"C\" PRIMARY KEY,"
+    " since BIGINT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS key_usage ("
+    " limit_name TEXT COLLATE \"C\" NOT NULL, key TEXT COLLATE \"C\" NOT NULL,"
+    " holder TEXT COLLATE \"C\" NOT NULL, hour BIGINT NOT NULL,"
+    " ap BIGINT NOT NULL, ab BIGINT NOT NULL, dp BIGINT NOT NULL, db BIGINT NOT NULL,"
+    " fp BIGINT NOT NULL, fb BIGINT NOT NULL, bp BIGINT NOT NULL, bb BIGINT NOT NULL,"
+    " PRIMARY KEY (limit_name, key, holder, hour));"
+    "CREATE TABLE IF NOT EXISTS key_marks ("
+    " holder TEXT COLLATE \"C\" NOT NULL, ident BIGINT NOT NULL, limit_uid BIGINT NOT NULL,"
+    " key BYTEA NOT NULL, limit_name TEXT COLLATE \"C\" NOT NULL,"
+    " ap BIGINT NOT NULL, ab BIGINT NOT NULL, dp BIGINT NOT NULL, db BIGINT NOT NULL,"
+    " fp BIGINT NOT NULL, fb BIGINT NOT NULL, bp BIGINT NOT NULL, bb BIGINT NOT NULL,"
+    " updated BIGINT NOT NULL, born BIGINT NOT NULL,"
+    " PRIMARY KEY (holder, ident, limit_name, limit_uid, key, born));"
+    "CREATE TABLE IF NOT EXISTS key_idents ("
+    " holder TEXT COLLATE \"C\" NOT NULL, ident BIGINT NOT NULL, last BIGINT NOT NULL,"
+    " pruned BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (holder, ident));"
+    "CREATE TABLE IF NOT EXISTS spend ("
+    " holder TEXT COLLATE \"C\" NOT NULL, limit_name TEXT COLLATE \"C\" NOT NULL,"
+    " key BYTEA NOT NULL, level BIGINT NOT NULL, t BIGINT NOT NULL,"
+    " PRIMARY KEY (holder, limit_name, key));"
+    "CREATE TABLE IF NOT EXISTS holder_series (holder TEXT COLLATE \"C\" PRIMARY KEY,"
+    " n BIGINT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS meta (k TEXT COLLATE \"C\" PRIMARY KEY, v TEXT);"
+    /* usum (usage_db.c): a SUM of int8 that saturates at INT64_MAX */
+    "CREATE OR REPLACE FUNCTION usum_step(acc BIGINT, v BIGINT) RETURNS BIGINT"
+    " LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN v IS NULL THEN acc"
+    " WHEN v < 0 OR acc > 9223372036854775807 - v THEN 9223372036854775807"
+    " ELSE acc + v END $$;"
+    "CREATE OR REPLACE AGGREGATE usum(BIGINT) (SFUNC = usum_step, STYPE = BIGINT,"
+    " INITCOND = '0');"
+    "INSERT INTO meta VALUES ('schema', '1') ON CONFLICT DO NOTHING;"
+    "INSERT INTO meta VALUES ('key_idents', '1') ON CONFLICT DO NOTHING;"
+    "COMMIT;";
+
+/* Two replicas' writers that overlap (a deposed leader's last commit, the
+ * new one's first) cannot both read one mark and move it: one of them
+ * fails with a serialization error, nothing of it written (usage_db_pg.c).
+ */
+static const char begin_pg[] = "BEGIN ISOLATION LEVEL SERIALIZABLE";
+
+/* SQLite's file: WAL (a commit is one append and fsync; readers, leaseline
+ * usage, never block the coordinator) and FULL (a committed report
+ * survives a power loss too). The WAL is checkpointed every 4096 pages (16
+ * MiB) and cut back to 1 MiB: per-key batches touch pages all over the
+ * file, and a checkpoint every 256 pages made them fall behind at 8
+ * gateways x 100k keys per 10 s (bench_coord LL_BENCH_METER: 60k entries/s
+ * and 10 s lag at 256, 71k and 3.9 s at 4096, docs/benchmarks.md). Then
+ * the schema, and the migrations of files older than it.
+ */
+static int open_sqlite(struct uledger *lg)
+{
+	int rc = udb_exec(lg->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+				  "PRAGMA wal_autocheckpoint = 4096;"
+				  "PRAGMA journal_size_limit = 1048576;");
+
+	if (!rc)
+		rc = udb_exec(lg->db, schema);
+	/* Marks of a ledger written before the counters identity: 0, unknown. */
+	if (!rc && udb_exec(lg->db, "SELECT ident FROM marks LIMIT 0"))
+		rc = udb_exec(lg->db, "ALTER TABLE marks ADD COLUMN ident INTEGER NOT NULL DEFAULT 0");
+	/* key_idents of a ledger written before retention: from the marks, once. */
+	if (!rc)
+		rc = udb_exec(lg->db,
+			      "INSERT OR IGNORE INTO key_idents (holder, ident, last, pruned) "
+			      "SELECT holder, ident, MAX(updated), 0 FROM key_marks WHERE NOT "
+			      "EXISTS (SELECT 1 FROM meta WHERE k = 'key_idents') GROUP BY holder, "
+			      "ident; INSERT OR IGNORE INTO meta VALUES ('key_idents', '1');");
+	return rc;
+}
+
+const char *uledger_where(const char *where, char *buf, size_t len)
+{
+	char *auth, *end, *at, *colon, *pw;
+
+	snprintf(buf, len, "%s", where);
+	if (!udb_where_is_pg(buf))
+		return buf;
+	auth = strstr(buf, "://") + 3;
+	end = auth + strcspn(auth, "/?");
+	at = memrchr(auth, '@', (size_t)(end - auth));
+	colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+	if (colon) /* user:PASSWORD@host: the password goes */
+		memmove(colon, at, strlen(at) + 1);
+	for (pw = buf; (pw = strstr(pw, "password=")); pw += 9)
+		if (pw > buf && (pw[-1] == '?' || pw[-1] == '&'))
+			memmove(pw + 9, pw + 9 + strcspn(pw + 9, "&"),
+				strlen(pw + 9 + strcspn(pw + 9, "&")) + 1);
+	return buf;
+}
+
 int uledger_open(struct uledger **out, const char *path)
 {
 	struct uledger *lg = calloc(1, sizeof(*lg));
+	struct udb_stmt *m = NULL;
+	char err[256], where[256];
 	int rc;
 
 	*out = NULL;
 	if (!lg)
 		return -ENOMEM;
 	lg->series_quota = ULEDGER_SERIES_QUOTA;
-	rc = sqlite3_open_v2(
-	    path, &lg->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-	/* WAL: a commit is one append and fsync; readers (leaseline usage)
-	 * never block the coordinator. FULL: a committed report survives a
-	 * power loss too. The WAL is checkpointed every 4096 pages (16 MiB)
-	 * and cut back to 1 MiB: per-key batches touch pages all over the
-	 * file, and a checkpoint every 256 pages made them fall behind at 8
-	 * gateways x 100k keys per 10 s (bench_coord LL_BENCH_METER: 60k
-	 * entries/s and 10 s lag at 256, 71k and 3.9 s at 4096, docs/benchmarks.md).
-	 */
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(lg->db,
-				  "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
-				  "PRAGMA wal_autocheckpoint = 4096;"
-				  "PRAGMA journal_size_limit = 1048576;",
-				  NULL, NULL, NULL);
-	if (rc == SQLITE_OK)
-		sqlite3_busy_timeout(lg->db, 1000);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(lg->db, schema, NULL, NULL, NULL);
-	/* Marks of a ledger written before the counters identity: 0, unknown. */
-	if (rc == SQLITE_OK &&
-	    sqlite3_exec(lg->db, "SELECT ident FROM marks LIMIT 0", NULL, NULL, NULL) != SQLITE_OK)
-		rc = sqlite3_exec(lg->db,
-				  "ALTER TABLE marks ADD COLUMN ident INTEGER NOT NULL DEFAULT 0",
-				  NULL, NULL, NULL);
-	/* key_idents of a ledger written before retention: from the marks, once. */
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(
-		    lg->db,
-		    "INSERT OR IGNORE INTO key_idents (holder, ident, last, pruned) "
-		    "SELECT holder, ident, MAX(updated), 0 FROM key_marks WHERE NOT "
-		    "EXISTS (SELECT 1 FROM meta WHERE k = 'key_idents') GROUP BY holder, "
-		    "ident; INSERT OR IGNORE INTO meta VALUES ('key_idents', '1');",
-		    NULL, NULL, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_stmt *m = NULL;
-
-		rc = sqlite3_prepare_v2(
-		    lg->db, "SELECT v FROM meta WHERE k = 'marks_pruned_before'", -1, &m, NULL);
-		if (rc == SQLITE_OK && sqlite3_step(m) == SQLITE_ROW)
-			lg->marks_pruned_before = sqlite3_column_int64(m, 0);
-		sqlite3_finalize(m);
+	rc = udb_open(&lg->db, path, false, err, sizeof(err));
+	if (rc) {
+		pr_warn("usage ledger '%s': %s\n", uledger_where(path, where, sizeof(where)), err);
+		free(lg);
+		return rc;
 	}
-	for (int i = 0; rc == SQLITE_OK && i < ST_N; i++)
-		rc = sqlite3_prepare_v3(lg->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
-					&lg->st[i], NULL);
-	if (rc != SQLITE_OK) {
-		int err = sql_errno(rc);
-
-		pr_warn("usage ledger '%s': %s\n", path,
-			lg->db ? sqlite3_errmsg(lg->db) : sqlite3_errstr(rc));
+	rc = udb_is_pg(lg->db) ? udb_exec(lg->db, schema_pg) : open_sqlite(lg);
+	if (!rc)
+		rc = udb_prepare(lg->db, "SELECT v FROM meta WHERE k = 'marks_pruned_before'", &m);
+	if (!rc && udb_step(m) == UDB_ROW)
+		lg->marks_pruned_before = udb_col_i64(m, 0);
+	udb_finalize(m);
+	for (int i = 0; !rc && i < ST_N; i++)
+		rc = udb_prepare(lg->db,
+				 i == ST_BEGIN && udb_is_pg(lg->db) ? begin_pg : stmt_sql[i],
+				 &lg->st[i]);
+	if (rc) {
+		pr_warn("usage ledger '%s': %s\n", uledger_where(path, where, sizeof(where)), udb_errmsg(lg->db));
 		uledger_close(lg);
-		return err ? err : -EIO;
+		return rc;
 	}
 	*out = lg;
 	return 0;
@@ -203,8 +283,8 @@ void uledger_close(struct uledger *lg)
 	if (!lg)
 		return;
 	for (int i = 0; i < ST_N; i++)
-		sqlite3_finalize(lg->st[i]);
-	sqlite3_close(lg->db);
+		udb_finalize(lg->st[i]);
+	udb_close(lg->db);
 	free(lg);
 }
 
@@ -223,60 +303,54 @@ static bool listed(const char *const *names, size_t n, const char *name)
 
 int uledger_set_metered(struct uledger *lg, const char *const *limits, size_t n, int64_t now_s)
 {
-	sqlite3_stmt *q = NULL, *d = NULL, *dm = NULL, *ins = NULL;
-	int rc;
+	struct udb_stmt *q = NULL, *d = NULL, *dm = NULL, *ins = NULL;
+	int rc = udb_prepare(lg->db, "SELECT limit_name FROM metered UNION SELECT limit_name FROM marks",
+			     &q);
 
-	rc = sqlite3_prepare_v2(lg->db,
-				"SELECT limit_name FROM metered UNION SELECT limit_name FROM marks",
-				-1, &q, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(lg->db, "DELETE FROM marks WHERE limit_name = ?1", -1, &d,
-					NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(lg->db, "DELETE FROM metered WHERE limit_name = ?1", -1,
-					&dm, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(lg->db,
-					"INSERT OR IGNORE INTO metered (limit_name, since) VALUES "
-					"(?1, ?2)",
-					-1, &ins, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(lg->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (!rc)
+		rc = udb_prepare(lg->db, "DELETE FROM marks WHERE limit_name = ?1", &d);
+	if (!rc)
+		rc = udb_prepare(lg->db, "DELETE FROM metered WHERE limit_name = ?1", &dm);
+	if (!rc)
+		rc = udb_prepare(lg->db,
+				 "INSERT INTO metered (limit_name, since) VALUES (?1, ?2) "
+				 "ON CONFLICT DO NOTHING",
+				 &ins);
+	if (!rc)
+		rc = udb_step_done(lg->st[ST_BEGIN]);
 	/* Not metered now: marks and start dropped (usage stays). */
-	while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-		const char *name = (const char *)sqlite3_column_text(q, 0);
+	while (!rc && (rc = udb_step(q)) == UDB_ROW) {
+		const char *name = udb_col_text(q, 0);
 
-		rc = SQLITE_OK;
-		if (listed(limits, n, name))
+		rc = 0;
+		if (!name || listed(limits, n, name))
 			continue;
 		pr_info("usage ledger: limit '%s' is not metered now: its marks are dropped (its "
 			"usage stays)\n",
 			name);
-		sqlite3_bind_text(d, 1, name, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(dm, 1, name, -1, SQLITE_TRANSIENT);
-		rc = step_done(d);
+		udb_bind_text(d, 1, name);
+		udb_bind_text(dm, 1, name);
+		rc = udb_step_done(d);
 		if (!rc)
-			rc = step_done(dm);
+			rc = udb_step_done(dm);
 	}
-	if (rc == SQLITE_DONE)
-		rc = SQLITE_OK;
 	/* Metered now and not before: metering starts now. */
-	for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-		sqlite3_bind_text(ins, 1, limits[i], -1, SQLITE_STATIC);
-		sqlite3_bind_int64(ins, 2, now_s);
-		rc = step_done(ins);
-		if (!rc && sqlite3_changes(lg->db))
+	for (size_t i = 0; !rc && i < n; i++) {
+		udb_bind_text(ins, 1, limits[i]);
+		udb_bind_i64(ins, 2, now_s);
+		rc = udb_step_done(ins);
+		if (!rc && udb_changes(lg->db))
 			pr_info("usage ledger: limit '%s' metered from now on\n", limits[i]);
 	}
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(lg->db, "COMMIT", NULL, NULL, NULL);
-	if (rc != SQLITE_OK && !sqlite3_get_autocommit(lg->db))
-		sqlite3_exec(lg->db, "ROLLBACK", NULL, NULL, NULL);
-	sqlite3_finalize(q);
-	sqlite3_finalize(d);
-	sqlite3_finalize(dm);
-	sqlite3_finalize(ins);
-	return rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+	if (!rc)
+		rc = udb_step_done(lg->st[ST_COMMIT]);
+	if (rc && udb_in_txn(lg->db))
+		udb_step_done(lg->st[ST_ROLLBACK]);
+	udb_finalize(q);
+	udb_finalize(d);
+	udb_finalize(dm);
+	udb_finalize(ins);
+	return rc;
 }
 
 static int cmp_u64(const void *a, const void *b)

@@ -113,6 +113,10 @@ struct uledger_counters {
  * thread, usage_writer.h).
  */
 int uledger_open(struct uledger **out, const char *path);
+/* where (a path, or a PostgreSQL URI) as it may be logged: without the
+ * URI's password (user:PASSWORD@, password=PASSWORD), if it has one.
+ */
+const char *uledger_where(const char *where, char *buf, size_t len);
 void uledger_close(struct uledger *lg);
 
 /* One report of `holder` (incarnation, seq): its metered entries, in one

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the usage ledger's files share and nothing else includes:
- * usage_ledger.c (opening the file: its schema and statements; which limits
+ * usage_ledger.c (opening the ledger: its schema and statements; which limits
  * are metered; latency; the ledger's clock and periods), usage_record.c
  * (reports and METER batches written), usage_query.c (read-only queries for
  * `leaseline usage`) and usage_retention.c (pruning). The API is
@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
 
+#include "coord/usage_db.h"
 #include "coord/usage_ledger.h"
 
 #define LAT_SAMPLES 4096 /* arrival-to-commit latencies kept (uledger_latency) */
@@ -45,9 +45,11 @@ enum {
 	ST_N,
 };
 
-/* A handle: one SQLite connection, its statements, counters and latencies. */
+/* A handle: one database connection (usage_db.h), its statements,
+ * counters and latencies.
+ */
 struct uledger {
-	sqlite3 *db;
+	struct udb *db;
 	int64_t marks_pruned_before; /* closed incarnations older than this: pruned */
 	/* retention's cursors over the usage tables (primary key order) */
 	char cur_limit[64], cur_key[160], cur_holder[96];
@@ -56,7 +58,7 @@ struct uledger {
 	bool pass_u, pass_k; /* this pass has scanned usage, key_usage to the end */
 	char kcur_limit[64], kcur_key[160], kcur_holder[96];
 	int64_t kcur_hour;
-	sqlite3_stmt *st[ST_N];
+	struct udb_stmt *st[ST_N];
 	struct uledger_counters c;
 	uint32_t series_quota;			/* uledger_set_series_quota */
 	int64_t clamp_logged_s, quota_logged_s; /* log lines: one a minute */
@@ -64,47 +66,13 @@ struct uledger {
 	size_t n_lat, lat_next;
 };
 
-/* An SQLite result code as 0 or a negative errno. */
-static inline int sql_errno(int rc)
-{
-	switch (rc & 0xff) {
-	case SQLITE_OK:
-	case SQLITE_DONE:
-	case SQLITE_ROW:
-		return 0;
-	case SQLITE_FULL:
-		return -ENOSPC;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_CANTOPEN:
-		return -ENOENT;
-	case SQLITE_READONLY:
-	case SQLITE_PERM:
-		return -EACCES;
-	default:
-		return -EIO;
-	}
-}
-
-/* Step a statement that returns no row, and reset it: 0 or the SQLite code. */
-static inline int step_done(sqlite3_stmt *s)
-{
-	int rc = sqlite3_step(s);
-
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? 0 : rc;
-}
-
 /* Four totals (admitted, denied, fallback, bypass) from column first on. */
-static inline void col_totals(sqlite3_stmt *s, int first, struct uledger_totals *t)
+static inline void col_totals(struct udb_stmt *s, int first, struct uledger_totals *t)
 {
-	t->admitted = (uint64_t)sqlite3_column_int64(s, first);
-	t->denied = (uint64_t)sqlite3_column_int64(s, first + 1);
-	t->fallback = (uint64_t)sqlite3_column_int64(s, first + 2);
-	t->bypass = (uint64_t)sqlite3_column_int64(s, first + 3);
+	t->admitted = (uint64_t)udb_col_i64(s, first);
+	t->denied = (uint64_t)udb_col_i64(s, first + 1);
+	t->fallback = (uint64_t)udb_col_i64(s, first + 2);
+	t->bypass = (uint64_t)udb_col_i64(s, first + 3);
 }
 
 #endif /* LEASELINE_COORD_USAGE_LEDGER_INT_H */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Queries of the usage ledger (usage_ledger.h), for `leaseline usage`: each
- * opens the file read-only (WAL: it reads while the coordinator writes),
+ * opens the ledger read-only (SQLite's WAL, or PostgreSQL: it reads while
+ * the coordinator writes),
  * sums the hour rows of usage or key_usage into the periods asked for, or
  * lists one counters identity's key marks.
  */
@@ -10,13 +11,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <sqlite3.h>
-
 #include "coord/usage_ledger.h"
 #include "coord/usage_ledger_int.h"
 
-/* The SQL of a period's first second, from an hour row's `hour`. */
-static const char *period_sql(enum uledger_period p)
+/* The SQL of a period's first second, from an hour row's `hour`: the
+ * start of a month is each engine's own.
+ */
+static const char *period_sql(enum uledger_period p, bool pg)
 {
 	static const char *const pexpr[] = {
 	    [ULEDGER_HOUR] = "hour",
@@ -25,6 +26,9 @@ static const char *period_sql(enum uledger_period p)
 		"CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
 	};
 
+	if (p == ULEDGER_MONTH && pg)
+		return "CAST(extract(epoch FROM date_trunc('month', to_timestamp(hour) AT TIME "
+		       "ZONE 'UTC')) AS BIGINT)";
 	return pexpr[p];
 }
 
@@ -47,9 +51,9 @@ static int64_t time_clamp(int64_t t)
  * --ledger, and what `leaseline usage` prints of them must not drive the
  * terminal (escapes) or break a CSV line.
  */
-static void col_name(sqlite3_stmt *s, int col, char *buf, size_t len)
+static void col_name(struct udb_stmt *s, int col, char *buf, size_t len)
 {
-	const unsigned char *t = sqlite3_column_text(s, col);
+	const unsigned char *t = (const unsigned char *)udb_col_text(s, col);
 	size_t i = 0;
 
 	for (; t && t[i] && i + 1 < len; i++)
@@ -57,54 +61,15 @@ static void col_name(sqlite3_stmt *s, int col, char *buf, size_t len)
 	buf[i] = '\0';
 }
 
-/* usum(x): SUM that saturates at INT64_MAX instead of failing with
- * "integer overflow", and takes a figure no writer of this build stores (a
- * negative one, or a REAL SQLite made of an overflowing add) as INT64_MAX:
- * a sum at INT64_MAX is "more than anything", which --reconcile shows as
- * over its contract, never as within it.
- */
-static void usum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+/* Open the ledger read-only (usum is every engine's: usage_db.h). */
+static int query_open(const char *path, struct udb **db)
 {
-	sqlite3_int64 *acc = sqlite3_aggregate_context(ctx, sizeof(*acc)), v;
+	char err[256], where[256];
+	int rc = udb_open(db, path, true, err, sizeof(err));
 
-	(void)argc;
-	if (!acc)
-		return;
-	switch (sqlite3_value_type(argv[0])) {
-	case SQLITE_NULL:
-		return;
-	case SQLITE_INTEGER:
-		v = sqlite3_value_int64(argv[0]);
-		break;
-	default: {
-		double d = sqlite3_value_double(argv[0]);
-
-		v = d >= 0 && d < 9.2e18 ? (sqlite3_int64)d : -1;
-	}
-	}
-	if (v < 0 || __builtin_add_overflow(*acc, v, acc))
-		*acc = INT64_MAX;
-}
-
-static void usum_final(sqlite3_context *ctx)
-{
-	sqlite3_int64 *acc = sqlite3_aggregate_context(ctx, 0);
-
-	sqlite3_result_int64(ctx, acc ? *acc : 0);
-}
-
-/* Open the ledger read-only (usum registered); a lock held by the
- * coordinator is waited for up to 2 s. An SQLite result code.
- */
-static int query_open(const char *path, sqlite3 **db)
-{
-	int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY, NULL);
-
-	if (rc == SQLITE_OK)
-		sqlite3_busy_timeout(*db, 2000);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_create_function(*db, "usum", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
-					     NULL, NULL, usum_step, usum_final);
+	if (rc)
+		fprintf(stderr, "usage ledger '%s': %s\n", uledger_where(path, where, sizeof(where)),
+			err);
 	return rc;
 }
 
@@ -114,7 +79,7 @@ static int query_open(const char *path, sqlite3 **db)
  * (else holder ''), ordered by period, limit, key, holder.
  */
 static void query_sql(char *sql, size_t len, const struct uledger_query *q, bool per_key,
-		      const char *sums)
+		      const char *sums, bool pg)
 {
 	const char *key = per_key ? ", key" : "", *holder = q->by_holder ? ", holder" : "";
 
@@ -122,17 +87,17 @@ static void query_sql(char *sql, size_t len, const struct uledger_query *q, bool
 		 "SELECT %s AS p, limit_name%s, %s, %s FROM %s WHERE (?1 IS NULL OR "
 		 "limit_name = ?1) AND (?2 IS NULL OR holder = ?2) %sAND hour >= ?3 AND "
 		 "(?4 = 0 OR hour < ?4) GROUP BY p, limit_name%s%s ORDER BY p, limit_name%s%s",
-		 period_sql(q->period), key, q->by_holder ? "holder" : "''", sums,
+		 period_sql(q->period, pg), key, q->by_holder ? "holder" : "''", sums,
 		 per_key ? "key_usage" : "usage", per_key ? "AND (?5 IS NULL OR key = ?5) " : "",
 		 key, holder, key, holder);
 }
 
 /* Open the ledger read-only and prepare q's query (query_sql), bound as ?1
  * limit, ?2 holder, ?3 and ?4 the first seconds of the periods q spans
- * (?4 0: no end). An SQLite result code.
+ * (?4 0: no end). 0 or a negative errno.
  */
 static int query_prepare(const char *path, const struct uledger_query *q, bool per_key,
-			 const char *sums, sqlite3 **db, sqlite3_stmt **s)
+			 const char *sums, struct udb **db, struct udb_stmt **s)
 {
 	int64_t from = q->from ? uledger_period_start(q->period, time_clamp(q->from)) : 0;
 	int64_t to = q->to ? uledger_period_next(
@@ -141,62 +106,68 @@ static int query_prepare(const char *path, const struct uledger_query *q, bool p
 	char sql[1200];
 	int rc = query_open(path, db);
 
-	query_sql(sql, sizeof(sql), q, per_key, sums);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(*db, sql, -1, s, NULL);
-	if (rc == SQLITE_OK) {
+	if (!rc) {
+		query_sql(sql, sizeof(sql), q, per_key, sums, udb_is_pg(*db));
+		rc = udb_prepare(*db, sql, s);
+	}
+	if (!rc) {
 		if (q->limit)
-			sqlite3_bind_text(*s, 1, q->limit, -1, SQLITE_STATIC);
+			udb_bind_text(*s, 1, q->limit);
 		if (q->holder)
-			sqlite3_bind_text(*s, 2, q->holder, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(*s, 3, from);
-		sqlite3_bind_int64(*s, 4, to);
+			udb_bind_text(*s, 2, q->holder);
+		udb_bind_i64(*s, 3, from);
+		udb_bind_i64(*s, 4, to);
 	}
 	return rc;
 }
 
-/* Close a query that ended with rc: 0 or a negative errno, the error
- * printed. A ledger without the table (no_table_ok) has no rows.
+/* Close a query that ended with rc (UDB_DONE, or a negative errno): 0 or
+ * the errno, the error printed. A ledger without the table (no_table_ok)
+ * has no rows.
  */
-static int query_finish(const char *path, sqlite3 *db, sqlite3_stmt *s, int rc, bool no_table_ok)
+static int query_finish(const char *path, struct udb *db, struct udb_stmt *s, int rc,
+			bool no_table_ok)
 {
-	if (no_table_ok && rc == SQLITE_ERROR && db && strstr(sqlite3_errmsg(db), "no such table"))
-		rc = SQLITE_DONE;
-	else if (rc != SQLITE_DONE && rc != SQLITE_OK)
-		fprintf(stderr, "usage ledger '%s': %s\n", path,
-			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sql_errno(rc) ? sql_errno(rc) : -EIO;
+	char where[256];
+
+	if (rc == -ENOENT && no_table_ok && db && udb_no_table(db))
+		rc = 0;
+	else if (rc < 0 && db)
+		fprintf(stderr, "usage ledger '%s': %s\n", uledger_where(path, where, sizeof(where)),
+			udb_errmsg(db));
+	udb_finalize(s);
+	udb_close(db);
+	return rc < 0 ? rc : 0;
 }
 
 int uledger_query_keys(const char *path, const struct uledger_query *q, const char *key,
 		       int (*cb)(const struct uledger_key_row *r, void *arg), void *arg)
 {
-	sqlite3_stmt *s = NULL;
-	sqlite3 *db = NULL;
+	struct udb_stmt *s = NULL;
+	struct udb *db = NULL;
 	int rc = query_prepare(
 	    path, q, true,
 	    "usum(ap), usum(ab), usum(dp), usum(db), usum(fp), usum(fb), usum(bp), usum(bb)", &db,
 	    &s);
 
-	if (rc == SQLITE_OK) {
+	if (!rc) {
 		if (key)
-			sqlite3_bind_text(s, 5, key, -1, SQLITE_STATIC);
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			udb_bind_text(s, 5, key);
+		while ((rc = udb_step(s)) == UDB_ROW) {
 			struct uledger_key_row r = {0};
 
-			r.start = time_clamp(sqlite3_column_int64(s, 0));
+			r.start = time_clamp(udb_col_i64(s, 0));
 			r.end = uledger_period_next(q->period, r.start);
 			col_name(s, 1, r.limit, sizeof(r.limit));
 			col_name(s, 2, r.key, sizeof(r.key));
 			col_name(s, 3, r.holder, sizeof(r.holder));
 			for (int c = 0; c < LL_METER_CLASSES; c++) {
-				r.pkts[c] = (uint64_t)sqlite3_column_int64(s, 4 + 2 * c);
-				r.bytes[c] = (uint64_t)sqlite3_column_int64(s, 5 + 2 * c);
+				r.pkts[c] = (uint64_t)udb_col_i64(s, 4 + 2 * c);
+				r.bytes[c] = (uint64_t)udb_col_i64(s, 5 + 2 * c);
 			}
 			if (cb(&r, arg)) {
-				rc = SQLITE_DONE;
+				rc = UDB_DONE;
+				udb_reset(s); /* the rest not read */
 				break;
 			}
 		}
@@ -207,40 +178,41 @@ int uledger_query_keys(const char *path, const struct uledger_query *q, const ch
 int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
 			int (*cb)(const struct uledger_mark_row *r, void *arg), void *arg)
 {
-	sqlite3_stmt *s = NULL;
-	sqlite3 *db = NULL;
+	struct udb_stmt *s = NULL;
+	struct udb *db = NULL;
 	int rc = query_open(path, &db);
 
 	/* BLOBs compare as memcmp: the order a caller sorting by (uid,
 	 * memcmp(key), born) merges with. The primary key's (holder, ident)
 	 * prefix finds the rows.
 	 */
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(
-		    db,
-		    "SELECT limit_uid, key, born, limit_name, ap, ab, dp, db, fp, "
-		    "fb, bp, bb FROM key_marks WHERE holder = ?1 AND ident = ?2 "
-		    "ORDER BY limit_uid, key, born",
-		    -1, &s, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	if (!rc)
+		rc = udb_prepare(db,
+				 "SELECT limit_uid, key, born, limit_name, ap, ab, dp, db, fp, "
+				 "fb, bp, bb FROM key_marks WHERE holder = ?1 AND ident = ?2 "
+				 "ORDER BY limit_uid, key, born",
+				 &s);
+	if (!rc) {
+		udb_bind_text(s, 1, holder);
+		udb_bind_i64(s, 2, (int64_t)ident);
+		while ((rc = udb_step(s)) == UDB_ROW) {
 			struct uledger_mark_row r = {0};
-			const void *k = sqlite3_column_blob(s, 1);
+			size_t klen;
+			const void *k = udb_col_blob(s, 1, &klen);
 
-			if (sqlite3_column_bytes(s, 1) != (int)sizeof(r.key) || !k)
+			if (klen != sizeof(r.key) || !k)
 				continue; /* not a key this build writes */
-			r.limit_uid = (uint32_t)sqlite3_column_int64(s, 0);
+			r.limit_uid = (uint32_t)udb_col_i64(s, 0);
 			memcpy(&r.key, k, sizeof(r.key));
-			r.born = (uint64_t)sqlite3_column_int64(s, 2);
+			r.born = (uint64_t)udb_col_i64(s, 2);
 			col_name(s, 3, r.limit, sizeof(r.limit));
 			for (int c = 0; c < LL_METER_CLASSES; c++) {
-				r.pkts[c] = (uint64_t)sqlite3_column_int64(s, 4 + 2 * c);
-				r.bytes[c] = (uint64_t)sqlite3_column_int64(s, 5 + 2 * c);
+				r.pkts[c] = (uint64_t)udb_col_i64(s, 4 + 2 * c);
+				r.bytes[c] = (uint64_t)udb_col_i64(s, 5 + 2 * c);
 			}
 			if (cb(&r, arg)) {
-				rc = SQLITE_DONE;
+				rc = UDB_DONE;
+				udb_reset(s); /* the rest not read */
 				break;
 			}
 		}
@@ -252,22 +224,23 @@ int uledger_query_marks(const char *path, const char *holder, uint64_t ident,
 int uledger_query(const char *path, const struct uledger_query *q,
 		  int (*cb)(const struct uledger_row *r, void *arg), void *arg)
 {
-	sqlite3_stmt *s = NULL;
-	sqlite3 *db = NULL;
+	struct udb_stmt *s = NULL;
+	struct udb *db = NULL;
 	int rc = query_prepare(
 	    path, q, false, "usum(admitted), usum(denied), usum(fallback), usum(bypass)", &db, &s);
 
-	if (rc == SQLITE_OK) {
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	if (!rc) {
+		while ((rc = udb_step(s)) == UDB_ROW) {
 			struct uledger_row r = {0};
 
-			r.start = time_clamp(sqlite3_column_int64(s, 0));
+			r.start = time_clamp(udb_col_i64(s, 0));
 			r.end = uledger_period_next(q->period, r.start);
 			col_name(s, 1, r.limit, sizeof(r.limit));
 			col_name(s, 2, r.holder, sizeof(r.holder));
 			col_totals(s, 3, &r.t);
 			if (cb(&r, arg)) {
-				rc = SQLITE_DONE;
+				rc = UDB_DONE;
+				udb_reset(s); /* the rest not read */
 				break;
 			}
 		}

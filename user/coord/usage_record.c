@@ -9,8 +9,6 @@
 #include <errno.h>
 #include <stdbool.h>
 
-#include <sqlite3.h>
-
 #include "lib/monotonic.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -19,35 +17,32 @@
 
 /* ---- bounds (usage_ledger.h) ---- */
 
-/* An amount as SQLite keeps it: at most INT64_MAX. */
-static sqlite3_int64 as_i64(uint64_t v)
+/* An amount as the ledger keeps it: at most INT64_MAX. */
+static int64_t as_i64(uint64_t v)
 {
-	return v > (uint64_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)v;
+	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
 /* (holder, limit, key) of a spend row, in ?1..?3; klen 0: a limit's own. */
-static void bind_spend(sqlite3_stmt *s, const char *holder, const char *limit, const void *key,
+static void bind_spend(struct udb_stmt *s, const char *holder, const char *limit, const void *key,
 		       int klen)
 {
-	sqlite3_reset(s);
-	sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, limit, -1, SQLITE_STATIC);
-	if (klen)
-		sqlite3_bind_blob(s, 3, key, klen, SQLITE_STATIC);
-	else
-		sqlite3_bind_zeroblob(s, 3, 0);
+	udb_reset(s);
+	udb_bind_text(s, 1, holder);
+	udb_bind_text(s, 2, limit);
+	udb_bind_blob(s, 3, key, (size_t)klen);
 }
 
 /* Cut what an entry adds to its bounds: *adm (admitted, by the contract's
  * bucket) and others[0..n) (by the line rate), per (holder, limit, key), the
  * spend row moved in the transaction open. *cut: what was not counted.
- * 0 or an SQLite code.
+ * 0 or a negative errno.
  */
 static int spend_bound(struct uledger *lg, const char *holder, const char *limit, const void *key,
 		       int klen, const struct uledger_contract *c, int64_t now_s, uint64_t *adm,
 		       uint64_t *const *others, int n, uint64_t *cut)
 {
-	sqlite3_stmt *s = lg->st[ST_SPEND_GET];
+	struct udb_stmt *s = lg->st[ST_SPEND_GET];
 	uint64_t cap = u64_sat_add(c->burst, u64_sat_mul(c->rate, ULEDGER_BACKLOG_S)), level = cap,
 		 line;
 	int64_t t = now_s < INT64_MIN + ULEDGER_BACKLOG_S ? INT64_MIN : now_s - ULEDGER_BACKLOG_S,
@@ -56,13 +51,13 @@ static int spend_bound(struct uledger *lg, const char *holder, const char *limit
 
 	*cut = 0;
 	bind_spend(s, holder, limit, key, klen);
-	r = sqlite3_step(s);
-	if (r == SQLITE_ROW) {
-		level = (uint64_t)sqlite3_column_int64(s, 0);
-		t = sqlite3_column_int64(s, 1);
+	r = udb_step(s);
+	if (r == UDB_ROW) {
+		level = (uint64_t)udb_col_i64(s, 0);
+		t = udb_col_i64(s, 1);
 	}
-	sqlite3_reset(s);
-	if (r != SQLITE_ROW && r != SQLITE_DONE)
+	udb_reset(s);
+	if (r < 0)
 		return r;
 	if (now_s <= t)
 		dt = 0;
@@ -90,9 +85,9 @@ static int spend_bound(struct uledger *lg, const char *holder, const char *limit
 		}
 	s = lg->st[ST_SPEND_PUT];
 	bind_spend(s, holder, limit, key, klen);
-	sqlite3_bind_int64(s, 4, as_i64(level));
-	sqlite3_bind_int64(s, 5, now_s);
-	return step_done(s);
+	udb_bind_i64(s, 4, as_i64(level));
+	udb_bind_i64(s, 5, now_s);
+	return udb_step_done(s);
 }
 
 /* Whether a line said at most once a minute may be said now (*last moves). */
@@ -117,12 +112,12 @@ static void note_clamped(struct uledger *lg, const char *holder, const char *lim
 		holder, limit, (unsigned long long)cut);
 }
 
-static void bind_key(sqlite3_stmt *s, const char *limit, const char *holder)
+static void bind_key(struct udb_stmt *s, const char *limit, const char *holder)
 {
-	sqlite3_reset(s);
-	sqlite3_clear_bindings(s);
-	sqlite3_bind_text(s, 1, limit, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, holder, -1, SQLITE_STATIC);
+	udb_reset(s);
+	udb_clear(s);
+	udb_bind_text(s, 1, limit);
+	udb_bind_text(s, 2, holder);
 }
 
 static int totals_ge(const struct uledger_totals *a, const struct uledger_totals *b)
@@ -136,7 +131,7 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 		       uint64_t seq, const struct uledger_entry *e, struct uledger_totals *d,
 		       int *rc)
 {
-	sqlite3_stmt *s = lg->st[ST_MARK_GET];
+	struct udb_stmt *s = lg->st[ST_MARK_GET];
 	struct uledger_totals base = {0}, mark;
 	int r;
 
@@ -146,14 +141,14 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 		return 0; /* the coordinator refuses these first (a protocol error) */
 	}
 	bind_key(s, e->limit, holder);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64)inc);
-	r = sqlite3_step(s);
-	if (r == SQLITE_ROW) {
-		uint64_t mseq = (uint64_t)sqlite3_column_int64(s, 0);
-		int current = sqlite3_column_int(s, 5);
+	udb_bind_i64(s, 3, (int64_t)inc);
+	r = udb_step(s);
+	if (r == UDB_ROW) {
+		uint64_t mseq = (uint64_t)udb_col_i64(s, 0);
+		int current = udb_col_i64(s, 5);
 
 		col_totals(s, 1, &mark);
-		sqlite3_reset(s);
+		udb_reset(s);
 		if (!current || seq <= mseq) {
 			lg->c.stale++; /* replayed, reordered, or of a closed incarnation */
 			return 0;
@@ -166,17 +161,17 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 				"counted from 0\n",
 				holder, e->limit, (unsigned long long)seq);
 		}
-	} else if (r == SQLITE_DONE) {
-		sqlite3_reset(s);
+	} else if (r == UDB_DONE) {
+		udb_reset(s);
 		s = lg->st[ST_MARK_CUR];
 		bind_key(s, e->limit, holder);
-		r = sqlite3_step(s);
-		if (r == SQLITE_ROW) {
-			uint64_t mident = (uint64_t)sqlite3_column_int64(s, 5);
-			uint64_t minc = (uint64_t)sqlite3_column_int64(s, 0);
+		r = udb_step(s);
+		if (r == UDB_ROW) {
+			uint64_t mident = (uint64_t)udb_col_i64(s, 5);
+			uint64_t minc = (uint64_t)udb_col_i64(s, 0);
 
 			col_totals(s, 1, &mark);
-			sqlite3_reset(s);
+			udb_reset(s);
 			/* Older than the current incarnation and than what
 			 * retention pruned: a closed incarnation whose mark is
 			 * gone, replayed. Not a new one (those start later).
@@ -199,29 +194,29 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 				lg->c.restarted++;
 			}
 			bind_key(lg->st[ST_MARK_CLOSE], e->limit, holder);
-			if ((r = step_done(lg->st[ST_MARK_CLOSE])))
+			if ((r = udb_step_done(lg->st[ST_MARK_CLOSE])))
 				goto fail;
-		} else if (r == SQLITE_DONE) {
-			sqlite3_reset(s);
+		} else if (r == UDB_DONE) {
+			udb_reset(s);
 			/* Never metered for this holder. An agent that started
 			 * before the limit was metered holds, in its totals,
 			 * what it admitted unmetered: they are the baseline.
 			 */
 			s = lg->st[ST_SINCE];
-			sqlite3_reset(s);
-			sqlite3_bind_text(s, 1, e->limit, -1, SQLITE_STATIC);
-			r = sqlite3_step(s);
-			if (r == SQLITE_ROW &&
-			    inc / 1000000000ull < (uint64_t)sqlite3_column_int64(s, 0)) {
+			udb_reset(s);
+			udb_bind_text(s, 1, e->limit);
+			r = udb_step(s);
+			if (r == UDB_ROW &&
+			    inc / 1000000000ull < (uint64_t)udb_col_i64(s, 0)) {
 				base = e->t;
 				lg->c.first++;
-			} else if (r != SQLITE_ROW && r != SQLITE_DONE) {
+			} else if (r < 0) {
 				goto fail;
 			}
 		} else {
 			goto fail;
 		}
-		sqlite3_reset(s);
+		udb_reset(s);
 	} else {
 		goto fail;
 	}
@@ -231,41 +226,41 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 	d->bypass = e->t.bypass - base.bypass;
 	return 1;
 fail:
-	sqlite3_reset(s);
+	udb_reset(s);
 	*rc = r;
 	return -1;
 }
 
-static void bind_totals(sqlite3_stmt *s, int first, const struct uledger_totals *t)
+static void bind_totals(struct udb_stmt *s, int first, const struct uledger_totals *t)
 {
-	sqlite3_bind_int64(s, first, (sqlite3_int64)t->admitted);
-	sqlite3_bind_int64(s, first + 1, (sqlite3_int64)t->denied);
-	sqlite3_bind_int64(s, first + 2, (sqlite3_int64)t->fallback);
-	sqlite3_bind_int64(s, first + 3, (sqlite3_int64)t->bypass);
+	udb_bind_i64(s, first, (int64_t)t->admitted);
+	udb_bind_i64(s, first + 1, (int64_t)t->denied);
+	udb_bind_i64(s, first + 2, (int64_t)t->fallback);
+	udb_bind_i64(s, first + 3, (int64_t)t->bypass);
 }
 
 static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uint64_t ident,
 		       uint64_t seq, int64_t now_s, const struct uledger_entry *e,
 		       const struct uledger_totals *d)
 {
-	sqlite3_stmt *s = lg->st[ST_MARK_PUT];
+	struct udb_stmt *s = lg->st[ST_MARK_PUT];
 	int rc;
 
 	bind_key(s, e->limit, holder);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64)inc);
-	sqlite3_bind_int64(s, 4, (sqlite3_int64)seq);
+	udb_bind_i64(s, 3, (int64_t)inc);
+	udb_bind_i64(s, 4, (int64_t)seq);
 	bind_totals(s, 5, &e->t);
-	sqlite3_bind_int64(s, 9, now_s);
-	sqlite3_bind_int64(s, 10, (sqlite3_int64)ident);
-	if ((rc = step_done(s)))
+	udb_bind_i64(s, 9, now_s);
+	udb_bind_i64(s, 10, (int64_t)ident);
+	if ((rc = udb_step_done(s)))
 		return rc;
 	if (!d->admitted && !d->denied && !d->fallback && !d->bypass)
 		return 0;
 	s = lg->st[ST_USAGE_ADD];
 	bind_key(s, e->limit, holder);
-	sqlite3_bind_int64(s, 3, uledger_period_start(ULEDGER_HOUR, now_s));
+	udb_bind_i64(s, 3, uledger_period_start(ULEDGER_HOUR, now_s));
 	bind_totals(s, 4, d);
-	return step_done(s);
+	return udb_step_done(s);
 }
 
 static void lat_add(struct uledger *lg, uint64_t ns)
@@ -287,7 +282,7 @@ int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarn
 			 const struct uledger_entry *e, size_t n)
 {
 	struct uledger_counters saved = lg->c;
-	int rc = step_done(lg->st[ST_BEGIN]);
+	int rc = udb_step_done(lg->st[ST_BEGIN]);
 
 	for (size_t i = 0; !rc && i < n; i++) {
 		struct uledger_totals d;
@@ -303,17 +298,15 @@ int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarn
 			rc = entry_write(lg, holder, incarnation, ident, seq, now_s, &e[i], &d);
 	}
 	if (!rc)
-		rc = step_done(lg->st[ST_COMMIT]);
+		rc = udb_step_done(lg->st[ST_COMMIT]);
 	if (rc) {
-		int err = sql_errno(rc);
-
 		pr_warn("usage ledger: report %llu of '%s' not recorded: %s\n",
-			(unsigned long long)seq, holder, sqlite3_errmsg(lg->db));
-		if (!sqlite3_get_autocommit(lg->db))
-			step_done(lg->st[ST_ROLLBACK]);
+			(unsigned long long)seq, holder, udb_errmsg(lg->db));
+		if (udb_in_txn(lg->db))
+			udb_step_done(lg->st[ST_ROLLBACK]);
 		lg->c = saved; /* nothing of it happened */
 		lg->c.failures++;
-		return err ? err : -EIO;
+		return rc;
 	}
 	lg->c.reports++;
 	lat_add(lg, clock_now_ns() - arrival_ns);
@@ -329,53 +322,50 @@ void uledger_note_refused(struct uledger *lg)
 
 int uledger_ident_pruned(struct uledger *lg, const char *holder, uint64_t ident)
 {
-	sqlite3_stmt *s = lg->st[ST_KIDENT_GET];
+	struct udb_stmt *s = lg->st[ST_KIDENT_GET];
 	int r, pruned = 0;
 
-	sqlite3_reset(s);
-	sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
-	r = sqlite3_step(s);
-	if (r == SQLITE_ROW)
-		pruned = sqlite3_column_int(s, 0) != 0;
-	sqlite3_reset(s);
-	if (r != SQLITE_ROW && r != SQLITE_DONE)
-		return sql_errno(r) ? sql_errno(r) : -EIO;
+	udb_reset(s);
+	udb_bind_text(s, 1, holder);
+	udb_bind_i64(s, 2, (int64_t)ident);
+	r = udb_step(s);
+	if (r == UDB_ROW)
+		pruned = udb_col_i64(s, 0) != 0;
+	udb_reset(s);
+	if (r < 0)
+		return r;
 	return pruned;
 }
 
 int uledger_keys_begin(struct uledger *lg)
 {
-	int rc;
-
-	if (!sqlite3_get_autocommit(lg->db))
+	if (udb_in_txn(lg->db))
 		return 0; /* already in one */
-	rc = step_done(lg->st[ST_BEGIN]);
-	return rc ? (sql_errno(rc) ? sql_errno(rc) : -EIO) : 0;
+	return udb_step_done(lg->st[ST_BEGIN]);
 }
 
 /* The series (key marks) holder has: holder_series, else counted once. */
 static int holder_series_get(struct uledger *lg, const char *holder, int64_t *n)
 {
-	sqlite3_stmt *s = lg->st[ST_HSERIES_GET];
+	struct udb_stmt *s = lg->st[ST_HSERIES_GET];
 	int r;
 
 	for (int pass = 0; pass < 2; pass++) {
-		sqlite3_reset(s);
-		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-		r = sqlite3_step(s);
-		if (r == SQLITE_ROW)
-			*n = sqlite3_column_int64(s, 0);
-		sqlite3_reset(s);
-		if (r == SQLITE_ROW) {
+		udb_reset(s);
+		udb_bind_text(s, 1, holder);
+		r = udb_step(s);
+		if (r == UDB_ROW)
+			*n = udb_col_i64(s, 0);
+		udb_reset(s);
+		if (r == UDB_ROW) {
 			*n = *n < 0 ? 0 : *n; /* (the file edited by hand) */
 			return 0;
 		}
-		if (r != SQLITE_DONE)
+		if (r < 0)
 			return r;
 		s = lg->st[ST_HSERIES_COUNT]; /* a ledger from before the quota */
 	}
-	return r == SQLITE_DONE ? SQLITE_CORRUPT : r;
+	return -EIO; /* count(*) without a row */
 }
 
 /* A new series refused past its holder's quota: counted, said once a minute. */
@@ -410,16 +400,16 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 		return rc;
 	}
 	{
-		sqlite3_stmt *s = lg->st[ST_KIDENT_PUT];
+		struct udb_stmt *s = lg->st[ST_KIDENT_PUT];
 
-		sqlite3_reset(s);
-		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
-		sqlite3_bind_int64(s, 3, now_s);
-		rc = step_done(s);
+		udb_reset(s);
+		udb_bind_text(s, 1, holder);
+		udb_bind_i64(s, 2, (int64_t)ident);
+		udb_bind_i64(s, 3, now_s);
+		rc = udb_step_done(s);
 	}
 	for (size_t i = 0; !rc && i < n; i++) {
-		sqlite3_stmt *s = lg->st[ST_KMARK_GET];
+		struct udb_stmt *s = lg->st[ST_KMARK_GET];
 		uint64_t mark[8] = {0}, t[8], d[8], cut = 0;
 		bool add = false, move = false, big = false;
 		int r;
@@ -443,25 +433,25 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 				t[f] = most;
 			}
 		}
-		sqlite3_reset(s);
-		sqlite3_clear_bindings(s);
-		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
-		sqlite3_bind_int64(s, 3, (sqlite3_int64)limit_uid);
-		sqlite3_bind_blob(s, 4, &e[i].key, sizeof(e[i].key), SQLITE_STATIC);
-		sqlite3_bind_text(s, 5, limit, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 6, (sqlite3_int64)e[i].born);
-		r = sqlite3_step(s);
-		if (r == SQLITE_ROW)
+		udb_reset(s);
+		udb_clear(s);
+		udb_bind_text(s, 1, holder);
+		udb_bind_i64(s, 2, (int64_t)ident);
+		udb_bind_i64(s, 3, (int64_t)limit_uid);
+		udb_bind_blob(s, 4, &e[i].key, sizeof(e[i].key));
+		udb_bind_text(s, 5, limit);
+		udb_bind_i64(s, 6, (int64_t)e[i].born);
+		r = udb_step(s);
+		if (r == UDB_ROW)
 			for (int f = 0; f < 8; f++)
-				mark[f] = (uint64_t)sqlite3_column_int64(s, f);
-		sqlite3_reset(s);
-		if (r != SQLITE_ROW && r != SQLITE_DONE) {
+				mark[f] = (uint64_t)udb_col_i64(s, f);
+		udb_reset(s);
+		if (r < 0) {
 			rc = r;
 			break;
 		}
 		/* A new series past the holder's quota: refused, counted. */
-		if (r == SQLITE_DONE) {
+		if (r == UDB_DONE) {
 			if (series < 0 && (rc = holder_series_get(lg, holder, &series)))
 				break;
 			if ((uint64_t)series + added >= lg->series_quota) {
@@ -495,50 +485,50 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 			note_clamped(lg, holder, limit, now_s, cut);
 		for (int f = 0; f < 8; f++)
 			add |= d[f] != 0;
-		move = add || r == SQLITE_DONE; /* the mark moves past what a bound cut */
+		move = add || r == UDB_DONE; /* the mark moves past what a bound cut */
 		lg->c.key_entries++;
 		if (!add)
 			lg->c.key_stale++;
 		if (!move)
 			continue;
 		s = lg->st[ST_KMARK_PUT];
-		sqlite3_reset(s);
-		sqlite3_clear_bindings(s);
-		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 2, (sqlite3_int64)ident);
-		sqlite3_bind_int64(s, 3, (sqlite3_int64)limit_uid);
-		sqlite3_bind_blob(s, 4, &e[i].key, sizeof(e[i].key), SQLITE_STATIC);
-		sqlite3_bind_text(s, 5, limit, -1, SQLITE_STATIC);
+		udb_reset(s);
+		udb_clear(s);
+		udb_bind_text(s, 1, holder);
+		udb_bind_i64(s, 2, (int64_t)ident);
+		udb_bind_i64(s, 3, (int64_t)limit_uid);
+		udb_bind_blob(s, 4, &e[i].key, sizeof(e[i].key));
+		udb_bind_text(s, 5, limit);
 		for (int f = 0; f < 8; f++)
-			sqlite3_bind_int64(s, 6 + f, (sqlite3_int64)mark[f]);
-		sqlite3_bind_int64(s, 14, now_s);
-		sqlite3_bind_int64(s, 15, (sqlite3_int64)e[i].born);
-		if ((rc = step_done(s)) || !add)
+			udb_bind_i64(s, 6 + f, (int64_t)mark[f]);
+		udb_bind_i64(s, 14, now_s);
+		udb_bind_i64(s, 15, (int64_t)e[i].born);
+		if ((rc = udb_step_done(s)) || !add)
 			continue;
 		lg->c.key_counted++;
 		s = lg->st[ST_KUSAGE_ADD];
-		sqlite3_reset(s);
-		sqlite3_clear_bindings(s);
-		sqlite3_bind_text(s, 1, limit, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, e[i].key_text ? e[i].key_text : "", -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 3, holder, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 4, hour);
+		udb_reset(s);
+		udb_clear(s);
+		udb_bind_text(s, 1, limit);
+		udb_bind_text(s, 2, e[i].key_text ? e[i].key_text : "");
+		udb_bind_text(s, 3, holder);
+		udb_bind_i64(s, 4, hour);
 		for (int f = 0; f < 8; f++)
-			sqlite3_bind_int64(s, 5 + f, (sqlite3_int64)d[f]);
-		rc = step_done(s);
+			udb_bind_i64(s, 5 + f, (int64_t)d[f]);
+		rc = udb_step_done(s);
 	}
 	if (!rc && added) {
-		sqlite3_stmt *s = lg->st[ST_HSERIES_PUT];
+		struct udb_stmt *s = lg->st[ST_HSERIES_PUT];
 
-		sqlite3_reset(s);
-		sqlite3_bind_text(s, 1, holder, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 2, series + (int64_t)added);
-		rc = step_done(s);
+		udb_reset(s);
+		udb_bind_text(s, 1, holder);
+		udb_bind_i64(s, 2, series + (int64_t)added);
+		rc = udb_step_done(s);
 	}
 	if (rc) {
 		pr_warn("usage ledger: per-key usage of '%s' (limit '%s') not recorded: %s\n",
-			holder, limit, sqlite3_errmsg(lg->db));
-		return sql_errno(rc) ? sql_errno(rc) : -EIO;
+			holder, limit, udb_errmsg(lg->db));
+		return rc;
 	}
 	lg->c.key_batches++;
 	return 0;
@@ -546,21 +536,19 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 
 void uledger_keys_abort(struct uledger *lg)
 {
-	if (!sqlite3_get_autocommit(lg->db))
-		step_done(lg->st[ST_ROLLBACK]);
+	if (udb_in_txn(lg->db))
+		udb_step_done(lg->st[ST_ROLLBACK]);
 	lg->c.key_failures++;
 }
 
 int uledger_keys_commit(struct uledger *lg, uint64_t arrival_ns)
 {
-	int rc = step_done(lg->st[ST_COMMIT]);
+	int rc = udb_step_done(lg->st[ST_COMMIT]);
 
 	if (rc) {
-		int err = sql_errno(rc);
-
-		pr_warn("usage ledger: per-key batch not committed: %s\n", sqlite3_errmsg(lg->db));
+		pr_warn("usage ledger: per-key batch not committed: %s\n", udb_errmsg(lg->db));
 		uledger_keys_abort(lg);
-		return err ? err : -EIO;
+		return rc;
 	}
 	lat_add(lg, clock_now_ns() - arrival_ns);
 	return 0;

@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <sqlite3.h>
-
 #include "lib/log.h"
 #include "coord/usage_ledger.h"
 #include "coord/usage_ledger_int.h"
@@ -19,7 +17,7 @@
  * most *budget rows visited, those of hours before hour_cut deleted. ntext:
  * the text columns before hour (usage: limit, holder; key_usage: limit,
  * key, holder). *at_end: the stretch reached the table's end (the cursor
- * starts over). Returns the rows deleted, or a sqlite error (negative).
+ * starts over). Returns the rows deleted, or a negative errno.
  */
 struct prune_cursor {
 	char *col[3];
@@ -32,7 +30,7 @@ static long prune_usage(struct uledger *lg, const char *table, const char *const
 			struct prune_cursor *cur, int64_t hour_cut, unsigned *budget, bool *at_end)
 {
 	char sql[512], where[256], sel[128], del[256];
-	sqlite3_stmt *q = NULL, *d = NULL;
+	struct udb_stmt *q = NULL, *d = NULL;
 	struct row {
 		char t[3][160];
 		int64_t hour;
@@ -56,40 +54,40 @@ static long prune_usage(struct uledger *lg, const char *table, const char *const
 		 "", ntext + 1);
 	rows = calloc(want, sizeof(*rows));
 	if (!rows)
-		return -SQLITE_NOMEM;
-	rc = sqlite3_prepare_v2(lg->db, sql, -1, &q, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(lg->db, del, -1, &d, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_int64(q, 1, want);
+		return -ENOMEM;
+	rc = udb_prepare(lg->db, sql, &q);
+	if (!rc)
+		rc = udb_prepare(lg->db, del, &d);
+	if (!rc) {
+		udb_bind_i64(q, 1, want);
 		if (*cur->set) {
 			for (int c = 0; c < ntext; c++)
-				sqlite3_bind_text(q, 2 + c, cur->col[c], -1, SQLITE_STATIC);
-			sqlite3_bind_int64(q, 2 + ntext, *cur->hour);
+				udb_bind_text(q, 2 + c, cur->col[c]);
+			udb_bind_i64(q, 2 + ntext, *cur->hour);
 		}
-		while ((rc = sqlite3_step(q)) == SQLITE_ROW && n < want) {
+		while ((rc = udb_step(q)) == UDB_ROW && n < want) {
 			for (int c = 0; c < ntext; c++)
 				snprintf(rows[n].t[c], sizeof(rows[n].t[c]), "%s",
-					 (const char *)sqlite3_column_text(q, c));
-			rows[n].hour = sqlite3_column_int64(q, ntext);
+					 udb_col_text(q, c) ? udb_col_text(q, c) : "");
+			rows[n].hour = udb_col_i64(q, ntext);
 			n++;
 		}
-		if (rc == SQLITE_DONE || rc == SQLITE_ROW)
-			rc = SQLITE_OK;
+		if (rc > 0)
+			rc = 0;
 	}
-	sqlite3_finalize(q);
-	for (unsigned i = 0; rc == SQLITE_OK && i < n; i++) {
+	udb_finalize(q);
+	for (unsigned i = 0; !rc && i < n; i++) {
 		if (rows[i].hour >= hour_cut)
 			continue;
-		sqlite3_reset(d);
+		udb_reset(d);
 		for (int c = 0; c < ntext; c++)
-			sqlite3_bind_text(d, 1 + c, rows[i].t[c], -1, SQLITE_STATIC);
-		sqlite3_bind_int64(d, 1 + ntext, rows[i].hour);
-		rc = sqlite3_step(d) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(lg->db);
+			udb_bind_text(d, 1 + c, rows[i].t[c]);
+		udb_bind_i64(d, 1 + ntext, rows[i].hour);
+		rc = udb_step_done(d);
 		deleted++;
 	}
-	sqlite3_finalize(d);
-	if (rc == SQLITE_OK) {
+	udb_finalize(d);
+	if (!rc) {
 		*budget -= n < *budget ? n : *budget;
 		if (n < want) {
 			*at_end = true;
@@ -102,27 +100,27 @@ static long prune_usage(struct uledger *lg, const char *table, const char *const
 		}
 	}
 	free(rows);
-	return rc == SQLITE_OK ? deleted : -(long)rc;
+	return rc ? rc : deleted;
 }
 
 static long exec_changes(struct uledger *lg, const char *sql, const char *holder, int64_t a,
 			 int64_t b, int *rc)
 {
-	sqlite3_stmt *s = NULL;
+	struct udb_stmt *s = NULL;
 
-	*rc = sqlite3_prepare_v2(lg->db, sql, -1, &s, NULL);
-	if (*rc == SQLITE_OK) {
+	*rc = udb_prepare(lg->db, sql, &s);
+	if (!*rc) {
 		int i = 1;
 
 		if (holder)
-			sqlite3_bind_text(s, i++, holder, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(s, i++, a);
-		sqlite3_bind_int64(s, i, b);
-		*rc = sqlite3_step(s);
-		*rc = *rc == SQLITE_DONE ? SQLITE_OK : *rc;
+			udb_bind_text(s, i++, holder);
+		udb_bind_i64(s, i++, a);
+		udb_bind_i64(s, i, b);
+		*rc = udb_step(s);
+		*rc = *rc > 0 ? 0 : *rc;
 	}
-	sqlite3_finalize(s);
-	return *rc == SQLITE_OK ? sqlite3_changes(lg->db) : 0;
+	udb_finalize(s);
+	return *rc ? 0 : udb_changes(lg->db);
 }
 
 int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsigned max_rows)
@@ -144,28 +142,27 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 	    __builtin_sub_overflow(now_s, (int64_t)retention_s, &cutoff) || cutoff < 0)
 		return 0;
 	hour_cut = uledger_period_start(ULEDGER_HOUR, cutoff);
-	rc = step_done(lg->st[ST_BEGIN]);
+	rc = udb_step_done(lg->st[ST_BEGIN]);
 	/* 1. Counters identities silent past the retention: tombstoned first
 	 * (their batches refused from this commit on), then their marks go in
 	 * bounded chunks, a step at a time.
 	 */
 	if (!rc) {
-		sqlite3_stmt *s = NULL;
+		struct udb_stmt *s = NULL;
 		char holder[96] = "";
 		int64_t ident = 0;
 		bool busy = false;
 
-		rc = sqlite3_prepare_v2(
-		    lg->db, "SELECT holder, ident FROM key_idents WHERE pruned = 1 LIMIT 1", -1, &s,
-		    NULL);
-		if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+		rc = udb_prepare(lg->db,
+				 "SELECT holder, ident FROM key_idents WHERE pruned = 1 LIMIT 1", &s);
+		if (!rc && udb_step(s) == UDB_ROW) {
 			snprintf(holder, sizeof(holder), "%s",
-				 (const char *)sqlite3_column_text(s, 0));
-			ident = sqlite3_column_int64(s, 1);
+				 udb_col_text(s, 0) ? udb_col_text(s, 0) : "");
+			ident = udb_col_i64(s, 1);
 			busy = true;
 		}
-		sqlite3_finalize(s);
-		if (rc == SQLITE_OK && busy) {
+		udb_finalize(s);
+		if (!rc && busy) {
 			n = exec_changes(
 			    lg,
 			    "DELETE FROM key_marks WHERE (holder, ident, limit_name, "
@@ -175,13 +172,13 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 			    holder, ident, budget, &rc);
 			lg->c.pruned_marks += (uint64_t)n;
 			work += n;
-			if (rc == SQLITE_OK && n)
+			if (!rc && n)
 				exec_changes(lg,
-					     "UPDATE holder_series SET n = max(n - ?2, 0) WHERE "
-					     "holder = ?1 AND ?3 = ?3",
+					     "UPDATE holder_series SET n = CASE WHEN n > ?2 THEN "
+					     "n - ?2 ELSE 0 END WHERE holder = ?1 AND ?3 = ?3",
 					     holder, n, 0, &rc);
 			budget -= (unsigned)n < budget ? (unsigned)n : budget - 1;
-			if (rc == SQLITE_OK && (unsigned)n < max_rows) {
+			if (!rc && (unsigned)n < max_rows) {
 				exec_changes(
 				    lg,
 				    "UPDATE key_idents SET pruned = 2 WHERE holder = ?1 AND "
@@ -190,7 +187,7 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 				lg->c.pruned_idents++;
 				work++;
 			}
-		} else if (rc == SQLITE_OK) {
+		} else if (!rc) {
 			n = exec_changes(
 			    lg,
 			    "UPDATE key_idents SET pruned = 1 WHERE (holder, ident) IN "
@@ -203,14 +200,14 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 	/* 2. Marks of closed incarnations, with the bound under which a report
 	 * of an incarnation without a mark is taken for a pruned one.
 	 */
-	if (rc == SQLITE_OK) {
+	if (!rc) {
 		n = exec_changes(
 		    lg,
 		    "DELETE FROM marks WHERE (limit_name, holder, incarnation) IN "
 		    "(SELECT limit_name, holder, incarnation FROM marks WHERE current = "
 		    "0 AND updated < ?1 LIMIT ?2)",
 		    NULL, cutoff, budget, &rc);
-		if (rc == SQLITE_OK && n) {
+		if (!rc && n) {
 			if (cutoff > pruned_before)
 				pruned_before = cutoff;
 			exec_changes(
@@ -225,7 +222,7 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 	/* The bounds' rows untouched since the cut (a new one starts as they
 	 * would have refilled: usage_ledger.h).
 	 */
-	if (rc == SQLITE_OK) {
+	if (!rc) {
 		n = exec_changes(lg,
 				 "DELETE FROM spend WHERE (holder, limit_name, key) IN (SELECT "
 				 "holder, limit_name, key FROM spend WHERE t < ?1 LIMIT ?2)",
@@ -233,7 +230,7 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 		work += n;
 	}
 	/* 3. Usage rows of hours past the retention: a stretch of each table. */
-	if (rc == SQLITE_OK) {
+	if (!rc) {
 		struct prune_cursor c = {{lg->cur_limit, lg->cur_holder},
 					 {sizeof(lg->cur_limit), sizeof(lg->cur_holder)},
 					 &lg->cur_hour,
@@ -242,12 +239,12 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 		n = lg->pass_u ? 0
 			       : prune_usage(lg, "usage", ucols, 2, &c, hour_cut, &budget, &end_u);
 		if (n < 0)
-			rc = (int)-n;
+			rc = (int)n;
 		else
 			work += n;
 		lg->c.pruned_usage += n > 0 ? (uint64_t)n : 0;
 	}
-	if (rc == SQLITE_OK) {
+	if (!rc) {
 		struct prune_cursor c = {
 		    {lg->kcur_limit, lg->kcur_key, lg->kcur_holder},
 		    {sizeof(lg->kcur_limit), sizeof(lg->kcur_key), sizeof(lg->kcur_holder)},
@@ -260,23 +257,21 @@ int uledger_prune(struct uledger *lg, int64_t now_s, uint64_t retention_s, unsig
 			? 0
 			: prune_usage(lg, "key_usage", kcols, 3, &c, hour_cut, &budget, &end_k);
 		if (n < 0)
-			rc = (int)-n;
+			rc = (int)n;
 		else
 			work += n;
 		lg->c.pruned_usage += n > 0 ? (uint64_t)n : 0;
 	}
-	if (rc == SQLITE_OK)
-		rc = step_done(lg->st[ST_COMMIT]);
+	if (!rc)
+		rc = udb_step_done(lg->st[ST_COMMIT]);
 	if (rc) {
-		int err = sql_errno(rc);
-
-		pr_warn("usage ledger: retention step not committed: %s\n", sqlite3_errmsg(lg->db));
-		if (!sqlite3_get_autocommit(lg->db))
-			step_done(lg->st[ST_ROLLBACK]);
+		pr_warn("usage ledger: retention step not committed: %s\n", udb_errmsg(lg->db));
+		if (udb_in_txn(lg->db))
+			udb_step_done(lg->st[ST_ROLLBACK]);
 		lg->c = saved;
 		lg->cur_set = lg->kcur_set = false; /* start the scans over */
 		lg->pass_u = lg->pass_k = false;
-		return err ? err : -EIO;
+		return rc;
 	}
 	lg->marks_pruned_before = pruned_before;
 	lg->pass_u |= end_u;
