@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The usage ledger (user/coord/usage_ledger.c) on a real SQLite file, fed
+ * The usage ledger (user/coord/usage_ledger.c) on each of its engines: a
+ * real SQLite file, then a real PostgreSQL server (tests/pg_server.h, one
+ * for the binary, a new database per test); every test runs on both. Fed
  * reports as a fake agent would send them: duplicated, reordered, delayed,
  * across agent restarts (counters kept or lost), across hour, day and month
  * boundaries, and in random orders against a reference model. Every test
@@ -22,19 +24,24 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include <sqlite3.h>
-
 #include "lib/monotonic.h"
 #include "cmd/usage_cmd.h"
+#include "coord/usage_db.h"
 #include "coord/usage_ledger.h"
 #include "lib/wire.h"
+#include "pg_server.h"
+
+/* The engine the group runs on: SQLite, then PostgreSQL (pg). */
+static struct pg_server pg;
+static bool use_pg;
+static int n_db;
 
 /* 2026-11-30T23:00:00Z: an hour before a day and a month end. */
 #define T0 1796079600LL
 
 struct fx {
 	char dir[64];
-	char path[96];
+	char path[256]; /* the file, or the test's database */
 	struct uledger *lg;
 };
 
@@ -48,6 +55,13 @@ static int setup(void **state)
 	if (!mkdtemp(fx->dir))
 		return -1;
 	snprintf(fx->path, sizeof(fx->path), "%s/ledger.db", fx->dir);
+	if (use_pg) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "t%d", ++n_db);
+		if (pg_server_create_db(&pg, name, fx->path, sizeof(fx->path)))
+			return -1;
+	}
 	if (uledger_open(&fx->lg, fx->path))
 		return -1;
 	*state = fx;
@@ -605,6 +619,8 @@ static void test_reconcile_causes(void **state)
 	f = fopen(cfg, "w");
 	assert_non_null(f);
 	fputs("policy: policy.yaml\nstate-dir: .\ngateways: 1\n", f);
+	if (use_pg)
+		fprintf(f, "ledger: %s\n", fx->path);
 	fclose(f);
 	rep(fx, "gw-1", 7, 1, T0 + 10, "a", tot(1000, 0, 0, 0));
 	rep(fx, "gw-1", 7, 2, T0 + 3600 + 10, "a", tot(1000 + 5000, 0, 0, 0)); /* 1390 over */
@@ -896,6 +912,9 @@ static void test_keys_disk_full(void **state)
 	struct stat st;
 	int err;
 
+	if (use_pg)
+		skip(); /* a file's limit: PostgreSQL's disk is the server's */
+
 	for (uint32_t i = 0; i < 2000; i++) {
 		e[i] = kent(i + 1, NULL, i + 1, 0, 0, 0);
 		snprintf(txt[i], sizeof(txt[i]), "198.18.%u.%u", 10 + i / 250, i % 250);
@@ -942,16 +961,17 @@ static void prune_all(struct fx *fx, int64_t now, uint64_t retention, unsigned m
 
 static int64_t count_rows(struct fx *fx, const char *sql)
 {
-	sqlite3 *db;
-	sqlite3_stmt *s;
+	struct udb *db;
+	struct udb_stmt *s;
+	char err[256];
 	int64_t v = -1;
 
-	assert_int_equal(sqlite3_open_v2(fx->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	if (sqlite3_step(s) == SQLITE_ROW)
-		v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	sqlite3_close(db);
+	assert_int_equal(udb_open(&db, fx->path, true, err, sizeof(err)), 0);
+	assert_int_equal(udb_prepare(db, sql, &s), 0);
+	if (udb_step(s) == UDB_ROW)
+		v = udb_col_i64(s, 0);
+	udb_finalize(s);
+	udb_close(db);
 	return v;
 }
 
@@ -1307,8 +1327,8 @@ static void test_extreme_times(void **state)
 			assert_true(uledger_period_next((enum uledger_period)p, s) > s);
 		}
 	}
-	assert_int_equal(count_rows(fx, "SELECT SUM(admitted) FROM usage"), 40);
-	assert_int_equal(count_rows(fx, "SELECT SUM(ap) FROM key_usage"), 40);
+	assert_int_equal(count_rows(fx, "SELECT CAST(SUM(admitted) AS BIGINT) FROM usage"), 40);
+	assert_int_equal(count_rows(fx, "SELECT CAST(SUM(ap) AS BIGINT) FROM key_usage"), 40);
 	(void)ledger_sum(fx, "a", "gw-1", ULEDGER_MONTH); /* answers */
 	assert_int_equal(uledger_prune(fx->lg, 100, 400 * 86400ull, 100), 0);
 	assert_int_equal(uledger_prune(fx->lg, INT64_MIN, 86400, 100), 0);
@@ -1351,5 +1371,12 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_extreme_times, setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int failed = cmocka_run_group_tests_name("usage ledger on SQLite", tests, NULL, NULL);
+
+	if (pg_server_start(&pg))
+		return 1;
+	use_pg = true;
+	failed += cmocka_run_group_tests_name("usage ledger on PostgreSQL", tests, NULL, NULL);
+	pg_server_stop(&pg);
+	return failed;
 }

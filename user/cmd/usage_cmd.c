@@ -506,7 +506,7 @@ int usage_run(const struct usage_opts *o)
 		snprintf(path, sizeof(path), "%s", co.ledger_path);
 	else
 		snprintf(path, sizeof(path), "%s/ledger.db", co.state_dir);
-	if (access(path, R_OK)) {
+	if (!cfg_ledger_is_pg(path) && access(path, R_OK)) {
 		fprintf(stderr,
 			"leaseline usage: no usage ledger at '%s' (%s): no limit has meter: true, "
 			"or the coordinator has not run with one\n",

@@ -225,7 +225,7 @@ static int limits_build(struct coord *co, const struct cfg_policy *pol, struct c
 		}
 		err = cfg_reserve_check(l, co->cfg.gateways, msg, sizeof(msg));
 		if (!err && co->cfg.has_replicas)
-			err = cfg_replicas_check(l, msg, sizeof(msg));
+			err = cfg_replicas_check(&co->cfg, l, msg, sizeof(msg));
 		if (err) {
 			pr_warn("%s:%d:%d: %s\n", co->cfg.policy_path, l->line, l->col, msg);
 			break;

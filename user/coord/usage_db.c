@@ -10,6 +10,7 @@
 
 #include <sqlite3.h>
 
+#include "lib/config.h"
 #include "coord/usage_db.h"
 #include "coord/usage_db_pg.h"
 
@@ -26,7 +27,7 @@ struct udb_stmt {
 
 bool udb_where_is_pg(const char *where)
 {
-	return !strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11);
+	return cfg_ledger_is_pg(where);
 }
 
 /* An SQLite result code as 0 or a negative errno. */
@@ -222,9 +223,11 @@ void udb_bind_i64(struct udb_stmt *s, int i, int64_t v)
 void udb_bind_text(struct udb_stmt *s, int i, const char *v)
 {
 	if (s->pg)
-		udb_pg_bind(s->pg, i, UDB_PG_TEXT, v, strlen(v));
-	else
+		udb_pg_bind(s->pg, i, UDB_PG_TEXT, v, v ? strlen(v) : 0);
+	else if (v)
 		sqlite3_bind_text(s->lite, i, v, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s->lite, i);
 }
 
 void udb_bind_blob(struct udb_stmt *s, int i, const void *v, size_t len)

@@ -50,7 +50,7 @@ void udb_finalize(struct udb_stmt *s);
 void udb_reset(struct udb_stmt *s);
 void udb_clear(struct udb_stmt *s);
 void udb_bind_i64(struct udb_stmt *s, int i, int64_t v);
-void udb_bind_text(struct udb_stmt *s, int i, const char *v);
+void udb_bind_text(struct udb_stmt *s, int i, const char *v); /* NULL: a NULL text */
 void udb_bind_blob(struct udb_stmt *s, int i, const void *v, size_t len);
 int udb_step(struct udb_stmt *s);
 /* Step a statement that returns no row, and reset it: 0 or a negative errno. */

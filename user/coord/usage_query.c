@@ -26,9 +26,10 @@ static const char *period_sql(enum uledger_period p, bool pg)
 		"CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
 	};
 
+	/* (hours beyond years 1 to 9999 as their ends: to_timestamp has a range) */
 	if (p == ULEDGER_MONTH && pg)
-		return "CAST(extract(epoch FROM date_trunc('month', to_timestamp(hour) AT TIME "
-		       "ZONE 'UTC')) AS BIGINT)";
+		return "CAST(extract(epoch FROM date_trunc('month', to_timestamp(LEAST(GREATEST("
+		       "hour, -62135596800), 253402300799)) AT TIME ZONE 'UTC')) AS BIGINT)";
 	return pexpr[p];
 }
 
@@ -111,10 +112,8 @@ static int query_prepare(const char *path, const struct uledger_query *q, bool p
 		rc = udb_prepare(*db, sql, s);
 	}
 	if (!rc) {
-		if (q->limit)
-			udb_bind_text(*s, 1, q->limit);
-		if (q->holder)
-			udb_bind_text(*s, 2, q->holder);
+		udb_bind_text(*s, 1, q->limit); /* NULL: every limit */
+		udb_bind_text(*s, 2, q->holder);
 		udb_bind_i64(*s, 3, from);
 		udb_bind_i64(*s, 4, to);
 	}
@@ -151,8 +150,7 @@ int uledger_query_keys(const char *path, const struct uledger_query *q, const ch
 	    &s);
 
 	if (!rc) {
-		if (key)
-			udb_bind_text(s, 5, key);
+		udb_bind_text(s, 5, key);
 		while ((rc = udb_step(s)) == UDB_ROW) {
 			struct uledger_key_row r = {0};
 

@@ -384,13 +384,19 @@ int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, s
 	return -EINVAL;
 }
 
-int cfg_replicas_check(const struct cfg_limit *l, char *msg, size_t len)
+bool cfg_ledger_is_pg(const char *ledger)
 {
-	if (!l->meter)
+	return !strncmp(ledger, "postgresql://", 13) || !strncmp(ledger, "postgres://", 11);
+}
+
+int cfg_replicas_check(const struct cfg_coord *co, const struct cfg_limit *l, char *msg,
+		       size_t len)
+{
+	if (!l->meter || cfg_ledger_is_pg(co->ledger_path))
 		return 0;
 	snprintf(msg, len,
-		 "limit '%s': meter: true needs one coordinator (replicas: keep no shared usage "
-		 "ledger yet; expected no meter: under replicas:)",
+		 "limit '%s': meter: true under replicas: needs the ledger they share (expected "
+		 "ledger: postgresql://... in the coordinator's file, or no meter:)",
 		 l->name);
 	return -EINVAL;
 }
@@ -446,7 +452,7 @@ static int coord_policy_check(struct walk_ctx *c, const struct walk_map *m, stru
 
 		rc = cfg_reserve_check(l, co->gateways, msg, sizeof(msg));
 		if (!rc && co->has_replicas)
-			rc = cfg_replicas_check(l, msg, sizeof(msg));
+			rc = cfg_replicas_check(co, l, msg, sizeof(msg));
 		if (rc) {
 			snprintf(c->err->msg, sizeof(c->err->msg), "%.200s:%d:%d: %.300s",
 				 co->policy_path, l->line, l->col, msg);
@@ -457,6 +463,23 @@ static int coord_policy_check(struct walk_ctx *c, const struct walk_map *m, stru
 }
 
 /* ledger-retention: "400d" (the default), "9600h", or "forever". */
+/* ledger: a file (relative to this one) or a PostgreSQL URI, kept as written. */
+static int coord_ledger(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
+{
+	struct cfg_coord *co = obj;
+	const char *s = walk_scalar(v);
+	char expect[64];
+
+	if (!s || !cfg_ledger_is_pg(s))
+		return walk_set_path(c, f, v, co->ledger_path);
+	if (strlen(s) < sizeof(co->ledger_path)) {
+		memcpy(co->ledger_path, s, strlen(s) + 1);
+		return 0;
+	}
+	snprintf(expect, sizeof(expect), "a URI of at most %zu bytes", sizeof(co->ledger_path) - 1);
+	return walk_bad_value(c, f, v, "is too long", expect);
+}
+
 static int coord_retention(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v,
 			   void *obj)
 {
@@ -568,7 +591,8 @@ static const struct walk_field coord_fields[] = {
     {"pending-per-address", WALK_UINT, COORD(pending_per_address), .min = 1, .max = 65536},
     {"tls", WALK_CUSTOM, .fn = coord_tls},
     {"insecure", WALK_ENUM, COORD(insecure), .names = bools},
-    {"ledger", WALK_PATH, COORD(ledger_path)},
+    {"ledger", WALK_CUSTOM, COORD(ledger_path), .fn = coord_ledger,
+     .example = "postgresql://leaseline@db.example/leaseline"},
     {"ledger-retention", WALK_CUSTOM, .fn = coord_retention},
     {"ledger-series-per-holder", WALK_UINT, COORD(ledger_series_quota), .min = 1024,
      .max = 1u << 30},

@@ -231,10 +231,14 @@ const char *cfg_on_loss_name(uint8_t on_loss);
  * lease (reference §6), else 0. One check for `check` and the coordinator.
  */
 int cfg_reserve_check(const struct cfg_limit *l, uint32_t gateways, char *msg, size_t len);
-/* Under replicas: a metered limit is refused (the usage ledger is one
- * replica's file: a failover would split an invoice). 0 or -EINVAL, msg filled.
+/* Under replicas: a metered limit needs a ledger they share (a PostgreSQL
+ * URI as ledger:); one replica's own file would split an invoice at each
+ * failover. 0 or -EINVAL, msg filled.
  */
-int cfg_replicas_check(const struct cfg_limit *l, char *msg, size_t len);
+int cfg_replicas_check(const struct cfg_coord *co, const struct cfg_limit *l, char *msg,
+		       size_t len);
+/* Whether a ledger: names a PostgreSQL database (postgresql:// or postgres://). */
+bool cfg_ledger_is_pg(const char *ledger);
 const char *cfg_action_name(uint8_t action);
 const char *cfg_xdp_mode_name(uint8_t mode);
 const char *cfg_attach_mode_name(uint8_t mode);

@@ -426,7 +426,7 @@ static int set_name(struct walk_ctx *c, const struct walk_field *f, yaml_node_t 
 }
 
 /* Relative to the directory of the file being read, as reference §4 says. */
-static int set_path(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *dst)
+int walk_set_path(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *dst)
 {
 	const char *s = walk_scalar(v), *slash = strrchr(c->file, '/');
 	int dir = s && s[0] != '/' && slash ? (int)(slash - c->file + 1) : 0;
@@ -531,7 +531,7 @@ int walk_set(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, voi
 	case WALK_NAME:
 		return set_name(c, f, v, dst);
 	case WALK_PATH:
-		return set_path(c, f, v, dst);
+		return walk_set_path(c, f, v, dst);
 	case WALK_HOSTPORT:
 		return set_hostport(c, f, v, dst);
 	case WALK_MAP:

@@ -146,5 +146,7 @@ int walk_fail_raw(struct walk_ctx *c, const yaml_node_t *n, const char *fmt, ...
  */
 int walk_bad_value(struct walk_ctx *c, const struct walk_field *f, const yaml_node_t *v,
 		   const char *what, const char *expect);
+/* A WALK_PATH's value into dst (f->size bytes): relative to the file. */
+int walk_set_path(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *dst);
 
 #endif /* LEASELINE_LIB_WALK_H */
