@@ -1336,6 +1336,28 @@ static void test_extreme_times(void **state)
 	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM usage"), 4);
 }
 
+/* What the coordinator and `leaseline usage` log of a ledger: never its
+ * password.
+ */
+static void test_where_hides_password(void **state)
+{
+	static const char *const cases[][2] = {
+	    {"/var/lib/leaseline/ledger.db", "/var/lib/leaseline/ledger.db"},
+	    {"postgresql://ll:s3cret@db.example:5432/ledger", "postgresql://ll@db.example:5432/ledger"},
+	    {"postgres://ll:p@ss:w@rd@db/x?sslmode=require",
+	     "postgres://ll@db/x?sslmode=require"},
+	    {"postgresql://db/x?user=ll&password=s3cret&sslmode=verify-full",
+	     "postgresql://db/x?user=ll&password=&sslmode=verify-full"},
+	    {"postgresql://db/x?password=s3cret", "postgresql://db/x?password="},
+	    {"postgresql://ll@db/x", "postgresql://ll@db/x"},
+	};
+	char buf[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_string_equal(uledger_where(cases[i][0], buf, sizeof(buf)), cases[i][1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1369,6 +1391,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys_bytes_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_series_quota, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_extreme_times, setup, teardown),
+	    cmocka_unit_test(test_where_hides_password),
 	};
 
 	int failed = cmocka_run_group_tests_name("usage ledger on SQLite", tests, NULL, NULL);

@@ -468,8 +468,8 @@ static const struct file_case file_cases[] = {
      "e.g. /leaseline/eu)"},
     {"coord_replicas_metered_limit", LOAD_COORD, "coord-replicas-meter.yaml", "policy-metered.yaml",
      -EINVAL, "14:5",
-     "limit 'tenant-b': meter: true needs one coordinator (replicas: keep no shared usage "
-     "ledger yet; expected no meter: under replicas:)"},
+     "limit 'tenant-b': meter: true under replicas: needs the ledger they share (expected "
+     "ledger: postgresql://... in the coordinator's file, or no meter:)"},
     {"agent_address_and_addresses", LOAD_AGENT, "agent-address-and-addresses.yaml", NULL, -EINVAL,
      "2:51",
      "coordinator has both address: and addresses: (expected one: addresses: lists every "
@@ -829,6 +829,18 @@ static void test_spec_coord(void **state)
 	free(o);
 	o = load_ok(LOAD_COORD, "coord-retention-forever.yaml");
 	assert_true(o->coord.ledger_retention_s == 0); /* forever: never pruned */
+	free(o);
+	/* ledger: a file is relative to the coordinator's file; a URI is kept
+	 * as written, and lets replicas meter (they share it)
+	 */
+	fixture(policy, sizeof(policy), "usage/ledger.db");
+	o = load_ok(LOAD_COORD, "coord-ledger-relative.yaml");
+	assert_string_equal(o->coord.ledger_path, policy);
+	free(o);
+	o = load_ok(LOAD_COORD, "coord-replicas-meter-pg.yaml");
+	assert_string_equal(o->coord.ledger_path,
+			    "postgresql://leaseline:s3cret@db.example:5432/leaseline?sslmode=require");
+	assert_true(o->coord.has_replicas);
 	free(o);
 }
 
