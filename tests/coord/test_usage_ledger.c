@@ -1336,6 +1336,63 @@ static void test_extreme_times(void **state)
 	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM usage"), 4);
 }
 
+/* Two writers on one shared ledger (an old leader's last batch, the new
+ * leader's first, both of the same agent's totals): the second reads the
+ * mark before the first commits, then waits on its row. It must fail
+ * (-EBUSY, nothing written: its agent sends again), never add the same
+ * packets a second time. Under READ COMMITTED it would. PostgreSQL's: an
+ * SQLite file has one writer at a time.
+ */
+static void test_two_writers_count_once(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e[4];
+	int status, p[2];
+	pid_t pid;
+	char ok;
+
+	if (!use_pg)
+		skip();
+	static const char *const text[] = {"198.18.0.1", "198.18.0.2", "198.18.0.3", "198.18.0.4"};
+
+	for (uint32_t i = 0; i < 4; i++)
+		e[i] = kent(i + 1, text[i], 50, 0, 0, 0);
+	assert_int_equal(uledger_keys_begin(fx->lg), 0);
+	assert_int_equal(uledger_keys_add(fx->lg, "gw-1", KIDENT, 7, "per-src", T0, e, 4), 0);
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct uledger *lg;
+		int err;
+
+		close(p[0]);
+		if (uledger_open(&lg, fx->path))
+			_exit(3);
+		if (write(p[1], "r", 1) != 1)
+			_exit(4);
+		err = uledger_record_keys(lg, "gw-1", KIDENT, 7, "per-src", T0, clock_now_ns(), e, 4);
+		uledger_close(lg);
+		_exit(err == -EBUSY ? 0 : err == 0 ? 5 : 6);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &ok, 1), 1);
+	close(p[0]);
+	usleep(300 * 1000); /* the child read the mark and waits on its row */
+	assert_int_equal(uledger_keys_commit(fx->lg, clock_now_ns()), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* The agent's resend: nothing new. */
+	krec(fx, "gw-1", KIDENT, T0 + 1, e, 4);
+	{
+		struct ksum k = ksum_of(fx, "per-src", NULL, "gw-1", ULEDGER_HOUR);
+
+		assert_int_equal(k.rows, 4);
+		assert_int_equal(k.pkts[LL_METER_ADMITTED], 4 * 50);
+	}
+}
+
 /* What the coordinator and `leaseline usage` log of a ledger: never its
  * password.
  */
@@ -1391,6 +1448,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys_bytes_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_series_quota, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_extreme_times, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_two_writers_count_once, setup, teardown),
 	    cmocka_unit_test(test_where_hides_password),
 	};
 

@@ -38,6 +38,8 @@
 #define OID_INT4 23
 #define OID_TEXT 25
 
+#define SESSION_SQL "SET TIME ZONE 'UTC'; SET client_min_messages = warning"
+
 struct udb_pg {
 	PGconn *conn;
 	bool readonly;
@@ -99,11 +101,8 @@ static int pg_alive(struct udb_pg *db)
 	if (PQstatus(db->conn) != CONNECTION_OK)
 		return pg_fail(db, NULL);
 	db->gen++;
-	if (db->readonly) {
-		PGresult *r = PQexec(db->conn, "SET default_transaction_read_only = on");
-
-		PQclear(r);
-	}
+	PQclear(PQexec(db->conn, db->readonly ? "SET default_transaction_read_only = on; " SESSION_SQL
+					      : SESSION_SQL));
 	return 0;
 }
 
@@ -131,11 +130,11 @@ int udb_pg_open(struct udb_pg **out, const char *uri, bool readonly, char *err, 
 		free(db);
 		return -ECONNREFUSED;
 	}
-	/* Integers as int8, times as seconds: nothing depends on the
-	 * session's time zone or a reader's transaction writing.
+	/* Nothing depends on the session's time zone, a reader cannot
+	 * write, and the schema's "already exists" notices stay unsaid.
 	 */
-	r = PQexec(db->conn, readonly ? "SET default_transaction_read_only = on; SET TIME ZONE 'UTC'"
-				      : "SET TIME ZONE 'UTC'");
+	r = PQexec(db->conn, readonly ? "SET default_transaction_read_only = on; " SESSION_SQL
+				      : SESSION_SQL);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		snprintf(err, err_len, "%s", PQresultErrorMessage(r));
 		PQclear(r);
