@@ -14,8 +14,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "integ/coord_fx.h"
-#include "etcd_cluster.h"
+#include "integ/replica_fx.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -23,176 +22,12 @@
 
 #include <json-c/json.h>
 
-#include "lib/monotonic.h"
-#include "lib/conn.h"
 #include "lib/lease_clock.h"
 #include "lib/net.h"
 #include "lib/wire.h"
 
-#define TTL_MS	 3000 /* the holders' lease: outlives a failover (etcd ttl 5 s) */
-#define ETCD_TTL "5s"
 #define N_LIMITS 2
 #define RATE	 800
-#define WAIT_MS	 3000
-#define LEAD_MS	 20000 /* a follower leads within etcd's ttl + margin */
-
-struct replica {
-	pid_t pid;
-	int port, mport; /* agents', metrics' */
-	char dir[64];
-	char node[16];
-};
-
-struct fx {
-	struct etcd_cluster etcd;
-	struct replica r[2];
-	struct wire_msg *m;
-	char prefix[48];
-	int run;
-};
-
-static struct fx *gfx;
-
-static int group_setup(void **state)
-{
-	gfx = calloc(1, sizeof(*gfx));
-	if (!gfx || access(bin(), X_OK))
-		return -1;
-	gfx->m = malloc(sizeof(*gfx->m));
-	if (!gfx->m || etcd_cluster_start(&gfx->etcd, 3))
-		return -1;
-	*state = gfx;
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	(void)state;
-	etcd_cluster_stop(&gfx->etcd);
-	free(gfx->m);
-	free(gfx);
-	return 0;
-}
-
-static void replica_spawn(struct fx *fx, struct replica *r)
-{
-	char cfg[128], log[128];
-	int st;
-
-	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", r->dir);
-	snprintf(log, sizeof(log), "%s/coord.log", r->dir);
-	if (truncate(log, 0) && errno != ENOENT)
-		fail_msg("cannot empty %s", log);
-	r->pid = fork();
-	if (r->pid == 0) {
-		int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-		dup2(out, 2);
-		execl(bin(), bin(), "coord", "-c", cfg, (char *)NULL);
-		_exit(127);
-	}
-	assert_true(r->pid > 0);
-	assert_int_equal(coord_wait_ready(r->dir, &r->pid, &st, NULL), 0);
-	(void)fx;
-}
-
-/* Both replicas' files, under a prefix of this test's own. */
-static int setup(void **state)
-{
-	struct fx *fx = gfx;
-	static const char key[33] = "0123456789abcdef0123456789abcdef";
-	char coord[1024], path[96];
-
-	snprintf(fx->prefix, sizeof(fx->prefix), "/leaseline/test-%d-%d", (int)getpid(), ++fx->run);
-	for (int i = 0; i < 2; i++) {
-		struct replica *r = &fx->r[i];
-		FILE *f;
-
-		snprintf(r->dir, sizeof(r->dir), "/tmp/ll-replica-XXXXXX");
-		if (!mkdtemp(r->dir))
-			return -1;
-		snprintf(r->node, sizeof(r->node), "coord-%c", 'a' + i);
-		r->port = etcd_free_port();
-		r->mport = etcd_free_port();
-		write_file(r->dir, "policy.yaml",
-			   "version: 1\nlimits:\n"
-			   "  - {name: a, key: none, scope: global, rate: 800, burst: 80}\n"
-			   "  - {name: b, key: none, scope: global, rate: 800, burst: 80}\n"
-			   "rules:\n  - {name: all, limits: [a, b]}\n");
-		snprintf(path, sizeof(path), "%s/grant.key", r->dir);
-		f = fopen(path, "w");
-		if (!f || fwrite(key, 1, 32, f) != 32)
-			return -1;
-		fclose(f);
-		snprintf(coord, sizeof(coord),
-			 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
-			 "grant-key: grant.key\n"
-			 "lease: {ttl: %dms, refresh: 200ms}\ngateways: 4\nmetrics: 127.0.0.1:%d\n"
-			 "replicas:\n  etcd: [%s, %s, %s]\n  prefix: %s\n  node: %s\n"
-			 "  advertise: 127.0.0.1:%d\n  ttl: %s\n",
-			 r->port, TTL_MS, r->mport, fx->etcd.url[0], fx->etcd.url[1],
-			 fx->etcd.url[2], fx->prefix, r->node, r->port, ETCD_TTL);
-		write_file(r->dir, "coord.yaml", coord);
-	}
-	*state = fx;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *fx = *state;
-	char cmd[128];
-
-	for (int i = 0; i < fx->etcd.n; i++)
-		etcd_member_signal(&fx->etcd, i, SIGCONT); /* a failed test may leave one stopped */
-	for (int i = 0; i < 2; i++) {
-		struct replica *r = &fx->r[i];
-
-		if (r->pid > 0) {
-			kill(r->pid, SIGCONT);
-			kill(r->pid, SIGKILL);
-			waitpid(r->pid, NULL, 0);
-			r->pid = 0;
-		}
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r->dir);
-		if (system(cmd))
-			return -1;
-	}
-	return 0;
-}
-
-/* Wait (bounded) until r's log has a line containing s. */
-static bool log_within(const struct replica *r, const char *s, int wait_ms)
-{
-	uint64_t end = clock_now_ns() + (uint64_t)wait_ms * NSEC_PER_MSEC;
-
-	while (clock_now_ns() < end) {
-		if (coord_log_has(r->dir, s))
-			return true;
-		usleep(20 * 1000);
-	}
-	return false;
-}
-
-static void dial(const struct replica *r, struct conn *c)
-{
-	coord_dial(r->port, c);
-}
-
-static int recv_msg(struct conn *c, struct wire_msg *m, int wait_ms)
-{
-	return coord_recv(c, m, wait_ms);
-}
-
-static void send_hello(struct fx *fx, struct conn *c, const char *holder, uint64_t seen)
-{
-	WIRE_MSG_CLEAR(fx->m, hello);
-	fx->m->type = WIRE_HELLO;
-	snprintf(fx->m->hello.holder, sizeof(fx->m->hello.holder), "%s", holder);
-	fx->m->hello.incarnation = 7;
-	fx->m->hello.max_epoch_seen = seen;
-	assert_int_equal(conn_send(c, fx->m), 0);
-}
 
 /* A report re-presenting held[] (none if held[0].epoch is 0). */
 static int report(struct fx *fx, struct conn *c, uint64_t seq, const struct coord_held *held)
@@ -260,24 +95,29 @@ static uint64_t granted_all(struct fx *fx, struct conn *c, uint64_t seq, struct 
 	}
 }
 
-/* The epoch of a replica's "leading at epoch N" line, 0 if none. */
-static uint64_t led_epoch(const struct replica *r)
+static int group_setup(void **state)
 {
-	char path[160], line[512];
-	unsigned long long e = 0, v;
-	FILE *f;
+	return replica_group_setup(state, false);
+}
 
-	snprintf(path, sizeof(path), "%s/coord.log", r->dir);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f)) {
-		const char *p = strstr(line, "leading at epoch ");
+static int group_teardown(void **state)
+{
+	return replica_group_teardown(state);
+}
 
-		if (p && sscanf(p, "leading at epoch %llu", &v) == 1)
-			e = v;
-	}
-	if (f)
-		fclose(f);
-	return e;
+static int setup(void **state)
+{
+	return replica_setup(state,
+			     "version: 1\nlimits:\n"
+			     "  - {name: a, key: none, scope: global, rate: 800, burst: 80}\n"
+			     "  - {name: b, key: none, scope: global, rate: 800, burst: 80}\n"
+			     "rules:\n  - {name: all, limits: [a, b]}\n",
+			     false);
+}
+
+static int teardown(void **state)
+{
+	return replica_teardown(state);
 }
 
 static void test_follower_redirects_failover_adopts(void **state)

@@ -60,7 +60,7 @@ static void usage_ledger_path(const struct coord *co, char *buf, size_t len)
  */
 int usage_ledger_ensure(struct coord *co)
 {
-	char path[CFG_PATH_LEN + 16];
+	char path[CFG_PATH_LEN + 16], where[256];
 	const char *names[LL_MAX_LIMITS];
 	struct uledger *lg = NULL;
 	struct uwriter *w;
@@ -78,10 +78,11 @@ int usage_ledger_ensure(struct coord *co)
 	if (n) {
 		err = uledger_open(&lg, path);
 		if (err) {
-			pr_warn("cannot open the usage ledger '%s': %s\n", path, strerror(-err));
+			pr_warn("cannot open the usage ledger '%s': %s\n",
+				uledger_where(path, where, sizeof(where)), strerror(-err));
 			return err;
 		}
-		pr_info("usage ledger '%s' open\n", path);
+		pr_info("usage ledger '%s' open\n", uledger_where(path, where, sizeof(where)));
 		/* When each limit's metering began (agents older than that
 		 * report totals that were not metered), and which ended.
 		 */

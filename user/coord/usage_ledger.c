@@ -301,7 +301,8 @@ static bool listed(const char *const *names, size_t n, const char *name)
 	return false;
 }
 
-int uledger_set_metered(struct uledger *lg, const char *const *limits, size_t n, int64_t now_s)
+static int set_metered_once(struct uledger *lg, const char *const *limits, size_t n,
+			    int64_t now_s)
 {
 	struct udb_stmt *q = NULL, *d = NULL, *dm = NULL, *ins = NULL;
 	int rc = udb_prepare(lg->db, "SELECT limit_name FROM metered UNION SELECT limit_name FROM marks",
@@ -350,6 +351,23 @@ int uledger_set_metered(struct uledger *lg, const char *const *limits, size_t n,
 	udb_finalize(d);
 	udb_finalize(dm);
 	udb_finalize(ins);
+	return rc;
+}
+
+/* Replicas starting together both record which limits are metered: on a
+ * shared ledger one of them may lose the race (-EBUSY, nothing written)
+ * and records it again, up to a second.
+ */
+int uledger_set_metered(struct uledger *lg, const char *const *limits, size_t n, int64_t now_s)
+{
+	int rc = set_metered_once(lg, limits, n, now_s);
+
+	for (int i = 0; rc == -EBUSY && i < 20; i++) {
+		struct timespec ts = {.tv_nsec = (10 + 5 * i) * 1000000L};
+
+		nanosleep(&ts, NULL);
+		rc = set_metered_once(lg, limits, n, now_s);
+	}
 	return rc;
 }
 

@@ -96,6 +96,7 @@ static void done_push(struct uwriter *w, struct uw_job *j)
 static int resync(struct uwriter *w)
 {
 	const char *names[LL_MAX_LIMITS];
+	char where[256];
 	size_t n = 0;
 	int err;
 
@@ -109,10 +110,11 @@ static int resync(struct uwriter *w)
 	if (!w->lg) {
 		err = uledger_open(&w->lg, w->path);
 		if (err) {
-			pr_warn("cannot open the usage ledger '%s': %s\n", w->path, strerror(-err));
+			pr_warn("cannot open the usage ledger '%s': %s\n",
+				uledger_where(w->path, where, sizeof(where)), strerror(-err));
 			return err;
 		}
-		pr_info("usage ledger '%s' open\n", w->path);
+		pr_info("usage ledger '%s' open\n", uledger_where(w->path, where, sizeof(where)));
 		if (w->series_quota)
 			uledger_set_series_quota(w->lg, w->series_quota);
 	}
