@@ -4,7 +4,7 @@
  * PostgreSQL-backed usage ledger, once per test binary: initdb'd into a
  * temporary directory (data/, the socket, the log <dir>/log), run as the user
  * postgres (PostgreSQL refuses root) on a loopback port chosen here, durability
- * off, stopped and removed on every exit path (pg_server_stop, also from
+ * off (a benchmark asks for it on: pg_server_start_durable), stopped and removed on every exit path (pg_server_stop, also from
  * atexit; a crash stops it too: PR_SET_PDEATHSIG, though the directory stays).
  * Build with -I$(pg_config --includedir) -lpq.
  */
@@ -37,6 +37,7 @@ struct pg_server {
 	char uri[256]; /* postgresql://leaseline@127.0.0.1:PORT/postgres */
 	pid_t owner;   /* the process that started it; 0: stopped */
 	uid_t uid;     /* of the postgres user */
+	bool durable;  /* fsync, synchronous commits, full pages: as in production */
 	gid_t gid;
 };
 
@@ -141,14 +142,18 @@ static inline int pg_fail(const struct pg_server *p, const char *what)
 static inline int pg_server_run(struct pg_server *p)
 {
 	char bin[] = PG_SERVER_BIN "/postgres", data[80], port[16], ping[300];
+	char *on_off = p->durable ? "on" : "off", fsync[16], sync[32], fpw[32];
 	/* clang-format off */
 	char *argv[] = {bin, "-D", data, "-k", p->dir, "-h", "127.0.0.1", "-p", port,
-			"-c", "fsync=off", "-c", "synchronous_commit=off",
-			"-c", "full_page_writes=off", "-c", "max_connections=50",
+			"-c", fsync, "-c", sync,
+			"-c", fpw, "-c", "max_connections=50",
 			"-c", "shared_buffers=32MB", "-c", "logging_collector=off", NULL};
 	/* clang-format on */
 	int r;
 
+	snprintf(fsync, sizeof(fsync), "fsync=%s", on_off);
+	snprintf(sync, sizeof(sync), "synchronous_commit=%s", on_off);
+	snprintf(fpw, sizeof(fpw), "full_page_writes=%s", on_off);
 	p->port = pg_free_port();
 	snprintf(data, sizeof(data), "%s/data", p->dir);
 	snprintf(port, sizeof(port), "%d", p->port);
@@ -165,8 +170,10 @@ static inline int pg_server_run(struct pg_server *p)
 	return r == -2 ? 0 : 1;
 }
 
-/* initdb (superuser leaseline, trust) and start the server. 0 or -1. */
-static inline int pg_server_start(struct pg_server *p)
+/* initdb (superuser leaseline, trust) and start the server. 0 or -1.
+ * durable: as in production (fsync on; the data on /var/tmp, a disk).
+ */
+static inline int pg_server_start_as(struct pg_server *p, bool durable)
 {
 	static bool registered;
 	char bin[] = PG_SERVER_BIN "/initdb", data[80];
@@ -178,11 +185,12 @@ static inline int pg_server_start(struct pg_server *p)
 	int status, r = 1;
 
 	memset(p, 0, sizeof(*p));
+	p->durable = durable;
 	if (!pw || access(bin, X_OK)) {
 		fprintf(stderr, "pg fixture: needs user postgres and %s (postgresql-15)\n", bin);
 		return -1;
 	}
-	snprintf(p->dir, sizeof(p->dir), "/tmp/llpg.XXXXXX");
+	snprintf(p->dir, sizeof(p->dir), durable ? "/var/tmp/llpg.XXXXXX" : "/tmp/llpg.XXXXXX");
 	if (!mkdtemp(p->dir)) {
 		fprintf(stderr, "pg fixture: mkdtemp: %s\n", strerror(errno));
 		return -1;
@@ -244,6 +252,16 @@ static inline int pg_server_create_db(struct pg_server *p, const char *name, cha
 	    snprintf(uri, len, "postgresql://leaseline@127.0.0.1:%d/%s", p->port, name) >= (int)len)
 		r = -1;
 	return r;
+}
+
+static inline int pg_server_start(struct pg_server *p)
+{
+	return pg_server_start_as(p, false);
+}
+
+static inline int pg_server_start_durable(struct pg_server *p)
+{
+	return pg_server_start_as(p, true);
 }
 
 #endif /* LEASELINE_TESTS_PG_SERVER_H */

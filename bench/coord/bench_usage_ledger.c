@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
- * The usage ledger (user/coord/usage_ledger.c) on a real SQLite file on the
- * machine's disk (/var/tmp, synchronous FULL: an fsync per commit), each
- * figure on a fresh file: the arrival-to-commit latency of a report of 4
- * metered limits, the throughput at the widest report (WIRE_MAX_ENTRIES
- * metered limits), and the bytes one (limit, holder, hour) row takes in the
- * file. Prints figures, asserts nothing; exits 1 when the ledger cannot be
- * written at all. docs/reference.md ("How late", "Size") quotes them.
+ * The usage ledger (user/coord/usage_ledger.c) on each engine, both on the
+ * machine's disk (/var/tmp): a real SQLite file (synchronous FULL: an fsync
+ * per commit), then a real PostgreSQL 15 (tests/pg_server.h, fsync and
+ * synchronous commits on, over loopback TCP), each figure on a fresh
+ * ledger: the arrival-to-commit latency of a report of 4 metered limits,
+ * the throughput at the widest report (WIRE_MAX_ENTRIES metered limits),
+ * per-key entries of METER batches (1000 keys, many batches a
+ * transaction, as the writer groups them), and (SQLite) the bytes one
+ * (limit, holder, hour) row takes in the file. PostgreSQL's figures are
+ * also given as a ratio to SQLite's of this run. Prints figures, asserts
+ * nothing; exits 1 when a ledger cannot be written at all.
+ * docs/reference.md ("How late", "Size") and docs/benchmarks.md quote them.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,6 +23,8 @@
 
 #include <sqlite3.h>
 
+#include "pg_server.h"
+
 #include "lib/monotonic.h"
 #include "coord/usage_ledger.h"
 #include "lib/wire.h"
@@ -27,13 +34,20 @@
 
 struct fx {
 	char dir[64];
-	char path[96];
+	char path[256];
 	struct uledger *lg;
+	const char *engine;
 };
+
+static struct pg_server pg;
+static bool use_pg;
 
 static int fx_open(struct fx *fx)
 {
+	static int n_db;
+
 	memset(fx, 0, sizeof(*fx));
+	fx->engine = use_pg ? "PostgreSQL" : "SQLite";
 	snprintf(fx->dir, sizeof(fx->dir), "/var/tmp/ll-bench-uledger-XXXXXX");
 	if (!mkdtemp(fx->dir)) {
 		perror("bench_usage_ledger: mkdtemp");
@@ -41,6 +55,13 @@ static int fx_open(struct fx *fx)
 		return -1;
 	}
 	snprintf(fx->path, sizeof(fx->path), "%s/ledger.db", fx->dir);
+	if (use_pg) {
+		char name[24];
+
+		snprintf(name, sizeof(name), "bench%d", ++n_db);
+		if (pg_server_create_db(&pg, name, fx->path, sizeof(fx->path)))
+			return -1;
+	}
 	if (uledger_open(&fx->lg, fx->path)) {
 		fprintf(stderr, "bench_usage_ledger: cannot open %s\n", fx->path);
 		return -1;
@@ -76,7 +97,7 @@ static uint64_t rnd(uint64_t *s)
 }
 
 /* Arrival to commit, one report of 4 metered limits a transaction. */
-static int commit_latency(struct fx *fx)
+static int commit_latency(struct fx *fx, double *fig)
 {
 	uint64_t p50, p99;
 	size_t n;
@@ -92,16 +113,17 @@ static int commit_latency(struct fx *fx)
 			return -1;
 	}
 	uledger_latency(fx->lg, &p50, &p99, &n);
-	printf("usage ledger: arrival to commit over %zu reports (4 limits each, fsync): "
+	printf("usage ledger (%s): arrival to commit over %zu reports (4 limits each, fsync): "
 	       "p50 %.3f ms, p99 %.3f ms\n",
-	       n, (double)p50 / 1e6, (double)p99 / 1e6);
+	       fx->engine, n, (double)p50 / 1e6, (double)p99 / 1e6);
+	*fig = (double)p50 / 1e6;
 	return 0;
 }
 
 /* Throughput at the widest report: WIRE_MAX_ENTRIES (256) metered limits
  * in each, one transaction and fsync per report, 8 holders.
  */
-static int throughput(struct fx *fx)
+static int throughput(struct fx *fx, double *fig)
 {
 	static struct uledger_entry e[WIRE_MAX_ENTRIES];
 	static char names[WIRE_MAX_ENTRIES][16];
@@ -124,10 +146,58 @@ static int throughput(struct fx *fx)
 			return -1;
 	}
 	ns = clock_now_ns() - t0;
-	printf("usage ledger: %d reports of %d metered limits in %.3f s: %.0f reports/s, %.0f "
-	       "entries/s (fsync each report)\n",
-	       reports, n, (double)ns / 1e9, reports / ((double)ns / 1e9),
+	printf("usage ledger (%s): %d reports of %d metered limits in %.3f s: %.0f reports/s, "
+	       "%.0f entries/s (fsync each report)\n",
+	       fx->engine, reports, n, (double)ns / 1e9, reports / ((double)ns / 1e9),
 	       reports * n / ((double)ns / 1e9));
+	*fig = reports * n / ((double)ns / 1e9);
+	return 0;
+}
+
+/* Per-key entries: 8 holders' METER batches of 1000 keys, their totals
+ * growing, 8 batches a transaction (the writer groups what is queued), the
+ * first round new series and the rest updates of them.
+ */
+static int key_throughput(struct fx *fx, double *fig)
+{
+	static struct uledger_key_entry e[1000];
+	static char text[1000][20];
+	const int holders = 8, rounds = 4, n = 1000;
+	uint64_t t0, ns;
+
+	for (int i = 0; i < n; i++) {
+		memset(&e[i], 0, sizeof(e[i]));
+		e[i].key.family = 4;
+		e[i].key.addr[2] = 0xffff0000u;
+		e[i].key.addr[3] = (uint32_t)i + 1;
+		snprintf(text[i], sizeof(text[i]), "198.18.%d.%d", i / 250, i % 250);
+		e[i].key_text = text[i];
+		e[i].c = (struct uledger_contract){.rate = 1000, .burst = 100};
+	}
+	t0 = clock_now_ns();
+	for (int r = 1; r <= rounds; r++) {
+		if (uledger_keys_begin(fx->lg))
+			return -1;
+		for (int h = 0; h < holders; h++) {
+			char holder[16];
+
+			snprintf(holder, sizeof(holder), "gw-%d", h);
+			for (int i = 0; i < n; i++) {
+				e[i].pkts[LL_METER_ADMITTED] = (uint64_t)r * 10;
+				e[i].bytes[LL_METER_ADMITTED] = (uint64_t)r * 1000;
+			}
+			if (uledger_keys_add(fx->lg, holder, 0xfeed, 3, "per-src", T0 + r, e,
+					     (size_t)n))
+				return -1;
+		}
+		if (uledger_keys_commit(fx->lg, clock_now_ns()))
+			return -1;
+	}
+	ns = clock_now_ns() - t0;
+	*fig = (double)holders * rounds * n / ((double)ns / 1e9);
+	printf("usage ledger (%s): %d per-key entries (%d holders x %d keys x %d rounds, a "
+	       "transaction a round) in %.3f s: %.0f entries/s\n",
+	       fx->engine, holders * rounds * n, holders, n, rounds, (double)ns / 1e9, *fig);
 	return 0;
 }
 
@@ -135,7 +205,7 @@ static int throughput(struct fx *fx)
  * realistic magnitudes, the file as it stands after a checkpoint. The rows
  * go in with SQLite directly, into the table the ledger created.
  */
-static int row_size(struct fx *fx)
+static int row_size(struct fx *fx, double *fig)
 {
 	const int holders = 8, limits = 16, hours = 24 * 30;
 	sqlite3 *db = NULL;
@@ -184,6 +254,7 @@ static int row_size(struct fx *fx)
 	       "%.1f bytes per (limit, holder, hour) row; %.1f KiB per holder and limit a day\n",
 	       rows, holders, limits, hours, (long long)st.st_size, (double)st.st_size / rows,
 	       (double)st.st_size / rows * 24 / 1024);
+	*fig = (double)st.st_size / rows;
 	rc = 0;
 out:
 	if (rc && db)
@@ -196,23 +267,45 @@ out:
 int main(void)
 {
 	static const struct {
-		const char *name;
-		int (*run)(struct fx *fx);
+		const char *name, *unit;
+		int (*run)(struct fx *fx, double *fig);
+		bool sqlite_only;
 	} figs[] = {
-	    {"commit latency", commit_latency},
-	    {"throughput", throughput},
-	    {"row size", row_size},
+	    {"commit latency p50", "ms", commit_latency, false},
+	    {"report throughput", "entries/s", throughput, false},
+	    {"per-key throughput", "entries/s", key_throughput, false},
+	    {"row size", "bytes", row_size, true},
 	};
+	double base[sizeof(figs) / sizeof(figs[0])] = {0};
 	int failed = 0;
 
-	for (size_t i = 0; i < sizeof(figs) / sizeof(figs[0]); i++) {
-		struct fx fx;
-
-		if (fx_open(&fx) || figs[i].run(&fx)) {
-			fprintf(stderr, "bench_usage_ledger: %s: failed\n", figs[i].name);
-			failed = 1;
+	for (int engine = 0; engine < 2; engine++) {
+		if (engine == 1) {
+			if (pg_server_start_durable(&pg)) {
+				fprintf(stderr, "bench_usage_ledger: no PostgreSQL server\n");
+				return 1;
+			}
+			use_pg = true;
 		}
-		fx_close(&fx);
+		for (size_t i = 0; i < sizeof(figs) / sizeof(figs[0]); i++) {
+			struct fx fx;
+			double fig = 0;
+
+			if (use_pg && figs[i].sqlite_only)
+				continue;
+			if (fx_open(&fx) || figs[i].run(&fx, &fig)) {
+				fprintf(stderr, "bench_usage_ledger: %s (%s): failed\n", figs[i].name,
+					fx.engine);
+				failed = 1;
+			} else if (!use_pg) {
+				base[i] = fig;
+			} else if (base[i] > 0) {
+				printf("usage ledger: %s, PostgreSQL / SQLite: %.2f (%.1f / %.1f %s)\n",
+				       figs[i].name, fig / base[i], fig, base[i], figs[i].unit);
+			}
+			fx_close(&fx);
+		}
 	}
+	pg_server_stop(&pg);
 	return failed;
 }
