@@ -31,7 +31,9 @@
  * meanwhile each agent reports an unmetered limit every 100 ms, and the
  * report -> grant latency says whether the ledger's work on the
  * coordinator's loop (upserts and the commit's fsync) delays grants (run
- * with LL_BENCH_METER=512 for the baseline).
+ * with LL_BENCH_METER=512 for the baseline). LL_BENCH_LEDGER=URI writes
+ * the ledger to that PostgreSQL database instead of the state directory's
+ * SQLite file (an empty database of its own: the rows are counted there).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +56,7 @@
 #include "lib/monotonic.h"
 #include "lib/conn.h"
 #include "lib/wire.h"
+#include "coord/usage_db.h"
 
 #define N_LIMITS 10 /* the default */
 /* Hot mode: the coordinator keeps at most LL_MAX_LIMIT_KEY_GRANTS hot keys a limit; more are
@@ -162,7 +165,8 @@ static int write_file(const char *dir, const char *name, const char *text)
 static int start_coord(struct run *r, const char *bin)
 {
 	static char policy[BENCH_POLICY_MAX];
-	char coord[512], cfg[128];
+	const char *ledger = getenv("LL_BENCH_LEDGER");
+	char coord[1024], cfg[128];
 	size_t off;
 
 	snprintf(r->dir, sizeof(r->dir), "/tmp/ll-bench-coord-XXXXXX");
@@ -185,8 +189,9 @@ static int start_coord(struct run *r, const char *bin)
 	snprintf(policy + off, sizeof(policy) - off, "]}\n");
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:%d\npolicy: policy.yaml\nstate-dir: state\n"
-		 "lease: {ttl: 2s, refresh: 500ms}\nmetrics: 127.0.0.1:%d\ngateways: %zu\n",
-		 r->port, r->port + 1, r->n);
+		 "lease: {ttl: 2s, refresh: 500ms}\nmetrics: 127.0.0.1:%d\ngateways: %zu\n%s%s%s",
+		 r->port, r->port + 1, r->n, ledger ? "ledger: " : "", ledger ? ledger : "",
+		 ledger ? "\n" : "");
 	if (write_file(r->dir, "policy.yaml", policy) || write_file(r->dir, "coord.yaml", coord))
 		return -EIO;
 	snprintf(cfg, sizeof(cfg), "%s/coord.yaml", r->dir);
@@ -778,19 +783,38 @@ static int bench_meter(const char *bin, uint32_t keys, int port)
 		long rows = 0;
 		FILE *p;
 
-		snprintf(dbp, sizeof(dbp), "%s/state/ledger.db", r.dir);
-		snprintf(
-		    cmd, sizeof(cmd),
-		    "sqlite3 '%s' 'PRAGMA wal_checkpoint(TRUNCATE); SELECT (SELECT COUNT(*) "
-		    "FROM key_usage) + (SELECT COUNT(*) FROM key_marks);' 2>/dev/null | tail -1",
-		    dbp);
-		p = popen(cmd, "r");
-		if (p && fscanf(p, "%ld", &rows) != 1)
-			rows = 0;
-		if (p)
-			pclose(p);
-		db = file_size(r.dir, "state/ledger.db");
-		wal = file_size(r.dir, "state/ledger.db-wal");
+		if (getenv("LL_BENCH_LEDGER")) {
+			struct udb *u = NULL;
+			struct udb_stmt *q = NULL;
+			char e[256];
+
+			db = wal = 0;
+			if (!udb_open(&u, getenv("LL_BENCH_LEDGER"), true, e, sizeof(e)) &&
+			    !udb_prepare(u,
+					 "SELECT pg_database_size(current_database()), (SELECT "
+					 "COUNT(*) FROM key_usage) + (SELECT COUNT(*) FROM key_marks)",
+					 &q) &&
+			    udb_step(q) == UDB_ROW) {
+				db = (long)udb_col_i64(q, 0);
+				rows = (long)udb_col_i64(q, 1);
+			}
+			udb_finalize(q);
+			udb_close(u);
+		} else {
+			snprintf(dbp, sizeof(dbp), "%s/state/ledger.db", r.dir);
+			snprintf(cmd, sizeof(cmd),
+				 "sqlite3 '%s' 'PRAGMA wal_checkpoint(TRUNCATE); SELECT (SELECT "
+				 "COUNT(*) FROM key_usage) + (SELECT COUNT(*) FROM key_marks);' "
+				 "2>/dev/null | tail -1",
+				 dbp);
+			p = popen(cmd, "r");
+			if (p && fscanf(p, "%ld", &rows) != 1)
+				rows = 0;
+			if (p)
+				pclose(p);
+			db = file_size(r.dir, "state/ledger.db");
+			wal = file_size(r.dir, "state/ledger.db-wal");
+		}
 		printf("  batches %llu recorded, %llu to send again, of %llu; %.0f key entries/s "
 		       "written over %.1f s\n",
 		       (unsigned long long)acked, (unsigned long long)retry,
