@@ -1336,6 +1336,43 @@ static void test_extreme_times(void **state)
 	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM usage"), 4);
 }
 
+/* A batch that repeats a series (the same key and born twice) and a key
+ * (two series of one key share its bound): each entry sees what the one
+ * before it left, exactly as when each is a batch of its own. Contract 1/s
+ * burst 1: the bound holds 1 + 3600.
+ */
+static void test_keys_batch_repeats(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e[3];
+
+	e[0] = kent(1, "198.18.0.1", 3000, 0, 0, 0); /* series A */
+	e[1] = kent(1, "198.18.0.1", 3500, 0, 0, 0); /* A again, later totals */
+	e[2] = kent(1, "198.18.0.1", 3000, 0, 0, 0); /* series B of the same key */
+	e[2].born = 99;
+	for (int i = 0; i < 3; i++)
+		e[i].c = (struct uledger_contract){.rate = 1, .burst = 1};
+	krec(fx, "gw-1", KIDENT, T0, e, 3);
+	for (int i = 0; i < 3; i++)
+		krec(fx, "gw-2", KIDENT, T0, &e[i], 1);
+	for (int h = 1; h <= 2; h++) {
+		char holder[8];
+		struct ksum k;
+
+		snprintf(holder, sizeof(holder), "gw-%d", h);
+		k = ksum_of(fx, "per-src", "198.18.0.1", holder, ULEDGER_HOUR);
+		assert_int_equal(k.rows, 1);
+		assert_int_equal(k.pkts[LL_METER_ADMITTED], 1 + 3600); /* 3000 + 500 + 101 */
+	}
+	assert_int_equal(count_rows(fx, "SELECT COUNT(*) FROM key_marks WHERE holder = 'gw-1'"), 2);
+	assert_int_equal(count_rows(fx, "SELECT level FROM spend WHERE holder = 'gw-1'"), 0);
+	/* Everything again: nothing new, and the marks hold the maximum. */
+	krec(fx, "gw-1", KIDENT, T0 + 1, e, 3);
+	assert_int_equal(
+	    ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR).pkts[LL_METER_ADMITTED],
+	    1 + 3600);
+}
+
 /* Two writers on one shared ledger (an old leader's last batch, the new
  * leader's first, both of the same agent's totals): the second reads the
  * mark before the first commits, then waits on its row. It must fail
@@ -1448,6 +1485,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_keys_bytes_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_series_quota, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_extreme_times, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_keys_batch_repeats, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_two_writers_count_once, setup, teardown),
 	    cmocka_unit_test(test_where_hides_password),
 	};

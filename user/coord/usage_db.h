@@ -27,7 +27,7 @@
 
 enum { UDB_DONE = 0, UDB_ROW = 1 };
 
-#define UDB_MAX_PARAMS 16
+#define UDB_MAX_PARAMS 1024 /* parameters of one statement */
 
 struct udb;
 struct udb_stmt;

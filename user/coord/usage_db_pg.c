@@ -55,11 +55,11 @@ struct udb_pg_stmt {
 	char *sql;	/* with $N */
 	char name[24];
 	unsigned gen;	/* the connection it was prepared in; 0 not yet */
-	int nparams;	/* the highest $N */
-	Oid prepared[UDB_MAX_PARAMS], type[UDB_MAX_PARAMS];
-	const char *val[UDB_MAX_PARAMS];
-	int len[UDB_MAX_PARAMS], fmt[UDB_MAX_PARAMS];
-	uint64_t be[UDB_MAX_PARAMS]; /* int8 parameters, big-endian */
+	int nparams;	/* the highest $N: the arrays' length */
+	Oid *prepared, *type;
+	const char **val;
+	int *len, *fmt;
+	uint64_t *be; /* int8 parameters, big-endian */
 	PGresult *res;
 	int row, nrows;
 	bool active; /* a reader's statement with rows still to come */
@@ -215,6 +215,20 @@ int udb_pg_prepare(struct udb_pg *db, const char *sql, struct udb_pg_stmt **out)
 		free(s);
 		return rc;
 	}
+	{
+		size_t n = (size_t)s->nparams + 1;
+
+		s->prepared = calloc(n, sizeof(*s->prepared));
+		s->type = calloc(n, sizeof(*s->type));
+		s->val = calloc(n, sizeof(*s->val));
+		s->len = calloc(n, sizeof(*s->len));
+		s->fmt = calloc(n, sizeof(*s->fmt));
+		s->be = calloc(n, sizeof(*s->be));
+		if (!s->prepared || !s->type || !s->val || !s->len || !s->fmt || !s->be) {
+			udb_pg_finalize(s);
+			return -ENOMEM;
+		}
+	}
 	snprintf(s->name, sizeof(s->name), "ll%u", ++db->next_id);
 	*out = s;
 	return 0;
@@ -246,6 +260,12 @@ void udb_pg_finalize(struct udb_pg_stmt *s)
 		PQclear(r);
 	}
 	free(s->sql);
+	free(s->prepared);
+	free(s->type);
+	free(s->val);
+	free(s->len);
+	free(s->fmt);
+	free(s->be);
 	free(s);
 }
 
@@ -256,7 +276,7 @@ void udb_pg_reset(struct udb_pg_stmt *s)
 
 void udb_pg_clear(struct udb_pg_stmt *s)
 {
-	for (int i = 0; i < UDB_MAX_PARAMS; i++) {
+	for (int i = 0; i < s->nparams; i++) {
 		s->type[i] = 0;
 		s->val[i] = NULL;
 	}
@@ -264,7 +284,7 @@ void udb_pg_clear(struct udb_pg_stmt *s)
 
 void udb_pg_bind(struct udb_pg_stmt *s, int i, enum udb_pg_type t, const void *v, size_t len)
 {
-	if (i < 1 || i > UDB_MAX_PARAMS)
+	if (i < 1 || i > s->nparams)
 		return;
 	i--;
 	switch (t) {
@@ -317,7 +337,7 @@ static int pg_ready(struct udb_pg_stmt *s)
 		snprintf(sql, sizeof(sql), "DEALLOCATE %s", s->name);
 		PQclear(PQexec(db->conn, sql));
 	}
-	memcpy(s->prepared, s->type, sizeof(s->prepared));
+	memcpy(s->prepared, s->type, (size_t)s->nparams * sizeof(*s->prepared));
 	r = PQprepare(db->conn, s->name, s->sql, s->nparams, s->prepared);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		rc = pg_fail(db, r);

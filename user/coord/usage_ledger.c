@@ -51,22 +51,6 @@ static const char *const stmt_sql[ST_N] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE", /* PostgreSQL: begin_pg */
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
-    [ST_KMARK_GET] = "SELECT ap, ab, dp, db, fp, fb, bp, bb FROM key_marks WHERE holder = ?1 AND "
-		     "ident = ?2 AND limit_uid = ?3 AND key = ?4 AND limit_name = ?5 AND born = ?6",
-    [ST_KMARK_PUT] =
-	"INSERT INTO key_marks (holder, ident, limit_uid, key, limit_name, ap, ab, dp, db, fp, fb, "
-	"bp, bb, updated, born) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-	"?14, ?15) ON CONFLICT (holder, ident, limit_name, limit_uid, key, born) DO UPDATE SET "
-	"ap = excluded.ap, ab = excluded.ab, dp = excluded.dp, db = excluded.db, fp = excluded.fp, "
-	"fb = excluded.fb, bp = excluded.bp, bb = excluded.bb, updated = excluded.updated",
-    [ST_KUSAGE_ADD] =
-	"INSERT INTO key_usage (limit_name, key, holder, hour, ap, ab, dp, db, fp, fb, bp, bb) "
-	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (limit_name, key, "
-	"holder, hour) DO UPDATE SET ap = key_usage.ap + excluded.ap, "
-	"ab = key_usage.ab + excluded.ab, dp = key_usage.dp + excluded.dp, "
-	"db = key_usage.db + excluded.db, fp = key_usage.fp + excluded.fp, "
-	"fb = key_usage.fb + excluded.fb, bp = key_usage.bp + excluded.bp, "
-	"bb = key_usage.bb + excluded.bb",
     /* One row per (holder, counters identity): when it last reported, and
      * whether retention pruned its marks (1 pruning, 2 pruned): then its
      * batches are refused, never counted again from 0.
@@ -284,6 +268,8 @@ void uledger_close(struct uledger *lg)
 		return;
 	for (int i = 0; i < ST_N; i++)
 		udb_finalize(lg->st[i]);
+	for (int i = 0; i < UL_KS_N; i++)
+		udb_finalize(lg->kst[i]);
 	udb_close(lg->db);
 	free(lg);
 }

@@ -3,7 +3,7 @@
  * What the usage ledger's files share and nothing else includes:
  * usage_ledger.c (opening the ledger: its schema and statements; which limits
  * are metered; latency; the ledger's clock and periods), usage_record.c
- * (reports and METER batches written), usage_query.c (read-only queries for
+ * (reports written; the bounds), usage_keys.c (METER batches), usage_query.c (read-only queries for
  * `leaseline usage`) and usage_retention.c (pruning). The API is
  * usage_ledger.h.
  */
@@ -32,9 +32,6 @@ enum {
 	ST_BEGIN,
 	ST_COMMIT,
 	ST_ROLLBACK,
-	ST_KMARK_GET,
-	ST_KMARK_PUT,
-	ST_KUSAGE_ADD,
 	ST_KIDENT_PUT,
 	ST_KIDENT_GET,
 	ST_SPEND_GET,
@@ -44,6 +41,10 @@ enum {
 	ST_HSERIES_PUT,
 	ST_N,
 };
+
+/* The per-key statements of many rows (usage_keys.c), UL_CHUNK rows each. */
+#define UL_CHUNK 64
+enum { UL_KS_MARKS, UL_KS_SPENDS, UL_KS_MARK_PUT, UL_KS_SPEND_PUT, UL_KS_USAGE_ADD, UL_KS_N };
 
 /* A handle: one database connection (usage_db.h), its statements,
  * counters and latencies.
@@ -59,12 +60,42 @@ struct uledger {
 	char kcur_limit[64], kcur_key[160], kcur_holder[96];
 	int64_t kcur_hour;
 	struct udb_stmt *st[ST_N];
+	struct udb_stmt *kst[UL_KS_N]; /* prepared at their first full chunk */
 	struct uledger_counters c;
 	uint32_t series_quota;			/* uledger_set_series_quota */
 	int64_t clamp_logged_s, quota_logged_s; /* log lines: one a minute */
 	uint64_t lat[LAT_SAMPLES];
 	size_t n_lat, lat_next;
 };
+
+/* An amount as the ledger keeps it: at most INT64_MAX. */
+static inline int64_t ul_i64(uint64_t v)
+{
+	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+/* A spend row (usage_ledger.h, Bounds): the contract's bucket level of a
+ * (holder, limit, key) and when it was last moved; found 0: none yet.
+ */
+struct ul_spend {
+	uint64_t level;
+	int64_t t;
+	bool found;
+};
+
+/* Cut what an entry adds to its bounds: *adm (admitted, by the contract's
+ * bucket in r) and others[0..n) (by the line rate since r was last moved);
+ * r moves to now_s. *cut: what was not counted. (usage_record.c)
+ */
+void ul_spend_cut(struct ul_spend *r, const struct uledger_contract *c, int64_t now_s,
+		  uint64_t *adm, uint64_t *const *others, int n, uint64_t *cut);
+/* A bound cut an entry: counted, and said once a minute at most. */
+void ul_note_clamped(struct uledger *lg, const char *holder, const char *limit, int64_t now_s,
+		     uint64_t cut);
+/* Whether a line said at most once a minute may be said now (*last moves). */
+bool ul_once_a_minute(int64_t *last, int64_t now_s);
+/* An arrival-to-commit latency (uledger_latency). */
+void ul_lat_add(struct uledger *lg, uint64_t ns);
 
 /* Four totals (admitted, denied, fallback, bypass) from column first on. */
 static inline void col_totals(struct udb_stmt *s, int first, struct uledger_totals *t)

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The usage ledger's writes (usage_ledger.h): a report's per-limit totals
- * diffed against their marks (the incarnation's, the previous one's, or
- * the limit's metering start) and added to the hour's usage with the mark
- * moved, in one transaction; and METER batches of per-key totals, added
- * field by field over their key marks, many batches to a transaction.
+ * The usage ledger's writes of reports (usage_ledger.h): a report's
+ * per-limit totals diffed against their marks (the incarnation's, the
+ * previous one's, or the limit's metering start) and added to the hour's
+ * usage with the mark moved, in one transaction; and the bounds both kinds
+ * of writes share (usage_ledger_int.h). METER batches: usage_keys.c.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -17,61 +17,41 @@
 
 /* ---- bounds (usage_ledger.h) ---- */
 
-/* An amount as the ledger keeps it: at most INT64_MAX. */
-static int64_t as_i64(uint64_t v)
-{
-	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-}
-
-/* (holder, limit, key) of a spend row, in ?1..?3; klen 0: a limit's own. */
-static void bind_spend(struct udb_stmt *s, const char *holder, const char *limit, const void *key,
-		       int klen)
+/* (holder, limit, key) of a limit's own spend row (key empty), in ?1..?3. */
+static void bind_spend(struct udb_stmt *s, const char *holder, const char *limit)
 {
 	udb_reset(s);
 	udb_bind_text(s, 1, holder);
 	udb_bind_text(s, 2, limit);
-	udb_bind_blob(s, 3, key, (size_t)klen);
+	udb_bind_blob(s, 3, NULL, 0);
 }
 
-/* Cut what an entry adds to its bounds: *adm (admitted, by the contract's
- * bucket) and others[0..n) (by the line rate), per (holder, limit, key), the
- * spend row moved in the transaction open. *cut: what was not counted.
- * 0 or a negative errno.
- */
-static int spend_bound(struct uledger *lg, const char *holder, const char *limit, const void *key,
-		       int klen, const struct uledger_contract *c, int64_t now_s, uint64_t *adm,
-		       uint64_t *const *others, int n, uint64_t *cut)
+void ul_spend_cut(struct ul_spend *r, const struct uledger_contract *c, int64_t now_s,
+		  uint64_t *adm, uint64_t *const *others, int n, uint64_t *cut)
 {
-	struct udb_stmt *s = lg->st[ST_SPEND_GET];
-	uint64_t cap = u64_sat_add(c->burst, u64_sat_mul(c->rate, ULEDGER_BACKLOG_S)), level = cap,
-		 line;
-	int64_t t = now_s < INT64_MIN + ULEDGER_BACKLOG_S ? INT64_MIN : now_s - ULEDGER_BACKLOG_S,
-		dt;
-	int r;
+	uint64_t cap = u64_sat_add(c->burst, u64_sat_mul(c->rate, ULEDGER_BACKLOG_S)), line;
+	int64_t dt;
 
 	*cut = 0;
-	bind_spend(s, holder, limit, key, klen);
-	r = udb_step(s);
-	if (r == UDB_ROW) {
-		level = (uint64_t)udb_col_i64(s, 0);
-		t = udb_col_i64(s, 1);
+	if (!r->found) { /* a new row: as if it had refilled for the backlog */
+		r->level = cap;
+		r->t = now_s < INT64_MIN + ULEDGER_BACKLOG_S ? INT64_MIN
+							     : now_s - ULEDGER_BACKLOG_S;
+		r->found = true;
 	}
-	udb_reset(s);
-	if (r < 0)
-		return r;
-	if (now_s <= t)
+	if (now_s <= r->t)
 		dt = 0;
-	else if (__builtin_sub_overflow(now_s, t, &dt) || dt > ULEDGER_BACKLOG_S)
+	else if (__builtin_sub_overflow(now_s, r->t, &dt) || dt > ULEDGER_BACKLOG_S)
 		dt = ULEDGER_BACKLOG_S;
 	if (c->rate) {
-		level = u64_sat_add(level, u64_sat_mul(c->rate, (uint64_t)dt));
-		if (level > cap)
-			level = cap;
-		if (*adm > level) {
-			*cut += *adm - level;
-			*adm = level;
+		r->level = u64_sat_add(r->level, u64_sat_mul(c->rate, (uint64_t)dt));
+		if (r->level > cap)
+			r->level = cap;
+		if (*adm > r->level) {
+			*cut += *adm - r->level;
+			*adm = r->level;
 		}
-		level -= *adm;
+		r->level -= *adm;
 	}
 	line = u64_sat_mul(ULEDGER_LINE_PPS, (uint64_t)dt + ULEDGER_SLACK_S);
 	if (!c->rate && *adm > line) { /* no contract of its own: the line rate */
@@ -83,15 +63,41 @@ static int spend_bound(struct uledger *lg, const char *holder, const char *limit
 			*cut = u64_sat_add(*cut, *others[i] - line);
 			*others[i] = line;
 		}
+	r->t = now_s;
+}
+
+/* Cut what a report's entry adds to its bounds (ul_spend_cut), the
+ * limit's spend row read and moved in the transaction open. 0 or a
+ * negative errno.
+ */
+static int spend_bound(struct uledger *lg, const char *holder, const char *limit,
+		       const struct uledger_contract *c, int64_t now_s, uint64_t *adm,
+		       uint64_t *const *others, int n, uint64_t *cut)
+{
+	struct udb_stmt *s = lg->st[ST_SPEND_GET];
+	struct ul_spend row = {0};
+	int r;
+
+	bind_spend(s, holder, limit);
+	r = udb_step(s);
+	if (r == UDB_ROW) {
+		row.level = (uint64_t)udb_col_i64(s, 0);
+		row.t = udb_col_i64(s, 1);
+		row.found = true;
+	}
+	udb_reset(s);
+	if (r < 0)
+		return r;
+	ul_spend_cut(&row, c, now_s, adm, others, n, cut);
 	s = lg->st[ST_SPEND_PUT];
-	bind_spend(s, holder, limit, key, klen);
-	udb_bind_i64(s, 4, as_i64(level));
+	bind_spend(s, holder, limit);
+	udb_bind_i64(s, 4, ul_i64(row.level));
 	udb_bind_i64(s, 5, now_s);
 	return udb_step_done(s);
 }
 
 /* Whether a line said at most once a minute may be said now (*last moves). */
-static bool once_a_minute(int64_t *last, int64_t now_s)
+bool ul_once_a_minute(int64_t *last, int64_t now_s)
 {
 	if (now_s < *last + 60 && now_s >= *last)
 		return false;
@@ -100,12 +106,12 @@ static bool once_a_minute(int64_t *last, int64_t now_s)
 }
 
 /* A bound cut an entry: counted, and said once a minute at most. */
-static void note_clamped(struct uledger *lg, const char *holder, const char *limit, int64_t now_s,
+void ul_note_clamped(struct uledger *lg, const char *holder, const char *limit, int64_t now_s,
 			 uint64_t cut)
 {
 	lg->c.clamped++;
 	lg->c.clamped_pkts = u64_sat_add(lg->c.clamped_pkts, cut);
-	if (!once_a_minute(&lg->clamp_logged_s, now_s))
+	if (!ul_once_a_minute(&lg->clamp_logged_s, now_s))
 		return;
 	pr_warn("usage ledger: '%s' limit '%s' claims %llu more than its contract or the line rate "
 		"could have passed: not counted (usage_clamped; said once a minute)\n",
@@ -137,7 +143,7 @@ static int entry_delta(struct uledger *lg, const char *holder, uint64_t inc, uin
 
 	if (e->t.admitted > ULEDGER_TOTAL_MAX || e->t.denied > ULEDGER_TOTAL_MAX ||
 	    e->t.fallback > ULEDGER_TOTAL_MAX || e->t.bypass > ULEDGER_TOTAL_MAX) {
-		note_clamped(lg, holder, e->limit, uledger_now(), ULEDGER_TOTAL_MAX);
+		ul_note_clamped(lg, holder, e->limit, uledger_now(), ULEDGER_TOTAL_MAX);
 		return 0; /* the coordinator refuses these first (a protocol error) */
 	}
 	bind_key(s, e->limit, holder);
@@ -263,7 +269,7 @@ static int entry_write(struct uledger *lg, const char *holder, uint64_t inc, uin
 	return udb_step_done(s);
 }
 
-static void lat_add(struct uledger *lg, uint64_t ns)
+void ul_lat_add(struct uledger *lg, uint64_t ns)
 {
 	lg->lat[lg->lat_next] = ns;
 	lg->lat_next = (lg->lat_next + 1) % LAT_SAMPLES;
@@ -290,10 +296,10 @@ int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarn
 		uint64_t *const others[] = {&d.denied, &d.fallback, &d.bypass}, cut = 0;
 
 		if (r > 0)
-			rc = spend_bound(lg, holder, e[i].limit, NULL, 0, &e[i].c, now_s,
-					 &d.admitted, others, 3, &cut);
+			rc = spend_bound(lg, holder, e[i].limit, &e[i].c, now_s, &d.admitted,
+					 others, 3, &cut);
 		if (cut)
-			note_clamped(lg, holder, e[i].limit, now_s, cut);
+			ul_note_clamped(lg, holder, e[i].limit, now_s, cut);
 		if (r > 0 && !rc)
 			rc = entry_write(lg, holder, incarnation, ident, seq, now_s, &e[i], &d);
 	}
@@ -309,271 +315,7 @@ int uledger_record_ident(struct uledger *lg, const char *holder, uint64_t incarn
 		return rc;
 	}
 	lg->c.reports++;
-	lat_add(lg, clock_now_ns() - arrival_ns);
+	ul_lat_add(lg, clock_now_ns() - arrival_ns);
 	return 0;
 }
 
-/* ---- per-key usage ---- */
-
-void uledger_note_refused(struct uledger *lg)
-{
-	lg->c.pruned_refused++;
-}
-
-int uledger_ident_pruned(struct uledger *lg, const char *holder, uint64_t ident)
-{
-	struct udb_stmt *s = lg->st[ST_KIDENT_GET];
-	int r, pruned = 0;
-
-	udb_reset(s);
-	udb_bind_text(s, 1, holder);
-	udb_bind_i64(s, 2, (int64_t)ident);
-	r = udb_step(s);
-	if (r == UDB_ROW)
-		pruned = udb_col_i64(s, 0) != 0;
-	udb_reset(s);
-	if (r < 0)
-		return r;
-	return pruned;
-}
-
-int uledger_keys_begin(struct uledger *lg)
-{
-	if (udb_in_txn(lg->db))
-		return 0; /* already in one */
-	return udb_step_done(lg->st[ST_BEGIN]);
-}
-
-/* The series (key marks) holder has: holder_series, else counted once. */
-static int holder_series_get(struct uledger *lg, const char *holder, int64_t *n)
-{
-	struct udb_stmt *s = lg->st[ST_HSERIES_GET];
-	int r;
-
-	for (int pass = 0; pass < 2; pass++) {
-		udb_reset(s);
-		udb_bind_text(s, 1, holder);
-		r = udb_step(s);
-		if (r == UDB_ROW)
-			*n = udb_col_i64(s, 0);
-		udb_reset(s);
-		if (r == UDB_ROW) {
-			*n = *n < 0 ? 0 : *n; /* (the file edited by hand) */
-			return 0;
-		}
-		if (r < 0)
-			return r;
-		s = lg->st[ST_HSERIES_COUNT]; /* a ledger from before the quota */
-	}
-	return -EIO; /* count(*) without a row */
-}
-
-/* A new series refused past its holder's quota: counted, said once a minute. */
-static void note_quota(struct uledger *lg, const char *holder, const char *limit, int64_t now_s)
-{
-	lg->c.quota++;
-	if (!once_a_minute(&lg->quota_logged_s, now_s))
-		return;
-	pr_warn("usage ledger: '%s' has its quota of %u series: a new key of limit '%s' is not "
-		"recorded (usage_quota; said once a minute)\n",
-		holder, lg->series_quota, limit);
-}
-
-/* Field f of an entry in the columns' order (0..7: ap ab dp db fp fb bp bb). */
-static uint64_t key_field(const struct uledger_key_entry *e, int f)
-{
-	return f & 1 ? e->bytes[f / 2] : e->pkts[f / 2];
-}
-
-int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
-		     const char *limit, int64_t now_s, const struct uledger_key_entry *e, size_t n)
-{
-	int64_t hour = uledger_period_start(ULEDGER_HOUR, now_s), series = -1;
-	int rc = uledger_ident_pruned(lg, holder, ident);
-	uint64_t added = 0;
-
-	if (rc) {
-		if (rc > 0) {
-			lg->c.pruned_refused++;
-			rc = -ESTALE;
-		}
-		return rc;
-	}
-	{
-		struct udb_stmt *s = lg->st[ST_KIDENT_PUT];
-
-		udb_reset(s);
-		udb_bind_text(s, 1, holder);
-		udb_bind_i64(s, 2, (int64_t)ident);
-		udb_bind_i64(s, 3, now_s);
-		rc = udb_step_done(s);
-	}
-	for (size_t i = 0; !rc && i < n; i++) {
-		struct udb_stmt *s = lg->st[ST_KMARK_GET];
-		uint64_t mark[8] = {0}, t[8], d[8], cut = 0;
-		bool add = false, move = false, big = false;
-		int r;
-
-		for (int f = 0; f < 8; f++) {
-			t[f] = key_field(&e[i], f);
-			big |= t[f] > ULEDGER_TOTAL_MAX;
-		}
-		if (big) { /* the coordinator refuses these first */
-			note_clamped(lg, holder, limit, now_s, ULEDGER_TOTAL_MAX);
-			continue;
-		}
-		/* No class passes more bytes than its packets could carry (and
-		 * a packet a CPU whose bytes were read before it).
-		 */
-		for (int f = 1; f < 8; f += 2) {
-			uint64_t most = u64_sat_mul(t[f - 1] + 64, ULEDGER_FRAME_MAX);
-
-			if (t[f] > most) {
-				cut = u64_sat_add(cut, t[f] - most);
-				t[f] = most;
-			}
-		}
-		udb_reset(s);
-		udb_clear(s);
-		udb_bind_text(s, 1, holder);
-		udb_bind_i64(s, 2, (int64_t)ident);
-		udb_bind_i64(s, 3, (int64_t)limit_uid);
-		udb_bind_blob(s, 4, &e[i].key, sizeof(e[i].key));
-		udb_bind_text(s, 5, limit);
-		udb_bind_i64(s, 6, (int64_t)e[i].born);
-		r = udb_step(s);
-		if (r == UDB_ROW)
-			for (int f = 0; f < 8; f++)
-				mark[f] = (uint64_t)udb_col_i64(s, f);
-		udb_reset(s);
-		if (r < 0) {
-			rc = r;
-			break;
-		}
-		/* A new series past the holder's quota: refused, counted. */
-		if (r == UDB_DONE) {
-			if (series < 0 && (rc = holder_series_get(lg, holder, &series)))
-				break;
-			if ((uint64_t)series + added >= lg->series_quota) {
-				note_quota(lg, holder, limit, now_s);
-				continue;
-			}
-			added++;
-		}
-		/* Field-wise: what the totals exceed the mark by; the mark
-		 * becomes the maximum (a field below it is an older report's).
-		 */
-		for (int f = 0; f < 8; f++) {
-			d[f] = t[f] > mark[f] ? t[f] - mark[f] : 0;
-			if (d[f])
-				mark[f] = t[f];
-		}
-		{
-			/* ap or ab by the contract, the other classes' packets by the
-			 * line rate (bytes followed their packets above).
-			 */
-			int af = e[i].c.bytes ? 1 : 0;
-			uint64_t *const others[] = {&d[2], &d[4], &d[6]};
-			uint64_t spent = 0;
-
-			if ((rc = spend_bound(lg, holder, limit, &e[i].key, (int)sizeof(e[i].key),
-					      &e[i].c, now_s, &d[af], others, 3, &spent)))
-				break;
-			cut = u64_sat_add(cut, spent);
-		}
-		if (cut)
-			note_clamped(lg, holder, limit, now_s, cut);
-		for (int f = 0; f < 8; f++)
-			add |= d[f] != 0;
-		move = add || r == UDB_DONE; /* the mark moves past what a bound cut */
-		lg->c.key_entries++;
-		if (!add)
-			lg->c.key_stale++;
-		if (!move)
-			continue;
-		s = lg->st[ST_KMARK_PUT];
-		udb_reset(s);
-		udb_clear(s);
-		udb_bind_text(s, 1, holder);
-		udb_bind_i64(s, 2, (int64_t)ident);
-		udb_bind_i64(s, 3, (int64_t)limit_uid);
-		udb_bind_blob(s, 4, &e[i].key, sizeof(e[i].key));
-		udb_bind_text(s, 5, limit);
-		for (int f = 0; f < 8; f++)
-			udb_bind_i64(s, 6 + f, (int64_t)mark[f]);
-		udb_bind_i64(s, 14, now_s);
-		udb_bind_i64(s, 15, (int64_t)e[i].born);
-		if ((rc = udb_step_done(s)) || !add)
-			continue;
-		lg->c.key_counted++;
-		s = lg->st[ST_KUSAGE_ADD];
-		udb_reset(s);
-		udb_clear(s);
-		udb_bind_text(s, 1, limit);
-		udb_bind_text(s, 2, e[i].key_text ? e[i].key_text : "");
-		udb_bind_text(s, 3, holder);
-		udb_bind_i64(s, 4, hour);
-		for (int f = 0; f < 8; f++)
-			udb_bind_i64(s, 5 + f, (int64_t)d[f]);
-		rc = udb_step_done(s);
-	}
-	if (!rc && added) {
-		struct udb_stmt *s = lg->st[ST_HSERIES_PUT];
-
-		udb_reset(s);
-		udb_bind_text(s, 1, holder);
-		udb_bind_i64(s, 2, series + (int64_t)added);
-		rc = udb_step_done(s);
-	}
-	if (rc) {
-		pr_warn("usage ledger: per-key usage of '%s' (limit '%s') not recorded: %s\n",
-			holder, limit, udb_errmsg(lg->db));
-		return rc;
-	}
-	lg->c.key_batches++;
-	return 0;
-}
-
-void uledger_keys_abort(struct uledger *lg)
-{
-	if (udb_in_txn(lg->db))
-		udb_step_done(lg->st[ST_ROLLBACK]);
-	lg->c.key_failures++;
-}
-
-int uledger_keys_commit(struct uledger *lg, uint64_t arrival_ns)
-{
-	int rc = udb_step_done(lg->st[ST_COMMIT]);
-
-	if (rc) {
-		pr_warn("usage ledger: per-key batch not committed: %s\n", udb_errmsg(lg->db));
-		uledger_keys_abort(lg);
-		return rc;
-	}
-	lat_add(lg, clock_now_ns() - arrival_ns);
-	return 0;
-}
-
-int uledger_record_keys(struct uledger *lg, const char *holder, uint64_t ident, uint64_t limit_uid,
-			const char *limit, int64_t now_s, uint64_t arrival_ns,
-			const struct uledger_key_entry *e, size_t n)
-{
-	struct uledger_counters saved = lg->c;
-	int err = uledger_keys_begin(lg);
-
-	if (!err)
-		err = uledger_keys_add(lg, holder, ident, limit_uid, limit, now_s, e, n);
-	if (err) {
-		uledger_keys_abort(lg);
-		saved.key_failures = lg->c.key_failures;
-		saved.pruned_refused = lg->c.pruned_refused;
-		lg->c = saved;
-		return err;
-	}
-	err = uledger_keys_commit(lg, arrival_ns);
-	if (err) {
-		saved.key_failures = lg->c.key_failures;
-		lg->c = saved;
-	}
-	return err;
-}
