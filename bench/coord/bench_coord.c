@@ -244,6 +244,7 @@ static int send_hello(struct run *r, size_t i)
 	m->type = WIRE_HELLO;
 	snprintf(m->hello.holder, sizeof(m->hello.holder), "agent-%zu", i);
 	m->hello.incarnation = i + 1;
+	m->hello.counters_ident = 0x5eed0000ull + i; /* what its METER batches name */
 	return conn_send(&r->a[i].c, m);
 }
 
