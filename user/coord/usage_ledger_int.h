@@ -63,6 +63,10 @@ struct uledger {
 	struct udb_stmt *kst[UL_KS_N]; /* prepared at their first full chunk */
 	struct uledger_counters c;
 	uint32_t series_quota;			/* uledger_set_series_quota */
+	/* PostgreSQL: series made in this transaction, and since and at the
+	 * last ANALYZE (usage_keys.c)
+	 */
+	uint64_t series_txn, series_new, series_analyzed;
 	int64_t clamp_logged_s, quota_logged_s; /* log lines: one a minute */
 	uint64_t lat[LAT_SAMPLES];
 	size_t n_lat, lat_next;
