@@ -138,8 +138,10 @@ static inline int pg_fail(const struct pg_server *p, const char *what)
 	return -1;
 }
 
-/* Start the postmaster: 0 when it answers (in 20 s), 1 if it exited (port taken?), -1. */
-static inline int pg_server_run(struct pg_server *p)
+/* Start the postmaster on port (0: one free now): 0 when it answers (in
+ * 20 s), 1 if it exited (port taken?), -1.
+ */
+static inline int pg_server_run_on(struct pg_server *p, int port_no)
 {
 	char bin[] = PG_SERVER_BIN "/postgres", data[80], port[16], ping[300];
 	char *on_off = p->durable ? "on" : "off", fsync[16], sync[32], fpw[32];
@@ -154,7 +156,7 @@ static inline int pg_server_run(struct pg_server *p)
 	snprintf(fsync, sizeof(fsync), "fsync=%s", on_off);
 	snprintf(sync, sizeof(sync), "synchronous_commit=%s", on_off);
 	snprintf(fpw, sizeof(fpw), "full_page_writes=%s", on_off);
-	p->port = pg_free_port();
+	p->port = port_no > 0 ? port_no : pg_free_port();
 	snprintf(data, sizeof(data), "%s/data", p->dir);
 	snprintf(port, sizeof(port), "%d", p->port);
 	snprintf(p->uri, sizeof(p->uri), "postgresql://leaseline@127.0.0.1:%d/postgres", p->port);
@@ -212,7 +214,7 @@ static inline int pg_server_start_as(struct pg_server *p, bool durable)
 	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status))
 		r = pg_fail(p, "chown or initdb failed");
 	for (int i = 0; i < 3 && r == 1; i++)
-		r = pg_server_run(p);
+		r = pg_server_run_on(p, 0);
 	if (r == 1)
 		r = pg_fail(p, "the server exited at start");
 	if (r)
@@ -257,6 +259,27 @@ static inline int pg_server_create_db(struct pg_server *p, const char *name, cha
 static inline int pg_server_start(struct pg_server *p)
 {
 	return pg_server_start_as(p, false);
+}
+
+/* The server down (a fast shutdown: its clients are cut off), its data
+ * kept; pg_server_up starts it again on the same port. 0 or -1.
+ */
+static inline int pg_server_down(struct pg_server *p)
+{
+	if (p->pid <= 0)
+		return -1;
+	kill(p->pid, SIGINT);
+	if (pg_wait(p->pid, NULL, 5000) == -1) {
+		kill(p->pid, SIGKILL);
+		pg_wait(p->pid, NULL, 2000);
+	}
+	p->pid = 0;
+	return 0;
+}
+
+static inline int pg_server_up(struct pg_server *p)
+{
+	return pg_server_run_on(p, p->port) == 0 ? 0 : -1;
 }
 
 static inline int pg_server_start_durable(struct pg_server *p)

@@ -1430,6 +1430,52 @@ static void test_two_writers_count_once(void **state)
 	}
 }
 
+/* The shared database restarts under a running writer: what it was
+ * writing fails whole (nothing of it written, the counters as they were),
+ * so does what comes while it is down, and once it is back the writer
+ * connects again by itself (its statements prepared anew) and the agent's
+ * resent totals count exactly once. PostgreSQL's.
+ */
+static void test_server_restart_loses_nothing(void **state)
+{
+	struct fx *fx = *state;
+	struct uledger_key_entry e = kent(1, "198.18.0.1", 10, 0, 0, 0);
+	int err, tries = 0;
+
+	if (!use_pg)
+		skip();
+	rep(fx, "gw-1", 7, 1, T0 + 10, "a", tot(100, 0, 0, 0));
+	krec(fx, "gw-1", KIDENT, T0 + 10, &e, 1);
+	assert_int_equal(pg_server_down(&pg), 0);
+	{
+		struct uledger_entry r = {.limit = "a", .t = tot(150, 0, 0, 0)};
+		uint64_t reports = uledger_counters(fx->lg)->reports;
+
+		assert_true(uledger_record(fx->lg, "gw-1", 7, 2, T0 + 20, clock_now_ns(), &r, 1) <
+			    0);
+		assert_int_equal(uledger_counters(fx->lg)->reports, reports);
+		e.pkts[LL_METER_ADMITTED] = 25;
+		assert_true(uledger_record_keys(fx->lg, "gw-1", KIDENT, 7, "per-src", T0 + 20,
+						clock_now_ns(), &e, 1) < 0);
+	}
+	assert_int_equal(pg_server_up(&pg), 0);
+	/* The agent sends its totals again until they are taken (bounded). */
+	do {
+		struct uledger_entry r = {.limit = "a", .t = tot(150, 0, 0, 0)};
+
+		err = uledger_record(fx->lg, "gw-1", 7, 3, T0 + 30, clock_now_ns(), &r, 1);
+	} while (err && ++tries < 5);
+	assert_int_equal(err, 0);
+	assert_true(tries <= 1); /* at most the one that found the connection gone */
+	krec(fx, "gw-1", KIDENT, T0 + 30, &e, 1);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, 150);
+	assert_int_equal(
+	    ksum_of(fx, "per-src", "198.18.0.1", "gw-1", ULEDGER_HOUR).pkts[LL_METER_ADMITTED], 25);
+	print_message("after the restart: %d report(s) refused before the writer connected "
+		      "again\n",
+		      tries);
+}
+
 /* What the coordinator and `leaseline usage` log of a ledger: never its
  * password.
  */
@@ -1487,6 +1533,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_extreme_times, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_batch_repeats, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_two_writers_count_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_server_restart_loses_nothing, setup, teardown),
 	    cmocka_unit_test(test_where_hides_password),
 	};
 

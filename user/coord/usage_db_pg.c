@@ -72,9 +72,11 @@ static int pg_fail(struct udb_pg *db, PGresult *res)
 	const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(db->conn);
 	size_t n;
 
+	/* Its first line: a log line is one line (libpq adds hints below). */
 	snprintf(db->err, sizeof(db->err), "%s", msg && *msg ? msg : "PostgreSQL failed");
+	db->err[strcspn(db->err, "\n")] = '\0';
 	n = strlen(db->err);
-	while (n && (db->err[n - 1] == '\n' || db->err[n - 1] == ' '))
+	while (n && db->err[n - 1] == ' ')
 		db->err[--n] = '\0';
 	db->no_table = state && !strcmp(state, "42P01");
 	if (!state)
