@@ -31,7 +31,10 @@
  * meanwhile each agent reports an unmetered limit every 100 ms, and the
  * report -> grant latency says whether the ledger's work on the
  * coordinator's loop (upserts and the commit's fsync) delays grants (run
- * with LL_BENCH_METER=512 for the baseline). LL_BENCH_LEDGER=URI writes
+ * with LL_BENCH_METER=512 for the baseline). LL_BENCH_FLOOD=1 makes agent
+ * 0 a flood: METER batches of new series as fast as its socket takes
+ * them, for the whole run; the figures are then the others'.
+ * LL_BENCH_LEDGER=URI writes
  * the ledger to that PostgreSQL database instead of the state directory's
  * SQLite file (an empty database of its own: the rows are counted there).
  */
@@ -357,6 +360,7 @@ static struct meter_agent *g_meter;
 static uint64_t g_meter_t0, g_meter_period_ns, g_meter_frames;
 static uint64_t *g_mlat;
 static size_t g_nmlat, g_capmlat;
+static bool g_flood; /* LL_BENCH_FLOOD: agent 0 sends new series without end */
 
 /* Read what arrived for agent i; answer a completed report with the next. */
 static int agent_input(struct run *r, size_t i, bool load)
@@ -382,7 +386,7 @@ static int agent_input(struct run *r, size_t i, bool load)
 						g_capmlat = cap;
 					}
 				}
-				if (g_nmlat < g_capmlat)
+				if (g_nmlat < g_capmlat && !(g_flood && i == 0))
 					g_mlat[g_nmlat++] = clock_now_ns() - due;
 			} else {
 				ma->retry++;
@@ -682,6 +686,8 @@ static int send_meter(struct run *r, size_t i, uint64_t b)
 		e->bytes[0] = e->pkts[0] * 700;
 		e->pkts[1] = period * (k % 3);
 		e->bytes[1] = e->pkts[1] * 700;
+		if (g_flood && i == 0)
+			e->born = b + 1; /* a new series every batch */
 	}
 	g_meter[i].due_ns[mt->seq % METER_RING] =
 	    g_meter_t0 + b * g_meter_period_ns / g_meter_frames;
@@ -709,6 +715,7 @@ static int bench_meter(const char *bin, uint32_t keys, int port)
 	long rss1, db, wal;
 	int err;
 
+	g_flood = getenv("LL_BENCH_FLOOD") && atoi(getenv("LL_BENCH_FLOOD"));
 	g_meter_frames = (keys + WIRE_MAX_METER - 1) / WIRE_MAX_METER;
 	g_meter_period_ns = (uint64_t)period * 1000000000ull;
 	total_batches = g_meter_frames * (uint64_t)periods;
@@ -747,8 +754,17 @@ static int bench_meter(const char *bin, uint32_t keys, int port)
 		acked = retry = 0;
 		for (size_t i = 0; i < n; i++) {
 			struct meter_agent *ma = &g_meter[i];
+			bool flood = g_flood && i == 0;
 
-			while (ma->next < due && ma->next < total_batches &&
+			while (flood && now < t_end &&
+			       r.a[i].c.out_len + 2 * (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD) <= CONN_MAX_OUT) {
+				if (send_meter(&r, i, ma->next)) {
+					err = -EIO;
+					goto out;
+				}
+				ma->next++;
+			}
+			while (!flood && ma->next < due && ma->next < total_batches &&
 			       r.a[i].c.out_len + 2 * (WIRE_HDR_LEN + WIRE_MAX_PAYLOAD) <=
 				   CONN_MAX_OUT) {
 				if (send_meter(&r, i, ma->next)) {
@@ -764,10 +780,12 @@ static int bench_meter(const char *bin, uint32_t keys, int port)
 			}
 			if (r.a[i].c.out_len)
 				conn_flush(&r.a[i].c);
+			if (flood)
+				continue;
 			acked += ma->acked;
 			retry += ma->retry;
 		}
-		if (now >= t_end && acked + retry >= total_batches * n)
+		if (now >= t_end && acked + retry >= total_batches * (n - (g_flood ? 1 : 0)))
 			break;
 		if ((err = pump(&r, 5, false)))
 			goto out;
@@ -816,13 +834,22 @@ static int bench_meter(const char *bin, uint32_t keys, int port)
 			db = file_size(r.dir, "state/ledger.db");
 			wal = file_size(r.dir, "state/ledger.db-wal");
 		}
-		printf("  batches %llu recorded, %llu to send again, of %llu; %.0f key entries/s "
-		       "written over %.1f s\n",
+		size_t paced = n - (g_flood ? 1 : 0);
+
+		printf("  batches %llu recorded, %llu to send again, of %llu%s; %.0f key "
+		       "entries/s written over %.1f s\n",
 		       (unsigned long long)acked, (unsigned long long)retry,
-		       (unsigned long long)(total_batches * n),
-		       (double)acked / (double)(total_batches * n) * (double)keys * (double)n *
-			   periods / elapsed,
+		       (unsigned long long)(total_batches * paced),
+		       g_flood ? " (the paced agents)" : "",
+		       (double)acked / (double)(total_batches * paced) * (double)keys *
+			   (double)paced * periods / elapsed,
 		       elapsed);
+		if (g_flood)
+			printf("  the flood (agent 0, new series every batch): %llu batches sent, "
+			       "%llu recorded, %llu answered retry\n",
+			       (unsigned long long)g_meter[0].next,
+			       (unsigned long long)g_meter[0].acked,
+			       (unsigned long long)g_meter[0].retry);
 		printf("  lag (batch due -> recorded): p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 		       g_nmlat ? g_mlat[g_nmlat / 2] / 1e6 : 0.0,
 		       g_nmlat ? g_mlat[(g_nmlat - 1) * 99 / 100] / 1e6 : 0.0, max_lag / 1e6);

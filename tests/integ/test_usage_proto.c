@@ -1385,7 +1385,8 @@ static int meter_acks_status(struct fx *fx, struct agent *a, int status, int *ot
  * beyond it are answered RETRY at once and counted, none is recorded. A
  * SIGTERM then, jobs queued and one waiting in SQLite: the coordinator
  * exits, no batch acked RECORDED. Released and restarted: the batches sent
- * again are recorded, exactly.
+ * again are recorded, exactly. One holder filling the queue fills only its
+ * share of it: another holder's batch still queues.
  */
 static void test_writer_queue_full_and_sigterm(void **state)
 {
@@ -1421,6 +1422,28 @@ static void test_writer_queue_full_and_sigterm(void **state)
 	recorded += other;
 	assert_true(retry > 0);
 	assert_true(metric(fx, "\nleaseline_coord_usage_ledger_queue_full_total ") >= 1);
+	/* gw-1 has its share of the queue (a quarter: 8 gateways): gw-2's batch
+	 * still finds room, queued behind the lock, not answered retry.
+	 */
+	assert_true(metric(fx, "\nleaseline_coord_usage_ledger_holder_share_full_total ") >= 1);
+	{
+		struct agent *o = agent_new(fx, "gw-2", INC(8));
+		struct kstate ko = {.ident = 0x6666};
+		int o_retry = 0, o_other = 0;
+
+		assert_true(agent_connect(fx, o));
+		kcount(&ko, 0, 10, 0, 0);
+		assert_int_equal(meter_send(fx, o, &ko, ++ko.seq, "k"), 0);
+		end = clock_now_ns() + 300 * NSEC_PER_MSEC;
+		while (clock_now_ns() < end) {
+			o_retry += meter_acks_status(fx, o, WIRE_METER_RETRY, &o_other);
+			poll(NULL, 0, 5);
+		}
+		assert_int_equal(o_retry, 0);
+		assert_int_equal(o_other, 0); /* nor recorded: the ledger is locked */
+		conn_close(&o->c);
+		o->up = false;
+	}
 	{
 		double q = metric(fx, "\nleaseline_coord_usage_ledger_queue_bytes ");
 

@@ -428,6 +428,11 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 	    "its open transaction).");
 	fprintf(f, "leaseline_coord_usage_ledger_queue_bytes %llu\n",
 		(unsigned long long)st.queued_bytes);
+	prom_family(f, "leaseline_coord_usage_ledger_holder_share_full_total", "counter",
+		    "Of queue_full: refused because their holder had its share of the writer's "
+		    "queue (a quarter of it with four holders or more).");
+	fprintf(f, "leaseline_coord_usage_ledger_holder_share_full_total %llu\n",
+		(unsigned long long)st.holder_full);
 }
 
 int coord_metrics_write(FILE *f, void *arg)

@@ -95,7 +95,7 @@ int usage_ledger_ensure(struct coord *co)
 		}
 	}
 	err = uwriter_start(&w, lg, path, co->cfg.ledger_retention_s, co->cfg.ledger_series_quota,
-			    usage_queue_bytes());
+			    usage_queue_bytes(), co->cfg.gateways);
 	if (err) {
 		pr_warn("cannot start the usage ledger's writer: %s\n", strerror(-err));
 		uledger_close(lg);

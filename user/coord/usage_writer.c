@@ -41,6 +41,7 @@ struct uwriter {
 	uint64_t retention_s;
 	uint32_t series_quota; /* 0: the ledger's default */
 	size_t max_bytes;
+	size_t *hbytes, n_hold; /* under mu: each holder's bytes queued (by hi) */
 	/* Under mu: */
 	struct uw_job *in_head, *in_tail;
 	struct uw_job *out_head, *out_tail;
@@ -333,6 +334,8 @@ static void *uw_main(void *arg)
 			for (struct uw_job *j = w->done; j; j = j->next) {
 				w->bytes -= j->size;
 				w->jobs--;
+				if (j->hi >= 0 && (size_t)j->hi < w->n_hold)
+					w->hbytes[j->hi] -= j->size;
 			}
 			if (w->out_tail)
 				w->out_tail->next = w->done;
@@ -360,7 +363,7 @@ static void *uw_main(void *arg)
 }
 
 int uwriter_start(struct uwriter **out, struct uledger *lg, const char *path, uint64_t retention_s,
-		  uint32_t series_quota, size_t max_bytes)
+		  uint32_t series_quota, size_t max_bytes, size_t holders)
 {
 	struct uwriter *w = calloc(1, sizeof(*w));
 	pthread_condattr_t ca;
@@ -371,7 +374,9 @@ int uwriter_start(struct uwriter **out, struct uledger *lg, const char *path, ui
 	w->names = calloc(LL_MAX_LIMITS, sizeof(*w->names));
 	w->my_names = calloc(LL_MAX_LIMITS, sizeof(*w->my_names));
 	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!w->names || !w->my_names || w->efd < 0) {
+	w->n_hold = holders;
+	w->hbytes = calloc(holders ? holders : 1, sizeof(*w->hbytes));
+	if (!w->names || !w->my_names || !w->hbytes || w->efd < 0) {
 		err = w->efd < 0 ? -errno : -ENOMEM;
 		goto fail;
 	}
@@ -402,6 +407,7 @@ fail:
 		close(w->efd);
 	free(w->names);
 	free(w->my_names);
+	free(w->hbytes);
 	free(w);
 	return err;
 }
@@ -411,14 +417,34 @@ int uwriter_fd(const struct uwriter *w)
 	return w->efd;
 }
 
+/* One holder's share of the queue: the whole of it alone, half of it with
+ * one other, else UW_HOLDER_SHARE-th. A holder that floods the ledger
+ * (batches of new keys without end) fills its share and is answered retry
+ * itself; the others' batches still find room, behind at most its share.
+ * A holder with nothing queued may always queue one.
+ */
+#define UW_HOLDER_SHARE 4
+
 int uwriter_submit(struct uwriter *w, struct uw_job *j)
 {
+	bool own = j->hi >= 0 && (size_t)j->hi < w->n_hold;
+	size_t share = w->max_bytes / (w->n_hold < UW_HOLDER_SHARE ? (w->n_hold ? w->n_hold : 1)
+								    : UW_HOLDER_SHARE);
+
 	pthread_mutex_lock(&w->mu);
 	if (w->stop || w->bytes + j->size > w->max_bytes) {
 		w->st.full++;
 		pthread_mutex_unlock(&w->mu);
 		return -EAGAIN;
 	}
+	if (own && w->hbytes[j->hi] && w->hbytes[j->hi] + j->size > share) {
+		w->st.full++;
+		w->st.holder_full++;
+		pthread_mutex_unlock(&w->mu);
+		return -EDQUOT;
+	}
+	if (own)
+		w->hbytes[j->hi] += j->size;
 	j->next = NULL;
 	if (w->in_tail)
 		w->in_tail->next = j;
@@ -482,5 +508,6 @@ void uwriter_stop(struct uwriter *w)
 	close(w->efd);
 	free(w->names);
 	free(w->my_names);
+	free(w->hbytes);
 	free(w);
 }

@@ -71,13 +71,16 @@ struct uw_job *uw_job_new(enum uw_kind kind, uint32_t n);
  * writer once uwriter_set_metered names a limit), its ownership passes to
  * the writer. path: the ledger's file. retention_s: 0 none. series_quota:
  * the series a holder may have (0: ULEDGER_SERIES_QUOTA). max_bytes:
- * the bound of the jobs queued and in the open group. 0 or -errno.
+ * the bound of the jobs queued and in the open group; holders: how many
+ * (a job's hi below it), each with a share of that bound. 0 or -errno.
  */
 int uwriter_start(struct uwriter **out, struct uledger *lg, const char *path, uint64_t retention_s,
-		  uint32_t series_quota, size_t max_bytes);
+		  uint32_t series_quota, size_t max_bytes, size_t holders);
 /* Readable when jobs came back (uwriter_done). */
 int uwriter_fd(const struct uwriter *w);
-/* 0, or -EAGAIN (the queue is full: j stays the caller's). */
+/* 0, or -EAGAIN (the queue is full) or -EDQUOT (j's holder has its share
+ * of it): j stays the caller's.
+ */
 int uwriter_submit(struct uwriter *w, struct uw_job *j);
 /* The jobs done since the last call (a list by ->next, oldest first). */
 struct uw_job *uwriter_done(struct uwriter *w);
@@ -92,6 +95,7 @@ struct uwriter_stats {
 	uint64_t queued_bytes; /* now */
 	uint64_t queued_jobs;  /* now */
 	uint64_t full;	       /* submissions refused: the queue was full */
+	uint64_t holder_full;  /* of those, because the holder had its share of it */
 	uint64_t groups;       /* per-key transactions committed */
 };
 void uwriter_stats(struct uwriter *w, struct uwriter_stats *s);
