@@ -23,6 +23,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include "free_port.h"
+
 #define ETCD_MAX_MEMBERS 3
 
 struct etcd_cluster {
@@ -34,21 +36,6 @@ struct etcd_cluster {
 };
 
 static struct etcd_cluster *etcd_atexit_cluster;
-
-/* A port free now on loopback (the kernel's choice). */
-static inline int etcd_free_port(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
-	    !getsockname(fd, (struct sockaddr *)&sa, &len))
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
 
 static inline void etcd_cluster_stop(struct etcd_cluster *e)
 {
@@ -146,8 +133,8 @@ static inline int etcd_cluster_start(struct etcd_cluster *e, int n)
 	atexit(etcd_atexit);
 	e->n = n;
 	for (int i = 0; i < n; i++) {
-		e->client_port[i] = etcd_free_port();
-		e->peer_port[i] = etcd_free_port();
+		e->client_port[i] = test_free_port();
+		e->peer_port[i] = test_free_port();
 		if (e->client_port[i] < 0 || e->peer_port[i] < 0)
 			return -1;
 		snprintf(e->url[i], sizeof(e->url[i]), "http://127.0.0.1:%d", e->client_port[i]);

@@ -28,6 +28,8 @@
 #include <sys/wait.h>
 #include <libpq-fe.h>
 
+#include "free_port.h"
+
 #define PG_SERVER_BIN "/usr/lib/postgresql/15/bin"
 
 struct pg_server {
@@ -43,20 +45,6 @@ struct pg_server {
 
 static struct pg_server *pg_atexit_server;
 
-/* A port free now on loopback (the kernel's choice), as etcd_free_port. */
-static inline int pg_free_port(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
-	    !getsockname(fd, (struct sockaddr *)&sa, &len))
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
 
 /* pid's wait status once it exits, -2 once ping (if any) answers, -1 after wait_ms. */
 static inline int pg_wait(pid_t pid, const char *ping, int wait_ms)
@@ -156,7 +144,7 @@ static inline int pg_server_run_on(struct pg_server *p, int port_no)
 	snprintf(fsync, sizeof(fsync), "fsync=%s", on_off);
 	snprintf(sync, sizeof(sync), "synchronous_commit=%s", on_off);
 	snprintf(fpw, sizeof(fpw), "full_page_writes=%s", on_off);
-	p->port = port_no > 0 ? port_no : pg_free_port();
+	p->port = port_no > 0 ? port_no : test_free_port();
 	snprintf(data, sizeof(data), "%s/data", p->dir);
 	snprintf(port, sizeof(port), "%d", p->port);
 	snprintf(p->uri, sizeof(p->uri), "postgresql://leaseline@127.0.0.1:%d/postgres", p->port);

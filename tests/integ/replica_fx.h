@@ -117,8 +117,8 @@ static inline int replica_setup(void **state, const char *policy, bool with_ledg
 		if (!mkdtemp(r->dir))
 			return -1;
 		snprintf(r->node, sizeof(r->node), "coord-%c", 'a' + i);
-		r->port = etcd_free_port();
-		r->mport = etcd_free_port();
+		r->port = test_free_port();
+		r->mport = test_free_port();
 		write_file(r->dir, "policy.yaml", policy);
 		snprintf(path, sizeof(path), "%s/grant.key", r->dir);
 		f = fopen(path, "w");

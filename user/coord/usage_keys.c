@@ -318,7 +318,8 @@ static int marks_write(struct uledger *lg, const char *holder, uint64_t ident, u
 			udb_bind_i64(s, p + 9, (int64_t)c->e->born);
 		}
 		r = udb_step_done(s);
-		rows_done(own ? s : NULL, own);
+		if (own)
+			udb_finalize(s); /* a cached one: udb_step_done reset it */
 		if (r)
 			return r;
 	}
@@ -344,7 +345,8 @@ static int spends_write(struct uledger *lg, const char *holder, const char *limi
 			udb_bind_i64(s, 5 + 2 * i, ul_i64(w[at + (size_t)i]->r.level));
 		}
 		r = udb_step_done(s);
-		rows_done(own ? s : NULL, own);
+		if (own)
+			udb_finalize(s); /* a cached one: udb_step_done reset it */
 		if (r)
 			return r;
 	}
@@ -372,7 +374,8 @@ static int uses_write(struct uledger *lg, const char *holder, const char *limit,
 				udb_bind_i64(s, p + 1 + f, ul_i64(u[at + (size_t)i].d[f]));
 		}
 		r = udb_step_done(s);
-		rows_done(own ? s : NULL, own);
+		if (own)
+			udb_finalize(s); /* a cached one: udb_step_done reset it */
 		if (r)
 			return r;
 	}
