@@ -122,6 +122,7 @@ static void send_policy(struct fake *f, uint64_t epoch, unsigned long long versi
  */
 static uint64_t delta_base;
 static bool delta_on;
+static bool cut_on; /* grants are cuts (WIRE_KEYS_CUT) */
 
 static void send_grant_keys(struct fake *f, uint64_t epoch, uint64_t seq, uint64_t rate,
 			    uint64_t burst, uint64_t ttl_ns, uint64_t version,
@@ -142,7 +143,7 @@ static void send_grant_keys(struct fake *f, uint64_t epoch, uint64_t seq, uint64
 	m->grant.burst = burst;
 	m->grant.ttl_ns = ttl_ns;
 	m->grant.refresh_ns = 100 * NSEC_PER_MSEC;
-	m->grant.keys_full = !delta_on;
+	m->grant.keys_full = cut_on ? WIRE_KEYS_CUT : delta_on ? WIRE_KEYS_CHANGES : WIRE_KEYS_WHOLE;
 	m->grant.keys_base = delta_base;
 	m->grant.n_keys = n_keys;
 	if (n_keys)
@@ -474,6 +475,73 @@ static void test_key_grants_changes(void **state)
 	delta_base = 0;
 }
 
+/* A cut (adoption by a coordinator that does not know the set): in a new
+ * epoch, on top of a whole set of the last one, every key keeps the least
+ * of its entry, its entry named and the new share; a named key not held
+ * gets at most the share; an entry left as it was keeps its generation (no
+ * bucket restarts). Changes on top of a cut are refused until a whole set
+ * comes, and a cut may not remove a key.
+ */
+static void test_key_grants_cut(void **state)
+{
+	struct fake *f = *state;
+	struct wire_key_grant k[3];
+	uint64_t rate[256];
+	uint32_t gen[256], gen1;
+	struct ll_lease l;
+
+	f->per_key = true;
+	delta_on = cut_on = false;
+	connect_and_policy(f, 5);
+	k[0] = key_grant(1, 10, 5);
+	k[1] = key_grant(2, 20, 10);
+	k[2] = key_grant(3, 200, 50);
+	want_seq = 1;
+	send_grant_keys(f, 5, 1, 100, 10, NSEC_PER_SEC, 1, k, 3);
+	assert_true(pump(f, seq_applied));
+	assert_int_equal(held(f, rate, gen), 3);
+	gen1 = gen[1];
+	/* Epoch 6 cuts: share 50/8, names 2 at 5/5 and 4 (not held) at 300/30. */
+	cut_on = true;
+	k[0] = key_grant(2, 5, 5);
+	k[1] = key_grant(4, 300, 30);
+	want_seq = 2; /* seqs apart from epoch 5's: seq_applied looks at seqs */
+	send_grant_keys(f, 6, 2, 50, 8, NSEC_PER_SEC, 1, k, 2);
+	assert_true(pump(f, seq_applied));
+	assert_int_equal(held(f, rate, gen), 4);
+	assert_int_equal(rate[1], 10); /* below the share: as it was */
+	assert_int_equal(gen[1], gen1);
+	assert_int_equal(rate[2], 5);  /* its named entry, below what it held */
+	assert_int_equal(rate[3], 50); /* above the share: cut to it */
+	assert_int_equal(rate[4], 50); /* named above the share, not held: the share */
+	assert_int_equal(dp_lease_read(&f->fx->dp, 0, &l), 0);
+	assert_int_equal(l.n_key_grants, 4);
+	assert_int_equal(l.rate, 50);
+	assert_int_equal(l.epoch, 6);
+	/* Changes on top of the cut: refused, nothing moves. */
+	cut_on = false;
+	delta_on = true;
+	delta_base = 2;
+	k[0] = key_grant(1, 900, 90);
+	send_grant_keys(f, 6, 3, 50, 8, NSEC_PER_SEC, 1, k, 1);
+	/* A cut that removes a key: refused as malformed. */
+	delta_on = false;
+	cut_on = true;
+	k[0].op = WIRE_KEY_REMOVE;
+	send_grant_keys(f, 6, 4, 50, 8, NSEC_PER_SEC, 1, k, 1);
+	/* A whole set after it: applied, as usual. */
+	cut_on = false;
+	k[0] = key_grant(1, 900, 90);
+	want_seq = 5;
+	send_grant_keys(f, 6, 5, 50, 8, NSEC_PER_SEC, 1, k, 1);
+	assert_true(pump(f, seq_applied));
+	assert_int_equal(f->link.grants_stale, 2); /* the change, and the malformed cut */
+	assert_int_equal(f->link.grants_bad_keys, 1);
+	assert_int_equal(held(f, rate, gen), 1);
+	assert_int_equal(rate[1], 900);
+	delta_base = 0;
+}
+
 /* The hot key the last report lists for 198.18.0.x, or NULL. */
 static const struct wire_hot *reported_hot(struct fake *f, uint8_t x)
 {
@@ -761,6 +829,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_key_grants_whole_set, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_key_grants_changes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_key_grants_cut, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hot_keys_reported, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_redirect_follows_listed_replicas_only, setup,
 					    teardown),

@@ -431,7 +431,7 @@ static void test_round_trip(void **state)
 static void test_hello_bytes(void **state)
 {
 	static const uint8_t expect[] = {
-	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x06, 0x00, 0x01, 0x00, 0x00, 0x00, 0x25, /* header */
+	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x07, 0x00, 0x01, 0x00, 0x00, 0x00, 0x25, /* header */
 	    0x04, 'g',	'w',  '-',  '1',					    /* holder */
 	    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* incarnation */
 	    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, /* max_epoch_seen */
@@ -653,6 +653,8 @@ static int craft_hello(uint8_t *buf, size_t holder_len)
 	return pb_decode(&p, WIRE_HELLO);
 }
 
+static unsigned craft_keys_full; /* what craft_grant writes as keys_full */
+
 static int craft_grant(uint8_t *buf, size_t limit_len, size_t extra)
 {
 	struct pb p = {.b = buf + WIRE_HDR_LEN};
@@ -663,7 +665,7 @@ static int craft_grant(uint8_t *buf, size_t limit_len, size_t extra)
 	for (i = 0; i < 9; i++)
 		pb_put(&p, i, 8);
 	pb_put(&p, 0, WIRE_TAG_LEN);	   /* tag */
-	pb_put(&p, 0, 1);		   /* keys_full */
+	pb_put(&p, craft_keys_full, 1);	   /* keys_full */
 	pb_put(&p, 0, 8);		   /* keys_base */
 	pb_put(&p, 0, 2);		   /* no per-key grants */
 	for (size_t j = 0; j < extra; j++) /* bytes past the last field */
@@ -791,6 +793,13 @@ static void test_bounds_by_hand(void **state)
 	assert_int_equal(out->grant.refresh_ns, 8);
 	/* A version-1 grant (on-loss and fallback share after refresh_ns). */
 	assert_int_equal(craft_grant(buf, 1, 17), -EPROTO);
+	/* Version 7: keys_full is a whole set, changes or a cut, nothing else. */
+	craft_keys_full = WIRE_KEYS_CUT;
+	assert_int_equal(craft_grant(buf, 1, 0), FRAME_OK);
+	assert_int_equal(out->grant.keys_full, WIRE_KEYS_CUT);
+	craft_keys_full = WIRE_KEYS_CUT + 1;
+	assert_int_equal(craft_grant(buf, 1, 0), -EPROTO);
+	craft_keys_full = 0;
 
 	assert_int_equal(craft_report(buf, 0, 1), FRAME_OK);
 	assert_int_equal(craft_report(buf, WIRE_MAX_ENTRIES, LL_NAME_LEN - 1), FRAME_OK);

@@ -292,6 +292,43 @@ void lease_keys_plan(struct lease_key *old, size_t n_old, struct lease_key *want
 	plan->changed = plan->n_put || plan->n_del;
 }
 
+static void key_min(struct lease_key *k, uint64_t rate, uint64_t burst)
+{
+	k->rate = k->rate < rate ? k->rate : rate;
+	k->burst = k->burst < burst ? k->burst : burst;
+}
+
+size_t lease_keys_cut(struct lease_key *held, size_t n_held, struct lease_key *named,
+		      size_t n_named, uint64_t rate, uint64_t burst, struct lease_key *out)
+{
+	size_t i = 0, j = 0, n = 0;
+
+	qsort(held, n_held, sizeof(*held), key_cmp);
+	qsort(named, n_named, sizeof(*named), key_cmp);
+	while (i < n_held || j < n_named) {
+		int c = i == n_held ? 1 : j == n_named ? -1 : key_cmp(&held[i], &named[j]);
+		struct lease_key *k = &out[n++];
+
+		if (c < 0) {
+			*k = (struct lease_key){.key = held[i].key, .rate = held[i].rate,
+						.burst = held[i].burst};
+			key_min(k, rate, burst);
+			i++;
+			continue;
+		}
+		*k = (struct lease_key){.key = named[j].key, .rate = named[j].rate,
+					.burst = named[j].burst};
+		if (c == 0) {
+			key_min(k, held[i].rate, held[i].burst);
+			i++;
+		} else {
+			key_min(k, rate, burst);
+		}
+		j++;
+	}
+	return n;
+}
+
 size_t lease_keys_sets(struct lease_key *ch, size_t n)
 {
 	size_t m = 0;

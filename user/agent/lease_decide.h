@@ -150,6 +150,18 @@ void lease_keys_plan(struct lease_key *old, size_t n_old, struct lease_key *want
  */
 size_t lease_keys_sets(struct lease_key *ch, size_t n);
 
+/* A cut (keys_full WIRE_KEYS_CUT): the whole set after a grant that lowers
+ * what keys may spend and raises none. Every held key keeps the least of
+ * its entry and its cap, where a key's cap is its entry in named if named
+ * there, else the grant's share (rate, burst); a named key not held gets
+ * the least of its named entry and the share (without an entry it would
+ * spend the share). Sorts held and named (no entry of named removes a
+ * key: lease_keys_clamp and the caller check that); out has room for
+ * n_held + n_named. Returns the size of the set written to out.
+ */
+size_t lease_keys_cut(struct lease_key *held, size_t n_held, struct lease_key *named,
+		      size_t n_named, uint64_t rate, uint64_t burst, struct lease_key *out);
+
 /* A grant of changes to limit id's per-key set (not a whole set) builds on
  * the grant the coordinator saw acknowledged: 0 if f's applied (epoch, seq)
  * for the limit is in the grant's epoch and seq is at least base, else

@@ -366,14 +366,15 @@ static uint64_t sent_time(const struct link *l, uint64_t report_seq)
 
 int link_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now)
 {
-	return link_lease_apply_keys(dp, id, 0, g, NULL, 0, false, 0, now);
+	return link_lease_apply_keys(dp, id, 0, g, NULL, 0, WIRE_KEYS_WHOLE, 0, now);
 }
 
 int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct lease_grant *g,
-			  struct lease_key *keys, size_t n_keys, bool full, uint64_t base,
+			  struct lease_key *keys, size_t n_keys, uint8_t mode, uint64_t base,
 			  uint64_t now)
 {
-	struct lease_key *held = NULL;
+	bool full = mode != WIRE_KEYS_CHANGES; /* whole or cut: the set after it is known */
+	struct lease_key *held = NULL, *cut = NULL, *want = keys;
 	struct lease_key_plan kp = {0};
 	struct lease_update u;
 	struct ll_lease old;
@@ -400,6 +401,17 @@ int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct
 				   : -ENOMEM;
 			n_set = lease_keys_sets(keys, n_keys);
 		}
+		if (!err && mode == WIRE_KEYS_CUT) {
+			/* Every key at the least of what it holds, its entry
+			 * named and the share: nothing rises.
+			 */
+			cut = calloc(n_held + n_keys + 1, sizeof(*cut));
+			if (!cut)
+				err = -ENOMEM;
+			else
+				n_set = lease_keys_cut(held, n_held, keys, n_keys, g->rate,
+						       g->burst, want = cut);
+		}
 		kp.put = calloc(n_set + 1, sizeof(*kp.put));
 		kp.del = calloc(n_held + 1, sizeof(*kp.del));
 		if (!err && (!kp.put || !kp.del))
@@ -420,12 +432,13 @@ int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct
 			count = n_all + n_set;
 		}
 		if (!err)
-			err = lease_keys_decide(&old, held, n_held, keys, n_set, count, &u, &kp);
+			err = lease_keys_decide(&old, held, n_held, want, n_set, count, &u, &kp);
 	}
 	if (!err)
 		err = dp_lease_write(dp, id, u.next_gen, u.reset_pool, &u.lease, &u.fence, uid,
 				     keys ? &kp : NULL, now);
 	free(held);
+	free(cut);
 	free(kp.put);
 	free(kp.del);
 	return err;
@@ -486,7 +499,7 @@ static int grant_keys(struct link *l, const struct wire_grant *g, const struct l
 	/* A whole set names no key to remove. */
 	n = (g->n_keys && cfg->key_mode == LL_KEY_NONE) ? -EINVAL
 							: lease_keys_clamp(cfg, k, g->n_keys);
-	for (uint32_t i = 0; n >= 0 && g->keys_full && i < g->n_keys; i++)
+	for (uint32_t i = 0; n >= 0 && g->keys_full != WIRE_KEYS_CHANGES && i < g->n_keys; i++)
 		if (k[i].remove)
 			n = -EINVAL;
 	if (n < 0) {
@@ -530,7 +543,8 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 	lg.expiry_ns = lease_expiry(t_send, ttl);
 	err = grant_keys(l, g, &cfg, &keys);
 	/* Changes only on top of a whole set this connection applied. */
-	if (!err && cfg.key_mode != LL_KEY_NONE && !g->keys_full && l->kg_full_uid[id] != cfg.uid) {
+	if (!err && cfg.key_mode != LL_KEY_NONE && g->keys_full == WIRE_KEYS_CHANGES &&
+	    l->kg_full_uid[id] != cfg.uid) {
 		pr_debug("grant for '%s' changes a per-key set not received whole: refused\n",
 			 g->limit);
 		err = -ESTALE;
@@ -540,8 +554,11 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 					    cfg.key_mode == LL_KEY_NONE ? NULL : keys, g->n_keys,
 					    g->keys_full, g->keys_base, now);
 	free(keys);
-	if (!err && g->keys_full)
-		l->kg_full_uid[id] = cfg.uid;
+	/* A cut leaves a set the coordinator does not know: changes need a
+	 * whole set after it.
+	 */
+	if (!err && g->keys_full != WIRE_KEYS_CHANGES)
+		l->kg_full_uid[id] = g->keys_full == WIRE_KEYS_WHOLE ? cfg.uid : 0;
 	if (!err) {
 		l->grants_applied++;
 		l->held[id] = (struct link_held){.epoch = g->epoch,

@@ -92,17 +92,19 @@ struct lease_key;
  * -ESTALE if fencing refuses it, or a map error.
  */
 int link_lease_apply(struct dp *dp, uint32_t id, const struct lease_grant *g, uint64_t now);
-/* The same, with per-key grants of the limit (uid): full, keys is the whole
- * set, which replaces the one held; else keys are changes (set or remove)
- * to the held set, applied only if the grant builds on the one applied
- * (base: the fence's applied seq for the limit is at least base, in the
- * grant's epoch; else -ESTALE). keys NULL: the held set stays as it is
+/* The same, with per-key grants of the limit (uid), by mode (WIRE_KEYS_*):
+ * whole, keys is the whole set, which replaces the one held; cut, every
+ * key keeps the least of what it holds, its entry in keys and the share
+ * (lease_keys_cut); changes, keys set or remove entries of the held set,
+ * applied only if the grant builds on the one applied (base: the fence's
+ * applied seq for the limit is at least base, in the grant's epoch; else
+ * -ESTALE). keys NULL: the held set stays as it is
  * (link_lease_apply). keys are checked and clamped already
  * (lease_keys_clamp). -E2BIG if the set would outgrow
  * LL_MAX_LIMIT_KEY_GRANTS.
  */
 int link_lease_apply_keys(struct dp *dp, uint32_t id, uint32_t uid, const struct lease_grant *g,
-			  struct lease_key *keys, size_t n_keys, bool full, uint64_t base,
+			  struct lease_key *keys, size_t n_keys, uint8_t mode, uint64_t base,
 			  uint64_t now);
 /* Note a coordinator epoch in the fence (lease_fence_see_epoch, then dp);
  * -ESTALE if it is older than one already seen.

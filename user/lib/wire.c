@@ -132,7 +132,7 @@ static const struct wire_field grant_fields[] = {
 	F_U64(MSG, grant.ttl_ns),
 	F_U64(MSG, grant.refresh_ns),
 	F_BYTES(MSG, grant.tag),
-	F_U8(MSG, grant.keys_full, 1),
+	F_U8(MSG, grant.keys_full, WIRE_KEYS_CUT),
 	F_U64(MSG, grant.keys_base),
 	F_ARRAY(MSG, grant.keys, grant.n_keys, WIRE_MAX_KEY_GRANTS, key_grant_fields),
 	F_END,

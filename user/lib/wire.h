@@ -26,7 +26,7 @@
  * METER_ACK (per-key usage); 6: grants carry a tag the holder re-presents
  * with what it holds (a restarted or new leader adopts it), REDIRECT
  */
-#define WIRE_VERSION 6
+#define WIRE_VERSION 7
 #define WIRE_HDR_LEN 12
 /* A frame's payload: a full report (256 entries and WIRE_MAX_HOT hot keys,
  * ~72 kB) must fit. Buffers grow with what is in flight, not to this.
@@ -92,6 +92,8 @@ struct wire_key_grant {
 	uint64_t burst; /* tokens */
 };
 
+enum { WIRE_KEYS_CHANGES = 0, WIRE_KEYS_WHOLE = 1, WIRE_KEYS_CUT = 2 };
+
 struct wire_grant {
 	char limit[LL_NAME_LEN];
 	char holder[WIRE_HOLDER_LEN];
@@ -110,10 +112,13 @@ struct wire_grant {
 	 * grant (a restart, a new leader) adopts what the tag proves.
 	 */
 	uint8_t tag[WIRE_TAG_LEN];
-	/* Per-key grants (docs/protocol.md): keys_full 1, keys[] is the whole
-	 * set (every key not named goes back to the share); keys_full 0, keys[]
-	 * changes the set the holder held after grant keys_base, which it
-	 * acknowledged, and names every key changed since then.
+	/* Per-key grants (docs/protocol.md): keys_full WIRE_KEYS_WHOLE, keys[]
+	 * is the whole set (every key not named goes back to the share);
+	 * WIRE_KEYS_CHANGES, keys[] changes the set the holder held after grant
+	 * keys_base, which it acknowledged, and names every key changed since
+	 * then; WIRE_KEYS_CUT, no key rises: each keeps the least of what it
+	 * holds, its entry named here and the share (a coordinator that does
+	 * not know what the holder holds: adoption).
 	 */
 	uint8_t keys_full;
 	uint64_t keys_base;
