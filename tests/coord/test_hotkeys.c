@@ -270,15 +270,15 @@ static void test_compose(void **state)
 	lim.h[0].demand = lim.h[1].demand = 500;
 	/* No hot key: the first grants are whole (empty) sets. */
 	ga = grant(&t, &lim, 0, 500, 500, now);
-	assert_true(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
 	assert_int_equal(out.n, 0);
 	ga = grant(&t, &lim, 0, 500, 500, now);
-	assert_true(out.full); /* until one is acknowledged */
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE); /* until one is acknowledged */
 	gb = grant(&t, &lim, 1, 500, 500, now);
 	ack(&t, &lim, 0, ga.seq, now);
 	ack(&t, &lim, 1, gb.seq, now);
 	ga = grant(&t, &lim, 0, 500, 500, now);
-	assert_false(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_CHANGES);
 	assert_int_equal(out.base, lim.h[0].acked_seq);
 	ack(&t, &lim, 0, ga.seq, now);
 	/* A lists K above its share: K is hot, its ledger the limit's. */
@@ -337,7 +337,7 @@ static void test_compose(void **state)
 	/* A new connection: the whole set again, K in it. */
 	hotkeys_holder_connect(&t, 1);
 	gb = grant(&t, &lim, 1, 500, 500, now);
-	assert_true(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
 	assert_int_equal(named(&K)->rate, 400);
 	ack(&t, &lim, 1, gb.seq, now);
 	/* Nobody wants K: it cools the cooling time later (short here, so
@@ -429,7 +429,7 @@ static void test_dead_and_reset(void **state)
 	report(&t, &lim, 0, &K, 900, 0, now);
 	idx = hotkeys_find(&t, &K);
 	g = grant(&t, &lim, 1, 100, 100, now);
-	assert_false(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_CHANGES);
 	assert_int_equal(out.n, 1); /* holder 1 does not want K: a cut, an entry */
 	ack(&t, &lim, 1, g.seq, now);
 	assert_false(hotkeys_holder_idle(&t, 1, now + LIVE + 1)); /* the entry lives on */
@@ -439,7 +439,7 @@ static void test_dead_and_reset(void **state)
 	assert_true(hotkeys_holder_idle(&t, 1, now));
 	assert_int_equal(ledger_committed_rate(&t.k[idx].led, 1, now), 0);
 	g = grant(&t, &lim, 1, 100, 100, now);
-	assert_true(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
 	assert_int_equal(out.n, 1);
 	now += LIVE + 1;
 	hotkeys_tick(&t, &lim, now, true);
@@ -448,7 +448,7 @@ static void test_dead_and_reset(void **state)
 	assert_int_equal(t.k[idx].led.h[1].n, 0);
 	g = grant(&t, &lim, 1, 100, 100, now);
 	assert_true(g.seq > 3);
-	assert_true(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
 	hotkeys_free(&t);
 	ledger_free(&lim);
 }
@@ -480,23 +480,23 @@ static void test_set_in_steps(void **state)
 	 * rest at its share for now (nobody else holds any).
 	 */
 	g = grant(&t, &lim, 0, 500000, 500000, now);
-	assert_true(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
 	assert_int_equal(out.n, WIRE_MAX_KEY_GRANTS);
 	assert_int_equal(g.rate, 500000);
 	ack(&t, &lim, 0, g.seq, now);
 	g = grant(&t, &lim, 0, 500000, 500000, now);
-	assert_false(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_CHANGES);
 	assert_int_equal(out.n, nk - WIRE_MAX_KEY_GRANTS);
 	ack(&t, &lim, 0, g.seq, now);
 	/* B: its share would not fit the keys it cannot be told of yet. */
 	g = grant(&t, &lim, 1, 500000, 500000, now);
-	assert_true(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
 	assert_int_equal(out.n, WIRE_MAX_KEY_GRANTS);
 	assert_int_equal(g.rate, 0);
 	assert_int_equal(g.burst, 0);
 	ack(&t, &lim, 1, g.seq, now);
 	g = grant(&t, &lim, 1, 500000, 500000, now);
-	assert_false(out.full);
+	assert_int_equal(out.mode, WIRE_KEYS_CHANGES);
 	assert_int_equal(out.n, nk - WIRE_MAX_KEY_GRANTS);
 	assert_int_equal(g.rate, 500000);
 	for (uint32_t i = 0; i < out.n; i++)
@@ -566,6 +566,65 @@ static void test_pinned(void **state)
 	hotkeys_pins_end(&t, 600, 600, now);
 	assert_false(t.k[idx].pinned);
 	assert_int_equal(t.k[idx].led.rate, 600);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
+/* Cuts (adoption, in a quiet period): the share proven, and for every hot
+ * key a record of what the holder may spend once it applies the cut. A key
+ * with room for the share spends it (not named); an override is named at
+ * the holder's part of its own contract. Every key ledger stays within
+ * capacity, no cut ends the need for a whole set, and the first grant after
+ * the quiet period is one.
+ */
+static void test_cut(void **state)
+{
+	struct ll_key_id K = key_v4(7), H = key_v4(9);
+	uint64_t now = NSEC_PER_SEC;
+	struct ledger_grant g[2];
+	struct hotkeys t;
+	struct ledger lim;
+	int ik, ih;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	hotkeys_init(&t, "l", NHOLD, 16, SEED);
+	lim.h[0].active = lim.h[1].active = true;
+	hotkeys_pins_begin(&t);
+	assert_int_equal(hotkeys_pin(&t, &lim, &K, 200, 100, now), 1);
+	hotkeys_pins_end(&t, 1000, 1000, now);
+	/* Both shares adopted (held and acknowledged, as adopt() enters them). */
+	for (size_t h = 0; h < 2; h++) {
+		assert_true(ledger_issue(&lim, h, 500, 500, now, LIVE, &g[h]));
+		ledger_ack(&lim, h, g[h].seq, now);
+	}
+	/* Holder 0 lists H in the quiet period: hot, its ledger the limit's. */
+	assert_int_equal(report(&t, &lim, 0, &H, 1000, 500, now), 1);
+	ik = hotkeys_find(&t, &K);
+	ih = hotkeys_find(&t, &H);
+	for (size_t h = 0; h < 2; h++) {
+		assert_int_equal(hotkeys_grant_cut(&t, &lim, h, 500, 500, now, LIVE, &g[h], &out),
+				 1);
+		assert_int_equal(out.mode, WIRE_KEYS_CUT);
+		assert_int_equal(g[h].rate, 500);
+		assert_null(named(&H)); /* room for the share: it spends the share */
+		assert_non_null(named(&K));
+		assert_int_equal(named(&K)->op, WIRE_KEY_SET);
+		assert_int_equal(named(&K)->rate, 50); /* 200 over 4 slots */
+		assert_int_equal(named(&K)->burst, 25);
+		assert_int_equal(ledger_committed_rate(&t.k[ih].led, h, now), 500);
+		assert_int_equal(ledger_check(&lim, now), 0);
+		assert_int_equal(hotkeys_check(&t, now), 0);
+	}
+	assert_true(ledger_sum_rate(&t.k[ik].led, now) <= 200);
+	assert_true(ledger_sum_rate(&t.k[ih].led, now) <= 1000);
+	for (size_t h = 0; h < 2; h++)
+		ack(&t, &lim, h, g[h].seq, now);
+	/* The quiet period over: a whole set, with H's targets. */
+	g[0] = grant(&t, &lim, 0, 500, 500, now);
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
+	assert_non_null(named(&K));
+	assert_int_equal(hotkeys_check(&t, now), 0);
 	hotkeys_free(&t);
 	ledger_free(&lim);
 }
@@ -871,11 +930,11 @@ static void p_grant(struct psim *s, size_t h, uint64_t tr, uint64_t tb)
 			    .rate = g.rate,
 			    .burst = g.burst,
 			    .base = o.base,
-			    .full = o.full};
+			    .full = o.mode == WIRE_KEYS_WHOLE};
 	/* The set it resolves to: the base grant's set (as the model recorded
 	 * it when it composed that one), changed by this one.
 	 */
-	if (!o.full) {
+	if (o.mode != WIRE_KEYS_WHOLE) {
 		size_t b = o.base % P_STATES;
 
 		if (o.base) {
@@ -904,7 +963,7 @@ static void p_grant(struct psim *s, size_t h, uint64_t tr, uint64_t tb)
 		ps.kburst[ps.n] = wk[i].burst;
 		ps.n++;
 		if (wk[i].op == WIRE_KEY_REMOVE) {
-			assert_false(o.full);
+			assert_int_equal(o.mode, WIRE_KEYS_CHANGES);
 			ps.set.has[u] = false;
 			s->removes++;
 			continue;
@@ -1186,7 +1245,7 @@ int main(void)
 	    cmocka_unit_test(test_table),	 cmocka_unit_test(test_standing_demand),
 	    cmocka_unit_test(test_compose),	 cmocka_unit_test(test_grant_not_sendable),
 	    cmocka_unit_test(test_dead_and_reset), cmocka_unit_test(test_copy_and_capacity),
-	    cmocka_unit_test(test_set_in_steps),	 cmocka_unit_test(test_pinned),
+	    cmocka_unit_test(test_set_in_steps),	 cmocka_unit_test(test_pinned), cmocka_unit_test(test_cut),
 	    cmocka_unit_test(test_stranded),	 cmocka_unit_test(test_key_str),
 	    cmocka_unit_test(test_random),
 	};

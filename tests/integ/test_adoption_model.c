@@ -10,10 +10,18 @@
  * proves) and kill -9 + restart of the coordinator on the same state,
  * after which half the holders come back late with their grants live.
  *
+ * A second limit, k, is per source address: the holders list its keys hot
+ * with changing demands and apply its per-key grants as link.c does (a
+ * whole set replaces what they hold; changes only on top of a whole set of
+ * this connection and the base applied, in the grant's epoch; a cut keeps
+ * each key at the least of its entry, the entry named and the share).
+ *
  * After every event, over what the holders hold at that instant, across
- * epochs: Σ live rates ≤ R and Σ live bursts ≤ B; every grant is within
- * (R, B), answers a report that was sent, and is of an epoch above every
- * epoch of an earlier run of the coordinator (epochs strictly increase).
+ * epochs: Σ live rates ≤ R and Σ live bursts ≤ B, for a and for each key
+ * of k (what a holder may spend on a key: its entry, else its share);
+ * every grant is within (R, B), answers a report that was sent, and is of
+ * an epoch above every epoch of an earlier run of the coordinator (epochs
+ * strictly increase).
  *
  * LL_SEED=N reproduces a run (the seed is printed).
  */
@@ -25,6 +33,7 @@
 #include "integ/coord_fx.h"
 #include "unit/rnd.h"
 
+#include <arpa/inet.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -40,13 +49,20 @@
 #define STEPS	  500
 #define RESTARTS  6
 #define SENT_RING 64
+#define NL	  2 /* limits: a (one bucket), k (per source address) */
+#define NK	  3 /* keys of k the holders use */
 
 struct holder {
 	struct conn c; /* fd -1: down, redials when next picked */
 	char name[16];
 	uint64_t inc, seq, demand;
-	struct coord_held held; /* epoch 0: none */
-	uint64_t expiry;	/* of held, the holder's clock */
+	struct coord_held held[NL]; /* epoch 0: none */
+	uint64_t expiry[NL];	    /* of held, the holder's clock */
+	/* k's per-key set as the kernel holds it; full_seen: this connection
+	 * applied a whole set (link.c's kg_full_uid).
+	 */
+	bool has[NK], full_seen;
+	uint64_t krate[NK], kburst[NK], want[NK];
 	uint64_t away_until;	/* slow to come back after a restart: silent until then */
 	uint64_t sent_seq[SENT_RING], sent_ns[SENT_RING];
 };
@@ -59,6 +75,7 @@ struct model {
 	struct holder h[H];
 	uint64_t seed, epoch_min, epoch_max;
 	uint64_t grants, stale, restarts, forged, adopted, max_rate, max_burst;
+	uint64_t cuts, wholes, changes, refused, max_key;
 };
 
 /* The coordinator's "adopted" lines in this run's log. */
@@ -112,7 +129,8 @@ static int setup(void **state)
 	write_file(x->dir, "policy.yaml",
 		   "version: 1\nlimits:\n"
 		   "  - {name: a, key: none, scope: global, rate: 900, burst: 90}\n"
-		   "rules:\n  - {name: all, limits: [a]}\n");
+		   "  - {name: k, key: src-ip, scope: global, rate: 900, burst: 90}\n"
+		   "rules:\n  - {name: all, limits: [a, k]}\n");
 	snprintf(coord, sizeof(coord),
 		 "listen: 127.0.0.1:0\npolicy: policy.yaml\nstate-dir: state\n"
 		 "lease: {ttl: %dms, refresh: 100ms}\ngateways: %d\n",
@@ -148,15 +166,22 @@ static int teardown(void **state)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-/* Σ of what the holders hold live now, across epochs: within (R, B). */
+static bool live(const struct holder *h, int l, uint64_t now)
+{
+	return h->held[l].epoch && now < h->expiry[l];
+}
+
+/* Σ of what the holders hold live now, across epochs: within (R, B), for a
+ * and for every key of k.
+ */
 static void invariant(struct model *x, const char *after)
 {
 	uint64_t now = clock_now_ns(), sr = 0, sb = 0;
 
 	for (int i = 0; i < H; i++)
-		if (x->h[i].held.epoch && now < x->h[i].expiry) {
-			sr += x->h[i].held.rate;
-			sb += x->h[i].held.burst;
+		if (live(&x->h[i], 0, now)) {
+			sr += x->h[i].held[0].rate;
+			sb += x->h[i].held[0].burst;
 		}
 	x->max_rate = sr > x->max_rate ? sr : x->max_rate;
 	x->max_burst = sb > x->max_burst ? sb : x->max_burst;
@@ -164,6 +189,99 @@ static void invariant(struct model *x, const char *after)
 		fail_msg("seed %llu, after %s: holders hold %llu/s burst %llu live, above (%d, %d)",
 			 (unsigned long long)x->seed, after, (unsigned long long)sr,
 			 (unsigned long long)sb, R, B);
+	for (int u = 0; u < NK; u++) {
+		uint64_t kr = 0, kb = 0;
+
+		for (int i = 0; i < H; i++) {
+			const struct holder *h = &x->h[i];
+
+			if (!live(h, 1, now))
+				continue;
+			kr += h->has[u] ? h->krate[u] : h->held[1].rate;
+			kb += h->has[u] ? h->kburst[u] : h->held[1].burst;
+		}
+		x->max_key = kr > x->max_key ? kr : x->max_key;
+		if (kr > R || kb > B)
+			fail_msg("seed %llu, after %s: holders may spend %llu/s burst %llu on key %d "
+				 "of k, above (%d, %d)",
+				 (unsigned long long)x->seed, after, (unsigned long long)kr,
+				 (unsigned long long)kb, u, R, B);
+	}
+}
+
+/* Key u of k: 10.0.0.(u + 1). */
+static struct ll_key_id key_of(int u)
+{
+	struct ll_key_id k = {.family = 4};
+
+	k.addr[2] = htonl(0xffff);
+	k.addr[3] = htonl(0x0a000001u + (uint32_t)u);
+	return k;
+}
+
+static int key_index(const struct ll_key_id *k)
+{
+	for (int u = 0; u < NK; u++) {
+		struct ll_key_id w = key_of(u);
+
+		if (!memcmp(&w, k, sizeof(w)))
+			return u;
+	}
+	return -1;
+}
+
+static uint64_t min64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* k's per-key set after grant g, as link.c applies it: false if the agent
+ * refuses the grant (then nothing of it is applied).
+ */
+static bool apply_keys(struct model *x, struct holder *h, const struct wire_grant *g)
+{
+	bool named[NK] = {false};
+
+	if (g->keys_full == WIRE_KEYS_CHANGES &&
+	    (!h->full_seen || h->held[1].epoch != g->epoch || h->held[1].seq < g->keys_base)) {
+		x->refused++;
+		return false;
+	}
+	if (g->keys_full == WIRE_KEYS_WHOLE) {
+		memset(h->has, 0, sizeof(h->has));
+		h->full_seen = true;
+		x->wholes++;
+	} else if (g->keys_full == WIRE_KEYS_CUT) {
+		h->full_seen = false;
+		x->cuts++;
+	} else {
+		x->changes++;
+	}
+	for (uint32_t i = 0; i < g->n_keys; i++) {
+		const struct wire_key_grant *k = &g->keys[i];
+		int u = key_index(&k->key);
+
+		if (u < 0)
+			fail_msg("seed %llu: a grant names a key nobody listed",
+				 (unsigned long long)x->seed);
+		named[u] = true;
+		if (g->keys_full == WIRE_KEYS_CUT) {
+			assert_int_equal(k->op, WIRE_KEY_SET);
+			h->krate[u] = min64(k->rate, h->has[u] ? h->krate[u] : g->rate);
+			h->kburst[u] = min64(k->burst, h->has[u] ? h->kburst[u] : g->burst);
+			h->has[u] = true;
+			continue;
+		}
+		h->has[u] = k->op == WIRE_KEY_SET;
+		h->krate[u] = k->rate;
+		h->kburst[u] = k->burst;
+	}
+	for (int u = 0; g->keys_full == WIRE_KEYS_CUT && u < NK; u++)
+		if (h->has[u] && !named[u]) {
+			h->krate[u] = min64(h->krate[u], g->rate);
+			h->kburst[u] = min64(h->kburst[u], g->burst);
+		}
+	return true;
 }
 
 static void up(struct model *x, struct holder *h)
@@ -175,7 +293,9 @@ static void up(struct model *x, struct holder *h)
 	x->m->type = WIRE_HELLO;
 	snprintf(x->m->hello.holder, sizeof(x->m->hello.holder), "%s", h->name);
 	x->m->hello.incarnation = h->inc;
-	x->m->hello.max_epoch_seen = h->held.epoch;
+	x->m->hello.max_epoch_seen =
+	    h->held[0].epoch > h->held[1].epoch ? h->held[0].epoch : h->held[1].epoch;
+	h->full_seen = false; /* a new connection: no whole set yet */
 	assert_int_equal(conn_send(&h->c, x->m), 0);
 }
 
@@ -184,6 +304,7 @@ static void up(struct model *x, struct holder *h)
  */
 static void on_grant(struct model *x, struct holder *h, const struct wire_grant *g)
 {
+	int l = !strcmp(g->limit, "k");
 	uint64_t t_send = 0;
 
 	for (int k = 0; k < SENT_RING; k++)
@@ -199,12 +320,17 @@ static void on_grant(struct model *x, struct holder *h, const struct wire_grant 
 			 (unsigned long long)x->epoch_min - 1);
 	x->epoch_max = g->epoch > x->epoch_max ? g->epoch : x->epoch_max;
 	x->grants++;
-	if (h->held.epoch > g->epoch || (h->held.epoch == g->epoch && h->held.seq >= g->seq)) {
+	if (h->held[l].epoch > g->epoch ||
+	    (h->held[l].epoch == g->epoch && h->held[l].seq >= g->seq)) {
 		x->stale++; /* the agent refuses it: older than what it holds */
 		return;
 	}
-	h->held = coord_held_of(g);
-	h->expiry = t_send + g->ttl_ns;
+	if (l == 1 && !apply_keys(x, h, g))
+		return;
+	if (l == 0)
+		assert_int_equal(g->n_keys, 0);
+	h->held[l] = coord_held_of(g);
+	h->expiry[l] = t_send + g->ttl_ns;
 }
 
 /* Read what each connected holder has been sent, apply it, check. */
@@ -230,29 +356,38 @@ static void drain(struct model *x)
 static void report(struct model *x, struct holder *h, bool forge)
 {
 	uint64_t now = clock_now_ns();
-	struct wire_report_entry *e;
 	int k;
 
-	WIRE_MSG_CLEAR(x->m, report.n);
+	WIRE_MSG_CLEAR(x->m, report.hot[NK]);
 	x->m->type = WIRE_REPORT;
 	snprintf(x->m->report.holder, sizeof(x->m->report.holder), "%s", h->name);
 	x->m->report.incarnation = h->inc;
 	x->m->report.seq = ++h->seq;
-	x->m->report.max_epoch_seen = h->held.epoch;
-	x->m->report.n = 1;
-	e = &x->m->report.e[0];
-	memset(e, 0, sizeof(*e));
-	snprintf(e->limit, sizeof(e->limit), "a");
-	e->demand = h->demand;
-	if (h->held.epoch && now < h->expiry) {
-		coord_entry_held(e, &h->held, h->expiry - now);
-		if (forge) {
-			/* More than the tag proves: must earn nothing beyond it. */
-			e->held_rate = R;
-			e->held_burst = B;
-			x->forged++;
+	x->m->report.max_epoch_seen =
+	    h->held[0].epoch > h->held[1].epoch ? h->held[0].epoch : h->held[1].epoch;
+	x->m->report.n = NL;
+	for (int l = 0; l < NL; l++) {
+		struct wire_report_entry *e = &x->m->report.e[l];
+
+		snprintf(e->limit, sizeof(e->limit), "%s", l ? "k" : "a");
+		e->demand = h->demand;
+		if (live(h, l, now)) {
+			coord_entry_held(e, &h->held[l], h->expiry[l] - now);
+			if (forge) {
+				/* More than the tag proves: must earn nothing beyond it. */
+				e->held_rate = R;
+				e->held_burst = B;
+				x->forged++;
+			}
+		} else if (h->held[l].epoch) {
+			e->applied_epoch = h->held[l].epoch; /* dead: applied, nothing to adopt */
+			e->applied_seq = h->held[l].seq;
 		}
 	}
+	/* k's keys with the demand each wants (it stands until told again). */
+	for (int u = 0; u < NK; u++)
+		x->m->report.hot[x->m->report.n_hot++] =
+		    (struct wire_hot){.entry = 1, .key = key_of(u), .demand = h->want[u]};
 	k = (int)(h->seq % SENT_RING);
 	h->sent_seq[k] = h->seq;
 	h->sent_ns[k] = now;
@@ -304,6 +439,7 @@ static void test_random_restarts_keep_the_sum(void **state)
 			static const uint64_t d[] = {0, R / 8, R / 4, R, 3 * R};
 
 			h->demand = d[rnd_in(&s, 0, 4)];
+			h->want[rnd_in(&s, 0, NK - 1)] = d[rnd_in(&s, 0, 4)];
 		} else if (ev < 86) {
 			conn_close(&h->c);
 		} else if (ev < 90) {
@@ -324,18 +460,21 @@ static void test_random_restarts_keep_the_sum(void **state)
 	fprintf(stderr,
 		"adoption model: %d steps, %llu restarts, %llu grants (%llu older than held), "
 		"%llu forged re-presentations, %llu adoptions, epochs up to %llu; max live %llu/s "
-		"burst %llu "
-		"(R %d, B %d)\n",
+		"burst %llu (R %d, B %d); k: %llu whole sets, %llu changes (%llu refused), %llu "
+		"cuts, max on one key %llu/s\n",
 		STEPS, (unsigned long long)x->restarts, (unsigned long long)x->grants,
 		(unsigned long long)x->stale, (unsigned long long)x->forged,
 		(unsigned long long)(x->adopted + adopted_in_log(x)),
 		(unsigned long long)x->epoch_max, (unsigned long long)x->max_rate,
-		(unsigned long long)x->max_burst, R, B);
+		(unsigned long long)x->max_burst, R, B, (unsigned long long)x->wholes,
+		(unsigned long long)x->changes, (unsigned long long)x->refused,
+		(unsigned long long)x->cuts, (unsigned long long)x->max_key);
 	/* The run exercised what it is about: restarts, and grants after them. */
 	assert_true(x->restarts >= 1);
 	assert_true(x->adopted + adopted_in_log(x) >= 1);
 	assert_true(x->epoch_max > 1);
 	assert_true(x->grants > 50);
+	assert_true(x->cuts >= 1); /* k was renewed in a quiet period */
 	assert_false(coord_log_has(x->dir, "INVARIANT VIOLATED"));
 }
 

@@ -273,7 +273,15 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 	}
 	/* Cleared up to the key list only: hotkeys_grant fills what it sends. */
 	WIRE_MSG_CLEAR(m, grant.n_keys);
-	r = hotkeys_grant(&c->hot, &c->led, (size_t)hi, t_rate, t_burst, now, live, &g, &ko);
+	/* What it holds of a per-key limit's keys is not known either: a cut
+	 * renews them and raises none.
+	 */
+	if (now < co->quiet_until && c->hot.on)
+		r = hotkeys_grant_cut(&c->hot, &c->led, (size_t)hi, t_rate, t_burst, now, live,
+				      &g, &ko);
+	else
+		r = hotkeys_grant(&c->hot, &c->led, (size_t)hi, t_rate, t_burst, now, live, &g,
+				  &ko);
 	if (r == 0) {
 		co->ring_full++;
 		return;
@@ -289,7 +297,7 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 		return;
 	}
 	m->grant.n_keys = ko.n;
-	m->grant.keys_full = ko.full;
+	m->grant.keys_full = ko.mode;
 	m->grant.keys_base = ko.base;
 	m->type = WIRE_GRANT;
 	snprintf(m->grant.limit, sizeof(m->grant.limit), "%s", c->name);
@@ -333,9 +341,9 @@ bool grant_allowed(struct coord *co, int hi, const struct climit *c, uint64_t no
  * renewed at once under this epoch, never raised until the quiet period
  * ends: every share this process does not know of is one it never
  * replaces, and Σ of what it knows plus what it does not stays within what
- * the last epoch granted. Once per holder and limit in a run. Per-key
- * limits are not adopted: their per-key grants would need proofs too
- * (they wait out the quiet period, as before).
+ * the last epoch granted. Once per holder and limit in a run. A per-key
+ * limit's keys are renewed by cuts (hotkeys_grant_cut): no key rises, so
+ * the same holds for each key.
  */
 static void adopt(struct coord *co, int hi, struct climit *c, const struct wire_report_entry *e,
 		  uint64_t now)
@@ -345,7 +353,7 @@ static void adopt(struct coord *co, int hi, struct climit *c, const struct wire_
 	uint64_t rate = e->held_rate, burst = e->held_burst, ttl = e->held_ttl_ns;
 	struct ledger_grant g;
 
-	if (now >= co->quiet_until || hl->adopt_tried || c->hot.on || !e->applied_epoch ||
+	if (now >= co->quiet_until || hl->adopt_tried || !e->applied_epoch ||
 	    e->applied_epoch >= co->epoch || !e->held_left_ns)
 		return;
 	hl->adopt_tried = true; /* one try: a refused proof is not tried again */

@@ -134,13 +134,13 @@ struct hotkeys {
 	uint32_t log_lines, log_quiet;
 };
 
-/* What hotkeys_grant puts in the grant: the wire's keys[], keys_full and
- * keys_base.
+/* What hotkeys_grant puts in the grant: the wire's keys[], keys_full
+ * (WIRE_KEYS_*) and keys_base.
  */
 struct hotkeys_out {
 	struct wire_key_grant *keys; /* room for WIRE_MAX_KEY_GRANTS */
 	uint32_t n;
-	bool full;
+	uint8_t mode;
 	uint64_t base;
 };
 
@@ -214,6 +214,26 @@ void hotkeys_targets(struct hotkeys *t, const struct ledger *lim);
 int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_rate,
 		  uint64_t t_burst, uint64_t now, uint64_t live_ns, struct ledger_grant *g,
 		  struct hotkeys_out *out);
+
+/*
+ * A cut for holder hi (WIRE_KEYS_CUT): in a quiet period, where what hi
+ * holds of the hot keys is not known (adoption), the limit's share (rate,
+ * burst: the proven one, never more) and under its seq, for every hot key,
+ * a record of what hi may spend on it once it applies the cut, which keeps
+ * every key at the least of what it holds, its entry named and the share:
+ *  - a key whose ledger has room for the share: the share, until the
+ *    grant's deadline (not named);
+ *  - a key with a contract of its own (an override) or without that room:
+ *    an entry named, hi's weighted part of the key's capacity within the
+ *    room (recorded as an entry).
+ * Nothing rises: so Σ over holders of what each may spend on a key stays
+ * within what the last epoch allowed, whichever holders applied their cut.
+ * The holder still gets a whole set next, once the quiet period ends.
+ * Returns as hotkeys_grant does.
+ */
+int hotkeys_grant_cut(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t rate,
+		      uint64_t burst, uint64_t now, uint64_t live_ns, struct ledger_grant *g,
+		      struct hotkeys_out *out);
 
 /* Periodic, a full visit at most every HOTKEYS_SCAN_NS (force: now): keys
  * with nobody above its share for cool_ns start cooling; cooling keys no

@@ -219,7 +219,7 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
 	uint32_t kept = 0;
 
 	out->n = 0;
-	out->full = false;
+	out->mode = WIRE_KEYS_CHANGES;
 	out->base = 0;
 	if (t->on && hi < t->holders) {
 		hotkeys_targets(t, lim);
@@ -237,7 +237,7 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
 		/* The whole set: the holder drops every entry it holds and takes
 		 * those named; every key is visited.
 		 */
-		out->full = true;
+		out->mode = WIRE_KEYS_WHOLE;
 		hl->full_seq = g->seq; /* changes only once the last whole set is applied */
 		for (uint32_t i = 0; i < t->top; i++) {
 			if (!t->k[i].live)
@@ -307,7 +307,72 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
 		if (idx < t->top && t->k[idx].live && t->k[idx].cooling)
 			compose_key(&c, idx);
 	}
-	if (out->full)
+	if (out->mode == WIRE_KEYS_WHOLE)
 		t->full_sets++;
+	return c.failed ? -EAGAIN : 1;
+}
+
+/* Holder hi's part of key k's capacity, by the limit's weights of the
+ * holders it has (an equal part if none has a weight).
+ */
+static void weighted_part(const struct hotkeys *t, const struct hotkey *k,
+			  const struct ledger *lim, size_t hi, uint64_t *rate, uint64_t *burst)
+{
+	uint64_t sum = 0, w = hi < lim->cap ? lim->h[hi].weight : 0;
+
+	for (size_t h = 0; h < lim->cap && h < t->holders; h++)
+		if (lim->h[h].active)
+			sum += lim->h[h].weight;
+	if (!sum || !w) {
+		sum = t->holders;
+		w = 1;
+	}
+	*rate = (uint64_t)((unsigned __int128)k->led.rate * w / sum);
+	*burst = (uint64_t)((unsigned __int128)k->led.burst * w / sum);
+}
+
+int hotkeys_grant_cut(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t rate,
+		      uint64_t burst, uint64_t now, uint64_t live_ns, struct ledger_grant *g,
+		      struct hotkeys_out *out)
+{
+	struct compose c = {t, hi, g, now, live_ns, out, false};
+
+	out->n = 0;
+	out->mode = WIRE_KEYS_CUT;
+	out->base = 0;
+	if (!ledger_issue(lim, hi, rate, burst, now, live_ns, g))
+		return 0;
+	if (!t->on)
+		return 1;
+	if (hi >= t->holders)
+		return -EAGAIN;
+	t->hl[hi].pass++;
+	for (uint32_t i = 0; i < t->top && !c.failed; i++) {
+		struct hotkey *k = &t->k[i];
+		struct hotkey_holder *kh = &k->h[hi];
+		struct ledger_grant a;
+		uint64_t r, b, pr, pb;
+
+		if (!k->live)
+			continue;
+		kh->mark = t->hl[hi].pass;
+		ledger_peek(&k->led, hi, g->rate, g->burst, now, &r, &b);
+		if (!k->pinned && r == g->rate && b == g->burst) {
+			if (!record(&c, i, g->rate, g->burst, false, &a))
+				c.failed = true;
+			continue;
+		}
+		weighted_part(t, k, lim, hi, &pr, &pb);
+		ledger_peek(&k->led, hi, pr < g->rate ? pr : g->rate, pb < g->burst ? pb : g->burst,
+			    now, &r, &b);
+		if (!room(&c) || !record(&c, i, r, b, true, &a)) {
+			c.failed = true;
+			continue;
+		}
+		name(&c, i, WIRE_KEY_SET, a.rate, a.burst);
+		kh->flags |= HK_NAMED;
+		kh->s_rate = a.rate;
+		kh->s_burst = a.burst;
+	}
 	return c.failed ? -EAGAIN : 1;
 }
