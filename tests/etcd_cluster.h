@@ -31,8 +31,16 @@ struct etcd_cluster {
 	int n;
 	pid_t pid[ETCD_MAX_MEMBERS];
 	int client_port[ETCD_MAX_MEMBERS], peer_port[ETCD_MAX_MEMBERS];
-	char url[ETCD_MAX_MEMBERS][48]; /* http://127.0.0.1:PORT */
+	char url[ETCD_MAX_MEMBERS][48]; /* http://127.0.0.1:PORT (https:// with pki) */
 	char dir[64];
+	/* Set before etcd_cluster_start: clients speak mutual TLS, with the
+	 * certificates tests/tls/mkcerts.sh made in this directory. etcd serves
+	 * both.crt (IP SAN 127.0.0.1, serverAuth and clientAuth: etcd 3.4's
+	 * JSON gateway dials etcd's own gRPC port with it, and with
+	 * --client-cert-auth a certificate without clientAuth is refused there);
+	 * clients need one signed by ca.crt.
+	 */
+	char pki[64];
 };
 
 static struct etcd_cluster *etcd_atexit_cluster;
@@ -73,10 +81,27 @@ static inline pid_t etcd_member_spawn(struct etcd_cluster *e, int i, const char 
 
 	snprintf(name, sizeof(name), "m%d", i);
 	snprintf(data, sizeof(data), "%s/%s", e->dir, name);
-	snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", e->client_port[i]);
+	snprintf(curl, sizeof(curl), "%s://127.0.0.1:%d", e->pki[0] ? "https" : "http",
+		 e->client_port[i]);
 	snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", e->peer_port[i]);
 	snprintf(log, sizeof(log), "%s/%s.log", e->dir, name);
 	pid = fork();
+	if (pid == 0 && e->pki[0]) {
+		char cert[96], key[96], ca[96];
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		snprintf(cert, sizeof(cert), "%s/both.crt", e->pki);
+		snprintf(key, sizeof(key), "%s/both.key", e->pki);
+		snprintf(ca, sizeof(ca), "%s/ca.crt", e->pki);
+		execlp("etcd", "etcd", "--name", name, "--data-dir", data, "--listen-client-urls",
+		       curl, "--advertise-client-urls", curl, "--listen-peer-urls", purl,
+		       "--initial-advertise-peer-urls", purl, "--initial-cluster", initial,
+		       "--initial-cluster-state", "new", "--initial-cluster-token",
+		       "leaseline-test", "--heartbeat-interval", "100", "--election-timeout",
+		       "1000", "--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca,
+		       "--client-cert-auth", "--logger", "zap", "--log-outputs", log, (char *)NULL);
+		_exit(127);
+	}
 	if (pid == 0) {
 		/* The test crashing must not leave a cluster behind. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -96,14 +121,18 @@ static inline pid_t etcd_member_spawn(struct etcd_cluster *e, int i, const char 
  */
 static inline bool etcd_cluster_healthy(const struct etcd_cluster *e, int wait_ms)
 {
-	char cmd[512];
+	char cmd[1024];
 	size_t n = 0;
 	struct timespec ts;
 	long end;
 
 	n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
-			      "ETCDCTL_API=3 etcdctl --dial-timeout=500ms --command-timeout=1s "
-			      "--endpoints=");
+			      "ETCDCTL_API=3 etcdctl --dial-timeout=500ms --command-timeout=1s ");
+	if (e->pki[0])
+		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n,
+				      "--cacert=%s/ca.crt --cert=%s/gw-1.crt --key=%s/gw-1.key ",
+				      e->pki, e->pki, e->pki);
+	n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, "--endpoints=");
 	for (int i = 0; i < e->n && n < sizeof(cmd); i++)
 		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, "%s%s", i ? "," : "", e->url[i]);
 	snprintf(cmd + n, sizeof(cmd) - n, " endpoint health >/dev/null 2>&1");
@@ -122,10 +151,12 @@ static inline bool etcd_cluster_healthy(const struct etcd_cluster *e, int wait_m
 /* Start n (1..3) members and wait until they serve (10 s at most). 0 or -1. */
 static inline int etcd_cluster_start(struct etcd_cluster *e, int n)
 {
-	char initial[256];
+	char initial[256], pki[sizeof(e->pki)];
 	size_t at = 0;
 
+	memcpy(pki, e->pki, sizeof(pki));
 	memset(e, 0, sizeof(*e));
+	memcpy(e->pki, pki, sizeof(pki));
 	snprintf(e->dir, sizeof(e->dir), "/tmp/ll-etcd-XXXXXX");
 	if (n < 1 || n > ETCD_MAX_MEMBERS || !mkdtemp(e->dir))
 		return -1;
@@ -137,7 +168,8 @@ static inline int etcd_cluster_start(struct etcd_cluster *e, int n)
 		e->peer_port[i] = test_free_port();
 		if (e->client_port[i] < 0 || e->peer_port[i] < 0)
 			return -1;
-		snprintf(e->url[i], sizeof(e->url[i]), "http://127.0.0.1:%d", e->client_port[i]);
+		snprintf(e->url[i], sizeof(e->url[i]), "%s://127.0.0.1:%d",
+			 e->pki[0] ? "https" : "http", e->client_port[i]);
 		at +=
 		    (size_t)snprintf(initial + at, sizeof(initial) - at,
 				     "%sm%d=http://127.0.0.1:%d", i ? "," : "", i, e->peer_port[i]);

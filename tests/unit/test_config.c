@@ -458,8 +458,16 @@ static const struct file_case file_cases[] = {
      "'state-dir'?)"},
     {"coord_replicas_etcd_not_url", LOAD_COORD, "coord-replicas-bad-etcd.yaml", NULL, -EINVAL,
      "3:19",
-     "etcd endpoint '127.0.0.1:2379' is not an http:// URL (expected e.g. "
+     "etcd endpoint '127.0.0.1:2379' is not an http:// or https:// URL (expected e.g. "
      "http://127.0.0.1:2379)"},
+    {"coord_replicas_https_without_tls", LOAD_COORD, "coord-replicas-https-no-tls.yaml", NULL,
+     -EINVAL, "4:9",
+     "etcd endpoint 'https://10.0.0.5:2379' is https:// but replicas has no tls: (expected "
+     "tls: {ca: ..., cert: ..., key: ...})"},
+    {"coord_replicas_tls_with_http", LOAD_COORD, "coord-replicas-tls-http.yaml", NULL, -EINVAL,
+     "4:9",
+     "etcd endpoint 'http://10.0.0.6:2379' is plain http:// while replicas has tls: (expected "
+     "every endpoint https://)"},
     {"coord_replicas_ttl_below_5s", LOAD_COORD, "coord-replicas-ttl.yaml", NULL, -EINVAL, "3:85",
      "ttl '2s' is out of range (expected 5s..1m)"},
     {"coord_replicas_prefix_relative", LOAD_COORD, "coord-replicas-prefix.yaml", NULL, -EINVAL,
@@ -762,6 +770,13 @@ static void test_coord_replicas(void **state)
 	assert_string_equal(o->coord.replicas.advertise, "127.0.0.1:7450");
 	assert_true(o->coord.replicas.ttl_ns == 6000000000ull);
 	assert_string_equal(o->coord.grant_key_path, "/etc/leaseline/grant.key");
+	assert_false(o->coord.replicas.tls.set);
+	free(o);
+	o = load_ok(LOAD_COORD, "coord-replicas-tls.yaml");
+	assert_string_equal(o->coord.replicas.etcd[1], "https://10.0.0.6:2379");
+	assert_true(o->coord.replicas.tls.set);
+	assert_string_equal(o->coord.replicas.tls.ca, "/etc/leaseline/etcd-ca.crt");
+	assert_string_equal(o->coord.replicas.tls.key, "/etc/leaseline/coord-a.key");
 	free(o);
 	o = load_ok(LOAD_COORD, "coord.yaml");
 	assert_false(o->coord.has_replicas);

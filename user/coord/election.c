@@ -421,6 +421,11 @@ static struct election *election_new(const struct election_cfg *cfg, long timeou
 	for (unsigned i = 0; i < cfg->n_endpoints; i++)
 		snprintf(eps[i], sizeof(eps[i]), "%s", cfg->endpoints[i]);
 	*err = etcd_init(&e->etcd, eps, cfg->n_endpoints, timeout_ms);
+	if (!*err && cfg->tls_ca[0]) {
+		*err = etcd_tls(&e->etcd, cfg->tls_ca, cfg->tls_cert, cfg->tls_key);
+		if (*err)
+			etcd_free(&e->etcd);
+	}
 	if (*err) {
 		free(e);
 		return NULL;

@@ -34,6 +34,8 @@
 #define ELECTION_MAX_ENDPOINTS 8
 #define ELECTION_TTL_MIN_S     5
 
+#define ELECTION_PATH_LEN 4096 /* CFG_PATH_LEN */
+
 struct election_cfg {
 	/* etcd client URLs, "http://127.0.0.1:2379"; tried in turn. */
 	char endpoints[ELECTION_MAX_ENDPOINTS][WIRE_ADDR_LEN];
@@ -43,6 +45,8 @@ struct election_cfg {
 	char advertise[WIRE_ADDR_LEN]; /* host:port agents dial for this replica */
 	unsigned ttl_s;		       /* etcd lease ttl, >= ELECTION_TTL_MIN_S */
 	unsigned timeout_ms;	       /* one HTTP request's bound (default ttl/5) */
+	/* Mutual TLS to etcd (https:// endpoints): PEM files, "" for none. */
+	char tls_ca[ELECTION_PATH_LEN], tls_cert[ELECTION_PATH_LEN], tls_key[ELECTION_PATH_LEN];
 };
 
 struct election_view {

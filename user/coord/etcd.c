@@ -3,13 +3,16 @@
  * etcd's v3 JSON gateway through libcurl and json-c (etcd.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
 #include "coord/etcd.h"
+#include "lib/log.h"
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
 {
@@ -42,10 +45,68 @@ int etcd_init(struct etcd *e, const char (*endpoints)[136], unsigned n, long tim
 	return 0;
 }
 
+/* A PEM file of at most 64 KiB, whole, into *buf (malloc'd). */
+static int read_pem(const char *path, char **buf, size_t *len)
+{
+	enum { PEM_MAX = 64 * 1024 };
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	ssize_t n;
+
+	*buf = NULL;
+	if (fd < 0)
+		return -errno;
+	*buf = malloc(PEM_MAX + 1);
+	n = *buf ? read(fd, *buf, PEM_MAX + 1) : -1;
+	close(fd);
+	if (n <= 0 || n > PEM_MAX) {
+		free(*buf);
+		*buf = NULL;
+		return n < 0 ? -ENOMEM : -EINVAL;
+	}
+	*len = (size_t)n;
+	return 0;
+}
+
+int etcd_tls(struct etcd *e, const char *ca, const char *cert, const char *key)
+{
+	const char *path[3] = {ca, cert, key};
+
+	for (int i = 0; i < 3; i++) {
+		int err = read_pem(path[i], &e->pem[i], &e->pem_len[i]);
+
+		if (err)
+			return err;
+	}
+	e->tls = true;
+	return 0;
+}
+
+/* The TLS options of every request (curl_easy_reset clears them). */
+static void tls_opts(struct etcd *e, CURL *h)
+{
+	const CURLoption opt[3] = {CURLOPT_CAINFO_BLOB, CURLOPT_SSLCERT_BLOB, CURLOPT_SSLKEY_BLOB};
+
+	for (int i = 0; i < 3; i++) {
+		struct curl_blob b = {.data = e->pem[i], .len = e->pem_len[i], .flags = CURL_BLOB_NOCOPY};
+
+		curl_easy_setopt(h, opt[i], &b);
+	}
+	curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+	curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+}
+
 void etcd_free(struct etcd *e)
 {
 	if (e->curl)
 		curl_easy_cleanup(e->curl);
+	for (int i = 0; i < 3; i++) {
+		if (e->pem[i])
+			explicit_bzero(e->pem[i], e->pem_len[i]);
+		free(e->pem[i]);
+		e->pem[i] = NULL;
+	}
 	free(e->body);
 	e->curl = NULL;
 	e->body = NULL;
@@ -66,7 +127,7 @@ struct json_object *etcd_call(struct etcd *e, const char *path, struct json_obje
 	e->over = false;
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, e->tls ? "https" : "http");
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, e->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, e->timeout_ms);
@@ -74,6 +135,10 @@ struct json_object *etcd_call(struct etcd *e, const char *path, struct json_obje
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, e);
+	e->err[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, e->err);
+	if (e->tls)
+		tls_opts(e, h);
 	rc = curl_easy_perform(h);
 	curl_slist_free_all(hdr);
 	json_object_put(body);
@@ -84,9 +149,19 @@ struct json_object *etcd_call(struct etcd *e, const char *path, struct json_obje
 			e->bad++;
 		else
 			e->errors++;
+		/* Why, once until a request succeeds (a TLS mistake is otherwise
+		 * only a count).
+		 */
+		if (!e->err_told && !e->over)
+			pr_warn("etcd %s: %s\n", e->ep[e->cur],
+				e->err[0] ? e->err
+				: rc == CURLE_OK ? "an answer that is not 200"
+						 : curl_easy_strerror(rc));
+		e->err_told = true;
 		e->cur = (e->cur + 1) % e->n;
 		return NULL;
 	}
+	e->err_told = false;
 	e->body[e->len] = '\0';
 	ans = strlen(e->body) == e->len ? json_tokener_parse(e->body) : NULL;
 	if (!ans || !json_object_is_type(ans, json_type_object) ||

@@ -33,9 +33,21 @@ struct etcd {
 	char *body;	 /* the answer being read, ETCD_BODY_MAX + 1 */
 	size_t len;
 	bool over; /* the answer was cut at ETCD_BODY_MAX */
+	bool tls;  /* etcd_tls: https only, certificates checked both ways */
+	char *pem[3];	   /* etcd_tls: the CA, this replica's certificate, its key */
+	size_t pem_len[3];
+	char err[256];	   /* curl's reason for the last failed request */
+	bool err_told;	   /* that reason is logged: once until a request succeeds */
 };
 
 int etcd_init(struct etcd *e, const char (*endpoints)[136], unsigned n, long timeout_ms);
+/* Mutual TLS to etcd (https:// endpoints only from now on): ca signs etcd's
+ * certificates, cert and key are this replica's (PEM files). They are read
+ * now, into the handle: the daemon may no longer be able to read them once
+ * it runs as its user. 0, or a negative errno (-EINVAL: a file empty or
+ * above 64 KiB; -errno of open or read).
+ */
+int etcd_tls(struct etcd *e, const char *ca, const char *cert, const char *key);
 void etcd_free(struct etcd *e);
 
 /* POST body (taken: put by the call) to path; the parsed answer (the

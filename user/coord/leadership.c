@@ -38,6 +38,11 @@ void election_cfg_of(const struct cfg_replicas *r, struct election_cfg *ec)
 		snprintf(ec->endpoints[i], sizeof(ec->endpoints[i]), "%s", r->etcd[i]);
 	snprintf(ec->prefix, sizeof(ec->prefix), "%s", r->prefix);
 	snprintf(ec->node, sizeof(ec->node), "%s", r->node);
+	if (r->tls.set) {
+		snprintf(ec->tls_ca, sizeof(ec->tls_ca), "%s", r->tls.ca);
+		snprintf(ec->tls_cert, sizeof(ec->tls_cert), "%s", r->tls.cert);
+		snprintf(ec->tls_key, sizeof(ec->tls_key), "%s", r->tls.key);
+	}
 	snprintf(ec->advertise, sizeof(ec->advertise), "%s", r->advertise);
 }
 

@@ -171,6 +171,7 @@ struct cfg_coord {
 		char node[64];		      /* this replica's name (WALK_NAME) */
 		char advertise[CFG_ADDR_LEN]; /* host:port agents dial for this replica */
 		uint64_t ttl_ns;	      /* etcd lease ttl, 5 s to 60 s, default 5 s */
+		struct cfg_tls tls;	      /* mutual TLS to etcd (https:// endpoints) */
 	} replicas;
 };
 
