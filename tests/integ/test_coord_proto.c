@@ -621,6 +621,8 @@ static void test_malformed_frame_costs_only_that_connection(void **state)
 	dial(fx, &good);
 	hello(fx, &good, "gw-3");
 	conn_close(&good);
+	/* A frame of another wire version is a peer of another build: said so. */
+	assert_true(coord_log_has(fx->dir, "another wire version than this build's " WIRE_VERSION_STR));
 }
 
 /* A HELLO claiming the farthest epoch a step allows is taken (the new epoch

@@ -635,7 +635,12 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 			break;
 	}
 	if (l->c.fd >= 0 && r < 0)
-		link_down(l, "malformed frame from the coordinator", now);
+		link_down(l,
+			  r == -EPROTONOSUPPORT
+			      ? "the coordinator speaks another wire version than this build's "
+				WIRE_VERSION_STR " (upgrade agents and coordinators together)"
+			      : "malformed frame from the coordinator",
+			  now);
 	else if (l->c.fd >= 0 && err)
 		link_down(l,
 			  err == -ECONNRESET		 ? "closed by the coordinator"

@@ -111,6 +111,27 @@ static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
 	}
 }
 
+/* A peer of another build (its frames carry another wire version): said
+ * at most once a minute, whoever it is (strangers can send such frames).
+ */
+static void version_refused(struct coord *co, int ci)
+{
+	static uint64_t next_ns, quiet;
+	uint64_t now = clock_now_ns();
+	char addr[INET6_ADDRSTRLEN];
+
+	if (now < next_ns) {
+		quiet++;
+		return;
+	}
+	next_ns = now + 60 * NSEC_PER_SEC;
+	pr_warn("connection from %s refused: it speaks another wire version than this build's "
+		WIRE_VERSION_STR " (upgrade agents and coordinators together; %llu more in the "
+		"last minute)\n",
+		peer_str(co->conns[ci], addr, sizeof(addr)), (unsigned long long)quiet);
+	quiet = 0;
+}
+
 static void conn_input(struct coord *co, int ci)
 {
 	int err = conn_read(&co->conns[ci]->c);
@@ -122,7 +143,10 @@ static void conn_input(struct coord *co, int ci)
 			break;
 		if (r < 0) {
 			co->protocol_errors++;
-			conn_drop(co, ci, "malformed frame");
+			if (r == -EPROTONOSUPPORT)
+				version_refused(co, ci);
+			conn_drop(co, ci,
+				  r == -EPROTONOSUPPORT ? "another wire version" : "malformed frame");
 			return;
 		}
 		on_frame(co, ci, co->msg);

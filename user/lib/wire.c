@@ -542,7 +542,9 @@ int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *m)
 	type = rbuf_get(&r, 2);
 	plen = rbuf_get(&r, 4);
 	d = wire_desc(type);
-	if (magic != WIRE_MAGIC || version != WIRE_VERSION || !d || plen > WIRE_MAX_PAYLOAD)
+	if (magic == WIRE_MAGIC && version != WIRE_VERSION)
+		return -EPROTONOSUPPORT;
+	if (magic != WIRE_MAGIC || !d || plen > WIRE_MAX_PAYLOAD)
 		return -EPROTO;
 	if (len - WIRE_HDR_LEN < plen)
 		return 0;

@@ -24,9 +24,11 @@
  * grants carry changes only; 5: reports carry up to 256 limit entries
  * (LL_MAX_LIMITS), frames up to 128 KiB; HELLO's counters identity, METER and
  * METER_ACK (per-key usage); 6: grants carry a tag the holder re-presents
- * with what it holds (a restarted or new leader adopts it), REDIRECT
+ * with what it holds (a restarted or new leader adopts it), REDIRECT; 7: a
+ * grant's keys_full may be a cut (adoption of per-key limits)
  */
 #define WIRE_VERSION 7
+#define WIRE_VERSION_STR "7" /* for log lines */
 #define WIRE_HDR_LEN 12
 /* A frame's payload: a full report (256 entries and WIRE_MAX_HOT hot keys,
  * ~72 kB) must fit. Buffers grow with what is in flight, not to this.
@@ -241,8 +243,9 @@ struct wire_msg {
 int wire_encode(const struct wire_msg *m, uint8_t *out, size_t cap);
 
 /* Decode the first frame in buf[0..len). Returns the number of bytes the
- * frame used (> 0), 0 if more bytes are needed, or -EPROTO (bad magic,
- * version, type, length, or payload that does not parse exactly).
+ * frame used (> 0), 0 if more bytes are needed, -EPROTONOSUPPORT (our magic,
+ * another version: a peer of another build), or -EPROTO (bad magic, type,
+ * length, or payload that does not parse exactly).
  */
 int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *m);
 
