@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# guest.sh BUILD_DIR smoke|full EXPECT: what runs on one kernel, in a qemu
+# guest.sh BUILD_DIR smoke|full|multiprog EXPECT: what runs on one kernel, in a qemu
 # guest (vm.sh) or on the host's own kernel. EXPECT is kernels.list's: runs
 # or refuses.
 #   kernel     `leaseline kernel`: the helper probe and a real load, timed;
@@ -8,9 +8,10 @@
 #              no verifier log (then nothing else runs)
 #   bpf        (full) the BPF suite, bpf_prog_test_run_opts on this kernel
 #   enforce    tests/net/test_enforce.sh: the agent on a veth, real traffic
-#   multiprog  (full) tests/net/test_multiprog.sh: leaseline and another
-#              program in one libxdp dispatcher (77: the kernel cannot hold
-#              one, as on a host that refuses freplace)
+#   multiprog  (full, multiprog) tests/net/test_multiprog.sh: leaseline and
+#              another program in one libxdp dispatcher (77: the kernel
+#              cannot hold one, as on a host that refuses freplace); the
+#              multiprog mode runs the probe and this only
 # Prints "RESULT key=value ..." lines that run.sh tabulates, and ends with
 # "N passed, N failed".
 set -u
@@ -80,7 +81,12 @@ if [ "$MODE" = full ]; then
 	result "bpf=\"$line\""
 fi
 
-for t in enforce $([ "$MODE" = full ] && echo multiprog); do
+case $MODE in
+full) net="enforce multiprog" ;;
+multiprog) net=multiprog ;;
+*) net=enforce ;;
+esac
+for t in $net; do
 	echo "== $kernel: tests/net/test_$t.sh"
 	timeout 600 bash "tests/net/test_$t.sh" "$BUILD" >"$T/$t.log" 2>&1
 	rc=$?

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# run.sh BUILD_DIR [smoke|full] [NAME...]: `make check-kernels` (full, every
+# run.sh BUILD_DIR [smoke|full|multiprog] [NAME...]: `make check-kernels` (full, every
 # kernel of kernels.list and the host's own) and `make check`'s bookworm test
 # (smoke, 6.1). Each listed kernel is fetched (fetch.sh), booted in qemu
 # (vm.sh) and runs guest.sh; the host's kernel runs guest.sh natively (name

@@ -35,7 +35,18 @@ import sys
 import time
 
 WIRE_MAGIC = 0x4C4C5731
-WIRE_VERSION = 6
+def _wire_version():
+    """The version this tree's user/lib/wire.h speaks (a fake of another
+    version is refused by the agent before it reads anything)."""
+    import os
+    import re
+    h = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "user", "lib",
+                     "wire.h")
+    with open(h) as f:
+        return int(re.search(r"^#define WIRE_VERSION (\d+)", f.read(), re.M).group(1))
+
+
+WIRE_VERSION = _wire_version()
 HELLO, POLICY, GRANT, REPORT = 1, 2, 3, 4
 U64_MAX = (1 << 64) - 1
 

@@ -174,6 +174,22 @@ else
 fi
 loader_status | grep -q leaseline && loader_status | grep -q llt_count_prog &&
 	ok "both still attached" || bad "after the refusal: $(loader_status | tail -3)"
+# A second agent with a pin directory of its own: the leaseline program in
+# the dispatcher spends the first one's maps, so it is not this one's.
+id_before=$(loader_status | grep -o 'leaseline  *[0-9][0-9]*' | awk '{print $2; exit}')
+sed "s|^pin-dir: .*|pin-dir: $TMPD/bpffs/other|" "$TMPD/agent-mp.yaml" >"$TMPD/agent-other.yaml"
+nsenter --net=/run/netns/"$LL_NS_G" "$LL" agent -c "$TMPD/agent-other.yaml" >"$TMPD/agent-other.log" 2>&1 &
+AGENT_PID=$!
+if ll_agent_wait_exit 100 && [ "$LL_AGENT_RC" -ne 0 ] &&
+	grep -q "is another pin directory's" "$TMPD/agent-other.log"; then
+	ok "an agent of another pin directory refuses: $(grep -o 'already has.*' "$TMPD/agent-other.log" | cut -c1-150)"
+else
+	bad "agent of another pin directory: $(tail -2 "$TMPD/agent-other.log" | tr '\n' ' ')"
+fi
+id_after=$(loader_status | grep -o 'leaseline  *[0-9][0-9]*' | awk '{print $2; exit}')
+[ -n "$id_before" ] && [ "$id_before" = "$id_after" ] &&
+	ok "the first agent's program (id $id_after) is still the one attached" ||
+	bad "the leaseline program changed: '$id_before' -> '$id_after'"
 
 echo "2. traffic over the limit:"
 ll_agent_start "$TMPD/agent-mp.yaml" "$TMPD/agent2.log"
@@ -223,7 +239,14 @@ EOF
 echo "4. leaseline detach removes leaseline's program only:"
 ll_stop_pid "$AGENT_PID"
 AGENT_PID=
-in_g "$LL" detach "$LL_G_IF" >"$TMPD/detach.out" 2>&1 &&
+if in_g "$LL" detach "$LL_G_IF" --pin-dir "$TMPD/bpffs/other" >"$TMPD/detach-other.out" 2>&1; then
+	bad "detach with another pin directory removed the program: $(cat "$TMPD/detach-other.out")"
+else
+	grep -q "another pin directory's" "$TMPD/detach-other.out" &&
+		ok "detach with another pin directory refused: $(cut -c1-120 "$TMPD/detach-other.out")" ||
+		bad "detach with another pin directory: $(cat "$TMPD/detach-other.out")"
+fi
+in_g "$LL" detach "$LL_G_IF" --pin-dir "$PIN" >"$TMPD/detach.out" 2>&1 &&
 	ok "$(cat "$TMPD/detach.out")" || bad "leaseline detach: $(cat "$TMPD/detach.out")"
 loader_status >"$TMPD/status4.txt"
 ! grep -q leaseline "$TMPD/status4.txt" && grep -q llt_count_prog "$TMPD/status4.txt" &&

@@ -318,7 +318,14 @@ void busy(struct attach_result *res, const struct attach_info *cur, int ifindex,
 {
 	char via[600] = "";
 
-	res->dispatcher = cur->dispatcher;
+	res->dispatcher = cur->dispatcher && !cur->mp_foreign;
+	if (cur->dispatcher && cur->mp_foreign) {
+		snprintf(res->why, sizeof(res->why),
+			 "a libxdp dispatcher (id %u) whose leaseline program (id %u) is another "
+			 "pin directory's (it spends another ll_state)",
+			 cur->prog_id, cur->our_id);
+		return;
+	}
 	if (cur->dispatcher) {
 		snprintf(res->why, sizeof(res->why),
 			 "a libxdp dispatcher (id %u) with %u program(s)%s%s; --force would remove "
@@ -369,17 +376,28 @@ static void owner_direct(int ifindex, const struct attach_req *req, struct attac
 			     uses_pinned_state(cur->prog_id, req->pin_dir));
 }
 
+/* multiprog: is the leaseline program in the dispatcher another pin
+ * directory's? The name says only that it is a leaseline; ours spends the
+ * ll_state pinned in our pin directory.
+ */
+static void owner_multiprog(const char *pin_dir, struct attach_info *cur)
+{
+	cur->mp_foreign = cur->dispatcher && cur->our_id &&
+			  !(pin_dir && uses_pinned_state(cur->our_id, pin_dir));
+}
+
 /* Whether attaching as req says over what cur found is refused without
  * --force: another tool's program, alone or in a dispatcher that is not
  * ours alone (direct mode); another tool's program that is not a libxdp
- * dispatcher (multiprog mode, which runs beside a dispatcher's programs).
+ * dispatcher, or a dispatcher whose leaseline program is another pin
+ * directory's (multiprog mode, which runs beside a dispatcher's programs).
  */
 bool refused(const struct attach_info *cur, const struct attach_req *req)
 {
 	if (!cur->prog_id || req->force)
 		return false;
 	if (req->attach_mode == CFG_ATTACH_MULTIPROG)
-		return !cur->dispatcher && !cur->ours;
+		return (!cur->dispatcher && !cur->ours) || cur->mp_foreign;
 	return !(cur->ours && (!cur->dispatcher || cur->n_progs == 1));
 }
 
@@ -396,6 +414,8 @@ int attach_check(int ifindex, const struct attach_req *req, struct attach_result
 		return err;
 	if (req->attach_mode != CFG_ATTACH_MULTIPROG)
 		owner_direct(ifindex, req, &cur, &link_id);
+	else
+		owner_multiprog(req->pin_dir, &cur);
 	if (refused(&cur, req)) {
 		busy(res, &cur, ifindex, link_id);
 		return -EBUSY;
@@ -583,8 +603,10 @@ int attach_iface(int ifindex, const struct attach_req *req, struct attach_result
 	err = attach_query(ifindex, &cur);
 	if (err)
 		return err;
-	if (req->attach_mode == CFG_ATTACH_MULTIPROG)
+	if (req->attach_mode == CFG_ATTACH_MULTIPROG) {
+		owner_multiprog(req->pin_dir, &cur);
 		return attach_multiprog(ifindex, req, res, &cur);
+	}
 	return attach_direct(ifindex, req, res, &cur);
 }
 
@@ -601,8 +623,12 @@ int attach_detach(int ifindex, bool force, const char *pin_dir)
 	if (!cur.prog_id)
 		return -ENOENT;
 	/* In a dispatcher: ours alone goes; the dispatcher goes with its last program. */
-	if (cur.dispatcher && cur.our_id)
+	if (cur.dispatcher && cur.our_id) {
+		owner_multiprog(pin_dir, &cur);
+		if (cur.mp_foreign && !force)
+			return -EBUSY; /* another pin directory's leaseline */
 		return attach_mp_detach_id(ifindex, cur.our_id);
+	}
 	if (!cur.ours && !force)
 		return -EBUSY;
 	link_id = link_on(ifindex, cur.prog_id);

@@ -28,6 +28,7 @@ struct attach_info {
 	bool ours;	 /* leaseline's program runs here: alone or in the dispatcher */
 	bool dispatcher; /* prog_id is a libxdp dispatcher */
 	uint32_t our_id; /* in a dispatcher: leaseline's program (0: not there) */
+	bool mp_foreign; /* that program spends another pin directory's ll_state */
 	unsigned int our_prio;
 	unsigned int n_progs; /* in a dispatcher: how many programs */
 	char others[96];      /* in a dispatcher: the other programs' names, ", " joined */

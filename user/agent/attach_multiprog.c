@@ -256,6 +256,10 @@ int attach_multiprog(int ifindex, const struct attach_req *req, struct attach_re
 			cur->ours ? "direct" : "other", cur->prog_name, cur->prog_id);
 		memset(cur, 0, sizeof(*cur));
 	}
+	if (cur->dispatcher && refused(cur, req)) {
+		busy(res, cur, ifindex, 0); /* another pin directory's leaseline */
+		return -EBUSY;
+	}
 	if (cur->dispatcher && cur->our_id) {
 		if (cur->our_prio == req->priority && same_program(cur->our_id, req->prog_fd)) {
 			res->kept = true;

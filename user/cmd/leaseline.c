@@ -550,7 +550,13 @@ static int cmd_detach(int argc, char **argv)
 		return EXIT_RUNTIME;
 	}
 	if (err == -EBUSY) {
-		if (in_dispatcher)
+		if (in_dispatcher && ai.our_id)
+			fprintf(stderr,
+				"leaseline detach: the leaseline program (id %u) in the libxdp "
+				"dispatcher on '%s' is another pin directory's than %s (--pin-dir "
+				"names the agent's; --force removes that program only)\n",
+				ai.our_id, argv[optind], pin_dir);
+		else if (in_dispatcher)
 			fprintf(
 			    stderr,
 			    "leaseline detach: the libxdp dispatcher on '%s' holds no leaseline "
