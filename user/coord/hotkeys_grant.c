@@ -94,6 +94,17 @@ static void name(struct compose *c, uint32_t idx, uint8_t op, uint64_t rate, uin
 		c->failed = true; /* its ack could not be followed */
 }
 
+/* Name key idx with the entry a just recorded: the holder holds it now. */
+static void name_entry(struct compose *c, uint32_t idx, const struct ledger_grant *a)
+{
+	struct hotkey_holder *kh = &c->t->k[idx].h[c->hi];
+
+	name(c, idx, WIRE_KEY_SET, a->rate, a->burst);
+	kh->flags |= HK_NAMED;
+	kh->s_rate = a->rate;
+	kh->s_burst = a->burst;
+}
+
 /* Record v in key idx's ledger for this grant (an entry: until superseded;
  * the share: until the grant's deadline). false if the ring is full.
  */
@@ -162,19 +173,13 @@ static bool compose_one(struct compose *c, uint32_t idx, struct hotkey *k, struc
 			c->failed = true;
 			return true;
 		}
-		name(c, idx, WIRE_KEY_SET, a.rate, a.burst);
-		kh->flags |= HK_NAMED;
-		kh->s_rate = a.rate;
-		kh->s_burst = a.burst;
+		name_entry(c, idx, &a);
 		return true;
 	}
 	if (named && kh->s_rate == kh->t_rate && kh->s_burst == kh->t_burst)
 		return false;
 	if (room(c) && record(c, idx, kh->t_rate, kh->t_burst, true, &a)) {
-		name(c, idx, WIRE_KEY_SET, a.rate, a.burst);
-		kh->flags |= HK_NAMED;
-		kh->s_rate = a.rate;
-		kh->s_burst = a.burst;
+		name_entry(c, idx, &a);
 		return a.rate != kh->t_rate || a.burst != kh->t_burst;
 	}
 	if (named)
@@ -369,10 +374,7 @@ int hotkeys_grant_cut(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t
 			c.failed = true;
 			continue;
 		}
-		name(&c, i, WIRE_KEY_SET, a.rate, a.burst);
-		kh->flags |= HK_NAMED;
-		kh->s_rate = a.rate;
-		kh->s_burst = a.burst;
+		name_entry(&c, i, &a);
 	}
 	return c.failed ? -EAGAIN : 1;
 }

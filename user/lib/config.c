@@ -41,8 +41,7 @@
  * behind a TCP proxy or NAT, where every agent has one address.
  */
 #define CFG_DEFAULT_PENDING_PER_ADDRESS 4
-/* Ports of reference §2. */
-#define CFG_COORD_PORT 7450
+/* Ports of reference §2: CFG_COORD_PORT in config_schema.h. */
 /* Gateways a coordinator reserves fallback shares for (coord.yaml gateways:). */
 #define CFG_DEFAULT_GATEWAYS   8
 #define CFG_MAX_GATEWAYS       16384
@@ -175,18 +174,18 @@ static int tls_set(struct walk_ctx *c, const struct walk_map *m, void *obj)
 	return 0;
 }
 
-static const struct walk_section tls_section = WALK_SECTION(tls_fields, tls_set);
+const struct walk_section cfg_tls_section = WALK_SECTION(tls_fields, tls_set);
 
 static int agent_tls(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
 {
 	(void)f;
-	return walk_run(c, v, &tls_section, &((struct cfg_agent *)obj)->tls);
+	return walk_run(c, v, &cfg_tls_section, &((struct cfg_agent *)obj)->tls);
 }
 
 static int coord_tls(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
 {
 	(void)f;
-	return walk_run(c, v, &tls_section, &((struct cfg_coord *)obj)->tls);
+	return walk_run(c, v, &cfg_tls_section, &((struct cfg_coord *)obj)->tls);
 }
 
 static const struct walk_enum bools[] = {
@@ -509,111 +508,6 @@ static int coord_retention(struct walk_ctx *c, const struct walk_field *f, yaml_
 	return 0;
 }
 
-#define REPL(m) WALK_AT(struct cfg_replicas, m)
-
-/* An etcd client URL: http://host:port or https://host:port (etcd's v3
- * JSON gateway; https needs replicas.tls).
- */
-static int repl_etcd_item(struct walk_ctx *c, yaml_node_t *n, size_t i, void *obj)
-{
-	static const struct walk_field hp = {"etcd", WALK_HOSTPORT, .size = CFG_ADDR_LEN,
-					     .port = 2379};
-	struct cfg_replicas *r = obj;
-	const char *s = walk_scalar(n);
-	char host[CFG_ADDR_LEN];
-	yaml_node_t tmp;
-
-	size_t at = s && !strncmp(s, "https://", 8) ? 8 : s && !strncmp(s, "http://", 7) ? 7 : 0;
-
-	if (!at)
-		return walk_fail(c, n,
-				 "etcd endpoint '%.64s' is not an http:// or https:// URL (expected "
-				 "e.g. http://127.0.0.1:2379)",
-				 s ? s : "");
-	/* The host:port after the scheme, checked as any address is. */
-	tmp = *n;
-	tmp.data.scalar.value = (yaml_char_t *)(s + at);
-	tmp.data.scalar.length = strlen(s + at);
-	if (walk_set(c, &hp, &tmp, host))
-		return -EINVAL;
-	snprintf(r->etcd[i], sizeof(r->etcd[i]), "%s%s", at == 8 ? "https://" : "http://", host);
-	r->n_etcd = (uint32_t)i + 1;
-	return 0;
-}
-
-static int repl_etcd(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
-{
-	return walk_list_nonempty(c, v, f->key, NULL, CFG_MAX_COORDINATORS, repl_etcd_item, obj,
-				  "[http://10.0.0.5:2379, http://10.0.0.6:2379]");
-}
-
-/* prefix: an absolute key path of name characters, at most 63 bytes. */
-static int repl_prefix(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
-{
-	struct cfg_replicas *r = obj;
-	const char *s = walk_scalar(v);
-	size_t n = s ? strlen(s) : 0;
-	bool ok = n > 1 && n < sizeof(r->prefix) && s[0] == '/' && s[n - 1] != '/';
-
-	for (size_t i = 0; ok && i < n; i++)
-		ok = isalnum((unsigned char)s[i]) || strchr("_.-/", s[i]);
-	if (!ok)
-		return walk_bad_value(c, f, v, "is not a key prefix",
-				      "/ then [A-Za-z0-9_.-/], at most 63, e.g. /leaseline/eu");
-	memcpy(r->prefix, s, n + 1);
-	return 0;
-}
-
-static int repl_tls(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
-{
-	(void)f;
-	return walk_run(c, v, &tls_section, &((struct cfg_replicas *)obj)->tls);
-}
-
-/* TLS to etcd is all or nothing: https:// endpoints exactly when tls: is set. */
-static int repl_check(struct walk_ctx *c, const struct walk_map *m, void *obj)
-{
-	const struct cfg_replicas *r = obj;
-	yaml_node_t *eps = walk_get(m, "etcd");
-
-	for (uint32_t i = 0; eps && i < r->n_etcd; i++) {
-		bool https = !strncmp(r->etcd[i], "https://", 8);
-
-		if (https && !r->tls.set)
-			return walk_fail_raw(c, eps,
-					     "etcd endpoint '%s' is https:// but replicas has no tls: "
-					     "(expected tls: {ca: ..., cert: ..., key: ...})",
-					     r->etcd[i]);
-		if (!https && r->tls.set)
-			return walk_fail_raw(c, eps,
-					     "etcd endpoint '%s' is plain http:// while replicas has "
-					     "tls: (expected every endpoint https://)",
-					     r->etcd[i]);
-	}
-	return 0;
-}
-
-static const struct walk_field replicas_fields[] = {
-    {"etcd", WALK_CUSTOM, .required = true, .example = "[http://127.0.0.1:2379]", .fn = repl_etcd},
-    {"prefix", WALK_CUSTOM, .fn = repl_prefix},
-    {"node", WALK_NAME, REPL(node), .required = true, .example = "coord-a"},
-    {"advertise", WALK_HOSTPORT, REPL(advertise), .required = true, .example = "10.0.0.5:7450",
-     .port = CFG_COORD_PORT},
-    {"ttl", WALK_DURATION, REPL(ttl_ns), .min = 5000000000ull, .max = 60000000000ull},
-    {"tls", WALK_CUSTOM, .fn = repl_tls},
-};
-
-static const struct walk_section replicas_section = WALK_SECTION(replicas_fields, repl_check);
-
-static int coord_replicas(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj)
-{
-	struct cfg_coord *co = obj;
-
-	(void)f;
-	co->has_replicas = true;
-	return walk_run(c, v, &replicas_section, &co->replicas);
-}
-
 static const struct walk_field coord_fields[] = {
     {"listen", WALK_HOSTPORT, COORD(listen), .port = CFG_COORD_PORT, .any_port = true},
     {"policy", WALK_PATH, COORD(policy_path), .required = true, .example = "policy.yaml"},
@@ -631,7 +525,7 @@ static const struct walk_field coord_fields[] = {
     {"ledger-series-per-holder", WALK_UINT, COORD(ledger_series_quota), .min = 1024,
      .max = 1u << 30},
     {"grant-key", WALK_PATH, COORD(grant_key_path)},
-    {"replicas", WALK_CUSTOM, .fn = coord_replicas},
+    {"replicas", WALK_CUSTOM, .fn = cfg_coord_replicas},
 };
 
 static const struct walk_section coord_section = WALK_SECTION(coord_fields, coord_check);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to config.c, config_policy.c and config_match.c: the state the
+ * Private to config.c, config_policy.c, config_match.c and config_replicas.c: the state the
  * checks of one file share through the walk (walk_ctx.user), and the
  * sections one part of the schema hands another. The public interface is
  * config.h.
@@ -34,6 +34,14 @@ static inline void set_pos(const yaml_node_t *n, int *line, int *col)
 	*line = (int)walk_line(n);
 	*col = (int)walk_col(n);
 }
+
+/* The coordinator's port (reference §2): agents dial it, replicas advertise it. */
+#define CFG_COORD_PORT 7450
+
+/* tls: {cert, key, ca}, the same section wherever it appears (config.c). */
+extern const struct walk_section cfg_tls_section;
+/* coord.yaml's replicas: (config_replicas.c). */
+int cfg_coord_replicas(struct walk_ctx *c, const struct walk_field *f, yaml_node_t *v, void *obj);
 
 /* A rule's fields: its match (config_match.c) and the rest (config_policy.c). */
 #define RULE(m) WALK_AT(struct cfg_rule, m)
