@@ -7,7 +7,9 @@
  *  - a new max-keys moves every bucket, unchanged, into maps of the new
  *    size when no program uses them, and is refused while one does;
  *  - a move an earlier run left half done is rolled back and done again;
- *  - pins without ll_layout that match are adopted and stamped.
+ *  - pins without ll_layout that match are adopted and stamped;
+ *  - a symlink is never taken for a pin (fs_pin_get), at the look or at the
+ *    load, and a restart runs on the very maps that were pinned.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 
 #include "bpf/harness.h"
 #include "agent/pins.h"
+#include "lib/fs.h"
 
 #define POLICY                                                                                     \
 	"version: 1\n"                                                                             \
@@ -331,6 +334,63 @@ static void test_hostile_pins_for_status_and_top(void **state)
 	free(out);
 }
 
+static uint32_t map_id(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	return fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len) ? info.id : 0;
+}
+
+/* fs_pin_get opens what it looked at: a pin, never a symlink to one (which
+ * bpf_obj_get follows). An agent restarted over pins where one map is a
+ * symlink (to another map of the same shape, pinned elsewhere) refuses the
+ * whole set; with the real pin back, it loads on the very maps pinned
+ * (same ids: libbpf is handed the fds looked at, it opens no path again).
+ */
+static void test_symlinked_pin_refused(void **state)
+{
+	struct fx pfx;
+	struct ll_key k;
+	struct ll_bucket was;
+	char real[128], aside[128], fake[160];
+	uint32_t state_id;
+	int fd;
+
+	FX(state);
+	charged(&pfx, &k, &was);
+	state_id = map_id(pfx.dp.state_fd);
+	dp_close(&pfx.dp);
+
+	path_of(real, sizeof(real), "ll_state");
+	fd = fs_pin_get(real);
+	assert_true(fd >= 0);
+	assert_int_equal(map_id(fd), state_id);
+	close(fd);
+	path_of(fake, sizeof(fake), "nothing-here");
+	assert_int_equal(fs_pin_get(fake), -ENOENT);
+
+	/* ll_state set aside, a symlink to it in its place. */
+	path_of(aside, sizeof(aside), "aside");
+	assert_int_equal(rename(real, aside), 0);
+	assert_int_equal(symlink(aside, real), 0);
+	assert_int_equal(fs_pin_get(real), -ELOOP);
+	assert_true(open_pinned(&pfx, HX_MAX_KEYS) < 0);
+	{
+		struct stat sb;
+
+		assert_int_equal(lstat(real, &sb), 0);
+		assert_true(S_ISLNK(sb.st_mode)); /* left as it was, nothing pinned there */
+	}
+	assert_int_equal(unlink(real), 0);
+	assert_int_equal(rename(aside, real), 0);
+
+	assert_int_equal(open_pinned(&pfx, HX_MAX_KEYS), 0);
+	assert_int_equal(map_id(pfx.dp.state_fd), state_id);
+	assert_same_bucket(&pfx, &k, &was);
+	dp_close(&pfx.dp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -339,6 +399,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_btf_difference_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unrecorded_layout_adopted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hostile_pins_for_status_and_top, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_symlinked_pin_refused, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

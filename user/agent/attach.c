@@ -28,6 +28,7 @@
 #include "agent/attach.h"
 #include "agent/attach_int.h"
 #include "lib/config.h"
+#include "lib/fs.h"
 #include "lib/log.h"
 
 const char *attach_mode_name(uint8_t mode)
@@ -125,24 +126,17 @@ static uint32_t link_on(int ifindex, uint32_t prog_id)
 	return 0;
 }
 
-/* The XDP link pinned at path: an fd (li filled), or a negative errno.
- * bpf_obj_get follows symlinks (libbpf 1.1 has no BPF_F_PATH_FD), so the
- * path is looked at first: a symlink is never followed.
+/* The XDP link pinned at path: an fd (li filled), or a negative errno. A
+ * symlink is never followed (fs_pin_get).
  */
 static int pinned_link_open(const char *path, struct bpf_link_info *li)
 {
-	struct stat sb;
-	int fd, err;
+	int fd = fs_pin_get(path), err;
 
-	if (lstat(path, &sb))
-		return -errno;
-	if (S_ISLNK(sb.st_mode)) {
+	if (fd == -ELOOP)
 		pr_warn("'%s' is a symlink, not a pinned link: left alone\n", path);
-		return -ELOOP;
-	}
-	fd = bpf_obj_get(path);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	err = link_info(fd, li);
 	if (!err && li->type != BPF_LINK_TYPE_XDP)
 		err = -EINVAL;
@@ -184,14 +178,11 @@ static bool uses_pinned_state(uint32_t prog_id, const char *pin_dir)
 	__u32 ml = sizeof(mi), ids[64];
 	struct bpf_prog_info pi;
 	char path[4096];
-	struct stat sb;
 	bool found = false;
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/ll_state", pin_dir);
-	if (lstat(path, &sb) || S_ISLNK(sb.st_mode))
-		return false;
-	fd = bpf_obj_get(path);
+	fd = fs_pin_get(path);
 	if (fd < 0)
 		return false;
 	if (bpf_obj_get_info_by_fd(fd, &mi, &ml))

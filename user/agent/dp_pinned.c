@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 
 #include "agent/dp.h"
+#include "lib/fs.h"
 #include "lib/log.h"
 #include "agent/pins.h"
 
@@ -26,7 +27,7 @@ int dp_pinned_open(const char *dir, const struct dp_pin *pins, size_t n)
 			char path[4096 + 32];
 
 			snprintf(path, sizeof(path), "%s/%s", dir, pins[i].name);
-			*pins[i].fd = bpf_obj_get(path);
+			*pins[i].fd = fs_pin_get(path);
 			if (*pins[i].fd < 0)
 				*pins[i].fd = -1;
 			continue;
@@ -44,12 +45,15 @@ int dp_pinned_get(const char *dir, const char *name)
 	int fd, err;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = bpf_obj_get(path);
+	fd = fs_pin_get(path);
 	if (fd >= 0)
 		return fd;
-	err = -errno;
-	pr_warn("cannot open '%s': %s (is an agent running with pin-dir '%s'?)\n", path,
-		strerror(-err), dir);
+	err = fd;
+	if (err == -ELOOP)
+		pr_warn("'%s' is a symlink, not a pinned map: not followed\n", path);
+	else
+		pr_warn("cannot open '%s': %s (is an agent running with pin-dir '%s'?)\n", path,
+			strerror(-err), dir);
 	return err;
 }
 

@@ -322,7 +322,6 @@ static struct btf *pinned_btf(struct survey *s, __u32 id)
 static int survey_take(struct bpf_object *obj, const char *dir, struct survey *s)
 {
 	struct bpf_map *m;
-	struct stat sb;
 
 	memset(s, 0, sizeof(*s));
 	s->obj = obj;
@@ -339,19 +338,18 @@ static int survey_take(struct bpf_object *obj, const char *dir, struct survey *s
 			return -E2BIG;
 		s->n++;
 		p->m = m;
-		/* bpf_obj_get (libbpf's too, at the load) follows a symlink: none is
-		 * taken for a pin. The audited pin directory lets only its owner
-		 * plant one.
+		/* A symlink is never taken for a pin (nor followed by libbpf at
+		 * the load: pins_prepare hands it the fds opened here).
 		 */
-		if (!lstat(path, &sb) && S_ISLNK(sb.st_mode)) {
+		p->fd = fs_pin_get(path);
+		if (p->fd == -ELOOP) {
 			pr_warn("pins under '%s': %s is a symlink, not a pinned map: refusing it "
 				"(remove it)\n",
 				dir, bpf_map__name(m));
 			return -ELOOP;
 		}
-		p->fd = bpf_obj_get(path);
 		if (p->fd < 0) {
-			int err = -errno;
+			int err = p->fd;
 
 			if (err != -ENOENT) {
 				pr_warn("cannot open '%s': %s\n", path, strerror(-err));
@@ -657,6 +655,34 @@ static int rollback(struct bpf_object *obj)
 	return 0;
 }
 
+/* The load uses the maps looked at here, by fd: libbpf would open each pin
+ * again by its path, following a symlink put there since. A map handed
+ * over loses its pin path in obj (it stays pinned; libbpf neither opens nor
+ * pins it); the missing ones keep theirs, and libbpf pins them new (a
+ * name taken meanwhile fails the pin: EEXIST).
+ */
+static int hand_over(struct survey *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct pinned_map *p = &s->maps[i];
+		struct bpf_map *m;
+		int err;
+
+		if (p->fd < 0)
+			continue;
+		m = bpf_object__find_map_by_name(s->obj, bpf_map__name(p->m));
+		err = m ? bpf_map__reuse_fd(m, p->fd) : -ENOENT;
+		if (!err)
+			err = bpf_map__set_pin_path(m, NULL);
+		if (err) {
+			pr_warn("cannot use the pinned %s: %s\n", bpf_map__name(p->m),
+				strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
 int pins_prepare(struct bpf_object *obj, const char *dir, struct pins_plan *plan)
 {
 	struct survey *s = calloc(1, sizeof(*s));
@@ -685,6 +711,8 @@ int pins_prepare(struct bpf_object *obj, const char *dir, struct pins_plan *plan
 		pr_info("pins under '%s' record no layout; every map is this build's, type for "
 			"type: adopted as layout %u\n",
 			dir, LL_LAYOUT_VERSION);
+	if (!err)
+		err = hand_over(s);
 out:
 	if (err) {
 		/* Put back what was set aside: nothing changed. */

@@ -208,7 +208,7 @@ static void print_tables(struct out *o, const char *pin_dir)
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/ll_fill", pin_dir);
-	fd = bpf_obj_get(path);
+	fd = fs_pin_get(path);
 	if (fd < 0)
 		return;
 	out_obj_begin(o, "tables");

@@ -19,6 +19,7 @@
 #include <bpf/libbpf.h>
 
 #include "lib/config.h"
+#include "lib/fs.h"
 #include "lib/keyfmt.h"
 #include "lib/out.h"
 #include "cmd/usage_cmd.h"
@@ -58,10 +59,10 @@ static int live_read(const char *pin_dir, struct ll_meter_info *info, struct liv
 	if (ncpus <= 0)
 		return -EIO;
 	snprintf(p, sizeof(p), "%s/ll_meter_info", pin_dir);
-	ifd = bpf_obj_get(p);
+	ifd = fs_pin_get(p);
 	if (ifd < 0 || bpf_map_lookup_elem(ifd, &zero, info)) {
-		err = -errno;
-		fprintf(stderr, "leaseline usage: cannot read '%s': %s\n", p, strerror(errno));
+		err = ifd < 0 ? ifd : -errno;
+		fprintf(stderr, "leaseline usage: cannot read '%s': %s\n", p, strerror(-err));
 		if (ifd >= 0)
 			close(ifd);
 		return err;
@@ -79,11 +80,11 @@ static int live_read(const char *pin_dir, struct ll_meter_info *info, struct liv
 
 		first = true;
 		snprintf(p, sizeof(p), "%s/%s", pin_dir, map ? "ll_meter_k" : "ll_meter");
-		mfd = bpf_obj_get(p);
+		mfd = fs_pin_get(p);
 		if (mfd < 0) {
-			err = -errno;
+			err = mfd;
 			fprintf(stderr, "leaseline usage: cannot open '%s': %s\n", p,
-				strerror(errno));
+				strerror(-err));
 			break;
 		}
 		/* Key by key: a command run by hand. Bounded: a map whose keys

@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include <bpf/bpf.h>
+
 #include "lib/fs.h"
 
 int fs_mkdir_p(const char *dir, mode_t mode)
@@ -98,4 +100,27 @@ uint64_t fs_netns_ino(void)
 	struct stat sb;
 
 	return stat("/proc/self/ns/net", &sb) ? 0 : (uint64_t)sb.st_ino;
+}
+
+int fs_pin_get(const char *path)
+{
+	int o = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd, err;
+	char via[32];
+	struct stat sb;
+
+	if (o < 0)
+		return -errno;
+	if (fstat(o, &sb))
+		err = -errno;
+	else
+		err = S_ISLNK(sb.st_mode) ? -ELOOP : 0;
+	if (err) {
+		close(o);
+		return err;
+	}
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", o);
+	fd = bpf_obj_get(via);
+	err = fd < 0 ? -errno : 0;
+	close(o);
+	return fd < 0 ? err : fd;
 }

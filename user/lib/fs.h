@@ -23,4 +23,12 @@ int fs_read_file(const char *path, size_t max, char **buf, size_t *len);
  */
 uint64_t fs_netns_ino(void);
 
+/* The BPF object pinned at path, never through a symlink: an fd, or a
+ * negative errno (-ELOOP: path is a symlink, refused; -ENOENT: nothing
+ * there). bpf_obj_get follows one, and libbpf 1.1 has no BPF_F_PATH_FD: the
+ * pin is opened O_PATH|O_NOFOLLOW and got through /proc/self/fd, so what is
+ * looked at is what is got, with no window between.
+ */
+int fs_pin_get(const char *path);
+
 #endif /* LEASELINE_LIB_FS_H */
