@@ -11,9 +11,10 @@
 #             pin-dir updates that link (same link id, new program id)
 #   force     --force takes a foreign link over and says so
 #   detach    `leaseline detach --pin-dir` leaves no link and no link pin
-#   audit     a pin-dir that is a symlink, or group/other-writable, is refused
-#             (exit 2) naming it, before anything is loaded; a pin in it that
-#             is a symlink is refused, not followed
+#   audit     a pin-dir that is a symlink, or group/other-writable, or under a
+#             directory others can write (not sticky), is refused (exit 2)
+#             naming it, before anything is loaded; a pin in it that is a
+#             symlink is refused, not followed
 set -u
 source "$(dirname "$0")/lib.sh"
 ll_init "${1:-}"
@@ -126,6 +127,13 @@ ll_expect_rc 2 "a pin-dir of mode 0777" in_g timeout 10 "$LL" agent -c "$TMPD/ag
 ll_out_has "  ... names it" "pin directory '$TMPD/bpffs/open' is mode 777"
 [ -z "$(ls -A "$TMPD/bpffs/open")" ] && ok "  ... pinned nothing there" || bad "  ... pinned: $(ls "$TMPD/bpffs/open" | tr '\n' ' ')"
 [ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "  ... attached nothing" || bad "  ... attached $(ll_xdp_prog $LL_G_IF)"
+# A pin-dir (0700, root's) under a directory others can write (0777, not
+# sticky): they could rename it away and put their own there.
+mkdir -p "$TMPD/bpffs/wide/pins" && chmod 0777 "$TMPD/bpffs/wide" && chmod 0700 "$TMPD/bpffs/wide/pins"
+sed "s|^pin-dir: .*|pin-dir: $TMPD/bpffs/wide/pins|" "$TMPD/agent.yaml" >"$TMPD/agent-wide.yaml"
+ll_expect_rc 2 "a pin-dir under a 0777 directory" in_g timeout 10 "$LL" agent -c "$TMPD/agent-wide.yaml"
+ll_out_has "  ... names the parent" "'$TMPD/bpffs/wide' above it is mode 777"
+[ -z "$(ls -A "$TMPD/bpffs/wide/pins")" ] && ok "  ... pinned nothing there" || bad "  ... pinned: $(ls "$TMPD/bpffs/wide/pins" | tr '\n' ' ')"
 # A pin inside the directory that is a symlink (to a real ll_fence) is not followed.
 mv "$PIN2/ll_fence" "$TMPD/bpffs/fence-real" && ln -s "$TMPD/bpffs/fence-real" "$PIN2/ll_fence" ||
 	ll_fail "cannot make a symlinked ll_fence"
