@@ -85,10 +85,26 @@ PROG2=$(ll_xdp_prog $LL_G_IF)
 	bad "  ... link '$(xdp_link)', was '$LINK1'"
 grep -q "updated bpf_link $LINK1" "$TMPD/agent1b.log" && ok "  ... logged the update" ||
 	bad "  ... no update logged: $(grep attached "$TMPD/agent1b.log" | tail -1)"
-stop_agent
+A_PID=$AGENT_PID
 
+# The first agent still runs: it notices that its program is gone, says
+# so, and exits 2 (nothing left to enforce), within a few seconds.
 echo "--force takes a foreign link over:"
 ll_agent_start "$TMPD/agent2.yaml" "$TMPD/agent2.log" --force
+B_PID=$AGENT_PID
+AGENT_PID=$A_PID
+if ll_agent_wait_exit 50; then
+	[ "$LL_AGENT_RC" = 2 ] && ok "  ... the agent it took from exits 2" ||
+		bad "  ... the agent it took from exited $LL_AGENT_RC"
+else
+	bad "  ... the agent it took from still runs, 5 s after"
+	kill -TERM "$A_PID"
+	AGENT_PID=$A_PID ll_agent_wait_exit 50
+fi
+grep -q "interface '$LL_G_IF' (ifindex $IFX): this agent's program is no longer attached" "$TMPD/agent1b.log" &&
+	ok "  ... and said its program is no longer attached there" ||
+	bad "  ... said nothing: $(tail -2 "$TMPD/agent1b.log" | tr '\n' ' ')"
+AGENT_PID=$B_PID
 PROG3=$(ll_xdp_prog $LL_G_IF)
 LINK3=$(xdp_link)
 [ -n "$LINK3" ] && [ "$LINK3" != "$LINK1" ] && [ "$PROG3" != "$PROG2" ] &&

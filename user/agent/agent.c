@@ -42,6 +42,7 @@
 #define AGENT_LINK_TICK_MS	10		    /* reports go out within 10 ms of being due */
 #define AGENT_REAP_EVERY_MS	5000		    /* idle buckets are full after fill_ns anyway */
 #define AGENT_UNATTACHED_SAY_NS (10 * NSEC_PER_SEC) /* repeat "not attached" this often */
+#define AGENT_WATCH_EVERY_MS	1000		    /* is our program still where we put it? */
 
 static bool on_bpffs(const char *dir)
 {
@@ -346,6 +347,54 @@ static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 	return bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY) ? -errno : 0;
 }
 
+/* Each interface ll_state lists still runs this pin directory's program?
+ * One that does not (another agent took it with --force, someone detached
+ * it, the interface went) is said once and dropped from ll_state, so that
+ * status and leaseline_attached_interfaces tell the truth. The agent does
+ * not take it back: that would fight whoever took it. Returns how many
+ * interfaces are left.
+ */
+static uint32_t attach_watch(struct dp *dp, const char *pin_dir)
+{
+	struct ll_state st;
+	uint32_t n = 0, before;
+	__u32 k = 0;
+
+	if (dp_state_read(dp->state_fd, &st))
+		return 1; /* cannot tell: nothing changes */
+	before = st.n_ifaces < LL_MAX_IFACES ? st.n_ifaces : LL_MAX_IFACES;
+	for (uint32_t i = 0; i < before; i++) {
+		char name[IF_NAMESIZE] = "?", what[160];
+		struct attach_info cur;
+		int ours = attach_owned((int)st.ifindex[i], pin_dir, &cur);
+
+		if (ours > 0 || (ours < 0 && ours != -ENODEV)) {
+			st.ifindex[n++] = st.ifindex[i]; /* ours, or cannot tell: kept */
+			continue;
+		}
+		if_indextoname(st.ifindex[i], name);
+		if (ours == -ENODEV)
+			snprintf(what, sizeof(what), "the interface is gone");
+		else if (cur.prog_id)
+			snprintf(what, sizeof(what), "%s '%s' (id %u) runs there now",
+				 cur.dispatcher ? "a dispatcher" : "the XDP program", cur.prog_name,
+				 cur.prog_id);
+		else
+			snprintf(what, sizeof(what), "no XDP program runs there now");
+		pr_warn("interface '%s' (ifindex %u): this agent's program is no longer attached "
+			"(%s: another agent's --force, `leaseline detach` or `ip link set ... xdp "
+			"off`); nothing of this agent's enforces there. It is not taken back; "
+			"restart the agent (with --force to replace what is there) to attach again\n",
+			name, st.ifindex[i], what);
+	}
+	if (n != before) {
+		st.n_ifaces = n;
+		if (bpf_map_update_elem(dp->state_fd, &k, &st, BPF_ANY))
+			pr_warn("cannot update ll_state: %s\n", strerror(errno));
+	}
+	return n;
+}
+
 static void detach_all(const struct cfg_agent *ac)
 {
 	for (uint32_t i = 0; i < ac->n_ifaces; i++) {
@@ -463,10 +512,13 @@ static bool wait_first_policy(struct dp *dp, struct link *link)
 	return false;
 }
 
-static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *run,
-		     struct link *link)
+/* Until told to stop (0), or until no interface runs this agent's program
+ * any more (-ENOLINK: there is nothing left to enforce).
+ */
+static int run_loop(struct dp *dp, const char *path, const struct cfg_agent *run,
+		    struct link *link)
 {
-	long since_reap = 0;
+	long since_reap = 0, since_watch = 0;
 
 	while (!sig_stop) {
 		if (sig_reload) {
@@ -474,9 +526,12 @@ static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *ru
 			reload(dp, path, run, link);
 		}
 		uint64_t t0 = clock_now_ns();
+		long took;
 
 		wait_tick(dp, link);
-		since_reap += (long)((clock_now_ns() - t0) / 1000000);
+		took = (long)((clock_now_ns() - t0) / 1000000);
+		since_reap += took;
+		since_watch += took;
 		if (since_reap >= AGENT_REAP_EVERY_MS) {
 			int n = dp_buckets_reap(dp, clock_now_ns());
 
@@ -484,7 +539,16 @@ static void run_loop(struct dp *dp, const char *path, const struct cfg_agent *ru
 			if (n > 0)
 				pr_debug("reaped %d idle buckets\n", n);
 		}
+		if (since_watch >= AGENT_WATCH_EVERY_MS && run->n_ifaces) {
+			since_watch = 0;
+			if (!attach_watch(dp, run->pin_dir)) {
+				pr_warn("no interface runs this agent's program any more: exiting (2); "
+					"its pins stay\n");
+				return -ENOLINK;
+			}
+		}
 	}
+	return 0;
 }
 
 int agent_run(const struct agent_opts *opts)
@@ -575,8 +639,10 @@ int agent_run(const struct agent_opts *opts)
 		goto out;
 
 	pr_info("agent '%s' running (pid %d)\n", ac->node, (int)getpid());
-	run_loop(&dp, opts->config_path, ac, have_link ? &link : NULL);
-
+	if (run_loop(&dp, opts->config_path, ac, have_link ? &link : NULL)) {
+		rc = 2; /* restarting would find the interfaces taken: refused */
+		goto out;
+	}
 	if (opts->detach_on_exit)
 		detach_all(ac);
 	else

@@ -414,6 +414,22 @@ int attach_check(int ifindex, const struct attach_req *req, struct attach_result
 	return 0;
 }
 
+int attach_owned(int ifindex, const char *pin_dir, struct attach_info *cur)
+{
+	const struct attach_req req = {.pin_dir = pin_dir};
+	uint32_t link_id;
+	int err = attach_query(ifindex, cur);
+
+	if (err)
+		return err;
+	if (cur->dispatcher) {
+		owner_multiprog(pin_dir, cur);
+		return cur->our_id && !cur->mp_foreign;
+	}
+	owner_direct(ifindex, &req, cur, &link_id);
+	return cur->ours;
+}
+
 /* Remove whatever is attached (cur), by id: our own program or, with force,
  * another tool's or a whole dispatcher. A bpf_link is detached (a pin of it
  * then holds no interface; attach_links_sweep drops ours).

@@ -80,6 +80,12 @@ int attach_iface(int ifindex, const struct attach_req *req, struct attach_result
  * res->why filled, or a negative errno from the query.
  */
 int attach_check(int ifindex, const struct attach_req *req, struct attach_result *res);
+/* Whether what runs on ifindex now is pin_dir's (see attach.c's top: our
+ * pinned link or a program on our pinned ll_state; in a dispatcher, its
+ * leaseline program on our ll_state): 1 yes, 0 no (cur says what is
+ * there), or a negative errno from the query (-ENODEV: no such interface).
+ */
+int attach_owned(int ifindex, const char *pin_dir, struct attach_info *cur);
 /* Remove leaseline's program: from a dispatcher only ours (the others stay),
  * else the interface's program if it is ours (by name). -ENOENT: none of
  * ours there; -EBUSY: another program is there and force is not set (force

@@ -48,7 +48,7 @@ static void count_keys(int fd, const struct ll_policy *pol, uint64_t keys[LL_MAX
 	}
 }
 
-static void print_ifaces(struct out *o, const struct ll_state *st)
+static void print_ifaces(struct out *o, const struct ll_state *st, const char *pin_dir)
 {
 	/* ifindexes mean something only in the agent's network namespace. */
 	bool here = !st->netns_ino || st->netns_ino == fs_netns_ino();
@@ -66,10 +66,15 @@ static void print_ifaces(struct out *o, const struct ll_state *st)
 		out_obj_begin(o, NULL);
 		out_str(o, "name", name);
 		out_u64(o, "ifindex", st->ifindex[i]);
-		if (here && !attach_query(st->ifindex[i], &ai)) {
+		/* attached: this pin directory's program runs there (not only
+		 * one named leaseline).
+		 */
+		int ours = here ? attach_owned((int)st->ifindex[i], pin_dir, &ai) : -1;
+
+		if (ours >= 0) {
 			out_str(o, "mode", attach_mode_name(ai.mode));
 			out_u64(o, "prog_id", ai.prog_id);
-			out_bool(o, "attached", ai.ours);
+			out_bool(o, "attached", ours);
 		}
 		out_obj_end(o);
 	}
@@ -306,7 +311,7 @@ int status_print(const char *pin_dir, bool json)
 	out_str(&o, "default", pol->default_action == LL_ACT_DROP ? "drop" : "pass");
 	print_refusal(&o, &st);
 	print_link(&o, &st);
-	print_ifaces(&o, &st);
+	print_ifaces(&o, &st, pin_dir);
 	out_arr_begin(&o, "limits");
 	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)
 		if (pol->limits[id].in_use)
