@@ -4,6 +4,7 @@
 #   1. a coordinated agent with nothing to enforce yet (the coordinator is not
 #      there) stays unattached and says so on its metrics endpoint
 #      (leaseline_attached_interfaces 0, policy version 0);
+#      A program attached meanwhile, found when the policy comes: exit 2;
 #   2. an agent running version 2 (pinned from a standalone run) whose
 #      coordinator serves version 1 refuses it: the running policy keeps
 #      enforcing, and the refusal (version, reason) is in `status -j` and in
@@ -64,13 +65,15 @@ fi
 	bad "an XDP program is attached with nothing to enforce"
 grep -q "waiting for the coordinator's policy" "$TMPD/agent-fresh.log" &&
 	ok "the log says it is waiting" || bad "the log does not say it is waiting"
-ll_stop_pid "$FRESH_PID"
 
-echo "2. the coordinator serves an older version than the one running:"
-ll_policy "$TMPD/policy-v2.yaml" 2 50 20
-ll_agent_cfg "$TMPD/agent-v2.yaml" policy-v2.yaml
-ll_agent_start "$TMPD/agent-v2.yaml" "$TMPD/agent-v2.log"
-ll_stop_pid "$AGENT_PID" # leaves version 2 pinned and attached
+# Checked before it loaded anything, the interface gets another tool's
+# program while the agent waits; then the policy comes. Refused as it would
+# have been at the check: exit 2 (systemd does not restart it), the other
+# program left alone.
+echo "1b. another program attached while it waits, then the policy comes:"
+ip -n "$LL_NS_G" link set dev $LL_G_IF xdpdrv obj "$LL_BUILD/pass.bpf.o" sec xdp 2>"$TMPD/ip.err" ||
+	ll_fail "cannot attach pass.bpf.o: $(cat "$TMPD/ip.err")"
+FOREIGN=$(ll_xdp_prog "$LL_G_IF")
 mkdir -p "$TMPD/state"
 ll_policy "$TMPD/policy-v1.yaml" 1 500 200
 cat >"$TMPD/coord.yaml" <<EOF
@@ -79,6 +82,27 @@ policy: policy-v1.yaml
 state-dir: state
 lease: {ttl: 1s, refresh: 200ms}
 EOF
+nsenter --net=/run/netns/"$LL_NS_G" "$LL" coord -c "$TMPD/coord.yaml" >"$TMPD/coord.log" 2>&1 &
+COORD_PID=$!
+LL_PIDS+=("$COORD_PID")
+ll_wait_pid "$FRESH_PID" 10
+rc=$?
+[ "$rc" = 2 ] && ok "the agent exits 2" ||
+	bad "the agent exited $rc (124: still running); coordinator: $(tail -3 "$TMPD/coord.log" | tr '\n' ' ')"
+grep -q "interface '$LL_G_IF' already has another XDP program" "$TMPD/agent-fresh.log" &&
+	ok "  ... naming what is in the way" || bad "  ... log: $(tail -2 "$TMPD/agent-fresh.log" | tr '\n' ' ')"
+[ -n "$FOREIGN" ] && [ "$(ll_xdp_prog "$LL_G_IF")" = "$FOREIGN" ] && ok "  ... program $FOREIGN left in place" ||
+	bad "  ... program on $LL_G_IF: '$(ll_xdp_prog "$LL_G_IF")', was '$FOREIGN'"
+ip -n "$LL_NS_G" link set dev $LL_G_IF xdpdrv off
+ll_stop_pid "$FRESH_PID"
+ll_stop_pid "$COORD_PID"
+
+echo "2. the coordinator serves an older version than the one running:"
+ll_policy "$TMPD/policy-v2.yaml" 2 50 20
+ll_agent_cfg "$TMPD/agent-v2.yaml" policy-v2.yaml
+ll_agent_start "$TMPD/agent-v2.yaml" "$TMPD/agent-v2.log"
+ll_stop_pid "$AGENT_PID" # leaves version 2 pinned and attached
+rm -rf "$TMPD/state" && mkdir -p "$TMPD/state"
 nsenter --net=/run/netns/"$LL_NS_G" "$LL" coord -c "$TMPD/coord.yaml" >"$TMPD/coord.log" 2>&1 &
 LL_PIDS+=("$!")
 coord_agent_cfg "$TMPD/agent-coord.yaml" "$PIN"

@@ -635,8 +635,20 @@ int agent_run(const struct agent_opts *opts)
 	}
 	if (have_link && !wait_first_policy(&dp, &link))
 		goto done; /* told to stop before there was anything to enforce */
-	if (attach_all(&dp, ac, opts->force))
+	err = attach_all(&dp, ac, opts->force);
+	if (err) {
+		/* What preflight saw changed since (a program attached, an
+		 * interface gone, a pin planted): as much a matter of
+		 * configuration as if it had been found there, and a restart
+		 * would find the same.
+		 */
+		if (err == -EBUSY || err == -ENODEV || err == -EEXIST || err == -ELOOP) {
+			pr_warn("the interfaces changed after they were checked; nothing more "
+				"attached\n");
+			rc = 2;
+		}
 		goto out;
+	}
 
 	pr_info("agent '%s' running (pid %d)\n", ac->node, (int)getpid());
 	if (run_loop(&dp, opts->config_path, ac, have_link ? &link : NULL)) {
