@@ -11,6 +11,7 @@
 #             pin-dir updates that link (same link id, new program id)
 #   force     --force takes a foreign link over and says so
 #   detach    `leaseline detach --pin-dir` leaves no link and no link pin
+#   modes     native -> generic: old out, new in, the gap logged
 #   audit     a pin-dir that is a symlink, or group/other-writable, or under a
 #             directory others can write (not sticky), is refused (exit 2)
 #             naming it, before anything is loaded; a pin in it that is a
@@ -130,6 +131,21 @@ import json, sys
 print(" ".join(str(l["id"]) for l in json.load(sys.stdin) if l.get("type") == "xdp" and l.get("prog_id") == int(sys.argv[1])))' "${PROG3:-0}")" ] &&
 	ok "  ... its link ($LINK3) is gone" || bad "  ... an XDP link is left: $(bpftool link show | grep -A1 xdp | tr '\n' ' ')"
 [ ! -e "$PIN2/link_$IFX" ] && ok "  ... no link pin left" || bad "  ... $PIN2/link_$IFX left"
+
+# native -> generic: the kernel holds one mode at a time, so the old link
+# goes before the new one comes; the agent says for how long nothing ran.
+echo "native, then generic:"
+ll_agent_start "$TMPD/agent.yaml" "$TMPD/agent-native.log"
+stop_agent
+sed "s|mode: native|mode: generic|" "$TMPD/agent.yaml" >"$TMPD/agent-generic.yaml"
+ll_agent_start "$TMPD/agent-generic.yaml" "$TMPD/agent-generic.log"
+ip -n "$LL_NS_G" -d link show "$LL_G_IF" | grep -q "xdpgeneric" && ok "  ... generic on $LL_G_IF" ||
+	bad "  ... not generic: $(ip -n "$LL_NS_G" -d link show "$LL_G_IF" | grep -o 'xdp[a-z]*' | head -1)"
+GAP=$(sed -n "s/.*'$LL_G_IF' ran no XDP program for \([0-9]*\) us.*/\1/p" "$TMPD/agent-generic.log")
+[ -n "$GAP" ] && ok "  ... logged the moment with no program: $GAP us" ||
+	bad "  ... no gap logged: $(grep -i attach "$TMPD/agent-generic.log" | tail -2 | tr '\n' ' ')"
+stop_agent
+ll_expect_rc 0 "  ... detached" in_g "$LL" detach --pin-dir "$PIN" "$LL_G_IF"
 
 echo "pin-dir audit:"
 mkdir -p "$TMPD/bpffs/real" && ln -s "$TMPD/bpffs/real" "$TMPD/bpffs/sym"

@@ -331,6 +331,10 @@ static int attach_all(struct dp *dp, const struct cfg_agent *ac, bool force)
 		}
 		if (res.took[0])
 			pr_warn("took over '%s' from %s (--force)\n", ifc->name, res.took);
+		if (res.gap_ns)
+			pr_info("'%s' ran no XDP program for %llu us while the old one made way "
+				"(the kernel holds one at a time)\n",
+				ifc->name, (unsigned long long)(res.gap_ns / 1000));
 		if (res.multiprog)
 			pr_info("attached to '%s' (%s, multiprog: program id %u, priority %u%s)\n",
 				ifc->name, attach_mode_name(res.xdp_mode), res.prog_id,

@@ -573,10 +573,14 @@ static int attach_direct(int ifindex, const struct attach_req *req, struct attac
 		return link_update(path, link_id, req, res);
 	}
 	/* Anything else goes first: the kernel puts a link neither over another
-	 * link nor over a program attached through netlink (EBUSY). Until ours
-	 * is there, a moment with no program.
+	 * link nor over a program attached through netlink (EBUSY), and holds
+	 * no native program beside a generic one (EEXIST). Until ours is
+	 * there, a moment with no program: measured, for the log.
 	 */
 	if (cur->prog_id) {
+		struct timespec t0, t1;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (!cur->ours) {
 			char via[600];
 
@@ -597,6 +601,11 @@ static int attach_direct(int ifindex, const struct attach_req *req, struct attac
 		err = remove_attached(ifindex, cur);
 		if (err)
 			return err;
+		err = link_new(ifindex, path, req, res);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		res->gap_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull +
+			      (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+		return err;
 	}
 	return link_new(ifindex, path, req, res);
 }

@@ -63,6 +63,7 @@ struct attach_result {
 	bool dispatcher;  /* -EBUSY: what is in the way is a libxdp dispatcher */
 	uint32_t link_id; /* direct: the bpf_link the program runs through */
 	bool updated;	  /* direct: our pinned link, updated to the new program */
+	uint64_t gap_ns;  /* direct: how long the interface ran no program (0: none) */
 	char took[448];	  /* direct, force: what was taken over ("" if nothing) */
 	char why[320];	  /* on failure: what is in the way, or what the kernel said */
 };
