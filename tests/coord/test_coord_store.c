@@ -242,6 +242,21 @@ static void test_lost_epoch_log_refused(void **state)
 	assert_int_equal(open_epoch(dir), 1);
 }
 
+/* What a restarted coordinator finds for (holder, limit): the store opened
+ * again (one epoch more), its totals looked up, closed.
+ */
+static int read_back(const char *dir, const char *holder, const char *limit, uint64_t *fb,
+		     uint64_t *bp)
+{
+	struct coord_store s;
+	int err = coord_store_open(&s, dir);
+
+	if (!err)
+		coord_store_usage_get(&s, holder, limit, fb, bp);
+	coord_store_close(&s);
+	return err;
+}
+
 /* However many reports come, usage.log stays bounded by the holders and
  * limits it names, and compaction keeps every pair's highest totals.
  */
@@ -266,9 +281,9 @@ static void test_usage_compaction_amortised(void **state)
 		      (unsigned long long)s.usage_compactions);
 	assert_true(s.usage_compactions >= 1 && s.usage_compactions <= 2);
 	coord_store_close(&s);
-	assert_int_equal(coord_store_usage_read(dir, "gw-42", "g", &fb, &bp), 0);
+	assert_int_equal(read_back(dir, "gw-42", "g", &fb, &bp), 0);
 	assert_int_equal(fb, 5043); /* its second report: i = 5042 */
-	assert_int_equal(coord_store_usage_read(dir, "gw-4999", "g", &fb, &bp), 0);
+	assert_int_equal(read_back(dir, "gw-4999", "g", &fb, &bp), 0);
 	assert_int_equal(fb, 5000);
 }
 
@@ -287,10 +302,10 @@ static void test_usage_log_bounded(void **state)
 	snprintf(path, sizeof(path), "%s/usage.log", dir);
 	assert_int_equal(stat(path, &st), 0);
 	assert_true(st.st_size < 4096 * 128); /* compacted, not 5000 records */
-	assert_int_equal(coord_store_usage_read(dir, "gw-1", "g", &fb, &bp), 0);
+	assert_int_equal(read_back(dir, "gw-1", "g", &fb, &bp), 0);
 	assert_int_equal(fb, 4999);
 	assert_int_equal(bp, 9998);
-	assert_int_equal(coord_store_usage_read(dir, "gw-2", "g", &fb, &bp), 0);
+	assert_int_equal(read_back(dir, "gw-2", "g", &fb, &bp), 0);
 	assert_int_equal(fb, 5000);
 	assert_int_equal(bp, 10000);
 }
@@ -305,15 +320,51 @@ static void test_usage_highest_wins(void **state)
 	assert_int_equal(coord_store_usage(&s, "gw-1", "tenant", 9, 3), 0);
 	assert_int_equal(coord_store_usage(&s, "gw-2", "tenant", 100, 100), 0);
 	coord_store_close(&s);
-	assert_int_equal(coord_store_usage_read(*state, "gw-1", "tenant", &fb, &bp), 0);
+	assert_int_equal(read_back(*state, "gw-1", "tenant", &fb, &bp), 0);
 	assert_int_equal(fb, 9);
 	assert_int_equal(bp, 3);
-	assert_int_equal(coord_store_usage_read(*state, "gw-1", "other", &fb, &bp), 0);
+	assert_int_equal(read_back(*state, "gw-1", "other", &fb, &bp), 0);
 	assert_int_equal(fb + bp, 0);
 	/* A corrupt record is not believed. */
 	flip_byte(*state, "usage.log", 8);
-	assert_int_equal(coord_store_usage_read(*state, "gw-1", "tenant", &fb, &bp), 0);
+	assert_int_equal(read_back(*state, "gw-1", "tenant", &fb, &bp), 0);
 	assert_int_equal(fb, 9);
+}
+
+/* Issue 25, F (the rest): a HELLO read the whole usage.log for its
+ * holder's totals, O(records) in the event loop. The store keeps them in
+ * memory from the open on: with the file gone from under it, every total
+ * still answers, the ones read at the open and the ones appended since.
+ */
+static void test_usage_totals_from_memory(void **state)
+{
+	const char *dir = *state;
+	struct coord_store s;
+	char path[256];
+	uint64_t fb, bp;
+
+	assert_int_equal(coord_store_open(&s, dir), 0);
+	assert_int_equal(coord_store_usage(&s, "gw-1", "g", 7, 1), 0);
+	coord_store_close(&s);
+	assert_int_equal(coord_store_open(&s, dir), 0);
+	assert_int_equal(coord_store_usage(&s, "gw-2", "g", 3, 4), 0);
+	snprintf(path, sizeof(path), "%s/usage.log", dir);
+	assert_int_equal(unlink(path), 0);
+	coord_store_usage_get(&s, "gw-1", "g", &fb, &bp);
+	assert_int_equal(fb, 7);
+	assert_int_equal(bp, 1);
+	coord_store_usage_get(&s, "gw-2", "g", &fb, &bp);
+	assert_int_equal(fb, 3);
+	assert_int_equal(bp, 4);
+	coord_store_usage_get(&s, "gw-3", "g", &fb, &bp);
+	assert_int_equal(fb + bp, 0);
+	/* A compaction writes them out from memory: the log is whole again. */
+	assert_int_equal(coord_store_usage_compact(&s), 0);
+	coord_store_close(&s);
+	assert_int_equal(read_back(dir, "gw-1", "g", &fb, &bp), 0);
+	assert_int_equal(fb, 7);
+	assert_int_equal(read_back(dir, "gw-2", "g", &fb, &bp), 0);
+	assert_int_equal(bp, 4);
 }
 
 int main(void)
@@ -328,6 +379,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_corrupt_record_skipped_conservatively, dir_setup,
 					    dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_bump, dir_setup, dir_teardown),
+	    cmocka_unit_test_setup_teardown(test_usage_totals_from_memory, dir_setup,
+					    dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_usage_highest_wins, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_usage_log_bounded, dir_setup, dir_teardown),
 	    cmocka_unit_test_setup_teardown(test_usage_compaction_amortised, dir_setup,

@@ -190,9 +190,9 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 		h->used = true;
 		snprintf(h->name, sizeof(h->name), "%s", m->holder);
 		for (uint32_t l = 0; l < co->n_limits; l++)
-			coord_store_usage_read(co->cfg.state_dir, h->name, co->lim[l].name,
-					       &holder_lim(co, hi, l)->fallback,
-					       &holder_lim(co, hi, l)->bypass);
+			coord_store_usage_get(&co->store, h->name, co->lim[l].name,
+					      &holder_lim(co, hi, l)->fallback,
+					      &holder_lim(co, hi, l)->bypass);
 	}
 	h->epoch_raised |= raised;
 	if (h->incarnation != m->incarnation)

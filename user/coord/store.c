@@ -245,6 +245,86 @@ int coord_store_grant_key(struct coord_store *s, const char *path)
 	return err;
 }
 
+/* The key of a pair: its holder and limit names, NUL-padded, as a record
+ * lays them out one after the other.
+ */
+#define USAGE_KEY_OFF  offsetof(struct usage_rec, holder)
+#define USAGE_KEY_LEN  (WIRE_HOLDER_LEN + LL_NAME_LEN)
+#define USAGE_MAX_PAIRS (1u << 20) /* beyond: logged, not indexed (see usage_keep) */
+
+static bool usage_eq(const struct hmap *m, const void *key, uint32_t ref)
+{
+	const struct coord_store *s = HMAP_OWNER(m, struct coord_store, usage_map);
+
+	return !memcmp((const char *)&s->usage_pairs[ref] + USAGE_KEY_OFF, key, USAGE_KEY_LEN);
+}
+
+/* r's totals into its pair's (the highest of each). A pair the index has no
+ * room for is not kept: its holder's next HELLO starts from 0, and its next
+ * report is recorded again (one record more, nothing lost).
+ */
+static void usage_keep(struct coord_store *s, const struct usage_rec *r)
+{
+	const char *key = (const char *)r + USAGE_KEY_OFF;
+	long found = hmap_find(&s->usage_map, key);
+	uint32_t ref = s->usage_n;
+	int err = 0;
+
+	if (found >= 0) {
+		struct usage_rec *p = &s->usage_pairs[found];
+
+		if (r->fallback > p->fallback)
+			p->fallback = r->fallback;
+		if (r->bypass > p->bypass)
+			p->bypass = r->bypass;
+		return;
+	}
+	if (s->usage_n == s->usage_cap) {
+		uint32_t cap = s->usage_cap ? 2 * s->usage_cap : 64;
+		struct usage_rec *np = realloc(s->usage_pairs, (size_t)cap * sizeof(*np));
+
+		if (np) {
+			s->usage_pairs = np;
+			s->usage_cap = cap;
+		} else {
+			err = -ENOMEM;
+		}
+	}
+	if (!err) {
+		s->usage_pairs[ref] = *r;
+		err = hmap_put(&s->usage_map, key, &ref);
+	}
+	if (err < 0) {
+		pr_warn("state: usage totals of '%.63s' (limit '%.31s') not kept in memory: %s\n",
+			r->holder, r->limit, strerror(-err));
+		return;
+	}
+	s->usage_n++;
+}
+
+/* The log, once, into memory. Names are NUL-padded again (a record's bytes
+ * after the NUL are the key's too); a corrupt record was never believed.
+ */
+static int usage_load(struct coord_store *s)
+{
+	struct usage_rec r;
+	off_t off = 0;
+	int err = hmap_init(&s->usage_map, USAGE_KEY_LEN, USAGE_MAX_PAIRS, usage_eq, NULL);
+
+	if (err)
+		return err;
+	while (pread(s->usage_fd, &r, sizeof(r), off) == sizeof(r)) {
+		off += sizeof(r);
+		if (r.magic != USAGE_MAGIC || r.crc != rec_crc(&r, offsetof(struct usage_rec, crc)))
+			continue;
+		r.holder[sizeof(r.holder) - 1] = r.limit[sizeof(r.limit) - 1] = '\0';
+		memset(r.holder + strlen(r.holder), 0, sizeof(r.holder) - strlen(r.holder));
+		memset(r.limit + strlen(r.limit), 0, sizeof(r.limit) - strlen(r.limit));
+		usage_keep(s, &r);
+	}
+	return 0;
+}
+
 int coord_store_open(struct coord_store *s, const char *dir)
 {
 	uint64_t epoch;
@@ -277,6 +357,9 @@ int coord_store_open(struct coord_store *s, const char *dir)
 	s->usage_fd = open_log(s, "usage.log");
 	if (s->usage_fd < 0)
 		return s->usage_fd;
+	err = usage_load(s);
+	if (err)
+		return err;
 	epoch = epoch_scan(s) + 1;
 	err = initialised_check(s, dir);
 	if (!err)
@@ -312,6 +395,10 @@ void coord_store_close(struct coord_store *s)
 	int *fds[] = {&s->usage_fd, &s->epoch_fd, &s->dir_fd};
 
 	explicit_bzero(s->grant_key, sizeof(s->grant_key));
+	hmap_free(&s->usage_map);
+	free(s->usage_pairs);
+	s->usage_pairs = NULL;
+	s->usage_n = s->usage_cap = 0;
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
@@ -319,65 +406,24 @@ void coord_store_close(struct coord_store *s)
 	}
 }
 
-/* Slot of (holder, limit) in recs[0..n), or n if none. */
-static int usage_cmp(const void *a, const void *b)
-{
-	const struct usage_rec *x = a, *y = b;
-	int c = strncmp(x->holder, y->holder, sizeof(x->holder));
-
-	return c ? c : strncmp(x->limit, y->limit, sizeof(x->limit));
-}
-
 int coord_store_usage_compact(struct coord_store *s)
 {
-	struct usage_rec *recs = NULL, r;
-	size_t n = 0, cap = 0, m = 0;
-	off_t off = 0;
 	int fd, err = 0;
+	uint32_t n = s->usage_n;
 
-	while (pread(s->usage_fd, &r, sizeof(r), off) == sizeof(r)) {
-		off += sizeof(r);
-		if (r.magic != USAGE_MAGIC || r.crc != rec_crc(&r, offsetof(struct usage_rec, crc)))
-			continue; /* a corrupt record was never believed: not carried over */
-		if (n == cap) {
-			struct usage_rec *nr = realloc(recs, (cap ? cap * 2 : 64) * sizeof(r));
-
-			if (!nr) {
-				free(recs);
-				return -ENOMEM;
-			}
-			recs = nr;
-			cap = cap ? cap * 2 : 64;
-		}
-		recs[n++] = r;
-	}
-	/* Sorted by (holder, limit), each pair's records merge into its first:
-	 * O(n log n), where a search per record was O(n^2) (16k holders held
-	 * the loop 0.7 s).
-	 */
-	if (n)
-		qsort(recs, n, sizeof(*recs), usage_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (m && !usage_cmp(&recs[m - 1], &recs[i])) {
-			if (recs[i].fallback > recs[m - 1].fallback)
-				recs[m - 1].fallback = recs[i].fallback;
-			if (recs[i].bypass > recs[m - 1].bypass)
-				recs[m - 1].bypass = recs[i].bypass;
-		} else {
-			recs[m++] = recs[i];
-		}
-	}
-	n = m;
-	/* One record per (holder, limit) with its highest totals, written to a
-	 * new file that replaces the log only once it is durable.
+	/* One record per (holder, limit) with its highest totals, from memory
+	 * (O(pairs), no read back), written to a new file that replaces the log
+	 * only once it is durable.
 	 */
 	fd = openat(s->dir_fd, "usage.log.new", O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 		    0600);
 	if (fd < 0)
 		err = -errno;
-	for (size_t i = 0; !err && i < n; i++) {
-		recs[i].crc = rec_crc(&recs[i], offsetof(struct usage_rec, crc));
-		if (write(fd, &recs[i], sizeof(recs[i])) != sizeof(recs[i]))
+	for (uint32_t i = 0; !err && i < n; i++) {
+		struct usage_rec *r = &s->usage_pairs[i];
+
+		r->crc = rec_crc(r, offsetof(struct usage_rec, crc));
+		if (write(fd, r, sizeof(*r)) != sizeof(*r))
 			err = -EIO;
 	}
 	if (!err && fsync(fd))
@@ -395,7 +441,6 @@ int coord_store_usage_compact(struct coord_store *s)
 	}
 	if (fd >= 0)
 		close(fd);
-	free(recs);
 	if (!err) {
 		/* Next when the log has doubled: a rewrite costs O(live), paid
 		 * for by as many appends, however many holders there are.
@@ -419,6 +464,7 @@ int coord_store_usage(struct coord_store *s, const char *holder, const char *lim
 	err = append_sync(s->dir_fd, s->usage_fd, &r, sizeof(r));
 	if (err)
 		return err;
+	usage_keep(s, &r);
 	/* Bounded: past USAGE_COMPACT_RECORDS (or twice the pairs the last
 	 * compaction kept), one record per pair is kept. The record above is
 	 * durable whatever happens to the compaction.
@@ -431,30 +477,15 @@ int coord_store_usage(struct coord_store *s, const char *holder, const char *lim
 	return 0;
 }
 
-int coord_store_usage_read(const char *dir, const char *holder, const char *limit,
+void coord_store_usage_get(const struct coord_store *s, const char *holder, const char *limit,
 			   uint64_t *fallback, uint64_t *bypass)
 {
-	char path[4200];
-	struct usage_rec r;
-	ssize_t n;
-	int fd;
+	char key[USAGE_KEY_LEN] = {0};
+	long ref;
 
-	*fallback = *bypass = 0;
-	snprintf(path, sizeof(path), "%s/usage.log", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	while ((n = read(fd, &r, sizeof(r))) == sizeof(r)) {
-		if (r.magic != USAGE_MAGIC || r.crc != rec_crc(&r, offsetof(struct usage_rec, crc)))
-			continue;
-		if (strncmp(r.holder, holder, sizeof(r.holder)) ||
-		    strncmp(r.limit, limit, sizeof(r.limit)))
-			continue;
-		if (r.fallback > *fallback)
-			*fallback = r.fallback;
-		if (r.bypass > *bypass)
-			*bypass = r.bypass;
-	}
-	close(fd);
-	return 0;
+	snprintf(key, WIRE_HOLDER_LEN, "%s", holder);
+	snprintf(key + WIRE_HOLDER_LEN, LL_NAME_LEN, "%s", limit);
+	ref = hmap_find(&s->usage_map, key);
+	*fallback = ref < 0 ? 0 : s->usage_pairs[ref].fallback;
+	*bypass = ref < 0 ? 0 : s->usage_pairs[ref].bypass;
 }

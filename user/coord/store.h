@@ -18,6 +18,7 @@
 
 #include "ll_types.h"
 #include "coord/grant_tag.h"
+#include "lib/hashmap.h"
 #include "lib/wire.h"
 
 struct coord_store {
@@ -39,6 +40,14 @@ struct coord_store {
 	 * pairs the last compaction kept, at least 4096), and how often it was.
 	 */
 	uint64_t usage_compact_at, usage_compactions;
+	/* Each (holder, limit)'s highest totals, as usage.log holds them: read
+	 * once at the open, then kept with every append, so that a HELLO looks
+	 * its holder up instead of reading the log, and a compaction writes
+	 * these out instead of reading it back. usage_map indexes usage_pairs.
+	 */
+	struct usage_rec *usage_pairs;
+	uint32_t usage_n, usage_cap;
+	struct hmap usage_map;
 };
 
 /* Open (creating) state-dir, read the epoch log, make epoch = highest seen + 1
@@ -65,8 +74,10 @@ int coord_store_usage(struct coord_store *s, const char *holder, const char *lim
  */
 int coord_store_usage_compact(struct coord_store *s);
 
-/* Highest recorded totals for (holder, limit); 0 if none. */
-int coord_store_usage_read(const char *dir, const char *holder, const char *limit,
+/* Highest recorded totals for (holder, limit); 0 if none. O(1): from
+ * memory, which holds what the log does.
+ */
+void coord_store_usage_get(const struct coord_store *s, const char *holder, const char *limit,
 			   uint64_t *fallback, uint64_t *bypass);
 
 #endif /* LEASELINE_COORD_STORE_H */
