@@ -24,6 +24,15 @@ cd "$ROOT"
 
 passed=0 failed=0 skipped=0
 failures=()
+# Wall time of each test (ms), for the slowest-first list at the end: CI
+# runs within a time bound, and this says where the time goes.
+timings=()
+now_ms() { date +%s%3N; }
+timed() { # timed NAME START_MS: record NAME's time since START_MS, and print it
+	local ms=$(($(now_ms) - $2))
+	timings+=("$ms $1")
+	printf '   (%d.%01d s)\n' $((ms / 1000)) $((ms % 1000 / 100))
+}
 
 # cmocka prints "[  PASSED  ] N test(s)." and "[  FAILED  ] N test(s)...".
 count_cmocka() {
@@ -39,14 +48,16 @@ count_cmocka() {
 }
 
 run_cmocka_suite() {
-	local dir=$1 build=${2:-$BUILD} tag=${3:-$1} src bin log rc
+	local dir=$1 build=${2:-$BUILD} tag=${3:-$1} src bin log rc t0
 	for src in tests/"$dir"/test_*.c; do
 		[ -e "$src" ] || continue
 		bin="$build/tests/$(basename "$src" .c)"
 		log=$(mktemp)
 		echo "== $tag/$(basename "$bin")"
+		t0=$(now_ms)
 		LL_FIXTURES="$ROOT/tests/unit/fixtures" LL_BIN="$BUILD/leaseline" "$bin" >"$log" 2>&1
 		rc=$?
+		timed "$tag/$(basename "$bin")" "$t0"
 		grep -E '^\[  (FAILED|PASSED)|^\[  ERROR|^\[ +FAIL|Failed|failure|error' "$log" | head -40
 		count_cmocka "$bin" "$log" "$rc"
 		rm -f "$log"
@@ -57,7 +68,7 @@ run_cmocka_suite() {
 # short run of every fuzzer (each one test: exit 0, no crash, no leak, no
 # sanitizer report).
 run_san_suite() {
-	local san=$BUILD/san f name corpus log rc secs=${LL_FUZZ_SECONDS:-10}
+	local san=$BUILD/san f name corpus log rc t0 secs=${LL_FUZZ_SECONDS:-10}
 	if [ ! -d "$san/tests" ]; then
 		echo "== san: $san not built (make san): skipped"
 		skipped=$((skipped + 1))
@@ -73,9 +84,11 @@ run_san_suite() {
 		cp tests/fuzz/corpus/"${name#fuzz_}"/* "$corpus"/ 2>/dev/null
 		log=$(mktemp)
 		echo "== san/$name (${secs} s)"
+		t0=$(now_ms)
 		timeout $((secs + 60)) "$f" -max_total_time="$secs" -timeout=5 -rss_limit_mb=2048 \
 			"$corpus" >"$log" 2>&1
 		rc=$?
+		timed "san/$name" "$t0"
 		grep -E '^Done|ERROR|SUMMARY' "$log" | sed 's/^/   /' | head -5
 		if [ "$rc" -eq 0 ]; then
 			passed=$((passed + 1))
@@ -89,13 +102,15 @@ run_san_suite() {
 
 # Scripts: each is one test, exit 0 passed, 77 skipped, anything else failed.
 run_script_suite() {
-	local dir=$1 t rc log
+	local dir=$1 t rc log t0
 	for t in tests/"$dir"/test_*.sh; do
 		[ -e "$t" ] || continue
 		log=$(mktemp)
 		echo "== $dir/$(basename "$t")"
+		t0=$(now_ms)
 		timeout 300 bash "$t" "$BUILD" >"$log" 2>&1
 		rc=$?
+		timed "$dir/$(basename "$t")" "$t0"
 		sed 's/^/   /' "$log" | tail -25
 		# A failed check may be far above the tail: name it.
 		[ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] &&
@@ -120,6 +135,13 @@ for s in $SUITES; do
 	esac
 done
 
+if [ "${#timings[@]}" -gt 0 ]; then
+	echo "slowest (wall s):"
+	printf '%s\n' "${timings[@]}" | sort -rn | head -12 |
+		awk '{printf "   %6.1f  %s\n", $1 / 1000, $2}'
+	printf '%s\n' "${timings[@]}" | awk '{split($2, p, "/"); s[p[1]] += $1}
+		END {printf "by suite:"; for (k in s) printf " %s %.0f s,", k, s[k] / 1000; print ""}'
+fi
 for f in "${failures[@]+"${failures[@]}"}"; do
 	echo "FAILED: $f"
 done

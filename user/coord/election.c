@@ -110,7 +110,14 @@ static void lease_refresh(struct election *e, uint64_t now)
 		e->lease_id = id;
 		e->lease_ttl_s = ttl;
 		e->lease_sent_ns = t_send;
-		e->next_keepalive_ns = now + ttl * NSEC_PER_SEC / 3;
+		/* Six a ttl (etcd's client sends three): when etcd's own leader
+		 * dies, its members take a second or more (more on a loaded
+		 * host) to elect another, and each keepalive waits that out. A
+		 * keepalive every ttl/3 left as little as 2/3 of the ttl for that,
+		 * and the leader stepped down (and resumed) while etcd kept
+		 * quorum; every ttl/6 leaves 5/6.
+		 */
+		e->next_keepalive_ns = now + ttl * NSEC_PER_SEC / 6;
 	}
 	json_object_put(a);
 }
