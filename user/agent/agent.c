@@ -63,119 +63,6 @@ static void pin_dir_mode_check(const char *dir)
 			dir, (unsigned)(sb.st_mode & 0777));
 }
 
-/* Who may change what is at path: root, or this process's user. */
-static bool trusted_owner(const struct stat *sb)
-{
-	return sb->st_uid == 0 || sb->st_uid == geteuid();
-}
-
-/* Every directory above dir, up to /: root's (or this user's), and writable
- * by no one else unless sticky (others may add names there, but neither
- * rename nor remove ours). Whoever could write one could move the pin
- * directory aside and put one of their own in its place, as OpenSSH's
- * StrictModes reasons for a home directory. The sticky exception is a
- * bpffs mounted without mode=, whose root is 1777 (/sys/fs/bpf, often).
- * Parents not made yet are skipped: the agent makes them, 0700.
- */
-static int pin_dir_parents_audit(const char *dir)
-{
-	char want[PATH_MAX], real[PATH_MAX], *cut;
-	struct stat sb;
-
-	if (snprintf(want, sizeof(want), "%s", dir) >= (int)sizeof(want))
-		return -ENAMETOOLONG;
-	for (;;) { /* the nearest parent that is there */
-		cut = strrchr(want, '/');
-		if (!cut)
-			snprintf(want, sizeof(want), ".");
-		else if (cut == want)
-			want[1] = '\0';
-		else
-			*cut = '\0';
-		if (realpath(want, real))
-			break;
-		if (errno != ENOENT || !strcmp(want, "/") || !strcmp(want, ".")) {
-			int err = -errno;
-
-			pr_warn("pin directory '%s': cannot resolve '%s': %s\n", dir, want,
-				strerror(-err));
-			return err;
-		}
-	}
-	for (;;) {
-		if (stat(real, &sb)) {
-			int err = -errno;
-
-			pr_warn("pin directory '%s': '%s': %s\n", dir, real, strerror(-err));
-			return err;
-		}
-		if (!trusted_owner(&sb) || ((sb.st_mode & 022) && !(sb.st_mode & S_ISVTX))) {
-			pr_warn("pin directory '%s': '%s' above it is mode %03o, owned by uid %u: "
-				"whoever else can write there could swap the pin directory for their "
-				"own; make it root's and not group- or other-writable, or choose a "
-				"pin-dir elsewhere; nothing loaded, pinned or attached\n",
-				dir, real, (unsigned)(sb.st_mode & 07777), (unsigned)sb.st_uid);
-			return -EPERM;
-		}
-		if (!strcmp(real, "/"))
-			return 0;
-		cut = strrchr(real, '/');
-		if (cut == real)
-			real[1] = '\0';
-		else
-			*cut = '\0';
-	}
-}
-
-/* Before anything is made there: a pin directory that is a symlink, not a
- * directory, another user's, or that its group or others can write (and so
- * plant pins or swap maps in) is refused, like the coordinator's state-dir;
- * so is one under a directory others could swap it in
- * (pin_dir_parents_audit). The agent never goes through a symlink there:
- * pins_lock opens the directory O_NOFOLLOW; every pin (maps, links) is
- * opened O_PATH|O_NOFOLLOW and got through /proc/self/fd (fs_pin_get), and
- * libbpf's load is handed those fds (pins_prepare): no path is opened
- * twice. The agent chowns nothing there (privs.c only drops capabilities).
- * A bpffs mount's root takes its mode from the mount's mode= (1777 without
- * one): mounted like that the directory is refused; the agent's own mount
- * is mode=0700. Missing: fine, the agent makes it (0700).
- */
-static int pin_dir_audit(const char *dir)
-{
-	struct stat sb;
-	int err = pin_dir_parents_audit(dir);
-
-	if (err)
-		return err;
-	if (lstat(dir, &sb)) {
-		err = -errno;
-		if (err == -ENOENT)
-			return 0;
-		pr_warn("pin directory '%s': %s\n", dir, strerror(-err));
-		return err;
-	}
-	if (S_ISLNK(sb.st_mode)) {
-		pr_warn("pin directory '%s' is a symlink: refusing it (pin-dir must name the "
-			"directory itself); nothing loaded, pinned or attached\n",
-			dir);
-		return -ELOOP;
-	}
-	if (!S_ISDIR(sb.st_mode)) {
-		pr_warn("pin directory '%s' is not a directory; nothing loaded, pinned or "
-			"attached\n",
-			dir);
-		return -ENOTDIR;
-	}
-	if ((sb.st_mode & 022) || !trusted_owner(&sb)) {
-		pr_warn("pin directory '%s' is mode %03o, owned by uid %u: another user could "
-			"plant pins or replace maps there; chown root and chmod 0700 it; nothing "
-			"loaded, pinned or attached\n",
-			dir, (unsigned)(sb.st_mode & 0777), (unsigned)sb.st_uid);
-		return -EPERM;
-	}
-	return 0;
-}
-
 int agent_bpffs_ensure(const char *dir)
 {
 	int err;
@@ -224,7 +111,7 @@ static int preflight(const struct cfg_agent *ac, bool force)
 	    .attach_mode = ac->attach_mode, .force = force, .pin_dir = ac->pin_dir};
 	char err[CFG_ERR_LEN];
 
-	if (pin_dir_audit(ac->pin_dir))
+	if (pins_dir_audit(ac->pin_dir))
 		return -EPERM;
 	if (missing) {
 		pr_warn("the agent needs root, or CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN and "

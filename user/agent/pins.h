@@ -24,6 +24,12 @@ struct bpf_object;
  * said with its pid, command line and start time.
  */
 int pins_lock(const char *dir, int *fd);
+/* Before anything is made in dir: refused (logged, a negative errno) when
+ * it is a symlink, not a directory, another user's, writable by its group
+ * or others, or under a directory others could swap it from (see pins.c).
+ * A dir not made yet passes: the agent makes it 0700.
+ */
+int pins_dir_audit(const char *dir);
 void pins_unlock(int *fd);
 
 #define PINS_MAX_MOVES 4
