@@ -622,7 +622,43 @@ static void test_malformed_frame_costs_only_that_connection(void **state)
 	hello(fx, &good, "gw-3");
 	conn_close(&good);
 	/* A frame of another wire version is a peer of another build: said so. */
-	assert_true(coord_log_has(fx->dir, "another wire version than this build's " WIRE_VERSION_STR));
+	assert_true(coord_log_has(fx->dir, "it speaks wire version 1, this build 6 to " WIRE_VERSION_STR));
+}
+
+/* An agent one wire version behind (6, during an upgrade: coordinators
+ * first) is served in its version: the policy and its grants come in
+ * version-6 frames, a version-7 agent beside it gets version 7. One that
+ * changes its version after its HELLO is dropped.
+ */
+static void test_older_agent_served_in_its_version(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t rate[N_LIMITS], gseq[N_LIMITS], epoch[N_LIMITS], seq = 1;
+	uint64_t end = clock_now_ns() + WAIT_MS * NSEC_PER_MSEC;
+	struct conn old, cur;
+
+	dial(fx, &old);
+	old.peer_version = 6;
+	assert_true(hello_served(fx, &old, "gw-old"));
+	assert_int_equal(fx->m->version, 6);
+	/* Past the quiet period of the fixture's start, its limits granted. */
+	for (int n = 0; n < N_LIMITS; seq++) {
+		assert_true(clock_now_ns() < end);
+		report(fx, &old, "gw-old", seq, 0, NULL);
+		n = grants(fx, &old, seq, rate, gseq, epoch);
+	}
+	assert_int_equal(fx->m->type, WIRE_GRANT);
+	assert_int_equal(fx->m->version, 6);
+	dial(fx, &cur);
+	assert_true(hello_served(fx, &cur, "gw-cur"));
+	assert_int_equal(fx->m->version, WIRE_VERSION);
+	/* The old one now says version 7: not the peer it said it was. */
+	old.peer_version = 0;
+	report(fx, &old, "gw-old", seq, 0, NULL);
+	assert_int_equal(recv_msg(&old, fx->m, WAIT_MS), -ECONNRESET);
+	assert_true(coord_log_has(fx->dir, "wire version changed after its hello"));
+	conn_close(&old);
+	conn_close(&cur);
 }
 
 /* A HELLO claiming the farthest epoch a step allows is taken (the new epoch
@@ -1310,6 +1346,97 @@ static void test_per_key_grants(void **state)
 	conn_close(&B->c);
 }
 
+/* The per-key limit with a quiet period long enough to look into. */
+static int setup_perkey_adopt(void **state)
+{
+	int rc;
+
+	want_ttl_ms = 3000;
+	rc = setup_perkey(state);
+	want_ttl_ms = 0;
+	return rc;
+}
+
+/* A report of agent a re-presenting h (its last grant of k), K hot; sent in
+ * a's connection's version.
+ */
+static void pk_report_held(struct fx *fx, struct pk_agent *a, const struct coord_held *h)
+{
+	struct wire_report *r = &fx->m->report;
+	struct ll_key_id k = pk_key();
+
+	WIRE_MSG_CLEAR(fx->m, report.hot[1]);
+	fx->m->type = WIRE_REPORT;
+	snprintf(r->holder, sizeof(r->holder), "%s", a->name);
+	r->incarnation = 7;
+	r->max_epoch_seen = h->epoch;
+	r->seq = ++a->seq;
+	r->n = 1;
+	snprintf(r->e[0].limit, sizeof(r->e[0].limit), "k");
+	r->e[0].demand = PK_RATE;
+	coord_entry_held(&r->e[0], h, 2 * NSEC_PER_SEC);
+	r->n_hot = 1;
+	r->hot[0] = (struct wire_hot){.entry = 0, .key = k, .demand = PK_RATE};
+	assert_int_equal(conn_send(&a->c, fx->m), 0);
+}
+
+/* Restarted with K hot, the coordinator renews a version-7 agent's per-key
+ * limit by a cut (keys_full 2) in the quiet period; a version-6 agent,
+ * which cannot take a cut, gets no grant of it until the quiet period ends
+ * (as under a version-6 coordinator), and never a cut.
+ */
+static void test_older_agent_gets_no_cut(void **state)
+{
+	struct fx *fx = *state;
+	struct pk_agent ag[2] = {{.name = "gw-a"}, {.name = "gw-b"}};
+	struct pk_agent *A = &ag[0], *B = &ag[1];
+	struct coord_held ha, hb;
+	uint64_t quiet_end, end;
+	int st, got_a = 0;
+
+	pk_make_hot(fx, ag);
+	pk_round(fx, ag, 2, 0, true);
+	ha = coord_held_of(&fx->m->grant);
+	pk_round(fx, ag, 2, 1, false);
+	hb = coord_held_of(&fx->m->grant);
+	conn_close(&A->c);
+	conn_close(&B->c);
+	kill(fx->pid, SIGKILL);
+	waitpid(fx->pid, &st, 0);
+	assert_int_equal(spawn(fx), 0);
+	quiet_end = fx->t_start + 3 * NSEC_PER_SEC;
+
+	dial(fx, &B->c);
+	hello(fx, &B->c, B->name);
+	pk_report_held(fx, B, &hb);
+	assert_int_equal(recv_msg(&B->c, fx->m, 1000), 1);
+	assert_int_equal(fx->m->type, WIRE_GRANT);
+	assert_int_equal(fx->m->grant.keys_full, WIRE_KEYS_CUT);
+	assert_true(clock_now_ns() < quiet_end);
+
+	dial(fx, &A->c);
+	A->c.peer_version = 6;
+	hello(fx, &A->c, A->name);
+	end = quiet_end + 2 * NSEC_PER_SEC;
+	while (clock_now_ns() < end) {
+		pk_report_held(fx, A, &ha);
+		if (recv_msg(&A->c, fx->m, 200) != 1)
+			continue;
+		assert_int_equal(fx->m->type, WIRE_GRANT);
+		assert_int_equal(fx->m->version, 6);
+		assert_true(fx->m->grant.keys_full != WIRE_KEYS_CUT);
+		/* Only once the quiet period is over (the fixture's t_start is
+		 * before the coordinator's own start: no earlier than that).
+		 */
+		assert_true(clock_now_ns() >= quiet_end - 100 * NSEC_PER_MSEC);
+		got_a++;
+		break;
+	}
+	assert_int_equal(got_a, 1);
+	conn_close(&A->c);
+	conn_close(&B->c);
+}
+
 /*
  * A reload keeps the hot keys: with A holding nearly all of K, the contract
  * is lowered to 600/s. A's per-key grant comes down to the new contract as
@@ -1468,12 +1595,16 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_frame_costs_only_that_connection, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_older_agent_served_in_its_version, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_full_table_makes_room, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_state_symlink_not_chowned, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runs_unprivileged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_holder_slots_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_grants, setup_perkey, teardown),
+	    cmocka_unit_test_setup_teardown(test_older_agent_gets_no_cut, setup_perkey_adopt,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_grants_reload, setup_perkey, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_override, setup_perkey_override, teardown),
 	    cmocka_unit_test_setup_teardown(test_disk_full_no_grant, setup_small_disk, teardown),

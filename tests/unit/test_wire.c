@@ -419,8 +419,12 @@ static void test_round_trip(void **state)
 		if (rc != (int)frame_lens[i])
 			fail_msg("%s: decode returned %d, expected %zu", samples[i].name, rc,
 				 frame_lens[i]);
-		/* Both sides start zeroed and the decoder zero-fills names: whole structs compare.
+		/* Both sides start zeroed and the decoder zero-fills names: whole structs
+		 * compare, once the version the decoder read is checked and set aside.
 		 */
+		if (out->version != WIRE_VERSION)
+			fail_msg("%s: decoded version %u", samples[i].name, out->version);
+		out->version = 0;
 		if (memcmp(out, msgs[i], sizeof(*out)))
 			fail_msg("%s: decoded message differs from the one encoded",
 				 samples[i].name);
@@ -478,7 +482,7 @@ static const struct corruption header_cases[] = {
     /* Another build: told apart from garbage, so the log can say so. */
     {"version 0", S_HELLO, HDR_VERSION, 2, 0, false, -EPROTONOSUPPORT},
     {"version 2", S_HELLO, HDR_VERSION, 2, WIRE_VERSION + 1, false, -EPROTONOSUPPORT},
-    {"version 6", S_HELLO, HDR_VERSION, 2, WIRE_VERSION - 1, false, -EPROTONOSUPPORT},
+    {"version 5", S_HELLO, HDR_VERSION, 2, WIRE_VERSION_MIN - 1, false, -EPROTONOSUPPORT},
     {"version 256", S_HELLO, HDR_VERSION, 2, 0x100 | WIRE_VERSION, false, -EPROTONOSUPPORT},
     {"type 0", S_HELLO, HDR_TYPE, 2, 0, false, -EPROTO},
     {"type 8", S_HELLO, HDR_TYPE, 2, WIRE_REDIRECT + 1, false, -EPROTO},
@@ -553,6 +557,42 @@ static void run_corruptions(const struct corruption *cases, size_t n)
 		if (rc != want)
 			fail_msg("%s: decode returned %d, expected %d", cases[i].desc, rc, want);
 	}
+}
+
+/* Version 6 (WIRE_VERSION_MIN), an agent one version behind: its frames
+ * decode, with their version; a frame goes out in 6 when asked, and then
+ * carries no cut, which 6 does not know (refused to encode, and refused in
+ * a version-6 frame that claims one).
+ */
+static void test_version_6(void **state)
+{
+	uint8_t buf[FRAME_MAX];
+	int n;
+
+	(void)state;
+	memcpy(buf, frames[S_HELLO], frame_lens[S_HELLO]);
+	put_be(buf + HDR_VERSION, 6, 2);
+	assert_int_equal(decode_tail(buf, frame_lens[S_HELLO]), (int)frame_lens[S_HELLO]);
+	assert_int_equal(out->version, 6);
+	assert_string_equal(out->hello.holder, msgs[S_HELLO]->hello.holder);
+
+	n = wire_encode_v(msgs[S_GRANT_KEYS], 6, buf, sizeof(buf));
+	assert_int_equal(n, (int)frame_lens[S_GRANT_KEYS]);
+	assert_int_equal(get_be(buf + HDR_VERSION, 2), 6);
+	assert_int_equal(decode_tail(buf, (size_t)n), n);
+	assert_int_equal(out->version, 6);
+
+	msgs[S_GRANT_KEYS]->grant.keys_full = WIRE_KEYS_CUT;
+	assert_int_equal(wire_encode_v(msgs[S_GRANT_KEYS], 6, buf, sizeof(buf)), -EINVAL);
+	n = wire_encode_v(msgs[S_GRANT_KEYS], 7, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(decode_tail(buf, (size_t)n), n);
+	assert_int_equal(out->grant.keys_full, WIRE_KEYS_CUT);
+	put_be(buf + HDR_VERSION, 6, 2);
+	assert_int_equal(decode_tail(buf, (size_t)n), -EPROTO);
+	msgs[S_GRANT_KEYS]->grant.keys_full = WIRE_KEYS_WHOLE;
+	assert_int_equal(wire_encode_v(msgs[S_HELLO], 5, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(wire_encode_v(msgs[S_HELLO], WIRE_VERSION + 1, buf, sizeof(buf)), -EINVAL);
 }
 
 static void test_header_corruption(void **state)
@@ -932,8 +972,10 @@ static void fuzz_check(const uint8_t *buf, size_t len, int rc, uint8_t *reenc, s
 		fail_msg("iteration %zu: decode of %zu bytes returned %d", iter, len, rc);
 	if (rc <= 0)
 		return;
-	/* One encoding per message: what decodes must re-encode to the same bytes. */
-	if (wire_encode(out, reenc, FRAME_MAX) != rc || memcmp(reenc, buf, rc))
+	/* One encoding per message: what decodes must re-encode to the same bytes
+	 * (in the version it came in).
+	 */
+	if (wire_encode_v(out, out->version, reenc, FRAME_MAX) != rc || memcmp(reenc, buf, rc))
 		fail_msg("iteration %zu: decoded frame does not re-encode to its bytes", iter);
 }
 
@@ -1119,6 +1161,7 @@ int main(void)
 	    cmocka_unit_test(test_round_trip),
 	    cmocka_unit_test(test_hello_bytes),
 	    cmocka_unit_test(test_every_prefix_needs_more),
+	    cmocka_unit_test(test_version_6),
 	    cmocka_unit_test(test_header_corruption),
 	    cmocka_unit_test(test_header_refused_early),
 	    cmocka_unit_test(test_payload_corruption),

@@ -99,9 +99,24 @@ const char *peer_str(const struct cconn *cc, char *buf, size_t len)
 
 static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
 {
-	if (m->type == WIRE_HELLO && co->conns[ci]->holder < 0)
+	struct cconn *cc = co->conns[ci];
+
+	/* Answered in the version of its HELLO (an agent one version behind,
+	 * during an upgrade, coordinators first); a peer that changes its
+	 * version after that is broken.
+	 */
+	if (cc->holder >= 0 && m->version != (cc->c.peer_version ? cc->c.peer_version
+								  : WIRE_VERSION)) {
+		co->protocol_errors++;
+		conn_drop(co, ci, "wire version changed after its hello");
+		return;
+	}
+	if (m->type == WIRE_HELLO && cc->holder < 0) {
+		cc->c.peer_version = m->version == WIRE_VERSION ? 0 : m->version;
+		if (cc->c.peer_version)
+			co->old_version_hellos++;
 		on_hello(co, ci, &m->hello);
-	else if (m->type == WIRE_REPORT)
+	} else if (m->type == WIRE_REPORT)
 		on_report(co, ci, &m->report);
 	else if (m->type == WIRE_METER)
 		on_meter(co, ci, &m->meter, clock_now_ns());
@@ -114,7 +129,7 @@ static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
 /* A peer of another build (its frames carry another wire version): said
  * at most once a minute, whoever it is (strangers can send such frames).
  */
-static void version_refused(struct coord *co, int ci)
+static void version_refused(struct coord *co, int ci, uint16_t version)
 {
 	static uint64_t next_ns, quiet;
 	uint64_t now = clock_now_ns();
@@ -125,10 +140,11 @@ static void version_refused(struct coord *co, int ci)
 		return;
 	}
 	next_ns = now + 60 * NSEC_PER_SEC;
-	pr_warn("connection from %s refused: it speaks another wire version than this build's "
-		WIRE_VERSION_STR " (upgrade agents and coordinators together; %llu more in the "
-		"last minute)\n",
-		peer_str(co->conns[ci], addr, sizeof(addr)), (unsigned long long)quiet);
+	pr_warn("connection from %s refused: it speaks wire version %u, this build %u to "
+		WIRE_VERSION_STR " (upgrade coordinators first, then agents, one version at a "
+		"time; %llu more in the last minute)\n",
+		peer_str(co->conns[ci], addr, sizeof(addr)), (unsigned)version, WIRE_VERSION_MIN,
+		(unsigned long long)quiet);
 	quiet = 0;
 }
 
@@ -144,7 +160,7 @@ static void conn_input(struct coord *co, int ci)
 		if (r < 0) {
 			co->protocol_errors++;
 			if (r == -EPROTONOSUPPORT)
-				version_refused(co, ci);
+				version_refused(co, ci, co->msg->version);
 			conn_drop(co, ci,
 				  r == -EPROTONOSUPPORT ? "another wire version" : "malformed frame");
 			return;

@@ -74,6 +74,7 @@ V(adopted, co->adopted)
 V(adopt_refused, co->adopt_refused)
 V(adopt_clamped, co->adopt_clamped)
 V(epoch_claims_ignored, co->epoch_claims_ignored)
+V(old_version_hellos, co->old_version_hellos)
 V(waste, c->waste)
 V(holders_connected, holders_in(co, false))
 V(holders_asking, holders_in(co, true))
@@ -236,6 +237,9 @@ static const struct coord_family scalars[] = {
      "Held shares reported with a tag that does not prove them: not adopted.", adopt_refused},
     {"leaseline_coord_adopt_clamped_total", "counter",
      "Adopted shares cut to fit the contract or the ledger's room.", adopt_clamped},
+    {"leaseline_coord_old_version_hellos_total", "counter",
+     "Holders that said HELLO in an older wire version (answered in it, during an upgrade).",
+     old_version_hellos},
     {"leaseline_coord_epoch_claims_ignored_total", "counter",
      "HELLO epoch claims not acted on: the holder already moved the epoch once in this run.",
      epoch_claims_ignored},

@@ -356,6 +356,12 @@ static void adopt(struct coord *co, int hi, struct climit *c, const struct wire_
 	if (now >= co->quiet_until || hl->adopt_tried || !e->applied_epoch ||
 	    e->applied_epoch >= co->epoch || !e->held_left_ns)
 		return;
+	/* A version-6 agent cannot take a cut (keys_full 2): its per-key limits
+	 * wait out the quiet period, as with a version-6 coordinator.
+	 */
+	if (c->hot.on && h->conn >= 0 && co->conns[h->conn] &&
+	    co->conns[h->conn]->c.peer_version && co->conns[h->conn]->c.peer_version < 7)
+		return;
 	hl->adopt_tried = true; /* one try: a refused proof is not tried again */
 	if (!grant_tag_ok(co->store.grant_key,
 			  &(struct grant_tag_in){.holder = h->name,

@@ -144,6 +144,7 @@ struct coord {
 	 * (a holder that already moved the epoch once in this run).
 	 */
 	uint64_t adopted, adopt_refused, adopt_clamped, epoch_claims_ignored;
+	uint64_t old_version_hellos; /* holders that spoke WIRE_VERSION_MIN..WIRE_VERSION-1 */
 };
 
 /* This coordinator leads (always, without replicas:): HELLOs are served. */

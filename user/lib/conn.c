@@ -190,7 +190,7 @@ int conn_send(struct conn *c, const struct wire_msg *m)
 	/* Processes using conn are single-threaded: one scratch frame will do. */
 	static uint8_t frame[CONN_FRAME_MAX];
 	size_t off = 0;
-	int n = wire_encode(m, frame, sizeof(frame)), err;
+	int n = wire_encode_v(m, c->peer_version, frame, sizeof(frame)), err;
 
 	if (n < 0)
 		return n;

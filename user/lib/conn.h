@@ -30,6 +30,10 @@ struct conn {
 	size_t in_len, in_cap;
 	uint8_t *out;
 	size_t out_len, out_cap;
+	/* The wire version frames go out in (0: this build's, WIRE_VERSION): a
+	 * coordinator answers an older agent in the version of its HELLO.
+	 */
+	uint16_t peer_version;
 };
 
 void conn_init(struct conn *c, int fd);

@@ -412,24 +412,37 @@ static int enc_fields(struct wbuf *w, const uint8_t *base, const struct wire_fie
 	return 0;
 }
 
-static void put_header(uint8_t *at, uint16_t type, size_t payload_len)
+static void put_header(uint8_t *at, uint16_t version, uint16_t type, size_t payload_len)
 {
 	struct wbuf w = {.p = at, .cap = WIRE_HDR_LEN};
 
 	wbuf_put(&w, WIRE_MAGIC, 4);
-	wbuf_put(&w, WIRE_VERSION, 2);
+	wbuf_put(&w, version, 2);
 	wbuf_put(&w, type, 2);
 	wbuf_put(&w, payload_len, 4);
 }
 
+/* What a frame of version v may not carry: a cut before version 7. */
+static bool fits_version(const struct wire_msg *m, uint16_t v)
+{
+	return v >= 7 || m->type != WIRE_GRANT || m->grant.keys_full <= WIRE_KEYS_WHOLE;
+}
+
 int wire_encode(const struct wire_msg *m, uint8_t *out, size_t cap)
+{
+	return wire_encode_v(m, WIRE_VERSION, out, cap);
+}
+
+int wire_encode_v(const struct wire_msg *m, uint16_t version, uint8_t *out, size_t cap)
 {
 	const struct wire_desc *d = wire_desc(m->type);
 	struct wbuf w = {.p = out, .cap = cap};
 	uint8_t *hdr;
 	int err;
 
-	if (!d)
+	if (!version)
+		version = WIRE_VERSION;
+	if (!d || version < WIRE_VERSION_MIN || version > WIRE_VERSION || !fits_version(m, version))
 		return -EINVAL;
 	hdr = wbuf_take(&w, WIRE_HDR_LEN);
 	err = enc_fields(&w, (const uint8_t *)m, d->fields);
@@ -437,7 +450,7 @@ int wire_encode(const struct wire_msg *m, uint8_t *out, size_t cap)
 		return err;
 	if (w.full)
 		return -EMSGSIZE;
-	put_header(hdr, m->type, w.off - WIRE_HDR_LEN);
+	put_header(hdr, version, m->type, w.off - WIRE_HDR_LEN);
 	return (int)w.off;
 }
 
@@ -542,7 +555,8 @@ int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *m)
 	type = rbuf_get(&r, 2);
 	plen = rbuf_get(&r, 4);
 	d = wire_desc(type);
-	if (magic == WIRE_MAGIC && version != WIRE_VERSION)
+	m->version = version;
+	if (magic == WIRE_MAGIC && (version < WIRE_VERSION_MIN || version > WIRE_VERSION))
 		return -EPROTONOSUPPORT;
 	if (magic != WIRE_MAGIC || !d || plen > WIRE_MAX_PAYLOAD)
 		return -EPROTO;
@@ -552,7 +566,8 @@ int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *m)
 	r = (struct rbuf){.p = buf + WIRE_HDR_LEN, .len = plen};
 	m->type = type;
 	err = dec_fields(&r, (uint8_t *)m, d->fields);
-	if (err || r.exhausted || r.off != r.len)
+	if (err || r.exhausted || r.off != r.len || !fits_version(m, version))
 		return -EPROTO;
+	m->version = version;
 	return (int)(WIRE_HDR_LEN + plen);
 }

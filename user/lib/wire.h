@@ -29,6 +29,12 @@
  */
 #define WIRE_VERSION 7
 #define WIRE_VERSION_STR "7" /* for log lines */
+/* The oldest version still decoded and spoken, so that a fleet upgrades
+ * without a flag day: coordinators first (each answers a peer in the
+ * version of its HELLO), then agents. Version 6 is 7 without the cut
+ * (keys_full 2).
+ */
+#define WIRE_VERSION_MIN 6
 #define WIRE_HDR_LEN 12
 /* A frame's payload: a full report (256 entries and WIRE_MAX_HOT hot keys,
  * ~72 kB) must fit. Buffers grow with what is in flight, not to this.
@@ -220,6 +226,7 @@ struct wire_redirect {
 
 struct wire_msg {
 	uint16_t type;
+	uint16_t version; /* decoded: the frame's (WIRE_VERSION_MIN..WIRE_VERSION) */
 	union {
 		struct wire_hello hello;
 		struct wire_policy policy;
@@ -241,10 +248,15 @@ struct wire_msg {
  * -EMSGSIZE / -EINVAL (a string too long, bad type, n too large).
  */
 int wire_encode(const struct wire_msg *m, uint8_t *out, size_t cap);
+/* The same in an older version (0: WIRE_VERSION): -EINVAL for a version
+ * outside WIRE_VERSION_MIN..WIRE_VERSION or a field it cannot carry.
+ */
+int wire_encode_v(const struct wire_msg *m, uint16_t version, uint8_t *out, size_t cap);
 
 /* Decode the first frame in buf[0..len). Returns the number of bytes the
  * frame used (> 0), 0 if more bytes are needed, -EPROTONOSUPPORT (our magic,
- * another version: a peer of another build), or -EPROTO (bad magic, type,
+ * a version outside WIRE_VERSION_MIN..WIRE_VERSION: a peer of another
+ * build; m->version says which), or -EPROTO (bad magic, type,
  * length, or payload that does not parse exactly).
  */
 int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *m);
