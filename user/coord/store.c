@@ -261,7 +261,9 @@ static bool usage_eq(const struct hmap *m, const void *key, uint32_t ref)
 
 /* r's totals into its pair's (the highest of each). A pair the index has no
  * room for is not kept: its holder's next HELLO starts from 0, and its next
- * report is recorded again (one record more, nothing lost).
+ * report is recorded again (one record more, nothing lost). Compaction,
+ * which writes out what memory holds, then stops: the log keeps every
+ * record, growing, rather than lose the pairs memory does not hold.
  */
 static void usage_keep(struct coord_store *s, const struct usage_rec *r)
 {
@@ -295,8 +297,11 @@ static void usage_keep(struct coord_store *s, const struct usage_rec *r)
 		err = hmap_put(&s->usage_map, key, &ref);
 	}
 	if (err < 0) {
-		pr_warn("state: usage totals of '%.63s' (limit '%.31s') not kept in memory: %s\n",
-			r->holder, r->limit, strerror(-err));
+		if (!s->usage_unkept)
+			pr_warn("state: usage totals of '%.63s' (limit '%.31s') not kept in memory: "
+				"%s; usage.log is no longer compacted\n",
+				r->holder, r->limit, strerror(-err));
+		s->usage_unkept = true;
 		return;
 	}
 	s->usage_n++;
@@ -399,6 +404,7 @@ void coord_store_close(struct coord_store *s)
 	free(s->usage_pairs);
 	s->usage_pairs = NULL;
 	s->usage_n = s->usage_cap = 0;
+	s->usage_unkept = false;
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
@@ -411,6 +417,8 @@ int coord_store_usage_compact(struct coord_store *s)
 	int fd, err = 0;
 	uint32_t n = s->usage_n;
 
+	if (s->usage_unkept)
+		return -ENOSPC; /* memory does not hold every pair: the log does */
 	/* One record per (holder, limit) with its highest totals, from memory
 	 * (O(pairs), no read back), written to a new file that replaces the log
 	 * only once it is durable.
@@ -471,7 +479,8 @@ int coord_store_usage(struct coord_store *s, const char *holder, const char *lim
 	 */
 	if (!s->usage_compact_at)
 		s->usage_compact_at = USAGE_COMPACT_RECORDS;
-	if (!fstat(s->usage_fd, &st) && st.st_size >= (off_t)(s->usage_compact_at * sizeof(r)) &&
+	if (!s->usage_unkept && !fstat(s->usage_fd, &st) &&
+	    st.st_size >= (off_t)(s->usage_compact_at * sizeof(r)) &&
 	    (err = coord_store_usage_compact(s)))
 		pr_warn("state: cannot compact usage.log: %s\n", strerror(-err));
 	return 0;

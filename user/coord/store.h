@@ -48,6 +48,7 @@ struct coord_store {
 	struct usage_rec *usage_pairs;
 	uint32_t usage_n, usage_cap;
 	struct hmap usage_map;
+	bool usage_unkept; /* a pair memory could not hold: no more compaction */
 };
 
 /* Open (creating) state-dir, read the epoch log, make epoch = highest seen + 1
