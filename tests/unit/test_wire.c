@@ -1127,7 +1127,13 @@ static void test_encode_small_buffer(void **state)
 	assert_non_null(buf);
 	memset(guard, GUARD_BYTE, sizeof(guard));
 	for (i = 0; i < S_COUNT; i++) {
-		for (cap = 0; cap < frame_lens[i]; cap++) {
+		/* Every cap in a frame's first and last 1024 bytes (headers, names,
+		 * counts, the last entries), every 61st in between: the big frames
+		 * (64 KiB policies, 1024-key grants) tried at every cap took 42 s
+		 * under ASan, quadratic, for no field more.
+		 */
+		for (cap = 0; cap < frame_lens[i];
+		     cap += cap < 1024 || cap + 1024 >= frame_lens[i] ? 1 : 61) {
 			memset(buf + cap, GUARD_BYTE, GUARD_LEN);
 			rc = wire_encode(msgs[i], buf, cap);
 			if (rc != -EMSGSIZE || memcmp(buf + cap, guard, GUARD_LEN))
@@ -1135,7 +1141,7 @@ static void test_encode_small_buffer(void **state)
 				    "%s into %zu bytes: encode returned %d or wrote past the end",
 				    samples[i].name, cap, rc);
 		}
-		assert_int_equal(wire_encode(msgs[i], buf, cap), frame_lens[i]);
+		assert_int_equal(wire_encode(msgs[i], buf, frame_lens[i]), frame_lens[i]);
 	}
 	free(buf);
 }
