@@ -169,7 +169,7 @@ ll_out_has "  ... names the parent" "'$TMPD/bpffs/wide' above it is mode 777"
 # A pin inside the directory that is a symlink (to a real ll_fence) is not followed.
 mv "$PIN2/ll_fence" "$TMPD/bpffs/fence-real" && ln -s "$TMPD/bpffs/fence-real" "$PIN2/ll_fence" ||
 	ll_fail "cannot make a symlinked ll_fence"
-ll_expect_rc 1 "a pin that is a symlink" in_g timeout 10 "$LL" agent -c "$TMPD/agent2.yaml"
+ll_expect_rc 2 "a pin that is a symlink" in_g timeout 10 "$LL" agent -c "$TMPD/agent2.yaml"
 ll_out_has "  ... names it" "pins under '$PIN2': ll_fence is a symlink"
 [ -z "$(ll_xdp_prog $LL_G_IF)" ] && ok "  ... attached nothing" || bad "  ... attached $(ll_xdp_prog $LL_G_IF)"
 

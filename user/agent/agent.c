@@ -495,8 +495,12 @@ int agent_run(const struct agent_opts *opts)
 		if (ifx && !attach_query(ifx, &cur) && cur.dispatcher && cur.our_id)
 			dopts.adopt_prog_id = cur.our_id;
 	}
-	if (dp_open(&dp, &dopts))
+	err = dp_open(&dp, &dopts);
+	if (err) {
+		if (err == -ELOOP)
+			rc = 2; /* a pin that is a symlink: the operator's to remove */
 		goto out;
+	}
 	pr_info("maps pinned under '%s'\n", ac->pin_dir);
 	/* Loaded and pinned: from here on (threads included) only what the loop
 	 * needs. Attaching needs CAP_NET_ADMIN and CAP_BPF, which stay.
