@@ -126,26 +126,26 @@ static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
 	}
 }
 
-/* A peer of another build (its frames carry another wire version): said
- * at most once a minute, whoever it is (strangers can send such frames).
+/* A peer of another build (its frames carry a wire version this one does
+ * not speak): said at most once a minute, whoever it is (strangers can
+ * send such frames).
  */
 static void version_refused(struct coord *co, int ci, uint16_t version)
 {
-	static uint64_t next_ns, quiet;
 	uint64_t now = clock_now_ns();
 	char addr[INET6_ADDRSTRLEN];
 
-	if (now < next_ns) {
-		quiet++;
+	if (now < co->version_say_ns) {
+		co->version_unsaid++;
 		return;
 	}
-	next_ns = now + 60 * NSEC_PER_SEC;
+	co->version_say_ns = now + 60 * NSEC_PER_SEC;
 	pr_warn("connection from %s refused: it speaks wire version %u, this build %u to "
 		WIRE_VERSION_STR " (upgrade coordinators first, then agents, one version at a "
 		"time; %llu more in the last minute)\n",
 		peer_str(co->conns[ci], addr, sizeof(addr)), (unsigned)version, WIRE_VERSION_MIN,
-		(unsigned long long)quiet);
-	quiet = 0;
+		(unsigned long long)co->version_unsaid);
+	co->version_unsaid = 0;
 }
 
 static void conn_input(struct coord *co, int ci)

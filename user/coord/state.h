@@ -145,6 +145,10 @@ struct coord {
 	 */
 	uint64_t adopted, adopt_refused, adopt_clamped, epoch_claims_ignored;
 	uint64_t old_version_hellos; /* holders that spoke WIRE_VERSION_MIN..WIRE_VERSION-1 */
+	/* Peers of another wire version: said at most once a minute
+	 * (connections.c), how many since it was last said.
+	 */
+	uint64_t version_say_ns, version_unsaid;
 };
 
 /* This coordinator leads (always, without replicas:): HELLOs are served. */
