@@ -1110,7 +1110,10 @@ static struct ll_key_id pk_key(void)
 	return k;
 }
 
-static void pk_report(struct fx *fx, struct pk_agent *a, bool hot)
+/* A report of agent a (K listed if hot); held: it re-presents that grant
+ * of k (after a restart), as applied.
+ */
+static void pk_report_as(struct fx *fx, struct pk_agent *a, bool hot, const struct coord_held *held)
 {
 	struct wire_report *r = &fx->m->report;
 	struct ll_key_id k = pk_key();
@@ -1119,12 +1122,14 @@ static void pk_report(struct fx *fx, struct pk_agent *a, bool hot)
 	fx->m->type = WIRE_REPORT;
 	snprintf(r->holder, sizeof(r->holder), "%s", a->name);
 	r->incarnation = 7;
-	r->max_epoch_seen = a->epoch;
+	r->max_epoch_seen = held ? held->epoch : a->epoch;
 	r->seq = ++a->seq;
 	r->n = 1;
 	snprintf(r->e[0].limit, sizeof(r->e[0].limit), "k");
 	r->e[0].applied_epoch = a->epoch;
 	r->e[0].applied_seq = a->applied;
+	if (held)
+		coord_entry_held(&r->e[0], held, 2 * NSEC_PER_SEC);
 	r->e[0].demand = PK_RATE;
 	if (hot || a->told) {
 		/* Denied on K: "as much as it can get"; or told it wants none now
@@ -1137,6 +1142,11 @@ static void pk_report(struct fx *fx, struct pk_agent *a, bool hot)
 	a->acked = a->applied;
 	a->sent_ns[a->seq % PK_SENT] = clock_now_ns();
 	assert_int_equal(conn_send(&a->c, fx->m), 0);
+}
+
+static void pk_report(struct fx *fx, struct pk_agent *a, bool hot)
+{
+	pk_report_as(fx, a, hot, NULL);
 }
 
 /* The contract the sum is checked against (a reload lowers it). */
@@ -1357,29 +1367,6 @@ static int setup_perkey_adopt(void **state)
 	return rc;
 }
 
-/* A report of agent a re-presenting h (its last grant of k), K hot; sent in
- * a's connection's version.
- */
-static void pk_report_held(struct fx *fx, struct pk_agent *a, const struct coord_held *h)
-{
-	struct wire_report *r = &fx->m->report;
-	struct ll_key_id k = pk_key();
-
-	WIRE_MSG_CLEAR(fx->m, report.hot[1]);
-	fx->m->type = WIRE_REPORT;
-	snprintf(r->holder, sizeof(r->holder), "%s", a->name);
-	r->incarnation = 7;
-	r->max_epoch_seen = h->epoch;
-	r->seq = ++a->seq;
-	r->n = 1;
-	snprintf(r->e[0].limit, sizeof(r->e[0].limit), "k");
-	r->e[0].demand = PK_RATE;
-	coord_entry_held(&r->e[0], h, 2 * NSEC_PER_SEC);
-	r->n_hot = 1;
-	r->hot[0] = (struct wire_hot){.entry = 0, .key = k, .demand = PK_RATE};
-	assert_int_equal(conn_send(&a->c, fx->m), 0);
-}
-
 /* Restarted with K hot, the coordinator renews a version-7 agent's per-key
  * limit by a cut (keys_full 2) in the quiet period; a version-6 agent,
  * which cannot take a cut, gets no grant of it until the quiet period ends
@@ -1408,7 +1395,7 @@ static void test_older_agent_gets_no_cut(void **state)
 
 	dial(fx, &B->c);
 	hello(fx, &B->c, B->name);
-	pk_report_held(fx, B, &hb);
+	pk_report_as(fx, B, true, &hb);
 	assert_int_equal(recv_msg(&B->c, fx->m, 1000), 1);
 	assert_int_equal(fx->m->type, WIRE_GRANT);
 	assert_int_equal(fx->m->grant.keys_full, WIRE_KEYS_CUT);
@@ -1419,7 +1406,7 @@ static void test_older_agent_gets_no_cut(void **state)
 	hello(fx, &A->c, A->name);
 	end = quiet_end + 2 * NSEC_PER_SEC;
 	while (clock_now_ns() < end) {
-		pk_report_held(fx, A, &ha);
+		pk_report_as(fx, A, true, &ha);
 		if (recv_msg(&A->c, fx->m, 200) != 1)
 			continue;
 		assert_int_equal(fx->m->type, WIRE_GRANT);

@@ -102,6 +102,13 @@ count_read() {
 		python3 -c 'import json,sys; v=json.load(sys.stdin)["value"]; print(int.from_bytes(bytes(int(x,16) for x in v),"little") if isinstance(v,list) else v)' 2>/dev/null
 }
 loader_status() { in_g xdp-loader status "$LL_G_IF" 2>&1; }
+# agent_refused CONFIG LOG PATTERN: an agent started on CONFIG exits (bounded),
+# not 0, having logged PATTERN to LOG.
+agent_refused() {
+	nsenter --net=/run/netns/"$LL_NS_G" "$LL" agent -c "$1" >"$2" 2>&1 &
+	AGENT_PID=$!
+	ll_agent_wait_exit 100 && [ "$LL_AGENT_RC" -ne 0 ] && grep -q "$3" "$2"
+}
 
 # ll_agent_cfg plus attach: MODE.
 agent_cfg() {
@@ -125,10 +132,7 @@ if ! grep -q xdp_dispatcher "$TMPD/status0.txt"; then
 	count_load
 	# What the agent does here: beside a program that is not a dispatcher,
 	# it refuses (another tool's program) and leaves it alone ...
-	nsenter --net=/run/netns/"$LL_NS_G" "$LL" agent -c "$TMPD/agent-mp.yaml" >"$TMPD/agent-busy.log" 2>&1 &
-	AGENT_PID=$!
-	if ll_agent_wait_exit 100 && [ "$LL_AGENT_RC" -ne 0 ] &&
-		grep -q "already has another XDP program, 'llt_count_prog'" "$TMPD/agent-busy.log"; then
+	if agent_refused "$TMPD/agent-mp.yaml" "$TMPD/agent-busy.log" "already has another XDP program, 'llt_count_prog'"; then
 		ok "multiprog beside a lone program: refused (exit $LL_AGENT_RC), '$(grep -o "already has.*" "$TMPD/agent-busy.log" | cut -c1-80)'"
 	else
 		bad "multiprog beside a lone program: $(tail -2 "$TMPD/agent-busy.log" | tr '\n' ' ')"
@@ -138,10 +142,7 @@ if ! grep -q xdp_dispatcher "$TMPD/status0.txt"; then
 	# ... and on an empty interface it says the kernel refused the dispatcher
 	# and leaves nothing attached (libxdp's fallback undone).
 	in_g xdp-loader unload --all "$LL_G_IF" >/dev/null 2>&1
-	nsenter --net=/run/netns/"$LL_NS_G" "$LL" agent -c "$TMPD/agent-mp.yaml" >"$TMPD/agent-nodisp.log" 2>&1 &
-	AGENT_PID=$!
-	if ll_agent_wait_exit 100 && [ "$LL_AGENT_RC" -ne 0 ] &&
-		grep -q "could not build a dispatcher" "$TMPD/agent-nodisp.log"; then
+	if agent_refused "$TMPD/agent-mp.yaml" "$TMPD/agent-nodisp.log" "could not build a dispatcher"; then
 		ok "no dispatcher possible: the agent exits $LL_AGENT_RC: $(grep -o 'could not build.*' "$TMPD/agent-nodisp.log" | cut -c1-150)"
 	else
 		bad "no dispatcher possible: $(tail -3 "$TMPD/agent-nodisp.log" | tr '\n' ' ')"
@@ -164,10 +165,7 @@ ll_status -j >"$TMPD/st1.json" && python3 -c 'import json,sys; s=json.load(open(
 	ok "leaseline status: attached" || bad "leaseline status does not show it attached"
 ll_stop_pid "$AGENT_PID" # the multiprog agent exits; its program stays
 AGENT_PID=
-nsenter --net=/run/netns/"$LL_NS_G" "$LL" agent -c "$TMPD/agent-direct.yaml" >"$TMPD/agent-direct.log" 2>&1 &
-AGENT_PID=$!
-if ll_agent_wait_exit 100 && [ "$LL_AGENT_RC" -ne 0 ] &&
-	grep -q "libxdp dispatcher" "$TMPD/agent-direct.log"; then
+if agent_refused "$TMPD/agent-direct.yaml" "$TMPD/agent-direct.log" "libxdp dispatcher"; then
 	ok "a direct-mode agent refuses the dispatcher: $(grep -o 'already has.*' "$TMPD/agent-direct.log" | cut -c1-120)"
 else
 	bad "direct-mode agent: $(tail -2 "$TMPD/agent-direct.log" | tr '\n' ' ')"
@@ -178,10 +176,7 @@ loader_status | grep -q leaseline && loader_status | grep -q llt_count_prog &&
 # the dispatcher spends the first one's maps, so it is not this one's.
 id_before=$(loader_status | grep -o 'leaseline  *[0-9][0-9]*' | awk '{print $2; exit}')
 sed "s|^pin-dir: .*|pin-dir: $TMPD/bpffs/other|" "$TMPD/agent-mp.yaml" >"$TMPD/agent-other.yaml"
-nsenter --net=/run/netns/"$LL_NS_G" "$LL" agent -c "$TMPD/agent-other.yaml" >"$TMPD/agent-other.log" 2>&1 &
-AGENT_PID=$!
-if ll_agent_wait_exit 100 && [ "$LL_AGENT_RC" -ne 0 ] &&
-	grep -q "is another pin directory's" "$TMPD/agent-other.log"; then
+if agent_refused "$TMPD/agent-other.yaml" "$TMPD/agent-other.log" "is another pin directory's"; then
 	ok "an agent of another pin directory refuses: $(grep -o 'already has.*' "$TMPD/agent-other.log" | cut -c1-150)"
 else
 	bad "agent of another pin directory: $(tail -2 "$TMPD/agent-other.log" | tr '\n' ' ')"

@@ -357,14 +357,13 @@ static bool link_pinned_here(const char *pin_dir, int ifindex, uint32_t link_id)
  * runs through (*link_id, 0: netlink). A dispatcher keeps its by-name rule
  * (multiprog's).
  */
-static void owner_direct(int ifindex, const struct attach_req *req, struct attach_info *cur,
+static void owner_direct(int ifindex, const char *pin_dir, struct attach_info *cur,
 			 uint32_t *link_id)
 {
 	*link_id = link_on(ifindex, cur->prog_id);
 	if (cur->prog_id && !cur->dispatcher)
-		cur->ours = req->pin_dir &&
-			    ((*link_id && link_pinned_here(req->pin_dir, ifindex, *link_id)) ||
-			     uses_pinned_state(cur->prog_id, req->pin_dir));
+		cur->ours = pin_dir && ((*link_id && link_pinned_here(pin_dir, ifindex, *link_id)) ||
+					uses_pinned_state(cur->prog_id, pin_dir));
 }
 
 /* multiprog: is the leaseline program in the dispatcher another pin
@@ -375,6 +374,27 @@ static void owner_multiprog(const char *pin_dir, struct attach_info *cur)
 {
 	cur->mp_foreign = cur->dispatcher && cur->our_id &&
 			  !(pin_dir && uses_pinned_state(cur->our_id, pin_dir));
+}
+
+/* What is on ifindex (cur) and whose, by multiprog's rule (1) or direct
+ * mode's (0), or by the rule of what is there (-1: a dispatcher's, else
+ * direct's); *link_id the direct link it runs through (0: none, netlink).
+ */
+static int query_owner(int ifindex, const char *pin_dir, int multiprog, struct attach_info *cur,
+		       uint32_t *link_id)
+{
+	int err = attach_query(ifindex, cur);
+
+	*link_id = 0;
+	if (err)
+		return err;
+	if (multiprog < 0)
+		multiprog = cur->dispatcher;
+	if (multiprog)
+		owner_multiprog(pin_dir, cur);
+	else
+		owner_direct(ifindex, pin_dir, cur, link_id);
+	return 0;
 }
 
 /* Whether attaching as req says over what cur found is refused without
@@ -395,18 +415,14 @@ bool refused(const struct attach_info *cur, const struct attach_req *req)
 int attach_check(int ifindex, const struct attach_req *req, struct attach_result *res)
 {
 	struct attach_info cur;
+	uint32_t link_id;
 	int err;
 
-	uint32_t link_id = 0;
-
 	memset(res, 0, sizeof(*res));
-	err = attach_query(ifindex, &cur);
+	err = query_owner(ifindex, req->pin_dir, req->attach_mode == CFG_ATTACH_MULTIPROG, &cur,
+			  &link_id);
 	if (err)
 		return err;
-	if (req->attach_mode != CFG_ATTACH_MULTIPROG)
-		owner_direct(ifindex, req, &cur, &link_id);
-	else
-		owner_multiprog(req->pin_dir, &cur);
 	if (refused(&cur, req)) {
 		busy(res, &cur, ifindex, link_id);
 		return -EBUSY;
@@ -416,18 +432,12 @@ int attach_check(int ifindex, const struct attach_req *req, struct attach_result
 
 int attach_owned(int ifindex, const char *pin_dir, struct attach_info *cur)
 {
-	const struct attach_req req = {.pin_dir = pin_dir};
 	uint32_t link_id;
-	int err = attach_query(ifindex, cur);
+	int err = query_owner(ifindex, pin_dir, -1, cur, &link_id);
 
 	if (err)
 		return err;
-	if (cur->dispatcher) {
-		owner_multiprog(pin_dir, cur);
-		return cur->our_id && !cur->mp_foreign;
-	}
-	owner_direct(ifindex, &req, cur, &link_id);
-	return cur->ours;
+	return cur->dispatcher ? cur->our_id && !cur->mp_foreign : cur->ours;
 }
 
 /* Remove whatever is attached (cur), by id: our own program or, with force,
@@ -560,7 +570,7 @@ static int attach_direct(int ifindex, const struct attach_req *req, struct attac
 	if (!req->pin_dir)
 		return -EINVAL;
 	link_pin_path(path, sizeof(path), req->pin_dir, ifindex);
-	owner_direct(ifindex, req, cur, &link_id);
+	owner_direct(ifindex, req->pin_dir, cur, &link_id);
 	/* Our program alone in a dispatcher is ours; a dispatcher with others'
 	 * programs is theirs too.
 	 */

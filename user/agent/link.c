@@ -638,7 +638,7 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 		link_down(l,
 			  r == -EPROTONOSUPPORT
 			      ? "the coordinator speaks another wire version than this build's "
-				WIRE_VERSION_STR " (upgrade agents and coordinators together)"
+				WIRE_VERSION_STR " (upgrade coordinators first, then agents)"
 			      : "malformed frame from the coordinator",
 			  now);
 	else if (l->c.fd >= 0 && err)

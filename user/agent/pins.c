@@ -134,7 +134,7 @@ static bool btf_same(const struct btf *a, __u32 ia, const struct btf *b, __u32 i
 /* ---- what is pinned -------------------------------------------------------------------------- */
 
 struct pinned_map {
-	const struct bpf_map *m; /* this build's */
+	struct bpf_map *m; /* this build's */
 	int fd;			 /* the pin's, or -1: not pinned */
 	struct bpf_map_info info;
 };
@@ -527,15 +527,13 @@ static int hand_over(struct survey *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		struct pinned_map *p = &s->maps[i];
-		struct bpf_map *m;
 		int err;
 
 		if (p->fd < 0)
 			continue;
-		m = bpf_object__find_map_by_name(s->obj, bpf_map__name(p->m));
-		err = m ? bpf_map__reuse_fd(m, p->fd) : -ENOENT;
+		err = bpf_map__reuse_fd(p->m, p->fd);
 		if (!err)
-			err = bpf_map__set_pin_path(m, NULL);
+			err = bpf_map__set_pin_path(p->m, NULL);
 		if (err) {
 			pr_warn("cannot use the pinned %s: %s\n", bpf_map__name(p->m),
 				strerror(-err));

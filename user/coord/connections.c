@@ -105,15 +105,14 @@ static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
 	 * during an upgrade, coordinators first); a peer that changes its
 	 * version after that is broken.
 	 */
-	if (cc->holder >= 0 && m->version != (cc->c.peer_version ? cc->c.peer_version
-								  : WIRE_VERSION)) {
+	if (cc->holder >= 0 && m->version != cc->c.peer_version) {
 		co->protocol_errors++;
 		conn_drop(co, ci, "wire version changed after its hello");
 		return;
 	}
 	if (m->type == WIRE_HELLO && cc->holder < 0) {
-		cc->c.peer_version = m->version == WIRE_VERSION ? 0 : m->version;
-		if (cc->c.peer_version)
+		cc->c.peer_version = m->version;
+		if (m->version < WIRE_VERSION)
 			co->old_version_hellos++;
 		on_hello(co, ci, &m->hello);
 	} else if (m->type == WIRE_REPORT)

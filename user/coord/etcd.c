@@ -49,7 +49,7 @@ int etcd_init(struct etcd *e, const char (*endpoints)[136], unsigned n, long tim
 static int read_pem(const char *path, char **buf, size_t *len)
 {
 	enum { PEM_MAX = 64 * 1024 };
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), err;
 	ssize_t n;
 
 	*buf = NULL;
@@ -57,11 +57,12 @@ static int read_pem(const char *path, char **buf, size_t *len)
 		return -errno;
 	*buf = malloc(PEM_MAX + 1);
 	n = *buf ? read(fd, *buf, PEM_MAX + 1) : -1;
+	err = !*buf ? -ENOMEM : n < 0 ? -errno : n == 0 || n > PEM_MAX ? -EINVAL : 0;
 	close(fd);
-	if (n <= 0 || n > PEM_MAX) {
+	if (err) {
 		free(*buf);
 		*buf = NULL;
-		return n < 0 ? -ENOMEM : -EINVAL;
+		return err;
 	}
 	*len = (size_t)n;
 	return 0;

@@ -360,7 +360,7 @@ static void adopt(struct coord *co, int hi, struct climit *c, const struct wire_
 	 * wait out the quiet period, as with a version-6 coordinator.
 	 */
 	if (c->hot.on && h->conn >= 0 && co->conns[h->conn] &&
-	    co->conns[h->conn]->c.peer_version && co->conns[h->conn]->c.peer_version < 7)
+	    co->conns[h->conn]->c.peer_version < 7)
 		return;
 	hl->adopt_tried = true; /* one try: a refused proof is not tried again */
 	if (!grant_tag_ok(co->store.grant_key,
