@@ -50,6 +50,13 @@ ll_send_bg "$TMPD/sent.json" "$DURATION" "$FLOOD:$FLOOD_PPS" "$QUIET:$SLOW_PPS"
 ll_sleep 2.5 # past every flooding client's burst, and 2 quiet packets each
 top_j() { in_g "$LL" top --pin-dir "$PIN" -j "$@"; }
 top_j >"$TMPD/top.json" 2>"$TMPD/top.err" || bad "top -j failed: $(cat "$TMPD/top.err")"
+# More samples of the retry hint while the flood runs: a hint reads "now" for
+# the ~10 ms between a token's arrival and the next flood packet, or longer
+# when a loaded machine stalls the sender; one wait in any sample will do.
+for i in 1 2 3 4; do
+	ll_sleep 0.1
+	top_j --limit per-client >"$TMPD/top-w$i.json" 2>&1 || bad "top -j (sample $i) failed"
+done
 top_j -n 2 >"$TMPD/top-n2.json" 2>&1 || bad "top -j -n 2 failed"
 top_j --limit per-net >"$TMPD/top-net.json" 2>&1 || bad "top --limit per-net failed"
 top_j --limit per-flow -n 3 >"$TMPD/top-flow.json" 2>&1 || bad "top --limit per-flow failed"
@@ -82,14 +89,19 @@ if not quiet <= allowed:
 if quiet & denied:
     bad.append("quiet clients among the denied: %s" % sorted(quiet & denied))
 waits = []
+samples = [pc["top_denied"]]
+for i in (1, 2, 3, 4):
+    w = limit(json.load(open(d + "/top-w%d.json" % i)), "per-client")
+    samples.append(w["top_denied"] if w else [])
 for r in pc["top_denied"]:
     if r.get("family") != 4 or r.get("address") != r["key"] or r.get("prefix") != 32:
         bad.append("denied row %s: family/address/prefix %s/%s/%s" % (
             r["key"], r.get("family"), r.get("address"), r.get("prefix")))
     if r["denied"] <= 0 or r["limit"] != "per-client" or "per-client" not in r.get("why", ""):
         bad.append("denied row %s: %s" % (r["key"], r))
-    # A flooding key's hint points at its next token: at most 1/rate away,
-    # plus the hint's 2^16 ns rounding step. "now" only right after an admission.
+# A flooding key's hint points at its next token: at most 1/rate away, plus
+# the hint's 2^16 ns rounding step. "now" only right after an admission.
+for r in (r for rows in samples for r in rows):
     if r["retry"] != "now":
         if not r["retry"].startswith("in ") or not 0 < r["retry_ms"] <= 1000 / rate + 0.07:
             bad.append("denied row %s: retry '%s' (%s ms), expected within %g ms" % (
