@@ -43,8 +43,11 @@
 #define HELLO_FRAME  (P + 1 + 4 + 4 * 8)
 #define GRANT_FRAME  (P + 1 + 9 + 1 + 4 + 9 * 8 + WIRE_TAG_LEN + 1 + 8 + 2)
 #define KEY_LEN	     sizeof(struct ll_key_id)
-#define KEY_GRANT    (KEY_LEN + 1 + 2 * 8)
-#define HOT_ENTRY    (1 + KEY_LEN + 8)
+#define KEY_GRANT    (KEY_LEN + 1 + 2 * 8 + WIRE_TAG_LEN)
+#define HOT_ENTRY    (1 + KEY_LEN + 4 * 8 + WIRE_TAG_LEN)
+/* What version 8 added: a key grant's tag, a hot key's held entry. */
+#define KEY_GRANT_V8 WIRE_TAG_LEN
+#define HOT_ENTRY_V8 (3 * 8 + WIRE_TAG_LEN)
 #define ENTRY_FIXED  (11 * 8 + WIRE_TAG_LEN)
 #define REPORT_FRAME (REPORT_E0 + 1 + 10 + ENTRY_FIXED + 1 + 9 + ENTRY_FIXED + 2)
 #define POLICY_YAML  "version: 3\ndefault: pass\nlimits: []\nrules: []\n"
@@ -151,6 +154,8 @@ static void sample_grant_keys(struct wire_msg *m)
 		m->grant.keys[i].op = (uint8_t)(i % 2);
 		m->grant.keys[i].rate = i;
 		m->grant.keys[i].burst = UINT64_MAX - i;
+		for (int j = 0; j < WIRE_TAG_LEN; j++)
+			m->grant.keys[i].tag[j] = (uint8_t)(i + 3 * j);
 	}
 }
 
@@ -208,6 +213,11 @@ static void sample_report_max(struct wire_msg *m)
 		m->report.hot[i].entry = (uint8_t)(i % WIRE_MAX_ENTRIES);
 		set_key(&m->report.hot[i].key, i);
 		m->report.hot[i].demand = (uint64_t)i << 32;
+		m->report.hot[i].held_seq = i + 1;
+		m->report.hot[i].held_rate = (uint64_t)i << 20;
+		m->report.hot[i].held_burst = UINT64_MAX - i;
+		for (int j = 0; j < WIRE_TAG_LEN; j++)
+			m->report.hot[i].held_tag[j] = (uint8_t)(i ^ j);
 	}
 }
 
@@ -435,7 +445,7 @@ static void test_round_trip(void **state)
 static void test_hello_bytes(void **state)
 {
 	static const uint8_t expect[] = {
-	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x07, 0x00, 0x01, 0x00, 0x00, 0x00, 0x25, /* header */
+	    0x4c, 0x4c, 0x57, 0x31, 0x00, 0x08, 0x00, 0x01, 0x00, 0x00, 0x00, 0x25, /* header */
 	    0x04, 'g',	'w',  '-',  '1',					    /* holder */
 	    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* incarnation */
 	    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, /* max_epoch_seen */
@@ -559,14 +569,48 @@ static void run_corruptions(const struct corruption *cases, size_t n)
 	}
 }
 
-/* Version 6 (WIRE_VERSION_MIN), an agent one version behind: its frames
+/* Version 7, an agent one version behind: a grant goes out without its
+ * keys' tags and a report without its hot keys' held entries, and both
+ * decode with those fields 0.
+ */
+static void test_version_7(void **state)
+{
+	static uint8_t buf[FRAME_MAX];
+	int n;
+
+	(void)state;
+	n = wire_encode_v(msgs[S_GRANT_KEYS], 7, buf, sizeof(buf));
+	assert_int_equal(n, (int)(frame_lens[S_GRANT_KEYS] - WIRE_MAX_KEY_GRANTS * KEY_GRANT_V8));
+	assert_int_equal(decode_tail(buf, (size_t)n), n);
+	assert_int_equal(out->version, 7);
+	for (uint32_t i = 0; i < WIRE_MAX_KEY_GRANTS; i++) {
+		static const uint8_t zero[WIRE_TAG_LEN];
+
+		assert_memory_equal(out->grant.keys[i].tag, zero, WIRE_TAG_LEN);
+		assert_int_equal(out->grant.keys[i].burst, msgs[S_GRANT_KEYS]->grant.keys[i].burst);
+	}
+	n = wire_encode_v(msgs[S_REPORT_MAX], 7, buf, sizeof(buf));
+	assert_int_equal(n, (int)(frame_lens[S_REPORT_MAX] - WIRE_MAX_HOT * HOT_ENTRY_V8));
+	memset(out, 0xee, sizeof(*out)); /* what a v7 frame lacks is zeroed, not left */
+	assert_int_equal(decode_tail(buf, (size_t)n), n);
+	assert_int_equal(out->report.n_hot, WIRE_MAX_HOT);
+	for (uint32_t i = 0; i < WIRE_MAX_HOT; i++) {
+		const struct wire_hot *w = &out->report.hot[i];
+
+		assert_int_equal(w->held_seq | w->held_rate | w->held_burst, 0);
+		assert_int_equal(w->held_tag[0] | w->held_tag[WIRE_TAG_LEN - 1], 0);
+		assert_int_equal(w->demand, msgs[S_REPORT_MAX]->report.hot[i].demand);
+	}
+}
+
+/* Version 6 (WIRE_VERSION_MIN), an agent two versions behind: its frames
  * decode, with their version; a frame goes out in 6 when asked, and then
  * carries no cut, which 6 does not know (refused to encode, and refused in
  * a version-6 frame that claims one).
  */
 static void test_version_6(void **state)
 {
-	uint8_t buf[FRAME_MAX];
+	static uint8_t buf[FRAME_MAX];
 	int n;
 
 	(void)state;
@@ -577,7 +621,7 @@ static void test_version_6(void **state)
 	assert_string_equal(out->hello.holder, msgs[S_HELLO]->hello.holder);
 
 	n = wire_encode_v(msgs[S_GRANT_KEYS], 6, buf, sizeof(buf));
-	assert_int_equal(n, (int)frame_lens[S_GRANT_KEYS]);
+	assert_int_equal(n, (int)(frame_lens[S_GRANT_KEYS] - WIRE_MAX_KEY_GRANTS * KEY_GRANT_V8));
 	assert_int_equal(get_be(buf + HDR_VERSION, 2), 6);
 	assert_int_equal(decode_tail(buf, (size_t)n), n);
 	assert_int_equal(out->version, 6);
@@ -753,6 +797,7 @@ static int craft_hot(uint8_t *buf, size_t n_hot, unsigned entry)
 		memset(p.b + p.n, 0xa5, KEY_LEN);
 		p.n += KEY_LEN;
 		pb_put(&p, i, 8);
+		pb_put(&p, 0, HOT_ENTRY_V8); /* no held entry */
 	}
 	return pb_decode(&p, WIRE_REPORT);
 }
@@ -1168,6 +1213,7 @@ int main(void)
 	    cmocka_unit_test(test_hello_bytes),
 	    cmocka_unit_test(test_every_prefix_needs_more),
 	    cmocka_unit_test(test_version_6),
+	    cmocka_unit_test(test_version_7),
 	    cmocka_unit_test(test_header_corruption),
 	    cmocka_unit_test(test_header_refused_early),
 	    cmocka_unit_test(test_payload_corruption),

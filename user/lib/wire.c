@@ -28,8 +28,8 @@
 #define WIRE_LIMIT_MAX	   (WIRE_NAME_LEN_BYTES + LL_NAME_LEN - 1)
 #define WIRE_ENTRY_MAX	   (WIRE_LIMIT_MAX + 11 * 8 + WIRE_TAG_LEN)
 #define WIRE_KEY_LEN	   sizeof(struct ll_key_id)
-#define WIRE_HOT_MAX	   (1 + WIRE_KEY_LEN + 8)
-#define WIRE_KEY_GRANT_MAX (WIRE_KEY_LEN + 1 + 2 * 8)
+#define WIRE_HOT_MAX	   (1 + WIRE_KEY_LEN + 4 * 8 + WIRE_TAG_LEN)
+#define WIRE_KEY_GRANT_MAX (WIRE_KEY_LEN + 1 + 2 * 8 + WIRE_TAG_LEN)
 #define WIRE_REPORT_MAX                                                                            \
 	(WIRE_HOLDER_MAX + 3 * 8 + WIRE_COUNT_LEN_BYTES + WIRE_MAX_ENTRIES * WIRE_ENTRY_MAX +      \
 	 WIRE_COUNT_LEN_BYTES + WIRE_MAX_HOT * WIRE_HOT_MAX)
@@ -69,6 +69,7 @@ struct wire_field {
 	size_t aux;  /* WK_BLOB, WK_ARRAY: offset of the length or count */
 	uint64_t max;
 	const struct wire_field *sub; /* WK_ARRAY: fields of one element */
+	uint16_t since; /* only in frames of this version or later (0: every version) */
 };
 
 /* One field per line, in wire order: each table reads as its layout in docs/protocol.md. */
@@ -86,6 +87,10 @@ struct wire_field {
 	 .max = (m),                                                                               \
 	 .sub = (s)}
 #define F_BYTES(t, f)  {.kind = WK_BYTES, .off = offsetof(t, f), .size = member_size(t, f)}
+/* Fields added in version v: absent from older frames (decoded as 0). */
+#define F_U64_SINCE(t, f, v)   {.kind = WK_U64, .off = offsetof(t, f), .since = (v)}
+#define F_BYTES_SINCE(t, f, v)                                                                    \
+	{.kind = WK_BYTES, .off = offsetof(t, f), .size = member_size(t, f), .since = (v)}
 #define F_ADDR(t, f)   {.kind = WK_ADDR, .off = offsetof(t, f), .size = member_size(t, f)}
 #define F_END {.kind = WK_END}
 
@@ -116,6 +121,7 @@ static const struct wire_field key_grant_fields[] = {
 	F_U8(KG, op, WIRE_KEY_REMOVE),
 	F_U64(KG, rate),
 	F_U64(KG, burst),
+	F_BYTES_SINCE(KG, tag, 8),
 	F_END,
 };
 
@@ -159,6 +165,10 @@ static const struct wire_field hot_fields[] = {
 	F_U8(HOT, entry, WIRE_MAX_ENTRIES - 1),
 	F_BYTES(HOT, key),
 	F_U64(HOT, demand),
+	F_U64_SINCE(HOT, held_seq, 8),
+	F_U64_SINCE(HOT, held_rate, 8),
+	F_U64_SINCE(HOT, held_burst, 8),
+	F_BYTES_SINCE(HOT, held_tag, 8),
 	F_END,
 };
 
@@ -269,12 +279,14 @@ struct wbuf {
 	uint8_t *p;
 	size_t cap, off;
 	bool full;
+	uint16_t version; /* of the frame: which fields it carries */
 };
 
 struct rbuf {
 	const uint8_t *p;
 	size_t len, off;
 	bool exhausted;
+	uint16_t version;
 };
 
 static uint8_t *wbuf_take(struct wbuf *w, size_t n)
@@ -405,6 +417,8 @@ static int enc_fields(struct wbuf *w, const uint8_t *base, const struct wire_fie
 	int err;
 
 	for (; f->kind != WK_END; f++) {
+		if (f->since > w->version)
+			continue;
 		err = enc_field(w, base, f);
 		if (err)
 			return err;
@@ -436,7 +450,7 @@ int wire_encode(const struct wire_msg *m, uint8_t *out, size_t cap)
 int wire_encode_v(const struct wire_msg *m, uint16_t version, uint8_t *out, size_t cap)
 {
 	const struct wire_desc *d = wire_desc(m->type);
-	struct wbuf w = {.p = out, .cap = cap};
+	struct wbuf w = {.p = out, .cap = cap, .version = version ? version : WIRE_VERSION};
 	uint8_t *hdr;
 	int err;
 
@@ -533,6 +547,11 @@ static int dec_fields(struct rbuf *r, uint8_t *base, const struct wire_field *f)
 	int err;
 
 	for (; f->kind != WK_END; f++) {
+		if (f->since > r->version) {
+			/* Not in this version's frames (F_*_SINCE: a u64 or bytes). */
+			memset(base + f->off, 0, f->kind == WK_U64 ? 8 : f->size);
+			continue;
+		}
 		err = dec_field(r, base, f);
 		if (err)
 			return err;
@@ -563,7 +582,7 @@ int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *m)
 	if (len - WIRE_HDR_LEN < plen)
 		return 0;
 
-	r = (struct rbuf){.p = buf + WIRE_HDR_LEN, .len = plen};
+	r = (struct rbuf){.p = buf + WIRE_HDR_LEN, .len = plen, .version = version};
 	m->type = type;
 	err = dec_fields(&r, (uint8_t *)m, d->fields);
 	if (err || r.exhausted || r.off != r.len || !fits_version(m, version))

@@ -25,21 +25,24 @@
  * (LL_MAX_LIMITS), frames up to 128 KiB; HELLO's counters identity, METER and
  * METER_ACK (per-key usage); 6: grants carry a tag the holder re-presents
  * with what it holds (a restarted or new leader adopts it), REDIRECT; 7: a
- * grant's keys_full may be a cut (adoption of per-key limits)
+ * grant's keys_full may be a cut (adoption of per-key limits); 8: per-key
+ * grants carry a tag too, and hot keys re-present the entry they hold
+ * (adoption of per-key entries), frames up to 160 KiB
  */
-#define WIRE_VERSION 7
-#define WIRE_VERSION_STR "7" /* for log lines */
+#define WIRE_VERSION 8
+#define WIRE_VERSION_STR "8" /* for log lines */
 /* The oldest version still decoded and spoken, so that a fleet upgrades
  * without a flag day: coordinators first (each answers a peer in the
- * version of its HELLO), then agents. Version 6 is 7 without the cut
+ * version of its HELLO), then agents. Version 7 is 8 without the per-key
+ * tags (key grants' tag, hot keys' held_*); version 6 is 7 without the cut
  * (keys_full 2).
  */
 #define WIRE_VERSION_MIN 6
 #define WIRE_HDR_LEN 12
 /* A frame's payload: a full report (256 entries and WIRE_MAX_HOT hot keys,
- * ~72 kB) must fit. Buffers grow with what is in flight, not to this.
+ * ~134 kB) must fit. Buffers grow with what is in flight, not to this.
  */
-#define WIRE_MAX_PAYLOAD (128 * 1024)
+#define WIRE_MAX_PAYLOAD (160 * 1024)
 /* A policy document: 64 KiB less its message's fields, as in version 4. */
 #define WIRE_MAX_POLICY	 (64 * 1024 - 64)
 #define WIRE_HOLDER_LEN	 64 /* holder ids (node names), NUL included */
@@ -98,6 +101,11 @@ struct wire_key_grant {
 	uint8_t op;	/* enum wire_key_op */
 	uint64_t rate;	/* tokens/s */
 	uint64_t burst; /* tokens */
+	/* WIRE_KEY_SET: the coordinators' proof of (holder, incarnation, limit,
+	 * epoch, seq of this grant, key, rate, burst), which the holder hands
+	 * back with the key in its reports (struct wire_hot). 0s for a remove.
+	 */
+	uint8_t tag[WIRE_TAG_LEN];
 };
 
 enum { WIRE_KEYS_CHANGES = 0, WIRE_KEYS_WHOLE = 1, WIRE_KEYS_CUT = 2 };
@@ -163,6 +171,14 @@ struct wire_hot {
 	uint8_t entry;
 	struct ll_key_id key;
 	uint64_t demand; /* tokens/s this holder would use for this key */
+	/* The per-key entry it holds for the key as it came: in grant held_seq
+	 * of its entry's applied_epoch, with the tag that proves it, for a
+	 * coordinator that does not remember it to adopt. All 0: none.
+	 */
+	uint64_t held_seq;
+	uint64_t held_rate;
+	uint64_t held_burst;
+	uint8_t held_tag[WIRE_TAG_LEN];
 };
 
 struct wire_report {
