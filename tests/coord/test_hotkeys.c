@@ -629,6 +629,87 @@ static void test_cut(void **state)
 	ledger_free(&lim);
 }
 
+/* Adoption of per-key entries: in the quiet period a holder whose share
+ * was adopted proves the entry it holds for a hot key (the tag is checked
+ * by the caller); its cuts then name that entry (not its share, not the
+ * weighted part), within the key's room, through every cut of the quiet
+ * period. Once per holder and key in a term: a second try is not taken,
+ * a new connection or a new term forgets it, an entry above the key's
+ * contract is cut to it, one above the room left by the others to that
+ * room, and the whole set after the quiet period ends it.
+ */
+static void test_adopt(void **state)
+{
+	struct ll_key_id H = key_v4(9), X = key_v4(10);
+	uint64_t now = NSEC_PER_SEC;
+	struct ledger_grant g[3];
+	struct hotkeys t;
+	struct ledger lim;
+	int ih;
+
+	(void)state;
+	ledger_init(&lim, 1000, 1000);
+	hotkeys_init(&t, "l", NHOLD, 16, SEED);
+	for (size_t h = 0; h < 3; h++) {
+		lim.h[h].active = true;
+		assert_true(ledger_issue(&lim, h, 200, 200, now, LIVE, &g[h]));
+		ledger_ack(&lim, h, g[h].seq, now);
+	}
+	assert_int_equal(report(&t, &lim, 0, &H, 1000, 200, now), 1);
+	ih = hotkeys_find(&t, &H);
+	/* Only keys in the table; holder 0 held 700/s of H, holder 1 5000/s
+	 * (above the key's contract: cut to it, and counted).
+	 */
+	assert_int_equal(hotkeys_adopt(&t, 0, &X, 700, 70), 0);
+	assert_int_equal(hotkeys_adopt(&t, 0, &H, 700, 70), 1);
+	assert_int_equal(hotkeys_adopt(&t, 0, &H, 900, 90), 0); /* once */
+	assert_int_equal(hotkeys_adopt(&t, 1, &H, 5000, 5000), 1);
+	assert_int_equal(t.adopted, 2);
+	assert_int_equal(t.adopt_clamped, 1);
+	for (int round = 0; round < 2; round++) {
+		/* The key's ledger began as the limit's: holders 1 and 2 may
+		 * spend their share (200) on H until their cuts say otherwise.
+		 * So holder 0 keeps 600 of its 700 (the room), in every cut;
+		 * holder 1 the room then left (200); holder 2, nothing adopted,
+		 * its share where it fits (not named).
+		 */
+		assert_int_equal(hotkeys_grant_cut(&t, &lim, 0, 200, 200, now, LIVE, &g[0], &out),
+				 1);
+		assert_non_null(named(&H));
+		assert_int_equal(named(&H)->rate, 600);
+		assert_int_equal(named(&H)->burst, 70);
+		assert_int_equal(hotkeys_grant_cut(&t, &lim, 1, 200, 200, now, LIVE, &g[1], &out),
+				 1);
+		assert_non_null(named(&H));
+		assert_int_equal(named(&H)->rate, 200);
+		assert_int_equal(hotkeys_grant_cut(&t, &lim, 2, 200, 200, now, LIVE, &g[2], &out),
+				 1);
+		assert_null(named(&H));
+		assert_true(ledger_sum_rate(&t.k[ih].led, now) <= 1000);
+		assert_int_equal(hotkeys_check(&t, now), 0);
+		for (size_t h = 0; h < 3; h++)
+			ack(&t, &lim, h, g[h].seq, now);
+		now += 10 * NSEC_PER_MSEC;
+	}
+	/* The contract once, each room once (a cut names what the last named). */
+	assert_int_equal(t.adopt_clamped, 3);
+	/* A new connection forgets what holder 1 adopted, and may prove it again. */
+	hotkeys_holder_connect(&t, 1);
+	assert_int_equal(t.k[ih].h[1].flags & (HK_ADOPTED | HK_ADOPT_TRIED), 0);
+	assert_int_equal(hotkeys_adopt(&t, 1, &H, 100, 10), 1);
+	/* A new term forgets everything adopted. */
+	hotkeys_term_begin(&t);
+	assert_int_equal(t.k[ih].h[0].flags & (HK_ADOPTED | HK_ADOPT_TRIED), 0);
+	assert_int_equal(t.k[ih].h[1].flags & (HK_ADOPTED | HK_ADOPT_TRIED), 0);
+	/* The whole set after the quiet period ends the adoption. */
+	assert_int_equal(hotkeys_adopt(&t, 0, &H, 700, 70), 1);
+	g[0] = grant(&t, &lim, 0, 200, 200, now);
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
+	assert_int_equal(t.k[ih].h[0].flags & HK_ADOPTED, 0);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
 /* A reload keeps the table (a deep copy), and a lowered capacity drains:
  * decreases only, no violation while the live grants come down, and the
  * drain ends once they fit. A key over capacity outside a drain is a
@@ -1246,6 +1327,7 @@ int main(void)
 	    cmocka_unit_test(test_compose),	 cmocka_unit_test(test_grant_not_sendable),
 	    cmocka_unit_test(test_dead_and_reset), cmocka_unit_test(test_copy_and_capacity),
 	    cmocka_unit_test(test_set_in_steps),	 cmocka_unit_test(test_pinned), cmocka_unit_test(test_cut),
+	    cmocka_unit_test(test_adopt),
 	    cmocka_unit_test(test_stranded),	 cmocka_unit_test(test_key_str),
 	    cmocka_unit_test(test_random),
 	};

@@ -63,6 +63,11 @@ struct holder {
 	 */
 	bool has[NK], full_seen;
 	uint64_t krate[NK], kburst[NK], want[NK];
+	/* Each entry's tag as it came (hot.c's proof): re-presented with the key. */
+	struct {
+		uint64_t epoch, seq, rate, burst;
+		uint8_t tag[WIRE_TAG_LEN];
+	} proof[NK];
 	uint64_t away_until;	/* slow to come back after a restart: silent until then */
 	uint64_t sent_seq[SENT_RING], sent_ns[SENT_RING];
 };
@@ -74,12 +79,14 @@ struct model {
 	struct wire_msg *m;
 	struct holder h[H];
 	uint64_t seed, epoch_min, epoch_max;
-	uint64_t grants, stale, restarts, forged, adopted, max_rate, max_burst;
-	uint64_t cuts, wholes, changes, refused, max_key;
+	uint64_t grants, stale, restarts, forged, adopted, keys_adopted, max_rate, max_burst;
+	uint64_t cuts, wholes, changes, refused, max_key, key_forged;
 };
 
-/* The coordinator's "adopted" lines in this run's log. */
-static uint64_t adopted_in_log(const struct model *x)
+/* The coordinator's "adopted" lines in this run's log (keys: the per-key
+ * entries they count).
+ */
+static uint64_t adopted_in_log(const struct model *x, bool keys)
 {
 	char path[96], line[512];
 	uint64_t n = 0;
@@ -87,8 +94,14 @@ static uint64_t adopted_in_log(const struct model *x)
 
 	snprintf(path, sizeof(path), "%s/coord.log", x->dir);
 	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		n += strstr(line, "': adopted ") != NULL;
+	while (f && fgets(line, sizeof(line), f)) {
+		const char *at = strstr(line, "': adopted ");
+
+		if (at && strstr(at, "per-key entries"))
+			n += keys ? strtoull(at + strlen("': adopted "), NULL, 10) : 0;
+		else
+			n += at && !keys;
+	}
 	if (f)
 		fclose(f);
 	return n;
@@ -247,6 +260,8 @@ static bool apply_keys(struct model *x, struct holder *h, const struct wire_gran
 		x->refused++;
 		return false;
 	}
+	if (g->keys_full != WIRE_KEYS_CHANGES)
+		memset(h->proof, 0, sizeof(h->proof)); /* hot_grant_applied */
 	if (g->keys_full == WIRE_KEYS_WHOLE) {
 		memset(h->has, 0, sizeof(h->has));
 		h->full_seen = true;
@@ -265,6 +280,14 @@ static bool apply_keys(struct model *x, struct holder *h, const struct wire_gran
 			fail_msg("seed %llu: a grant names a key nobody listed",
 				 (unsigned long long)x->seed);
 		named[u] = true;
+		memset(&h->proof[u], 0, sizeof(h->proof[u]));
+		if (k->op == WIRE_KEY_SET) {
+			h->proof[u].epoch = g->epoch;
+			h->proof[u].seq = g->seq;
+			h->proof[u].rate = k->rate;
+			h->proof[u].burst = k->burst;
+			memcpy(h->proof[u].tag, k->tag, WIRE_TAG_LEN);
+		}
 		if (g->keys_full == WIRE_KEYS_CUT) {
 			assert_int_equal(k->op, WIRE_KEY_SET);
 			h->krate[u] = min64(k->rate, h->has[u] ? h->krate[u] : g->rate);
@@ -353,7 +376,10 @@ static void drain(struct model *x)
 	}
 }
 
-static void report(struct model *x, struct holder *h, bool forge)
+/* forge: 0 none, 1 the share re-presented above what its tag proves, 2 the
+ * per-key entries.
+ */
+static void report(struct model *x, struct holder *h, int forge)
 {
 	uint64_t now = clock_now_ns();
 	int k;
@@ -373,7 +399,7 @@ static void report(struct model *x, struct holder *h, bool forge)
 		e->demand = h->demand;
 		if (live(h, l, now)) {
 			coord_entry_held(e, &h->held[l], h->expiry[l] - now);
-			if (forge) {
+			if (forge == 1) {
 				/* More than the tag proves: must earn nothing beyond it. */
 				e->held_rate = R;
 				e->held_burst = B;
@@ -384,10 +410,23 @@ static void report(struct model *x, struct holder *h, bool forge)
 			e->applied_seq = h->held[l].seq;
 		}
 	}
-	/* k's keys with the demand each wants (it stands until told again). */
-	for (int u = 0; u < NK; u++)
-		x->m->report.hot[x->m->report.n_hot++] =
-		    (struct wire_hot){.entry = 1, .key = key_of(u), .demand = h->want[u]};
+	/* k's keys with the demand each wants (it stands until told again),
+	 * and the entry held, as hot.c re-presents it (forge: more than the
+	 * tag proves).
+	 */
+	for (int u = 0; u < NK; u++) {
+		struct wire_hot *w = &x->m->report.hot[x->m->report.n_hot++];
+
+		*w = (struct wire_hot){.entry = 1, .key = key_of(u), .demand = h->want[u]};
+		if (!live(h, 1, now) || !h->has[u] || !h->proof[u].seq ||
+		    h->proof[u].epoch != h->held[1].epoch)
+			continue;
+		w->held_seq = h->proof[u].seq;
+		w->held_rate = forge == 2 ? R : h->proof[u].rate;
+		w->held_burst = forge == 2 ? B : h->proof[u].burst;
+		memcpy(w->held_tag, h->proof[u].tag, WIRE_TAG_LEN);
+		x->key_forged += forge == 2;
+	}
 	k = (int)(h->seq % SENT_RING);
 	h->sent_seq[k] = h->seq;
 	h->sent_ns[k] = now;
@@ -403,7 +442,8 @@ static void restart(struct model *x, uint64_t *s)
 	waitpid(x->pid, &st, 0);
 	/* Its own check, before the next run empties the log. */
 	assert_false(coord_log_has(x->dir, "INVARIANT VIOLATED"));
-	x->adopted += adopted_in_log(x);
+	x->adopted += adopted_in_log(x, false);
+	x->keys_adopted += adopted_in_log(x, true);
 	for (int i = 0; i < H; i++)
 		conn_close(&x->h[i].c);
 	/* Every epoch seen so far is an earlier run's: the next run's are above. */
@@ -434,7 +474,7 @@ static void test_random_restarts_keep_the_sum(void **state)
 			/* silent */
 		} else if (ev < 70) {
 			up(x, h);
-			report(x, h, false);
+			report(x, h, 0);
 		} else if (ev < 78) {
 			static const uint64_t d[] = {0, R / 8, R / 4, R, 3 * R};
 
@@ -444,7 +484,7 @@ static void test_random_restarts_keep_the_sum(void **state)
 			conn_close(&h->c);
 		} else if (ev < 90) {
 			up(x, h);
-			report(x, h, true);
+			report(x, h, (int)rnd_in(&s, 1, 2));
 		} else if (ev < 96) {
 			usleep((useconds_t)rnd_in(&s, 0, 3 * TTL_MS / 2) *
 			       1000); /* leases may die */
@@ -461,17 +501,20 @@ static void test_random_restarts_keep_the_sum(void **state)
 		"adoption model: %d steps, %llu restarts, %llu grants (%llu older than held), "
 		"%llu forged re-presentations, %llu adoptions, epochs up to %llu; max live %llu/s "
 		"burst %llu (R %d, B %d); k: %llu whole sets, %llu changes (%llu refused), %llu "
-		"cuts, max on one key %llu/s\n",
+		"cuts, %llu per-key entries adopted, %llu forged, max on one key %llu/s\n",
 		STEPS, (unsigned long long)x->restarts, (unsigned long long)x->grants,
 		(unsigned long long)x->stale, (unsigned long long)x->forged,
-		(unsigned long long)(x->adopted + adopted_in_log(x)),
+		(unsigned long long)(x->adopted + adopted_in_log(x, false)),
 		(unsigned long long)x->epoch_max, (unsigned long long)x->max_rate,
 		(unsigned long long)x->max_burst, R, B, (unsigned long long)x->wholes,
 		(unsigned long long)x->changes, (unsigned long long)x->refused,
-		(unsigned long long)x->cuts, (unsigned long long)x->max_key);
+		(unsigned long long)x->cuts,
+		(unsigned long long)(x->keys_adopted + adopted_in_log(x, true)),
+		(unsigned long long)x->key_forged, (unsigned long long)x->max_key);
 	/* The run exercised what it is about: restarts, and grants after them. */
 	assert_true(x->restarts >= 1);
-	assert_true(x->adopted + adopted_in_log(x) >= 1);
+	assert_true(x->adopted + adopted_in_log(x, false) >= 1);
+	assert_true(x->keys_adopted + adopted_in_log(x, true) >= 1);
 	assert_true(x->epoch_max > 1);
 	assert_true(x->grants > 50);
 	assert_true(x->cuts >= 1); /* k was renewed in a quiet period */

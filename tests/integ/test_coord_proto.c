@@ -1099,6 +1099,11 @@ struct pk_agent {
 	/* The entry for K it holds (grants carry changes on top of a whole set). */
 	bool full_seen, has;
 	uint64_t krate, kburst, told;
+	/* The grant that set the entry, and its tag (re-presented after a
+	 * restart); kforge: re-present this rate instead of the one proven.
+	 */
+	uint64_t kseq, kforge;
+	uint8_t ktag[WIRE_TAG_LEN];
 };
 
 static struct ll_key_id pk_key(void)
@@ -1138,6 +1143,12 @@ static void pk_report_as(struct fx *fx, struct pk_agent *a, bool hot, const stru
 		r->n_hot = 1;
 		r->hot[0] = (struct wire_hot){.entry = 0, .key = k, .demand = hot ? PK_RATE : 0};
 		a->told = r->hot[0].demand;
+		if (held && a->has && a->kseq) {
+			r->hot[0].held_seq = a->kseq;
+			r->hot[0].held_rate = a->kforge ? a->kforge : a->krate;
+			r->hot[0].held_burst = a->kburst;
+			memcpy(r->hot[0].held_tag, a->ktag, WIRE_TAG_LEN);
+		}
 	}
 	a->acked = a->applied;
 	a->sent_ns[a->seq % PK_SENT] = clock_now_ns();
@@ -1206,8 +1217,15 @@ static void pk_take(struct fx *fx, struct pk_agent *ag, size_t n, size_t i)
 	if (g->n_keys) {
 		assert_memory_equal(&g->keys[0].key, &k, sizeof(k));
 		a->has = g->keys[0].op == WIRE_KEY_SET;
-		a->krate = g->keys[0].rate;
-		a->kburst = g->keys[0].burst;
+		if (g->keys_full == WIRE_KEYS_CUT) {
+			a->krate = a->krate < g->keys[0].rate ? a->krate : g->keys[0].rate;
+			a->kburst = a->kburst < g->keys[0].burst ? a->kburst : g->keys[0].burst;
+		} else {
+			a->krate = g->keys[0].rate;
+			a->kburst = g->keys[0].burst;
+		}
+		a->kseq = a->has ? g->seq : 0;
+		memcpy(a->ktag, g->keys[0].tag, WIRE_TAG_LEN);
 	}
 	pg.entry = a->has;
 	pg.rate = a->has ? a->krate : g->rate;
@@ -1424,6 +1442,63 @@ static void test_older_agent_gets_no_cut(void **state)
 	conn_close(&B->c);
 }
 
+/* Restarted with K hot, the coordinator keeps each proven per-key entry
+ * through the quiet period: A re-presents its entry for K (nearly all of
+ * the contract) with the entry's tag, and its cut names K at that entry,
+ * so A keeps spending it. B re-presents its entry (0/s) claiming the whole
+ * contract: the tag does not prove that, the entry is not adopted (counted
+ * and logged), and B's cut raises nothing.
+ */
+static void test_restart_adopts_per_key_entries(void **state)
+{
+	struct fx *fx = *state;
+	struct pk_agent ag[2] = {{.name = "gw-a"}, {.name = "gw-b"}};
+	struct pk_agent *A = &ag[0], *B = &ag[1];
+	struct coord_held ha, hb;
+	uint64_t a_key;
+	int st;
+
+	pk_make_hot(fx, ag);
+	pk_round(fx, ag, 2, 0, true);
+	ha = coord_held_of(&fx->m->grant);
+	pk_round(fx, ag, 2, 1, false);
+	hb = coord_held_of(&fx->m->grant);
+	assert_true(A->has && A->kseq && A->krate >= PK_RATE * 9 / 10);
+	assert_true(B->has && B->kseq);
+	a_key = A->krate;
+	conn_close(&A->c);
+	conn_close(&B->c);
+	kill(fx->pid, SIGKILL);
+	waitpid(fx->pid, &st, 0);
+	assert_int_equal(spawn(fx), 0);
+
+	dial(fx, &A->c);
+	hello(fx, &A->c, A->name);
+	A->ng = 0;
+	A->full_seen = false;
+	pk_report_as(fx, A, true, &ha);
+	assert_int_equal(recv_msg(&A->c, fx->m, 1000), 1);
+	assert_int_equal(fx->m->type, WIRE_GRANT);
+	assert_int_equal(fx->m->grant.keys_full, WIRE_KEYS_CUT);
+	assert_int_equal(fx->m->grant.n_keys, 1);
+	assert_int_equal(fx->m->grant.keys[0].op, WIRE_KEY_SET);
+	assert_int_equal(fx->m->grant.keys[0].rate, a_key); /* kept, not cut to a part */
+	assert_true(log_has(fx, "holder 'gw-a' limit 'k': adopted 1 per-key entries"));
+
+	dial(fx, &B->c);
+	hello(fx, &B->c, B->name);
+	B->kforge = PK_RATE;
+	pk_report_as(fx, B, true, &hb);
+	assert_int_equal(recv_msg(&B->c, fx->m, 1000), 1);
+	assert_int_equal(fx->m->type, WIRE_GRANT);
+	assert_int_equal(fx->m->grant.keys_full, WIRE_KEYS_CUT);
+	for (uint32_t i = 0; i < fx->m->grant.n_keys; i++)
+		assert_true(fx->m->grant.keys[i].rate <= PK_RATE - a_key);
+	assert_true(log_has(fx, "holder 'gw-b' limit 'k': a per-key entry it re-presents"));
+	conn_close(&A->c);
+	conn_close(&B->c);
+}
+
 /*
  * A reload keeps the hot keys: with A holding nearly all of K, the contract
  * is lowered to 600/s. A's per-key grant comes down to the new contract as
@@ -1592,6 +1667,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_per_key_grants, setup_perkey, teardown),
 	    cmocka_unit_test_setup_teardown(test_older_agent_gets_no_cut, setup_perkey_adopt,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_restart_adopts_per_key_entries,
+					    setup_perkey_adopt, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_grants_reload, setup_perkey, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_key_override, setup_perkey_override, teardown),
 	    cmocka_unit_test_setup_teardown(test_disk_full_no_grant, setup_small_disk, teardown),

@@ -111,6 +111,35 @@ void hot_reconnect(struct hot *h)
 		h->t[i].told = 0;
 }
 
+void hot_grant_applied(struct hot *h, uint32_t id, uint32_t uid, const struct wire_grant *g)
+{
+	if (!h->t)
+		return;
+	if (g->keys_full != WIRE_KEYS_CHANGES)
+		for (size_t i = 0; i < h->n; i++)
+			if (h->t[i].hid.id == id)
+				h->t[i].proof = (struct hot_proof){0};
+	for (uint32_t i = 0; i < g->n_keys; i++) {
+		const struct wire_key_grant *k = &g->keys[i];
+		struct hot_id hid = {.id = id, .key = k->key};
+		struct hot_key *e;
+
+		if (k->op == WIRE_KEY_REMOVE) {
+			long at = hmap_find(&h->map, &hid);
+
+			if (at >= 0)
+				h->t[at].proof = (struct hot_proof){0};
+			continue;
+		}
+		e = hot_get(h, id, uid, &k->key);
+		if (!e)
+			continue; /* not tracked: not re-presented either */
+		e->proof = (struct hot_proof){
+		    .epoch = g->epoch, .seq = g->seq, .rate = k->rate, .burst = k->burst};
+		memcpy(e->proof.tag, k->tag, sizeof(e->proof.tag));
+	}
+}
+
 /* Whether demand d must be told, the coordinator having told. */
 static bool hot_moved(uint64_t d, uint64_t told, uint64_t contract)
 {
@@ -223,6 +252,21 @@ static uint64_t key_demand(struct dp *dp, const struct ll_limit_cfg *c, struct h
 	return demand < key_contract(c) ? demand : key_contract(c);
 }
 
+/* The entry key e holds, for adoption: only one it holds in the kernel,
+ * set under the epoch of the share it applied.
+ */
+static void hot_held(struct wire_hot *w, const struct hot_key *e, uint64_t grant, uint64_t epoch)
+{
+	w->held_seq = w->held_rate = w->held_burst = 0;
+	memset(w->held_tag, 0, sizeof(w->held_tag));
+	if (!grant || !e->proof.seq || e->proof.epoch != epoch)
+		return;
+	w->held_seq = e->proof.seq;
+	w->held_rate = e->proof.rate;
+	w->held_burst = e->proof.burst;
+	memcpy(w->held_tag, e->proof.tag, sizeof(w->held_tag));
+}
+
 void hot_report(struct hot *h, struct dp *dp, const struct ll_policy *pol, const int *entry_of,
 		struct wire_report *r, uint64_t window_ns, uint64_t now)
 {
@@ -253,6 +297,7 @@ void hot_report(struct hot *h, struct dp *dp, const struct ll_policy *pol, const
 				w->key = e->hid.key;
 				w->demand = demand;
 				e->told = demand;
+				hot_held(w, e, grant, r->e[entry_of[id]].applied_epoch);
 			} else {
 				h->dropped++; /* told in a later report */
 			}

@@ -43,6 +43,14 @@ struct hot_key {
 	uint64_t spent, spent_ns; /* the bucket's spent counter, and when it was read */
 	uint64_t told;		  /* the demand the coordinator has (0: none) */
 	uint64_t grant;		  /* during hot_report: its per-key grant's rate + 1; 0 none */
+	/* The per-key entry held for the key as the coordinator sent it, with
+	 * its tag (wire_key_grant): what the key's hot listing re-presents for
+	 * adoption. seq 0: none.
+	 */
+	struct hot_proof {
+		uint64_t epoch, seq, rate, burst;
+		uint8_t tag[WIRE_TAG_LEN];
+	} proof;
 };
 
 struct hot {
@@ -62,6 +70,12 @@ void hot_close(struct hot *h);
 void hot_poll(struct hot *h);
 /* A new connection: the coordinator knows no demand of this gateway. */
 void hot_reconnect(struct hot *h);
+/* Grant g for limit id (uid) was applied: keep the tags of the entries it
+ * set. A whole set or a cut leaves proofs only for the keys it names (a
+ * cut's other keys keep entries of an older epoch, which no later epoch
+ * adopts); changes set or drop the keys they name.
+ */
+void hot_grant_applied(struct hot *h, uint32_t id, uint32_t uid, const struct wire_grant *g);
 
 /* Fill r->hot (r->n_hot) for the global per-key limits of pol, whose
  * entries in r are entry_of[id] (-1: not in this report). window_ns: a

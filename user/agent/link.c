@@ -559,6 +559,8 @@ static void on_grant(struct link *l, struct dp *dp, const struct wire_grant *g, 
 	 */
 	if (!err && g->keys_full != WIRE_KEYS_CHANGES)
 		l->kg_full_uid[id] = g->keys_full == WIRE_KEYS_WHOLE ? cfg.uid : 0;
+	if (!err && cfg.key_mode != LL_KEY_NONE)
+		hot_grant_applied(&l->hot, (uint32_t)id, cfg.uid, g); /* the entries' tags */
 	if (!err) {
 		l->grants_applied++;
 		l->held[id] = (struct link_held){.epoch = g->epoch,

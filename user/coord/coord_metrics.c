@@ -40,6 +40,9 @@ V(hot_keys, c->hot.n)
 V(hot_refused, c->hot.refused)
 V(key_grants, c->hot.key_grants)
 V(key_sets, c->hot.full_sets)
+V(key_adopted, c->hot.adopted)
+V(key_adopt_refused, c->hot.adopt_refused)
+V(key_adopt_clamped, c->hot.adopt_clamped)
 V(stranded, hotkeys_stranded(&c->hot, now))
 V(lease_rate, ledger_committed_rate(&c->led, hi, now))
 V(demand, c->led.h[hi].demand)
@@ -144,6 +147,16 @@ static const struct coord_family per_limit[] = {
      "Grants that carried a holder's whole set of per-key grants (a new connection, a dead "
      "lease) rather than changes.",
      key_sets},
+    {"leaseline_coord_key_adopted_total", "counter",
+     "Per-key entries a holder proved it holds from an earlier epoch, kept through a quiet "
+     "period.",
+     key_adopted},
+    {"leaseline_coord_key_adopt_refused_total", "counter",
+     "Per-key entries re-presented with a tag that does not prove them: not adopted.",
+     key_adopt_refused},
+    {"leaseline_coord_key_adopt_clamped_total", "counter",
+     "Adopted per-key entries cut to fit the key's contract or its ledger's room.",
+     key_adopt_clamped},
     {"leaseline_coord_stranded_rate", "gauge",
      "Per-key rate committed to holders beyond their reported demand for the key, summed over "
      "hot keys and holders (tokens/s).",

@@ -12,8 +12,10 @@
 
 #include "coord/grant_tag.h"
 
-/* "LLG1" | len holder | holder (lower case) | len limit | limit | 6 u64 big-endian */
-#define TAG_MSG_MAX (4 + 1 + WIRE_HOLDER_LEN + 1 + LL_NAME_LEN + 6 * 8)
+/* "LLG1" | len holder | holder (lower case) | len limit | limit | 6 u64 big-endian;
+ * a per-key entry: "LLK1" | the same names | 3 u64 | key | 2 u64.
+ */
+#define TAG_MSG_MAX (4 + 1 + WIRE_HOLDER_LEN + 1 + LL_NAME_LEN + 6 * 8 + sizeof(struct ll_key_id))
 
 static size_t put_str(uint8_t *p, const char *s, size_t max, bool lower)
 {
@@ -32,23 +34,27 @@ static size_t put_u64(uint8_t *p, uint64_t v)
 	return 8;
 }
 
-void grant_tag(const uint8_t key[GRANT_KEY_LEN], const struct grant_tag_in *g,
-	       uint8_t tag[WIRE_TAG_LEN])
+/* The domain, the names and the numbers every tag starts with. */
+static size_t put_head(uint8_t *msg, const char *domain, const struct grant_tag_in *g)
 {
-	uint8_t msg[TAG_MSG_MAX], md[EVP_MAX_MD_SIZE];
-	unsigned int md_len = 0;
 	size_t n = 0;
 
-	memcpy(msg, "LLG1", 4);
+	memcpy(msg, domain, 4);
 	n += 4;
 	n += put_str(msg + n, g->holder, WIRE_HOLDER_LEN - 1, true);
 	n += put_str(msg + n, g->limit, LL_NAME_LEN - 1, false);
 	n += put_u64(msg + n, g->incarnation);
 	n += put_u64(msg + n, g->epoch);
 	n += put_u64(msg + n, g->seq);
-	n += put_u64(msg + n, g->rate);
-	n += put_u64(msg + n, g->burst);
-	n += put_u64(msg + n, g->ttl_ns);
+	return n;
+}
+
+static void mac(const uint8_t key[GRANT_KEY_LEN], const uint8_t *msg, size_t n,
+		uint8_t tag[WIRE_TAG_LEN])
+{
+	uint8_t md[EVP_MAX_MD_SIZE];
+	unsigned int md_len = 0;
+
 	if (!HMAC(EVP_sha256(), key, GRANT_KEY_LEN, msg, n, md, &md_len) || md_len < WIRE_TAG_LEN) {
 		/* Never a tag anyone could guess: all ones proves nothing, as
 		 * no HMAC is checked against it (grant_tag_ok recomputes).
@@ -60,13 +66,56 @@ void grant_tag(const uint8_t key[GRANT_KEY_LEN], const struct grant_tag_in *g,
 	OPENSSL_cleanse(md, sizeof(md));
 }
 
-bool grant_tag_ok(const uint8_t key[GRANT_KEY_LEN], const struct grant_tag_in *g,
-		  const uint8_t tag[WIRE_TAG_LEN])
+/* In constant time: is tag the one wanted (and not the all-ones of a failure)? */
+static bool tag_matches(const uint8_t want[WIRE_TAG_LEN], const uint8_t tag[WIRE_TAG_LEN])
 {
-	uint8_t want[WIRE_TAG_LEN], ones[WIRE_TAG_LEN];
+	uint8_t ones[WIRE_TAG_LEN];
 
-	grant_tag(key, g, want);
 	memset(ones, 0xff, sizeof(ones));
 	return !CRYPTO_memcmp(want, ones, WIRE_TAG_LEN) ? false
 							: !CRYPTO_memcmp(want, tag, WIRE_TAG_LEN);
+}
+
+void grant_tag(const uint8_t key[GRANT_KEY_LEN], const struct grant_tag_in *g,
+	       uint8_t tag[WIRE_TAG_LEN])
+{
+	uint8_t msg[TAG_MSG_MAX];
+	size_t n = put_head(msg, "LLG1", g);
+
+	n += put_u64(msg + n, g->rate);
+	n += put_u64(msg + n, g->burst);
+	n += put_u64(msg + n, g->ttl_ns);
+	mac(key, msg, n, tag);
+}
+
+bool grant_tag_ok(const uint8_t key[GRANT_KEY_LEN], const struct grant_tag_in *g,
+		  const uint8_t tag[WIRE_TAG_LEN])
+{
+	uint8_t want[WIRE_TAG_LEN];
+
+	grant_tag(key, g, want);
+	return tag_matches(want, tag);
+}
+
+void grant_key_tag(const uint8_t key[GRANT_KEY_LEN], const struct grant_tag_in *g,
+		   const struct ll_key_id *k, uint64_t rate, uint64_t burst, uint8_t tag[WIRE_TAG_LEN])
+{
+	uint8_t msg[TAG_MSG_MAX];
+	size_t n = put_head(msg, "LLK1", g);
+
+	memcpy(msg + n, k, sizeof(*k));
+	n += sizeof(*k);
+	n += put_u64(msg + n, rate);
+	n += put_u64(msg + n, burst);
+	mac(key, msg, n, tag);
+}
+
+bool grant_key_tag_ok(const uint8_t key[GRANT_KEY_LEN], const struct grant_tag_in *g,
+		      const struct ll_key_id *k, uint64_t rate, uint64_t burst,
+		      const uint8_t tag[WIRE_TAG_LEN])
+{
+	uint8_t want[WIRE_TAG_LEN];
+
+	grant_key_tag(key, g, k, rate, burst, want);
+	return tag_matches(want, tag);
 }

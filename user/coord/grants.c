@@ -311,16 +311,28 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 	m->grant.burst = g.burst;
 	m->grant.ttl_ns = co->cfg.ttl_ns;
 	m->grant.refresh_ns = co->cfg.refresh_ns;
-	grant_tag(co->store.grant_key,
-		  &(struct grant_tag_in){.holder = co->h[hi].name,
-					 .limit = c->name,
-					 .incarnation = m->grant.incarnation,
-					 .epoch = m->grant.epoch,
-					 .seq = m->grant.seq,
-					 .rate = m->grant.rate,
-					 .burst = m->grant.burst,
-					 .ttl_ns = m->grant.ttl_ns},
-		  m->grant.tag);
+	{
+		struct grant_tag_in in = {.holder = co->h[hi].name,
+					  .limit = c->name,
+					  .incarnation = m->grant.incarnation,
+					  .epoch = m->grant.epoch,
+					  .seq = m->grant.seq,
+					  .rate = m->grant.rate,
+					  .burst = m->grant.burst,
+					  .ttl_ns = m->grant.ttl_ns};
+
+		grant_tag(co->store.grant_key, &in, m->grant.tag);
+		/* Each entry set, for its adoption (adopt_key). */
+		for (uint32_t i = 0; i < m->grant.n_keys; i++) {
+			struct wire_key_grant *k = &m->grant.keys[i];
+
+			if (k->op == WIRE_KEY_SET)
+				grant_key_tag(co->store.grant_key, &in, &k->key, k->rate,
+					      k->burst, k->tag);
+			else
+				memset(k->tag, 0, sizeof(k->tag));
+		}
+	}
 	if (!send_msg(co, ci, m)) {
 		co->grants++;
 		c->hot.key_grants += m->grant.n_keys;
@@ -406,13 +418,57 @@ static void adopt(struct coord *co, int hi, struct climit *c, const struct wire_
 		(unsigned long long)e->applied_epoch);
 }
 
+/* Adoption of a per-key entry (docs/protocol.md): in the quiet period,
+ * once the holder's share of the limit is adopted, a hot key it lists with
+ * the entry it holds from that share's epoch and a tag that proves it keeps
+ * that entry through the quiet period (hotkeys_adopt; its cuts name it),
+ * within the key's contract and room.
+ */
+static int adopt_key(struct coord *co, int hi, struct climit *c,
+		     const struct wire_report_entry *e, const struct wire_hot *w, uint64_t now)
+{
+	const struct cholder *h = &co->h[hi];
+	struct hotkey_holder *kh;
+	int idx;
+
+	if (!w->held_seq || now >= co->quiet_until ||
+	    !holder_lim(co, hi, (uint32_t)(c - co->lim))->adopted ||
+	    w->held_seq > e->applied_seq || (idx = hotkeys_find(&c->hot, &w->key)) < 0)
+		return 0;
+	kh = &c->hot.k[idx].h[hi];
+	if (kh->flags & HK_ADOPT_TRIED)
+		return 0; /* one try, as for the share: a tag is checked once */
+	if (!grant_key_tag_ok(co->store.grant_key,
+			      &(struct grant_tag_in){.holder = h->name,
+						     .limit = c->name,
+						     .incarnation = h->incarnation,
+						     .epoch = e->applied_epoch,
+						     .seq = w->held_seq},
+			      &w->key, w->held_rate, w->held_burst, w->held_tag)) {
+		kh->flags |= HK_ADOPT_TRIED;
+		/* Logged at the 1st, 2nd, 4th, 8th...: a holder lists 1024 keys. */
+		c->hot.adopt_refused++;
+		if (!(c->hot.adopt_refused & (c->hot.adopt_refused - 1)))
+			pr_warn("holder '%s' limit '%s': a per-key entry it re-presents (epoch %llu "
+				"seq %llu, %llu/s) is not proven by its tag: not adopted (%llu so "
+				"far)\n",
+				h->name, c->name, (unsigned long long)e->applied_epoch,
+				(unsigned long long)w->held_seq, (unsigned long long)w->held_rate,
+				(unsigned long long)c->hot.adopt_refused);
+		return 0;
+	}
+	return hotkeys_adopt(&c->hot, (size_t)hi, &w->key, w->held_rate, w->held_burst);
+}
+
 /* The report's hot keys: each one listed has the demand given (0: none)
  * until the holder lists it again or goes quiet. A key wanting more than
  * the holder's share (what it holds and will keep of the limit) becomes hot.
  */
-static void hot_report(int hi, const struct wire_report *r, struct climit *const *cl, uint64_t now)
+static void hot_report(struct coord *co, int hi, const struct wire_report *r,
+		       struct climit *const *cl, uint64_t now)
 {
 	uint64_t share[WIRE_MAX_ENTRIES];
+	uint32_t adopted[WIRE_MAX_ENTRIES] = {0};
 
 	for (uint32_t i = 0; i < r->n; i++) {
 		struct climit *c = cl[i];
@@ -427,10 +483,17 @@ static void hot_report(int hi, const struct wire_report *r, struct climit *const
 		const struct wire_hot *w = &r->hot[k];
 		struct climit *c = w->entry < r->n ? cl[w->entry] : NULL;
 
-		if (c && c->hot.on)
-			hotkeys_report_key(&c->hot, &c->led, (size_t)hi, &w->key, w->demand,
-					   share[w->entry], now);
+		if (!c || !c->hot.on)
+			continue;
+		hotkeys_report_key(&c->hot, &c->led, (size_t)hi, &w->key, w->demand,
+				   share[w->entry], now);
+		adopted[w->entry] += adopt_key(co, hi, c, &r->e[w->entry], w, now);
 	}
+	for (uint32_t i = 0; i < r->n; i++)
+		if (adopted[i])
+			pr_info("holder '%s' limit '%s': adopted %u per-key entries of epoch %llu\n",
+				co->h[hi].name, cl[i]->name, adopted[i],
+				(unsigned long long)r->e[i].applied_epoch);
 }
 
 void on_report(struct coord *co, int ci, const struct wire_report *r)
@@ -497,7 +560,7 @@ void on_report(struct coord *co, int ci, const struct wire_report *r)
 		if (c->dirty && now >= c->next_recompute_ns)
 			targets_recompute(c, now);
 	}
-	hot_report(hi, r, cl, now);
+	hot_report(co, hi, r, cl, now);
 	record_metered(co, h, ci, hi, r, cl, recorded, now);
 	for (uint32_t i = 0; i < r->n; i++) {
 		struct climit *c = cl[i];

@@ -65,6 +65,12 @@ enum {
 	HK_PEND = 4,  /* in the holder's pend list: records it has not acknowledged */
 	HK_ABOVE = 8, /* its demand was above its share when it listed the key */
 	HK_STAY = 16, /* the grant that visited it last left it on the todo list */
+	/* Adoption (hotkeys_adopt): in the quiet period of a term, the entry
+	 * the holder proved it holds from an earlier epoch, (s_rate, s_burst),
+	 * which its cuts name (within the key's room) instead of cutting it.
+	 */
+	HK_ADOPTED = 32,
+	HK_ADOPT_TRIED = 64, /* once per holder and key in a term */
 };
 
 struct hotkey_holder {
@@ -128,6 +134,7 @@ struct hotkeys {
 	uint64_t refused;    /* keys that wanted in when the table was full */
 	uint64_t key_grants; /* per-key entries sent in grants (counted by the sender) */
 	uint64_t full_sets;  /* grants that carried a whole set */
+	uint64_t adopted, adopt_refused, adopt_clamped; /* per-key entries (hotkeys_adopt) */
 	uint64_t made, dropped;
 	/* Log lines about keys becoming hot or dropped: a few per second. */
 	uint64_t log_window_ns;
@@ -184,6 +191,20 @@ int hotkeys_find(const struct hotkeys *t, const struct ll_key_id *key);
 int hotkeys_report_key(struct hotkeys *t, const struct ledger *lim, size_t hi,
 		       const struct ll_key_id *key, uint64_t demand, uint64_t share, uint64_t now);
 
+/* In the quiet period after a term began (after the holder's share of the
+ * limit was adopted): holder hi proved it holds an entry (rate, burst) for
+ * key from an earlier epoch (the caller checked the tag). Once per holder
+ * and key in a term, and only for a key in the table; the entry is cut to
+ * the key's contract (counted in adopt_clamped), and each of the holder's
+ * cuts names it within what the key's ledger has room for, so the holder
+ * keeps spending it through the quiet period. 1 adopted, 0 not (no such
+ * key, or tried already in this term).
+ */
+int hotkeys_adopt(struct hotkeys *t, size_t hi, const struct ll_key_id *key, uint64_t rate,
+		  uint64_t burst);
+/* A new term: no entry is adopted, and each may be tried once again. */
+void hotkeys_term_begin(struct hotkeys *t);
+
 /* Holder hi acknowledged grant seq of the limit: so it did for every key. */
 void hotkeys_ack(struct hotkeys *t, size_t hi, uint64_t seq, uint64_t now);
 /* Holder hi stopped asking (disconnected or silent): it wants none of any key. */
@@ -223,6 +244,8 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
  * every key at the least of what it holds, its entry named and the share:
  *  - a key whose ledger has room for the share: the share, until the
  *    grant's deadline (not named);
+ *  - a key whose entry was adopted (hotkeys_adopt): that entry, named,
+ *    within the room (recorded as an entry);
  *  - a key with a contract of its own (an override) or without that room:
  *    an entry named, hi's weighted part of the key's capacity within the
  *    room (recorded as an entry).

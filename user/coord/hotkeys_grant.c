@@ -247,7 +247,7 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
 		for (uint32_t i = 0; i < t->top; i++) {
 			if (!t->k[i].live)
 				continue;
-			t->k[i].h[hi].flags &= (uint8_t)~HK_NAMED;
+			t->k[i].h[hi].flags &= (uint8_t)~(HK_NAMED | HK_ADOPTED);
 			if (!t->k[i].cooling)
 				flag_set(t, &hl->todo, i, hi, HK_TODO);
 		}
@@ -361,6 +361,20 @@ int hotkeys_grant_cut(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t
 		if (!k->live)
 			continue;
 		kh->mark = t->hl[hi].pass;
+		if (kh->flags & HK_ADOPTED) {
+			/* The entry it proved, as far as the key has room: a cut
+			 * that named less would take what it holds away.
+			 */
+			ledger_peek(&k->led, hi, kh->s_rate, kh->s_burst, now, &r, &b);
+			if (r < kh->s_rate || b < kh->s_burst)
+				t->adopt_clamped++;
+			if (!room(&c) || !record(&c, i, r, b, true, &a)) {
+				c.failed = true;
+				continue;
+			}
+			name_entry(&c, i, &a);
+			continue;
+		}
 		ledger_peek(&k->led, hi, g->rate, g->burst, now, &r, &b);
 		if (!k->pinned && r == g->rate && b == g->burst) {
 			if (!record(&c, i, g->rate, g->burst, false, &a))

@@ -128,6 +128,8 @@ static void term_begin(struct coord *co, uint64_t now)
 	 * moves once they are dead; proven shares are adopted meanwhile.
 	 */
 	co->quiet_until = now + lease_deadline(0, co->cfg.ttl_ns);
+	for (uint32_t l = 0; l < co->n_limits; l++)
+		hotkeys_term_begin(&co->lim[l].hot);
 	for (uint32_t hi = 0; hi < co->cfg.gateways; hi++) {
 		for (uint32_t l = 0; l < co->n_limits; l++) {
 			struct cholder_limit *hl = holder_lim(co, (int)hi, l);
