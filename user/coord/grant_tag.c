@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Grant tags: HMAC-SHA-256 (OpenSSL) over a fixed encoding of the grant,
+ * Grant tags: HMAC-SHA-256 (OpenSSL's EVP_MAC) over a fixed encoding of the grant,
  * cut to WIRE_TAG_LEN bytes (grant_tag.h).
  */
 #include <ctype.h>
@@ -8,7 +8,8 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/core_names.h>
+#include <openssl/params.h>
 
 #include "coord/grant_tag.h"
 
@@ -49,13 +50,49 @@ static size_t put_head(uint8_t *msg, const char *domain, const struct grant_tag_
 	return n;
 }
 
+/* One HMAC context a thread, keyed once: re-initialised with the key it
+ * holds, a tag costs the hashing only (one-shot HMAC() fetched the digest
+ * and keyed a context for every tag: 3.5 us each, which a grant carrying
+ * per-key entries pays once an entry).
+ */
+static _Thread_local EVP_MAC_CTX *mac_ctx;
+static _Thread_local uint8_t mac_key[GRANT_KEY_LEN];
+static _Thread_local bool mac_keyed;
+
+static EVP_MAC_CTX *mac_for(const uint8_t key[GRANT_KEY_LEN])
+{
+	OSSL_PARAM params[] = {
+	    OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+	    OSSL_PARAM_construct_end(),
+	};
+
+	if (!mac_ctx) {
+		EVP_MAC *m = EVP_MAC_fetch(NULL, "HMAC", NULL);
+
+		mac_ctx = m ? EVP_MAC_CTX_new(m) : NULL;
+		EVP_MAC_free(m);
+		if (!mac_ctx)
+			return NULL;
+	}
+	if (mac_keyed && !CRYPTO_memcmp(key, mac_key, GRANT_KEY_LEN))
+		return EVP_MAC_init(mac_ctx, NULL, 0, NULL) ? mac_ctx : NULL;
+	mac_keyed = false;
+	if (!EVP_MAC_init(mac_ctx, key, GRANT_KEY_LEN, params))
+		return NULL;
+	memcpy(mac_key, key, GRANT_KEY_LEN);
+	mac_keyed = true;
+	return mac_ctx;
+}
+
 static void mac(const uint8_t key[GRANT_KEY_LEN], const uint8_t *msg, size_t n,
 		uint8_t tag[WIRE_TAG_LEN])
 {
+	EVP_MAC_CTX *ctx = mac_for(key);
 	uint8_t md[EVP_MAX_MD_SIZE];
-	unsigned int md_len = 0;
+	size_t md_len = 0;
 
-	if (!HMAC(EVP_sha256(), key, GRANT_KEY_LEN, msg, n, md, &md_len) || md_len < WIRE_TAG_LEN) {
+	if (!ctx || !EVP_MAC_update(ctx, msg, n) || !EVP_MAC_final(ctx, md, &md_len, sizeof(md)) ||
+	    md_len < WIRE_TAG_LEN) {
 		/* Never a tag anyone could guess: all ones proves nothing, as
 		 * no HMAC is checked against it (grant_tag_ok recomputes).
 		 */
