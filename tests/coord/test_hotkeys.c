@@ -633,10 +633,11 @@ static void test_cut(void **state)
  * was adopted proves the entry it holds for a hot key (the tag is checked
  * by the caller); its cuts then name that entry (not its share, not the
  * weighted part), within the key's room, through every cut of the quiet
- * period. Once per holder and key in a term: a second try is not taken,
- * a new connection or a new term forgets it, an entry above the key's
- * contract is cut to it, one above the room left by the others to that
- * room, and the whole set after the quiet period ends it.
+ * period, recorded as held even where the key's ledger (begun as the
+ * limit's) has no room on paper: the key drains. Once per holder and key in
+ * a term: a second try is not taken, a new connection or a new term forgets
+ * it, an entry above the key's contract is cut to it, and the whole set
+ * after the quiet period ends it (and the drain, once the sum is within).
  */
 static void test_adopt(void **state)
 {
@@ -667,32 +668,31 @@ static void test_adopt(void **state)
 	assert_int_equal(t.adopted, 2);
 	assert_int_equal(t.adopt_clamped, 1);
 	for (int round = 0; round < 2; round++) {
-		/* The key's ledger began as the limit's: holders 1 and 2 may
-		 * spend their share (200) on H until their cuts say otherwise.
-		 * So holder 0 keeps 600 of its 700 (the room), in every cut;
-		 * holder 1 the room then left (200); holder 2, nothing adopted,
-		 * its share where it fits (not named).
+		/* Each keeps what it proved, in every cut: holder 0 700/s,
+		 * holder 1 the contract. The key's ledger began as the limit's
+		 * (holders 1 and 2 at their share, 200): over its capacity on
+		 * paper, so it drains (no violation). Holder 2, nothing
+		 * adopted, keeps its share (what the ledger counts it at).
 		 */
 		assert_int_equal(hotkeys_grant_cut(&t, &lim, 0, 200, 200, now, LIVE, &g[0], &out),
 				 1);
 		assert_non_null(named(&H));
-		assert_int_equal(named(&H)->rate, 600);
+		assert_int_equal(named(&H)->rate, 700);
 		assert_int_equal(named(&H)->burst, 70);
 		assert_int_equal(hotkeys_grant_cut(&t, &lim, 1, 200, 200, now, LIVE, &g[1], &out),
 				 1);
 		assert_non_null(named(&H));
-		assert_int_equal(named(&H)->rate, 200);
+		assert_int_equal(named(&H)->rate, 1000);
 		assert_int_equal(hotkeys_grant_cut(&t, &lim, 2, 200, 200, now, LIVE, &g[2], &out),
 				 1);
-		assert_null(named(&H));
-		assert_true(ledger_sum_rate(&t.k[ih].led, now) <= 1000);
+		assert_null(named(&H)); /* it spends its share, as it may already */
+		assert_true(t.k[ih].draining);
 		assert_int_equal(hotkeys_check(&t, now), 0);
 		for (size_t h = 0; h < 3; h++)
 			ack(&t, &lim, h, g[h].seq, now);
 		now += 10 * NSEC_PER_MSEC;
 	}
-	/* The contract once, each room once (a cut names what the last named). */
-	assert_int_equal(t.adopt_clamped, 3);
+	assert_int_equal(t.adopt_clamped, 1); /* the contract */
 	/* A new connection forgets what holder 1 adopted, and may prove it again. */
 	hotkeys_holder_connect(&t, 1);
 	assert_int_equal(t.k[ih].h[1].flags & (HK_ADOPTED | HK_ADOPT_TRIED), 0);
@@ -706,6 +706,16 @@ static void test_adopt(void **state)
 	g[0] = grant(&t, &lim, 0, 200, 200, now);
 	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
 	assert_int_equal(t.k[ih].h[0].flags & HK_ADOPTED, 0);
+	/* Whole sets to all three, acknowledged: the key is back within its
+	 * capacity and the drain is over.
+	 */
+	for (size_t h = 1; h < 3; h++)
+		g[h] = grant(&t, &lim, h, 200, 200, now);
+	for (size_t h = 0; h < 3; h++)
+		ack(&t, &lim, h, g[h].seq, now);
+	assert_int_equal(hotkeys_check(&t, now), 0);
+	assert_true(ledger_sum_rate(&t.k[ih].led, now) <= 1000);
+	assert_false(t.k[ih].draining);
 	hotkeys_free(&t);
 	ledger_free(&lim);
 }

@@ -122,6 +122,30 @@ static bool record(struct compose *c, uint32_t idx, uint64_t rate, uint64_t burs
 	return true;
 }
 
+/* An adopted entry, recorded as it is held (in a cut: the holder keeps at
+ * most that). The key's ledger began as the limit's, counting every holder
+ * not yet heard from at its share of the limit although most spend nothing
+ * on this key (their entry for it is a cut to 0): cut to that guess's room,
+ * the first gateways to report lost up to half of their entries for the
+ * whole quiet period (no later cut can raise them). So the sum may go over
+ * the key's capacity on paper; the key then drains (decreases only, as
+ * after a lowered contract) until the guesses are replaced by what the
+ * holders' cuts record and the sum is back within.
+ */
+static bool record_adopted(struct compose *c, uint32_t idx, struct ledger_grant *a)
+{
+	struct hotkey *k = &c->t->k[idx];
+	struct hotkey_holder *kh = &k->h[c->hi];
+
+	if (!ledger_record_seq(&k->led, c->hi, c->g->seq, kh->s_rate, kh->s_burst, c->now,
+			       HOTKEYS_FOREVER, a))
+		return false;
+	flag_set(c->t, &c->t->hl[c->hi].pend, idx, c->hi, HK_PEND);
+	if (ledger_over(&k->led, c->now))
+		k->draining = true;
+	return true;
+}
+
 /* Key idx for this grant. Returns true when the key stays on the holder's
  * todo list (its entry is not where it should be yet).
  */
@@ -362,13 +386,10 @@ int hotkeys_grant_cut(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t
 			continue;
 		kh->mark = t->hl[hi].pass;
 		if (kh->flags & HK_ADOPTED) {
-			/* The entry it proved, as far as the key has room: a cut
-			 * that named less would take what it holds away.
+			/* The entry it proved: a cut that named less would take
+			 * what it holds away for the quiet period.
 			 */
-			ledger_peek(&k->led, hi, kh->s_rate, kh->s_burst, now, &r, &b);
-			if (r < kh->s_rate || b < kh->s_burst)
-				t->adopt_clamped++;
-			if (!room(&c) || !record(&c, i, r, b, true, &a)) {
+			if (!room(&c) || !record_adopted(&c, i, &a)) {
 				c.failed = true;
 				continue;
 			}

@@ -377,7 +377,8 @@ static uint64_t issue_share(uint64_t target, uint64_t committed, uint64_t sum, u
 }
 
 static bool issue(struct ledger *l, size_t i, uint64_t seq, uint64_t target_rate,
-		  uint64_t target_burst, uint64_t now, uint64_t live_ns, struct ledger_grant *out)
+		  uint64_t target_burst, bool exact, uint64_t now, uint64_t live_ns,
+		  struct ledger_grant *out)
 {
 	struct ledger_holder *h = &l->h[i];
 	struct ledger_grant g;
@@ -390,8 +391,8 @@ static bool issue(struct ledger *l, size_t i, uint64_t seq, uint64_t target_rate
 	if (h->n >= LEDGER_MAX_PENDING)
 		return false;
 	g.seq = seq;
-	g.rate = issue_share(target_rate, h->c_rate, l->sum_rate, l->rate);
-	g.burst = issue_share(target_burst, h->c_burst, l->sum_burst, l->burst);
+	g.rate = exact ? target_rate : issue_share(target_rate, h->c_rate, l->sum_rate, l->rate);
+	g.burst = exact ? target_burst : issue_share(target_burst, h->c_burst, l->sum_burst, l->burst);
 	g.deadline_ns = live_ns > UINT64_MAX - now ? UINT64_MAX : now + live_ns;
 	h->next_seq = g.seq + 1;
 	h->g[h->n++] = g;
@@ -443,7 +444,7 @@ bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t tar
 {
 	if (i >= l->cap)
 		return false;
-	return issue(l, i, next_seq(&l->h[i]), target_rate, target_burst, now, live_ns, out);
+	return issue(l, i, next_seq(&l->h[i]), target_rate, target_burst, false, now, live_ns, out);
 }
 
 bool ledger_issue_seq(struct ledger *l, size_t i, uint64_t seq, uint64_t target_rate,
@@ -455,7 +456,15 @@ bool ledger_issue_seq(struct ledger *l, size_t i, uint64_t seq, uint64_t target_
 	 */
 	if (i >= l->cap || seq == 0 || seq < next_seq(&l->h[i]))
 		return false;
-	return issue(l, i, seq, target_rate, target_burst, now, live_ns, out);
+	return issue(l, i, seq, target_rate, target_burst, false, now, live_ns, out);
+}
+
+bool ledger_record_seq(struct ledger *l, size_t i, uint64_t seq, uint64_t rate, uint64_t burst,
+		       uint64_t now, uint64_t live_ns, struct ledger_grant *out)
+{
+	if (i >= l->cap || seq == 0 || seq < next_seq(&l->h[i]))
+		return false;
+	return issue(l, i, seq, rate, burst, true, now, live_ns, out);
 }
 
 bool ledger_holder_within(const struct ledger *l, size_t i, const struct ledger *ref, uint64_t now)

@@ -146,6 +146,14 @@ bool ledger_issue_seq(struct ledger *l, size_t i, uint64_t seq, uint64_t target_
 		      uint64_t target_burst, uint64_t now, uint64_t live_ns,
 		      struct ledger_grant *out);
 
+/* ledger_issue_seq of exactly (rate, burst), headroom or not: a record of
+ * what holder i is known to hold already (an adopted per-key entry), never
+ * a grant that lets it spend more. The sum may exceed the capacity after
+ * it (ledger_over): the caller knows why.
+ */
+bool ledger_record_seq(struct ledger *l, size_t i, uint64_t seq, uint64_t rate, uint64_t burst,
+		       uint64_t now, uint64_t live_ns, struct ledger_grant *out);
+
 /* true when every live grant of holder i in l is matched by a live grant of
  * the same seq in ref, with a deadline no earlier, whose rate and burst are
  * at least as large: what holder i may spend under l, ref accounts for too,

@@ -27,7 +27,7 @@
  * with what it holds (a restarted or new leader adopts it), REDIRECT; 7: a
  * grant's keys_full may be a cut (adoption of per-key limits); 8: per-key
  * grants carry a tag too, and hot keys re-present the entry they hold
- * (adoption of per-key entries), frames up to 160 KiB
+ * (adoption of per-key entries)
  */
 #define WIRE_VERSION 8
 #define WIRE_VERSION_STR "8" /* for log lines */
@@ -40,9 +40,9 @@
 #define WIRE_VERSION_MIN 6
 #define WIRE_HDR_LEN 12
 /* A frame's payload: a full report (256 entries and WIRE_MAX_HOT hot keys,
- * ~134 kB) must fit. Buffers grow with what is in flight, not to this.
+ * ~126 kB) must fit. Buffers grow with what is in flight, not to this.
  */
-#define WIRE_MAX_PAYLOAD (160 * 1024)
+#define WIRE_MAX_PAYLOAD (128 * 1024)
 /* A policy document: 64 KiB less its message's fields, as in version 4. */
 #define WIRE_MAX_POLICY	 (64 * 1024 - 64)
 #define WIRE_HOLDER_LEN	 64 /* holder ids (node names), NUL included */
