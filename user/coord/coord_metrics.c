@@ -155,7 +155,7 @@ static const struct coord_family per_limit[] = {
      "Per-key entries re-presented with a tag that does not prove them: not adopted.",
      key_adopt_refused},
     {"leaseline_coord_key_adopt_clamped_total", "counter",
-     "Adopted per-key entries cut to fit the key's contract or its ledger's room.",
+     "Adopted per-key entries cut to fit the key's contract.",
      key_adopt_clamped},
     {"leaseline_coord_stranded_rate", "gauge",
      "Per-key rate committed to holders beyond their reported demand for the key, summed over "

@@ -196,8 +196,9 @@ int hotkeys_report_key(struct hotkeys *t, const struct ledger *lim, size_t hi,
  * key from an earlier epoch (the caller checked the tag). Once per holder
  * and key in a term, and only for a key in the table; the entry is cut to
  * the key's contract (counted in adopt_clamped), and each of the holder's
- * cuts names it within what the key's ledger has room for, so the holder
- * keeps spending it through the quiet period. 1 adopted, 0 not (no such
+ * cuts names it and records it as held, room or not (the key drains if its
+ * ledger is then over on paper), so the holder keeps spending it through
+ * the quiet period. 1 adopted, 0 not (no such
  * key, or tried already in this term).
  */
 int hotkeys_adopt(struct hotkeys *t, size_t hi, const struct ll_key_id *key, uint64_t rate,
@@ -244,8 +245,9 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
  * every key at the least of what it holds, its entry named and the share:
  *  - a key whose ledger has room for the share: the share, until the
  *    grant's deadline (not named);
- *  - a key whose entry was adopted (hotkeys_adopt): that entry, named,
- *    within the room (recorded as an entry);
+ *  - a key whose entry was adopted (hotkeys_adopt): that entry, named and
+ *    recorded as held (ledger_record_seq; the key drains if that puts it
+ *    over on paper);
  *  - a key with a contract of its own (an override) or without that room:
  *    an entry named, hi's weighted part of the key's capacity within the
  *    room (recorded as an entry).
