@@ -519,6 +519,84 @@ def do_stale(a, run):
 FO_LOW_MIN = 0.9
 # ... and from one refresh after the new term's first grant on, near R again.
 FO_BACK_MIN = 0.95
+# The test etcd's --election-timeout (tests/global/lib.sh gl_etcd_member), s.
+ETCD_ELECTION_S = 1.0
+
+
+def fo_quorum(c, a, run, tk, tf, tnext, span_ns, t_live, args):
+    """etcd without quorum (2 of 3 members stopped at tf, back at the
+    quorum-back mark): the leader's last grant started within its deadline's
+    bound (etcd ttl + 2 election timeouts: the member left running may renew
+    until CheckQuorum demotes it), every lease dies and, fail-closed, nothing
+    is admitted after it; once quorum is back, every agent holds a lease
+    again and from one refresh after the first grant the fleet is near R."""
+    t_back = run.mark("quorum-back")
+    last_start, first_new = None, None
+    for t, row in run.samples:
+        if t < tf or t > tnext:
+            continue
+        for gw, v in row.items():
+            st = v[2] - span_ns
+            if t <= t_back and st >= tf - span_ns:
+                last_start = st if last_start is None else max(last_start, st)
+            if t > t_back and st > t_back and v[0] > 0:
+                first_new = st if first_new is None else min(first_new, st)
+    bound = a.etcd_ttl + 2 * ETCD_ELECTION_S
+    after_total, deaths = 0, []
+    for g in range(1, a.gateways + 1):
+        expiry = death(run, g, tf, t_back)
+        t_dead_last = t_back
+        for x in lease_series(run, g):
+            if x[0] <= t_back:
+                continue
+            if x[3] > x[0]:
+                break
+            t_dead_last = x[0]
+        tg = gw_times(run, g)
+        n_after = len([t for t in tg if expiry and expiry + STAMP_SLACK_NS < t <= t_dead_last])
+        after_total += n_after
+        deaths.append((expiry - tf) / NS if expiry else None)
+        c.check(expiry is not None, "quorum: gateway %d's lease died while etcd had no quorum" % g)
+    back = (low_window(tk, a.rate, first_new + int(a.refresh * NS), tnext, 0.5)
+            if first_new else None)
+    stop_s = (last_start - tf) / NS if last_start is not None else None
+    row = {"fault": "quorum", "last_grant_start_after_fault_s":
+           round(stop_s, 3) if stop_s is not None else None,
+           "deadline_bound_s": bound,
+           "leases_died_after_s": [round(d, 2) if d is not None else None for d in deaths],
+           "admitted_after_expiry": after_total,
+           "quorum_lost_s": round((t_back - tf) / NS, 3),
+           "relive_after_quorum_s": round((t_live - t_back) / NS, 3) if t_live else None,
+           "first_grant_after_quorum_s":
+               round((first_new - t_back) / NS, 3) if first_new else None,
+           "lowest_500ms_from_1_refresh_after_first_grant_of_R":
+               round(back, 4) if back is not None else None}
+    print("  quorum      at +%.2f s (2 of 3 etcd members stopped for %.2f s): the last grant "
+          "started %s s after (bound %.1f s); leases died %s s after; %d admitted after "
+          "expiry (fail-closed)" % (
+              (tf - run.send["bounds_ns"][0]) / NS, row["quorum_lost_s"],
+              "%.3f" % stop_s if stop_s is not None else "-", bound,
+              "%.2f-%.2f" % (min(d for d in deaths if d is not None),
+                             max(d for d in deaths if d is not None))
+              if any(d is not None for d in deaths) else "-", after_total))
+    lv = [e[2] for e in run.marks("live") if e[2][0] == "quorum"]
+    row["epoch"] = [int(args[2]), int(lv[0][1]) if lv and len(lv[0]) > 1 else None]
+    print("              quorum back: first grant after %s s, every agent live after %s s "
+          "(epoch %s -> %s); from one refresh after that first grant, lowest 500 ms window "
+          "%s of R" % (
+              "%.2f" % row["first_grant_after_quorum_s"] if first_new else "-",
+              "%.2f" % row["relive_after_quorum_s"] if t_live else "-",
+              row["epoch"][0], row["epoch"][1],
+              "%.1f%%" % (100 * back) if back is not None else "?"))
+    c.check(stop_s is not None and stop_s < bound,
+            "quorum: the leader's last grant started within the etcd ttl + 2 election "
+            "timeouts (%.1f s) of the loss" % bound)
+    c.check(after_total == 0, "quorum: nothing admitted after a lease died (fail-closed)")
+    c.check(t_live is not None, "quorum: every agent holds a lease again once quorum is back")
+    c.check(back is not None and back >= FO_BACK_MIN,
+            "quorum: from one refresh after the first grant once quorum is back, lowest 500 ms "
+            "window >= %.0f%% of R" % (100 * FO_BACK_MIN))
+    return row
 
 
 def do_failover(a, run):
@@ -546,6 +624,9 @@ def do_failover(a, run):
     for k, (_, tf, args) in enumerate(faults):
         name = args[0]
         tnext = faults[k + 1][1] if k + 1 < len(faults) else t_done
+        if name == "quorum":
+            rows.append(fo_quorum(c, a, run, tk, tf, tnext, span_ns, lives.get(name), args))
+            continue
         e_old = int(args[2]) if len(args) > 2 else 0
         for t, row in run.samples:
             if t > tf:

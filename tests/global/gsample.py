@@ -221,6 +221,27 @@ def wait_live(agents, n, max_time, new_epoch=False, above=None):
     return 1
 
 
+def wait_dead(agents, n, max_time):
+    """Until n agents hold no live lease (each expired in its own map)."""
+    deadline = time.monotonic() + max_time
+    dead = 0
+    while time.monotonic() < deadline:
+        dead = 0
+        for ag in agents:
+            try:
+                v = ag.sample()
+            except OSError:
+                v, ag.leases, ag.ids = None, None, []
+            if v is not None and v[2] <= time.monotonic_ns():
+                dead += 1
+        if dead >= n:
+            return 0
+        time.sleep(0.05)
+    print("gsample: %d of %d agents hold no live lease after %g s" % (dead, n, max_time),
+          file=sys.stderr)
+    return 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pins", action="append", default=[], help="GW=PIN_DIR")
@@ -232,6 +253,8 @@ def main():
     ap.add_argument("--ready")
     ap.add_argument("--wait-live", type=int, metavar="N",
                     help="only wait (up to --max-time) until N agents hold a live lease")
+    ap.add_argument("--wait-dead", type=int, metavar="N",
+                    help="only wait (up to --max-time) until N agents hold no live lease")
     ap.add_argument("--new-epoch", action="store_true",
                     help="with --wait-live: a lease of an epoch newer than any held now")
     ap.add_argument("--epoch-above", type=int, metavar="E",
@@ -249,6 +272,8 @@ def main():
     if a.print_epoch:
         print(held_epoch(agents))
         return 0
+    if a.wait_dead is not None:
+        return wait_dead(agents, a.wait_dead, a.max_time)
     if a.wait_live is not None:
         return wait_live(agents, a.wait_live, a.max_time, a.new_epoch, a.epoch_above)
     out = open(a.out, "w")

@@ -278,6 +278,15 @@ gl_wait_live() {
 	python3 "$GL_DIR/gsample.py" "${args[@]}" --wait-live "$n" --max-time "$secs" "$@" --out /dev/null
 }
 
+# gl_wait_dead N SECONDS: until N agents hold no live lease (read from their maps).
+gl_wait_dead() {
+	local args=() i
+	for ((i = 1; i <= GL_N; i++)); do
+		args+=(--pins "$i=$(gl_pin "$i")")
+	done
+	python3 "$GL_DIR/gsample.py" "${args[@]}" --wait-dead "$1" --max-time "$2" --out /dev/null
+}
+
 # gl_held_epoch: the highest epoch any agent holds a lease of.
 gl_held_epoch() {
 	local args=() i
@@ -471,31 +480,44 @@ gl_etcdctl() {
 		--command-timeout=2s --endpoints="$eps" "$@"
 }
 
-# gl_etcd_start DIR: 3 members, waits (bounded) until the cluster is healthy.
-gl_etcd_start() {
-	local d=$1 m init= k
-	command -v etcd >/dev/null || ll_skip "needs etcd (etcd-server)"
-	for m in 0 1 2; do
-		init+="${init:+,}m$m=http://127.0.0.1:$((GL_ETCD_PEER0 + m))"
+# gl_etcd_member DIR M: start member M (0..2) of the 3-member cluster; on its
+# data directory of an earlier run it rejoins the cluster it was part of.
+gl_etcd_member() {
+	local d=$1 m=$2 init= i
+	for i in 0 1 2; do
+		init+="${init:+,}m$i=http://127.0.0.1:$((GL_ETCD_PEER0 + i))"
 	done
-	for m in 0 1 2; do
-		nsenter --net=/run/netns/"$GL_NS_K" etcd --name "m$m" --data-dir "$d/etcd-m$m" \
-			--listen-client-urls "http://0.0.0.0:$((GL_ETCD_PORT0 + m))" \
-			--advertise-client-urls "http://127.0.0.1:$((GL_ETCD_PORT0 + m))" \
-			--listen-peer-urls "http://127.0.0.1:$((GL_ETCD_PEER0 + m))" \
-			--initial-advertise-peer-urls "http://127.0.0.1:$((GL_ETCD_PEER0 + m))" \
-			--initial-cluster "$init" --initial-cluster-state new \
-			--initial-cluster-token "leaseline-gl$$" --heartbeat-interval 100 \
-			--election-timeout 1000 --logger zap --log-outputs "$d/etcd-m$m.log" \
-			>/dev/null 2>&1 &
-		GL_ETCD_PIDS[m]=$!
-		gl_track "$!"
-	done
+	nsenter --net=/run/netns/"$GL_NS_K" etcd --name "m$m" --data-dir "$d/etcd-m$m" \
+		--listen-client-urls "http://0.0.0.0:$((GL_ETCD_PORT0 + m))" \
+		--advertise-client-urls "http://127.0.0.1:$((GL_ETCD_PORT0 + m))" \
+		--listen-peer-urls "http://127.0.0.1:$((GL_ETCD_PEER0 + m))" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$((GL_ETCD_PEER0 + m))" \
+		--initial-cluster "$init" --initial-cluster-state new \
+		--initial-cluster-token "leaseline-gl$$" --heartbeat-interval 100 \
+		--election-timeout 1000 --logger zap --log-outputs "$d/etcd-m$m.log" \
+		>/dev/null 2>&1 &
+	GL_ETCD_PIDS[m]=$!
+	gl_track "$!"
+}
+
+# gl_etcd_healthy: until every member answers healthy (bounded).
+gl_etcd_healthy() {
+	local k
 	for ((k = 0; k < LL_WAIT_TRIES; k++)); do
 		gl_etcdctl endpoint health >/dev/null 2>&1 && return 0
 		sleep "$LL_POLL_S"
 	done
 	ll_fail "etcd: the cluster was not healthy within $((LL_WAIT_TRIES / 10)) s"
+}
+
+# gl_etcd_start DIR: 3 members, waits (bounded) until the cluster is healthy.
+gl_etcd_start() {
+	local m
+	command -v etcd >/dev/null || ll_skip "needs etcd (etcd-server)"
+	for m in 0 1 2; do
+		gl_etcd_member "$1" "$m"
+	done
+	gl_etcd_healthy
 }
 
 # gl_etcd_cut J / gl_etcd_restore J: drop / pass replica J's packets to etcd.

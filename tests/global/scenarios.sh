@@ -314,12 +314,12 @@ gl_fo_new() {
 gl_fo_leader() { gl_leader 30 || ll_fail "no replica leads 30 s on"; }
 
 gl_scn_failover() {
-	local pre post l e j m pid etcd_ttl=${GL_ETCD_TTL%s} sd0 sd1
+	local pre post l e j m pid etcd_ttl=${GL_ETCD_TTL%s} sd0 sd1 qs
 	pre=$(gl_dur 1.5)
 	post=$(gl_dur 1.5)
 	gl_run failover
 	echo "-- replicas: 3 coordinators on a 3-member etcd (etcd ttl $GL_ETCD_TTL, lease ttl $GL_FO_TTL s);" \
-		"kill -9, SIGSTOP, cut from etcd, rolling restart, etcd leader member killed; uniform 3R"
+		"kill -9, SIGSTOP, cut from etcd, rolling restart, etcd leader member killed, quorum lost; uniform 3R"
 	gl_etcd_start "$RUN"
 	gl_policy "$RUN/policy.yaml" 1 "$GL_R" "$GL_B" global fail-closed
 	gl_replicas_conf "$RUN" "$(gl_ms "$GL_FO_TTL")" "$(gl_ms "$GL_REFRESH")"
@@ -390,6 +390,32 @@ gl_scn_failover() {
 	ll_sleep "$(awk -v t="$etcd_ttl" 'BEGIN {print t + 1}')"
 	sd1=$(gl_replica_metric "$l" leaseline_coord_step_downs_total)
 	gl_mark "$RUN" etcd-member-after "$l" "$(gl_held_epoch)" "${sd0:-x}" "${sd1:-x}"
+	gl_etcd_member "$RUN" "$m"
+	gl_etcd_healthy
+	ll_sleep "$(gl_rand_s 1 2)"
+
+	# Quorum lost: 2 of 3 members stopped, the two that do not lead etcd (the
+	# one left may renew until raft's CheckQuorum demotes it: the worst case).
+	# Grants stop by the leader's deadline, every lease dies (fail-closed: 0
+	# admitted), and the fleet is back once quorum is.
+	l=$(gl_fo_leader)
+	e=$(gl_held_epoch)
+	m=$(gl_etcd_leader_member) || ll_fail "etcd: no member says it leads"
+	qs=()
+	for j in 0 1 2; do
+		[ "$j" = "$m" ] || qs+=("${GL_ETCD_PIDS[j]}")
+	done
+	GL_STOPPED+=("${qs[@]}")
+	gl_mark "$RUN" fault quorum "$l" "$e" "$m"
+	kill -STOP "${qs[@]}"
+	gl_wait_dead "$GL_N" 40 || ll_fail "quorum: agents still hold live leases 40 s after quorum was lost"
+	gl_mark "$RUN" dead quorum
+	ll_sleep 1
+	kill -CONT "${qs[@]}"
+	gl_mark "$RUN" quorum-back "$l"
+	gl_wait_live "$GL_N" 40 || ll_fail "quorum: not every agent holds a lease 40 s after quorum returned"
+	gl_mark "$RUN" live quorum "$(gl_held_epoch)"
+	ll_sleep 2
 
 	ll_sleep "$post"
 	gl_mark "$RUN" "done"

@@ -592,16 +592,25 @@ stale:
 static void on_redirect(struct link *l, const struct wire_redirect *r, uint64_t now)
 {
 	int to = -1;
+	bool self = false;
 
 	l->redirects++;
 	for (uint32_t i = 0; r->address[0] && i < l->n_addrs; i++) {
-		if (!strcmp(l->addrs[i], r->address) && i != l->cur)
+		if (strcmp(l->addrs[i], r->address))
+			continue;
+		if (i == l->cur)
+			self = true;
+		else
 			to = (int)i;
 	}
-	/* The names are the peer's: shown as data (the decoder bounds them). */
+	/* The names are the peer's: shown as data (the decoder bounds them).
+	 * A replica that names itself holds the leader key but may not grant
+	 * (stepped down on its deadline while etcd is silent).
+	 */
 	pr_info("coordinator %s is not the leader (leader '%s' at '%s', epoch %llu): %s\n", l->addr,
 		r->leader, r->address, (unsigned long long)r->epoch,
 		to >= 0		? "dialling it"
+		: self		? "it names itself (not granting while etcd is silent), trying the next"
 		: r->address[0] ? "not a listed replica, trying the next"
 				: "trying the next");
 	l->redirect_to = to;
