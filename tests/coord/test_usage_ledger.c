@@ -1227,6 +1227,62 @@ static void test_report_bounded_by_contract(void **state)
 			 ULEDGER_LINE_PPS * (ULEDGER_BACKLOG_S + ULEDGER_SLACK_S));
 }
 
+static void rep_l(struct fx *fx, const char *holder, uint64_t seq, int64_t now, uint64_t adm,
+		  uint64_t rate, uint64_t burst)
+{
+	struct uledger_entry e = {
+	    .limit = "a",
+	    .t = tot(adm, 0, 0, 0),
+	    .c = {.rate = rate, .burst = burst, .lease = true, .backlog_s = 61}};
+
+	assert_int_equal(uledger_record(fx->lg, holder, 7, seq, now, clock_now_ns(), &e, 1), 0);
+}
+
+/* Bounded by the holder's own lease (rate 10, burst 100, backlog 61 s):
+ * a new row holds 100 + 10 x 61; an entry gets what was left plus what
+ * flowed in since the last, whatever the contract; rate 0 refills nothing
+ * (the bucket was spent); a row the contract bounded before is cut down
+ * to the lease's cap.
+ */
+static void test_report_bounded_by_lease(void **state)
+{
+	struct fx *fx = *state;
+	const struct uledger_counters *c = uledger_counters(fx->lg);
+	const uint64_t cap = 100 + 10 * 61;
+
+	rep_l(fx, "gw-1", 1, T0 + 10, 1000000, 10, 100);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, cap);
+	assert_int_equal(c->lease_clamped, 1);
+	/* 300 s later, 4000 more: 3000 flowed in (the cap of 710 does not
+	 * hold back what an entry covering 300 s may carry) */
+	rep_l(fx, "gw-1", 2, T0 + 310, 1004000, 10, 100);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, cap + 3000);
+	assert_int_equal(c->lease_clamped, 2);
+	/* within: all counted, 10 s of 10/s */
+	rep_l(fx, "gw-1", 3, T0 + 320, 1004100, 10, 100);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, cap + 3100);
+	assert_int_equal(c->lease_clamped, 2);
+	/* a lease of 0 (burst 5): nothing flows in, however long it has been,
+	 * and the bucket was spent */
+	rep_l(fx, "gw-1", 4, T0 + 1000, 1005100, 0, 5);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, cap + 3100);
+	assert_int_equal(c->lease_clamped, 3);
+	/* gw-2 bounded by its contract first (36,100 held), then by a lease:
+	 * the row is cut to the lease's cap, not spent down from the contract's */
+	rep_c(fx, "gw-2", 9, 1, T0 + 10, tot(100, 0, 0, 0), 10, 100);
+	{
+		struct uledger_entry e = {
+		    .limit = "a",
+		    .t = tot(100 + 100000, 0, 0, 0),
+		    .c = {.rate = 10, .burst = 100, .lease = true, .backlog_s = 61}};
+
+		assert_int_equal(
+		    uledger_record(fx->lg, "gw-2", 9, 2, T0 + 11, clock_now_ns(), &e, 1), 0);
+	}
+	assert_int_equal(ledger_sum(fx, "a", "gw-2", ULEDGER_HOUR).admitted, 100 + cap + 10);
+	assert_int_equal(c->lease_clamped, 4);
+}
+
 /* One key, four counters identities (series), each counting from 0: the
  * key's bound is the holder's across all of them, so a holder that makes
  * up identities cannot count its contract four times.
@@ -1527,6 +1583,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_commit_latency_counted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sums_saturate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_report_bounded_by_contract, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_report_bounded_by_lease, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_forged_series_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_bytes_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_series_quota, setup, teardown),

@@ -82,12 +82,19 @@ static bool want_small_disk;
 static bool want_unmetered; /* b not metered at the start (a is: the ledger opens) */
 static bool want_retention; /* ledger-retention: 1d */
 
+/* Renamed into place: a reader between truncate and write would find the
+ * file empty and take the real clock (a jump forward the ledger's bounds
+ * then hold against every later report).
+ */
 static void set_now(struct fx *fx, int64_t t)
 {
-	char v[32];
+	char v[32], from[160], to[160];
 
 	snprintf(v, sizeof(v), "%lld\n", (long long)t);
-	write_file(fx->dir, "now", v);
+	write_file(fx->dir, "now.tmp", v);
+	snprintf(from, sizeof(from), "%s/now.tmp", fx->dir);
+	snprintf(to, sizeof(to), "%s/now", fx->dir);
+	assert_int_equal(rename(from, to), 0);
 }
 
 static bool log_has(struct fx *fx, const char *s)
@@ -591,11 +598,12 @@ static void test_kill9_mid_write(void **state)
 				agent_report(fx, a);
 			}
 			/* The ledger's clock moves on as the counts do: at most
-			 * 998 a report, within the contract's 900/s x 2 s. A
-			 * frozen clock let a slow hunt for the write outspend
-			 * the ledger's bound (B + R x 1 h) and be cut.
+			 * 998 a report, within what each holder's lease (900/s
+			 * over 4 of them) passes in 10 s. A frozen clock let a
+			 * slow hunt for the write outspend the ledger's bound
+			 * (the lease's burst + rate x (ttl + 60 s)) and be cut.
 			 */
-			now += 2;
+			now += 10;
 			set_now(fx, now);
 			/* Watch its system call for a while: a write's sync. */
 			for (int k = 0; k < 200 && !hit; k++) {
@@ -1012,7 +1020,8 @@ static void test_keys_end_to_end(void **state)
 		    1);
 	assert_int_equal((int64_t)metric(fx, "leaseline_coord_usage_ledger_clamped_units_total "),
 			 500000 - (10 + 100 * 3600));
-	assert_true(log_has(fx, "more than its contract or the line rate could have passed"));
+	assert_true(
+	    log_has(fx, "more than its lease, its contract or the line rate could have passed"));
 	assert_int_equal(run_cli(fx, "--keys --reconcile", out, sizeof(out)), 1);
 	printf("%s", out);
 	assert_non_null(strstr(out, "198.18.0.4"));
@@ -1088,6 +1097,42 @@ static void test_forged_usage_refused(void **state)
 	/* Each key counted once: 100, not 400. */
 	st = kled_equals(fx, "gw-1", &k);
 	assert_true(st);
+}
+
+/* Past its first recorded report (and the quiet period after the start),
+ * a holder's admitted figure is bounded by its own lease, not the
+ * contract: gw-1 claims 2,000,000 more of limit a (contract 900/s, burst
+ * 90; 3.2M would fit the contract's hour) and gets at most its lease's
+ * burst + rate x (ttl + 60 s), the ledger's clock standing still.
+ */
+static void test_usage_bounded_by_lease(void **state)
+{
+	struct fx *fx = *state;
+	struct agent *a = agent_new(fx, "gw-1", INC(7));
+	const uint64_t bound = 90 + 900 * ((TTL_MS + 999) / 1000 + ULEDGER_LEASE_SLACK_S);
+	uint64_t before, got;
+
+	assert_true(agent_connect(fx, a));
+	agent_count(a, 10, 1, 0);
+	settle(fx);
+	usleep(2 * TTL_MS * 1000); /* the quiet period after the start is over */
+	agent_count(a, 10, 1, 0);
+	settle(fx); /* committed outside it: the lease bounds the next one */
+	before = ledger_sum(fx, "a", "gw-1").admitted;
+	a->t[0].admitted += 2000000;
+	for (int i = 0; i < 10; i++) {
+		usleep(120 * 1000);
+		drain(fx, a, NULL);
+		assert_int_equal(agent_report(fx, a), 0);
+	}
+	usleep(200 * 1000);
+	got = ledger_sum(fx, "a", "gw-1").admitted - before;
+	print_message("2,000,000 claimed past the lease: %llu counted (bound %llu)\n",
+		      (unsigned long long)got, (unsigned long long)bound);
+	assert_true(got > 0);
+	assert_true(got <= bound);
+	assert_true(metric(fx, "leaseline_coord_usage_ledger_bounded_total{kind=\"lease\"} ") >= 1);
+	assert_true(log_has(fx, "more than its lease, its contract or the line rate"));
 }
 
 /* The coordinator killed with SIGKILL again and again while batches flow
@@ -1477,6 +1522,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_metered_end_to_end, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_forged_usage_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_usage_bounded_by_lease, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill9_mid_write, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_meter_turned_on_by_reload, setup_unmetered,
 					    teardown),

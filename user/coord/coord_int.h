@@ -80,6 +80,10 @@ void redirect_hello(struct coord *co, int ci, const char *holder);
 
 /* metering.c */
 int usage_ledger_ensure(struct coord *co);
+/* A share committed to (or adopted from) a holder: its usage ledger bound
+ * for the report that covers it rises to at least (rate, burst).
+ */
+void lease_note(struct cholder_limit *hl, uint64_t rate, uint64_t burst);
 void record_metered(struct coord *co, struct cholder *h, int ci, int hi,
 		    const struct wire_report *r, struct climit *const *cl, bool *recorded,
 		    uint64_t now);

@@ -412,15 +412,19 @@ static void write_usage_ledger(FILE *f, struct coord *co)
 		(unsigned long long)c.pruned_usage, (unsigned long long)c.pruned_marks,
 		(unsigned long long)c.pruned_idents, (unsigned long long)c.pruned_refused);
 	prom_family(f, "leaseline_coord_usage_ledger_bounded_total", "counter",
-		    "What the usage ledger did not count (reference 6.3, Bounds): entries cut to "
-		    "what their contract or the line rate could have passed (clamped), new series "
-		    "past their holder's quota (quota), reports and METER batches refused for a "
-		    "total above 2^62 or another counters identity than their HELLO's (forged).");
+		    "What the usage ledger did not count (reference 6.3, Bounds): report entries "
+		    "whose admitted figure was cut to what the holder's own lease could have "
+		    "passed (lease), other entries cut to what their contract or the line rate "
+		    "could have passed (clamped), new series past their holder's quota (quota), "
+		    "reports and METER batches refused for a total above 2^62 or another counters "
+		    "identity than their HELLO's (forged).");
 	fprintf(f,
+		"leaseline_coord_usage_ledger_bounded_total{kind=\"lease\"} %llu\n"
 		"leaseline_coord_usage_ledger_bounded_total{kind=\"clamped\"} %llu\n"
 		"leaseline_coord_usage_ledger_bounded_total{kind=\"quota\"} %llu\n"
 		"leaseline_coord_usage_ledger_bounded_total{kind=\"forged\"} %llu\n",
-		(unsigned long long)c.clamped, (unsigned long long)c.quota,
+		(unsigned long long)c.lease_clamped,
+		(unsigned long long)(c.clamped - c.lease_clamped), (unsigned long long)c.quota,
 		(unsigned long long)co->usage_forged);
 	prom_family(f, "leaseline_coord_usage_ledger_clamped_units_total", "counter",
 		    "Packets (or the limit's tokens) claimed beyond a bound: not counted.");

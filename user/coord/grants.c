@@ -256,7 +256,7 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 	       uint64_t now)
 {
 	uint64_t live = lease_deadline(now, co->cfg.ttl_ns) - now;
-	const struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
+	struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
 	uint64_t t_rate = c->t_rate[hi], t_burst = c->t_burst[hi];
 	struct wire_msg *m = co->out;
 	struct hotkeys_out ko = {.keys = m->grant.keys};
@@ -286,6 +286,7 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 		co->ring_full++;
 		return;
 	}
+	lease_note(hl, g.rate, g.burst); /* committed, sent or not */
 	check_invariant(co, c, now);
 	if (r < 0) {
 		/* Counted in the ledgers until its deadline; a grant that cannot
@@ -410,6 +411,7 @@ static void adopt(struct coord *co, int hi, struct climit *c, const struct wire_
 	hl->adopted = true;
 	hl->adopt_rate = g.rate;
 	hl->adopt_burst = g.burst;
+	lease_note(hl, rate, burst); /* what it proved it held, before any cut to room */
 	co->adopted++;
 	c->dirty = true;
 	check_invariant(co, c, now);

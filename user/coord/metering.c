@@ -111,6 +111,58 @@ int usage_ledger_ensure(struct coord *co)
 	return 0;
 }
 
+void lease_note(struct cholder_limit *hl, uint64_t rate, uint64_t burst)
+{
+	if (!hl->lease_seen)
+		return;
+	if (rate > hl->lease_rate_max)
+		hl->lease_rate_max = rate;
+	if (burst > hl->lease_burst_max)
+		hl->lease_burst_max = burst;
+}
+
+/* What bounds the admitted figure of holder hi's report entry for limit c
+ * (a limit without a key): the most it was granted since its last report
+ * was committed to the ledger, and what it holds now. Before a first
+ * commit in this run, or while it may hold grants this run never saw
+ * (lease_committed): the contract.
+ */
+static struct uledger_contract lease_bound(struct coord *co, int hi, struct climit *c,
+					   uint64_t now)
+{
+	struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
+	uint64_t rate = ledger_committed_rate(&c->led, (size_t)hi, now),
+		 burst = ledger_committed_burst(&c->led, (size_t)hi, now);
+	struct uledger_contract b = {.rate = c->rate, .burst = c->burst};
+
+	if (hl->lease_seen)
+		b = (struct uledger_contract){
+		    .rate = hl->lease_rate_max > rate ? hl->lease_rate_max : rate,
+		    .burst = hl->lease_burst_max > burst ? hl->lease_burst_max : burst,
+		    .lease = true,
+		    .backlog_s = (uint32_t)((co->cfg.ttl_ns + NSEC_PER_SEC - 1) / NSEC_PER_SEC) +
+				 ULEDGER_LEASE_SLACK_S};
+	return b;
+}
+
+/* A report of holder hi committed: the next one's bound starts from what
+ * the holder holds now. Until then (a batch that failed, or still at the
+ * writer) the most granted since the last commit stands. In a quiet period
+ * the holder may still spend a grant of an earlier run this one never
+ * saw, unless it proved what it holds (adopted): until the quiet period
+ * ends, the contract bounds it.
+ */
+static void lease_committed(struct coord *co, int hi, struct climit *c, uint64_t now)
+{
+	struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
+
+	hl->lease_seen = now >= co->quiet_until || hl->adopted;
+	if (!hl->lease_seen)
+		return;
+	hl->lease_rate_max = ledger_committed_rate(&c->led, (size_t)hi, now);
+	hl->lease_burst_max = ledger_committed_burst(&c->led, (size_t)hi, now);
+}
+
 /* The metered entries of a report go to the writer, one transaction of the
  * usage ledger (usage_ledger.h); their grants wait for its commit
  * (usage_done). Reports closer than COORD_USAGE_MIN_INTERVAL_NS to the
@@ -161,8 +213,7 @@ void record_metered(struct coord *co, struct cholder *h, int ci, int hi,
 		e->t.bypass = r->e[i].bypass;
 		/* A limit with a key sums its keys here: only the line rate. */
 		if (!cl[i]->hot.on)
-			e->c =
-			    (struct uledger_contract){.rate = cl[i]->rate, .burst = cl[i]->burst};
+			e->c = lease_bound(co, hi, cl[i], now);
 	}
 	if (uwriter_submit(co->uw, j)) {
 		free(j);
@@ -392,6 +443,13 @@ void usage_done(struct coord *co)
 				    j->holder, strerror(-j->err));
 			} else if (live) {
 				h->uledger_ns = j->arrival_ns;
+			}
+			for (uint32_t i = 0; !j->err && !strcmp(h->name, j->holder) && i < j->n;
+			     i++) {
+				struct climit *c = limit_by_name(co, j->re[i].limit);
+
+				if (c && !c->hot.on)
+					lease_committed(co, j->hi, c, now);
 			}
 			for (uint32_t i = 0; !j->err && live && i < j->n; i++) {
 				struct climit *c = limit_by_name(co, j->re[i].limit);

@@ -56,6 +56,13 @@ struct cholder_limit {
 	 */
 	bool adopt_tried, adopted;
 	uint64_t adopt_rate, adopt_burst;
+	/* The usage ledger's bound (metering.c): the most granted (or
+	 * adopted) since its last report was committed; !lease_seen (no
+	 * commit yet in this run, or grants it may hold that this run never
+	 * saw): the contract bounds it.
+	 */
+	bool lease_seen;
+	uint64_t lease_rate_max, lease_burst_max;
 };
 
 struct cholder {

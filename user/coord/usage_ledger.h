@@ -52,7 +52,9 @@ struct uledger_totals {
  *   - admitted, by what the contract could have admitted: a bucket of
  *     burst + rate x ULEDGER_BACKLOG_S filled at rate (so a report that
  *     comes late after an outage of the ledger still counts up to an hour
- *     of traffic at the contract);
+ *     of traffic at the contract), or by the holder's own lease (lease:
+ *     burst + rate x backlog_s); an entry gets what the bucket held plus
+ *     what flowed in over the time it covers;
  *   - denied, fallback and bypass packets (and admitted, where rate is 0),
  *     by ULEDGER_LINE_PPS since the row was last touched (at most
  *     ULEDGER_BACKLOG_S) plus a minute;
@@ -71,11 +73,21 @@ struct uledger_totals {
 /* A budget's contract, in its unit (bytes: the limit counts bytes); rate 0:
  * no contract of its own (a per-key limit's own totals sum its keys): the
  * line rate bounds its admitted figure as it does the others.
+ *
+ * lease: the bound is the holder's own lease, not the contract: rate and
+ * burst are the most the coordinator granted it since its last recorded
+ * report, the bucket holds burst + rate x backlog_s (the lease ttl plus
+ * ULEDGER_LEASE_SLACK_S: a holder gets no grant of a metered limit until
+ * its report is recorded, so what a late report can carry is a ttl's
+ * worth), and rate 0 means nothing admitted beyond burst.
  */
 struct uledger_contract {
 	uint64_t rate, burst;
 	bool bytes;
+	bool lease;
+	uint32_t backlog_s;
 };
+#define ULEDGER_LEASE_SLACK_S 60
 
 struct uledger_entry {
 	const char *limit;
@@ -104,6 +116,7 @@ struct uledger_counters {
 	uint64_t pruned_idents;	 /* counters identities whose marks went */
 	/* bounds (above) */
 	uint64_t clamped;      /* entries of which a part was beyond its bound: not counted */
+	uint64_t lease_clamped; /* of those, admitted beyond the holder's own lease */
 	uint64_t clamped_pkts; /* packets (or tokens) of those parts */
 	uint64_t quota;	       /* new series refused: their holder had its quota */
 };

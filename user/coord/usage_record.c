@@ -29,29 +29,37 @@ static void bind_spend(struct udb_stmt *s, const char *holder, const char *limit
 void ul_spend_cut(struct ul_spend *r, const struct uledger_contract *c, int64_t now_s,
 		  uint64_t *adm, uint64_t *const *others, int n, uint64_t *cut)
 {
-	uint64_t cap = u64_sat_add(c->burst, u64_sat_mul(c->rate, ULEDGER_BACKLOG_S)), line;
+	int64_t backlog = c->lease && c->backlog_s && c->backlog_s < ULEDGER_BACKLOG_S
+			      ? (int64_t)c->backlog_s
+			      : ULEDGER_BACKLOG_S;
+	uint64_t cap = u64_sat_add(c->burst, u64_sat_mul(c->rate, (uint64_t)backlog)), line;
 	int64_t dt;
+	bool fresh = !r->found;
 
 	*cut = 0;
-	if (!r->found) { /* a new row: as if it had refilled for the backlog */
+	if (fresh) { /* a new row: as if it had refilled for the backlog */
 		r->level = cap;
-		r->t = now_s < INT64_MIN + ULEDGER_BACKLOG_S ? INT64_MIN
-							     : now_s - ULEDGER_BACKLOG_S;
+		r->t = now_s < INT64_MIN + backlog ? INT64_MIN : now_s - backlog;
 		r->found = true;
 	}
 	if (now_s <= r->t)
 		dt = 0;
 	else if (__builtin_sub_overflow(now_s, r->t, &dt) || dt > ULEDGER_BACKLOG_S)
 		dt = ULEDGER_BACKLOG_S;
-	if (c->rate) {
-		r->level = u64_sat_add(r->level, u64_sat_mul(c->rate, (uint64_t)dt));
-		if (r->level > cap)
-			r->level = cap;
-		if (*adm > r->level) {
-			*cut += *adm - r->level;
-			*adm = r->level;
+	if (c->rate || c->lease) {
+		/* What the bucket held (at most its cap: a bound lowered since,
+		 * a contract's row now bounded by a lease) plus what flowed in
+		 * over dt: an entry covers the whole interval, so the inflow
+		 * counts before the cap does, which holds only what is left.
+		 */
+		uint64_t avail = u64_sat_add(r->level < cap ? r->level : cap,
+					     fresh ? 0 : u64_sat_mul(c->rate, (uint64_t)dt));
+
+		if (*adm > avail) {
+			*cut += *adm - avail;
+			*adm = avail;
 		}
-		r->level -= *adm;
+		r->level = avail - *adm < cap ? avail - *adm : cap;
 	}
 	line = u64_sat_mul(ULEDGER_LINE_PPS, (uint64_t)dt + ULEDGER_SLACK_S);
 	if (!c->rate && *adm > line) { /* no contract of its own: the line rate */
@@ -76,6 +84,7 @@ static int spend_bound(struct uledger *lg, const char *holder, const char *limit
 {
 	struct udb_stmt *s = lg->st[ST_SPEND_GET];
 	struct ul_spend row = {0};
+	uint64_t adm0;
 	int r;
 
 	bind_spend(s, holder, limit);
@@ -88,7 +97,10 @@ static int spend_bound(struct uledger *lg, const char *holder, const char *limit
 	udb_reset(s);
 	if (r < 0)
 		return r;
+	adm0 = *adm;
 	ul_spend_cut(&row, c, now_s, adm, others, n, cut);
+	if (c->lease && *adm < adm0)
+		lg->c.lease_clamped++;
 	s = lg->st[ST_SPEND_PUT];
 	bind_spend(s, holder, limit);
 	udb_bind_i64(s, 4, ul_i64(row.level));
@@ -113,8 +125,9 @@ void ul_note_clamped(struct uledger *lg, const char *holder, const char *limit, 
 	lg->c.clamped_pkts = u64_sat_add(lg->c.clamped_pkts, cut);
 	if (!ul_once_a_minute(&lg->clamp_logged_s, now_s))
 		return;
-	pr_warn("usage ledger: '%s' limit '%s' claims %llu more than its contract or the line rate "
-		"could have passed: not counted (usage_clamped; said once a minute)\n",
+	pr_warn("usage ledger: '%s' limit '%s' claims %llu more than its lease, its contract or "
+		"the line rate could have passed: not counted (usage_clamped; said once a "
+		"minute)\n",
 		holder, limit, (unsigned long long)cut);
 }
 
