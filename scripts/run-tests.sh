@@ -59,6 +59,8 @@ run_cmocka_suite() {
 		rc=$?
 		timed "$tag/$(basename "$bin")" "$t0"
 		grep -E '^\[  (FAILED|PASSED)|^\[  ERROR|^\[ +FAIL|Failed|failure|error' "$log" | head -40
+		# A failed suite: its last lines whole (a model test's seed, what it saw).
+		[ "$rc" -eq 0 ] || sed 's/^/   | /' "$log" | tail -30
 		count_cmocka "$bin" "$log" "$rc"
 		rm -f "$log"
 	done
