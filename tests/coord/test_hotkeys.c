@@ -639,6 +639,63 @@ static void test_cut(void **state)
  * it, an entry above the key's contract is cut to it, and the whole set
  * after the quiet period ends it (and the drain, once the sum is within).
  */
+/* A limit of 1000/s, burst 1000, and 3 holders at (share, share) each,
+ * acknowledged: where the adoption tests start.
+ */
+static void adopt_setup(struct hotkeys *t, struct ledger *lim, uint64_t share, uint64_t now,
+			struct ledger_grant *g)
+{
+	ledger_init(lim, 1000, 1000);
+	hotkeys_init(t, "l", NHOLD, 16, SEED);
+	for (size_t h = 0; h < 3; h++) {
+		lim->h[h].active = true;
+		assert_true(ledger_issue(lim, h, share, share, now, LIVE, &g[h]));
+		ledger_ack(lim, h, g[h].seq, now);
+	}
+}
+
+/* Over on paper after an adoption, a whole set must not renew a guess:
+ * holder 0 proved 700/s of H (contract 1000); holders 1 and 2 are counted
+ * at their share (300) though together they may hold no more than 300 on
+ * H (700 + theirs was within 1000). Holder 2's whole set after the quiet
+ * period may name at most what holders 0 and 1 leave (0 here): renewing
+ * its guess of 300 as it stood let the model test's holders spend 1013/s
+ * on one key of 900.
+ */
+static void test_adopt_over_paper_no_raise(void **state)
+{
+	struct ll_key_id H = key_v4(9);
+	uint64_t now = NSEC_PER_SEC;
+	struct ledger_grant g[3];
+	struct hotkeys t;
+	struct ledger lim;
+	int ih;
+
+	(void)state;
+	adopt_setup(&t, &lim, 300, now, g);
+	assert_int_equal(report(&t, &lim, 0, &H, 1000, 300, now), 1);
+	assert_int_equal(report(&t, &lim, 2, &H, 1000, 300, now), 0);
+	ih = hotkeys_find(&t, &H);
+	assert_int_equal(hotkeys_adopt(&t, 0, &H, 700, 70), 1);
+	assert_int_equal(hotkeys_grant_cut(&t, &lim, 0, 300, 300, now, LIVE, &g[0], &out), 1);
+	assert_int_equal(named(&H)->rate, 700);
+	assert_true(t.k[ih].guessed);
+	ack(&t, &lim, 0, g[0].seq, now);
+	now += 10 * NSEC_PER_MSEC;
+	g[2] = grant(&t, &lim, 2, 300, 300, now);
+	assert_int_equal(out.mode, WIRE_KEYS_WHOLE);
+	assert_non_null(named(&H)); /* not left at its share: that would be 300 */
+	assert_int_equal(named(&H)->rate, 0);
+	/* Holder 0's record is what it holds: its whole set goes to its
+	 * target (500, the max-min of two demands of 1000), not to the 400
+	 * the others' records leave.
+	 */
+	g[0] = grant(&t, &lim, 0, 300, 300, now);
+	assert_int_equal(named(&H)->rate, 500);
+	hotkeys_free(&t);
+	ledger_free(&lim);
+}
+
 static void test_adopt(void **state)
 {
 	struct ll_key_id H = key_v4(9), X = key_v4(10);
@@ -649,13 +706,7 @@ static void test_adopt(void **state)
 	int ih;
 
 	(void)state;
-	ledger_init(&lim, 1000, 1000);
-	hotkeys_init(&t, "l", NHOLD, 16, SEED);
-	for (size_t h = 0; h < 3; h++) {
-		lim.h[h].active = true;
-		assert_true(ledger_issue(&lim, h, 200, 200, now, LIVE, &g[h]));
-		ledger_ack(&lim, h, g[h].seq, now);
-	}
+	adopt_setup(&t, &lim, 200, now, g);
 	assert_int_equal(report(&t, &lim, 0, &H, 1000, 200, now), 1);
 	ih = hotkeys_find(&t, &H);
 	/* Only keys in the table; holder 0 held 700/s of H, holder 1 5000/s
@@ -1338,6 +1389,7 @@ int main(void)
 	    cmocka_unit_test(test_dead_and_reset), cmocka_unit_test(test_copy_and_capacity),
 	    cmocka_unit_test(test_set_in_steps),	 cmocka_unit_test(test_pinned), cmocka_unit_test(test_cut),
 	    cmocka_unit_test(test_adopt),
+	    cmocka_unit_test(test_adopt_over_paper_no_raise),
 	    cmocka_unit_test(test_stranded),	 cmocka_unit_test(test_key_str),
 	    cmocka_unit_test(test_random),
 	};

@@ -215,6 +215,21 @@ static void invariant(struct model *x, const char *after)
 		}
 		x->max_key = kr > x->max_key ? kr : x->max_key;
 		if (kr > R || kb > B)
+			for (int i = 0; i < H; i++) {
+				const struct holder *h = &x->h[i];
+
+				print_message("  %s: live %d, share of k epoch %llu seq %llu %llu/s "
+					      "burst %llu; key %d: %s %llu/s burst %llu\n",
+					      h->name, live(h, 1, now),
+					      (unsigned long long)h->held[1].epoch,
+					      (unsigned long long)h->held[1].seq,
+					      (unsigned long long)h->held[1].rate,
+					      (unsigned long long)h->held[1].burst, u,
+					      h->has[u] ? "entry" : "no entry",
+					      (unsigned long long)h->krate[u],
+					      (unsigned long long)h->kburst[u]);
+			}
+		if (kr > R || kb > B)
 			fail_msg("seed %llu, after %s: holders may spend %llu/s burst %llu on key %d "
 				 "of k, above (%d, %d)",
 				 (unsigned long long)x->seed, after, (unsigned long long)kr,
@@ -348,6 +363,18 @@ static void on_grant(struct model *x, struct holder *h, const struct wire_grant 
 		x->stale++; /* the agent refuses it: older than what it holds */
 		return;
 	}
+	if (getenv("LL_TRACE") && l == 1) {
+		print_message("%s grant k e%llu s%llu share %llu/%llu mode %u base %llu:",
+			      h->name, (unsigned long long)g->epoch, (unsigned long long)g->seq,
+			      (unsigned long long)g->rate, (unsigned long long)g->burst,
+			      g->keys_full, (unsigned long long)g->keys_base);
+		for (uint32_t i = 0; i < g->n_keys; i++)
+			print_message(" [%d %s %llu/%llu]", key_index(&g->keys[i].key),
+				      g->keys[i].op == WIRE_KEY_SET ? "set" : "del",
+				      (unsigned long long)g->keys[i].rate,
+				      (unsigned long long)g->keys[i].burst);
+		print_message("\n");
+	}
 	if (l == 1 && !apply_keys(x, h, g))
 		return;
 	if (l == 0)
@@ -438,6 +465,8 @@ static void restart(struct model *x, uint64_t *s)
 {
 	int st;
 
+	if (getenv("LL_TRACE"))
+		print_message("-- restart\n");
 	kill(x->pid, SIGKILL);
 	waitpid(x->pid, &st, 0);
 	/* Its own check, before the next run empties the log. */

@@ -585,7 +585,8 @@ static void adopt_forget(struct hotkeys *t, size_t hi)
 			continue;
 		for (size_t h = 0; h < t->holders; h++)
 			if (hi == SIZE_MAX || h == hi)
-				t->k[i].h[h].flags &= (uint8_t)~(HK_ADOPTED | HK_ADOPT_TRIED);
+				t->k[i].h[h].flags &=
+				    (uint8_t)~(HK_ADOPTED | HK_ADOPT_TRIED | HK_EXACT);
 	}
 }
 
@@ -619,7 +620,7 @@ int hotkeys_adopt(struct hotkeys *t, size_t hi, const struct ll_key_id *key, uin
 	}
 	kh->s_rate = rate;
 	kh->s_burst = burst;
-	kh->flags |= HK_ADOPTED;
+	kh->flags |= HK_ADOPTED | HK_EXACT;
 	t->adopted++;
 	return 1;
 }
@@ -762,7 +763,7 @@ uint64_t hotkeys_check(struct hotkeys *t, uint64_t now)
 		if (!k->live)
 			continue;
 		if (!ledger_over(&k->led, now)) {
-			k->draining = false;
+			k->draining = k->guessed = false;
 			continue;
 		}
 		if (k->draining)

@@ -71,6 +71,12 @@ enum {
 	 */
 	HK_ADOPTED = 32,
 	HK_ADOPT_TRIED = 64, /* once per holder and key in a term */
+	/* What the key's ledger records for the holder is what it holds (an
+	 * adopted entry, until an entry of another size is named or none is):
+	 * while the key is over on paper (guessed), only these are renewed as
+	 * they stand.
+	 */
+	HK_EXACT = 128,
 };
 
 struct hotkey_holder {
@@ -94,6 +100,13 @@ struct hotkey {
 	bool cooling;
 	bool dirty;    /* demand changed since the targets were computed */
 	bool draining; /* over a capacity lowered by a reload: decreases only */
+	/* Over on paper since an adopted entry was recorded as held: the
+	 * other holders' records are upper bounds (a guess at the share, a
+	 * cut's min), so renewing one as it stands may raise what that holder
+	 * really spends. Until the key is within again, an entry that is not
+	 * HK_EXACT gets at most the room the other holders' records leave.
+	 */
+	bool guessed;
 };
 
 /* A list of key indices (a hint: the flags say whether an entry still

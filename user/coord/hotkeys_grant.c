@@ -76,7 +76,24 @@ struct compose {
 	uint64_t now, live_ns;
 	struct hotkeys_out *out;
 	bool failed; /* a key that had to be named or recorded could not be */
+	bool raises; /* a whole set or changes (a cut never raises what is held) */
 };
+
+/* Lower (*rate, *burst), about to be given holder hi on key k, to the room
+ * the other holders' records leave, while k is over on paper and what is
+ * recorded for hi is not known to be what it holds (hotkey.guessed).
+ */
+static void guess_cap(const struct hotkey *k, size_t hi, uint64_t now, uint64_t *rate,
+		      uint64_t *burst)
+{
+	uint64_t r, b;
+
+	if (!k->guessed || (k->h[hi].flags & HK_EXACT))
+		return;
+	ledger_room_others((struct ledger *)&k->led, hi, now, &r, &b);
+	*rate = r < *rate ? r : *rate;
+	*burst = b < *burst ? b : *burst;
+}
 
 static bool room(const struct compose *c)
 {
@@ -113,6 +130,8 @@ static bool record(struct compose *c, uint32_t idx, uint64_t rate, uint64_t burs
 {
 	struct hotkey *k = &c->t->k[idx];
 
+	if (entry && c->raises)
+		guess_cap(k, c->hi, c->now, &rate, &burst);
 	if (!ledger_issue_seq(&k->led, c->hi, c->g->seq, rate, burst, c->now,
 			      entry ? HOTKEYS_FOREVER : c->live_ns, a))
 		return false;
@@ -142,7 +161,7 @@ static bool record_adopted(struct compose *c, uint32_t idx, struct ledger_grant 
 		return false;
 	flag_set(c->t, &c->t->hl[c->hi].pend, idx, c->hi, HK_PEND);
 	if (ledger_over(&k->led, c->now))
-		k->draining = true;
+		k->draining = k->guessed = true;
 	return true;
 }
 
@@ -159,15 +178,20 @@ static bool compose_key(struct compose *c, uint32_t idx)
 	const struct ledger_grant *g = c->g;
 	bool named = kh->flags & HK_NAMED;
 
+	uint64_t s_rate = kh->s_rate, s_burst = kh->s_burst;
+	bool stay;
+
 	if (kh->mark == c->t->hl[c->hi].pass)
 		return kh->flags & HK_STAY; /* visited by this grant already */
 	kh->mark = c->t->hl[c->hi].pass;
 	kh->flags &= (uint8_t)~HK_STAY;
-	if (compose_one(c, idx, k, kh, g, named)) {
+	stay = compose_one(c, idx, k, kh, g, named);
+	/* Exact while what it holds stays named as it stood. */
+	if (!(kh->flags & HK_NAMED) || kh->s_rate != s_rate || kh->s_burst != s_burst)
+		kh->flags &= (uint8_t)~HK_EXACT;
+	if (stay)
 		kh->flags |= HK_STAY;
-		return true;
-	}
-	return false;
+	return stay;
 }
 
 static bool compose_one(struct compose *c, uint32_t idx, struct hotkey *k, struct hotkey_holder *kh,
@@ -179,6 +203,7 @@ static bool compose_one(struct compose *c, uint32_t idx, struct hotkey *k, struc
 	if (k->cooling) {
 		/* Back to the share: where the share fits the key's headroom. */
 		ledger_peek(&k->led, c->hi, g->rate, g->burst, c->now, &r, &b);
+		guess_cap(k, c->hi, c->now, &r, &b);
 		if (r == g->rate && b == g->burst && (!named || room(c))) {
 			if (!record(c, idx, g->rate, g->burst, false, &a)) {
 				c->failed |= !named; /* the share would go unrecorded */
@@ -208,10 +233,18 @@ static bool compose_one(struct compose *c, uint32_t idx, struct hotkey *k, struc
 	}
 	if (named)
 		return true; /* the entry it holds stands, recorded */
-	/* No entry and no room (or no record): it spends this grant's share. */
+	/* No entry and no room (or no record): it spends this grant's share,
+	 * or, where that does not fit a key over on paper, an entry that does.
+	 */
 	ledger_peek(&k->led, c->hi, g->rate, g->burst, c->now, &r, &b);
-	if (r != g->rate || b != g->burst || !record(c, idx, g->rate, g->burst, false, &a))
-		c->failed = true;
+	guess_cap(k, c->hi, c->now, &r, &b);
+	if (r == g->rate && b == g->burst && record(c, idx, g->rate, g->burst, false, &a))
+		return true;
+	if (k->guessed && room(c) && record(c, idx, r, b, true, &a)) {
+		name_entry(c, idx, &a);
+		return true;
+	}
+	c->failed = true;
 	return true;
 }
 
@@ -234,6 +267,7 @@ static void share_fit(struct hotkeys *t, size_t hi, uint64_t now, uint64_t *rate
 		if (!k->live || (!hl->full && (k->h[hi].flags & HK_NAMED)))
 			continue;
 		ledger_peek(&k->led, hi, *rate, *burst, now, &r, &b);
+		guess_cap(k, hi, now, &r, &b);
 		*rate = r < *rate ? r : *rate;
 		*burst = b < *burst ? b : *burst;
 	}
@@ -243,7 +277,7 @@ int hotkeys_grant(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t t_r
 		  uint64_t t_burst, uint64_t now, uint64_t live_ns, struct ledger_grant *g,
 		  struct hotkeys_out *out)
 {
-	struct compose c = {t, hi, g, now, live_ns, out, false};
+	struct compose c = {t, hi, g, now, live_ns, out, false, true};
 	struct hotkeys_hl *hl;
 	uint32_t kept = 0;
 
@@ -364,7 +398,7 @@ int hotkeys_grant_cut(struct hotkeys *t, struct ledger *lim, size_t hi, uint64_t
 		      uint64_t burst, uint64_t now, uint64_t live_ns, struct ledger_grant *g,
 		      struct hotkeys_out *out)
 {
-	struct compose c = {t, hi, g, now, live_ns, out, false};
+	struct compose c = {t, hi, g, now, live_ns, out, false, false};
 
 	out->n = 0;
 	out->mode = WIRE_KEYS_CUT;

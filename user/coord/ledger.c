@@ -426,6 +426,21 @@ void ledger_peek(struct ledger *l, size_t i, uint64_t target_rate, uint64_t targ
 	*burst = issue_share(target_burst, l->h[i].c_burst, l->sum_burst, l->burst);
 }
 
+void ledger_room_others(struct ledger *l, size_t i, uint64_t now, uint64_t *rate,
+			uint64_t *burst)
+{
+	uint64_t or, ob;
+
+	*rate = *burst = 0;
+	if (i >= l->cap)
+		return;
+	ledger_fresh(l, now);
+	or = l->sum_rate - l->h[i].c_rate;
+	ob = l->sum_burst - l->h[i].c_burst;
+	*rate = or < l->rate ? l->rate - or : 0;
+	*burst = ob < l->burst ? l->burst - ob : 0;
+}
+
 void ledger_holder_clear(struct ledger *l, size_t i)
 {
 	struct ledger_holder *h;

@@ -130,6 +130,11 @@ bool ledger_issue(struct ledger *l, size_t i, uint64_t target_rate, uint64_t tar
  */
 void ledger_peek(struct ledger *l, size_t i, uint64_t target_rate, uint64_t target_burst,
 		 uint64_t now, uint64_t *rate, uint64_t *burst);
+/* The capacity less every other holder's commitment (0 where they fill it):
+ * the most holder i could hold were its own commitment unknown.
+ */
+void ledger_room_others(struct ledger *l, size_t i, uint64_t now, uint64_t *rate,
+			uint64_t *burst);
 
 /* Forget every grant of holder i, keeping its numbering (next seq, acked):
  * for a per-key ledger whose holder can no longer spend any of them (its
