@@ -83,14 +83,14 @@ struct compose {
  * the other holders' records leave, while k is over on paper and what is
  * recorded for hi is not known to be what it holds (hotkey.guessed).
  */
-static void guess_cap(const struct hotkey *k, size_t hi, uint64_t now, uint64_t *rate,
+static void guess_cap(struct hotkey *k, size_t hi, uint64_t now, uint64_t *rate,
 		      uint64_t *burst)
 {
 	uint64_t r, b;
 
 	if (!k->guessed || (k->h[hi].flags & HK_EXACT))
 		return;
-	ledger_room_others((struct ledger *)&k->led, hi, now, &r, &b);
+	ledger_room_others(&k->led, hi, now, &r, &b);
 	*rate = r < *rate ? r : *rate;
 	*burst = b < *burst ? b : *burst;
 }
@@ -176,10 +176,8 @@ static bool compose_key(struct compose *c, uint32_t idx)
 	struct hotkey *k = &c->t->k[idx];
 	struct hotkey_holder *kh = &k->h[c->hi];
 	const struct ledger_grant *g = c->g;
-	bool named = kh->flags & HK_NAMED;
-
+	bool named = kh->flags & HK_NAMED, stay;
 	uint64_t s_rate = kh->s_rate, s_burst = kh->s_burst;
-	bool stay;
 
 	if (kh->mark == c->t->hl[c->hi].pass)
 		return kh->flags & HK_STAY; /* visited by this grant already */
