@@ -126,12 +126,18 @@ static void op_report(struct uledger *lg, sqlite3 *h_, struct rd *r)
 	int64_t now = rd_time(r);
 	size_t n = 1 + rd_u8(r) % MAX_ENTRIES;
 
+	memset(e, 0, sizeof(e));
 	for (size_t i = 0; i < n; i++) {
 		e[i].limit = rd_name(r, names[i], sizeof(names[i]));
 		e[i].t.admitted = rd_int(r);
 		e[i].t.denied = rd_int(r);
 		e[i].t.fallback = rd_int(r);
 		e[i].t.bypass = rd_int(r);
+		/* The bound: a contract, or a holder's lease (rate 0 a bucket of 0). */
+		e[i].c.rate = rd_int(r);
+		e[i].c.burst = rd_int(r);
+		e[i].c.lease = rd_u8(r) & 1;
+		e[i].c.backlog_s = (uint32_t)rd_int(r);
 	}
 	uledger_record_ident(lg, h, inc, ident, seq, now, 1, e, n);
 }
