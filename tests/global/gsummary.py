@@ -82,11 +82,11 @@ def rows(results):
                         % (r["overshoot"]["max_pct_R"], r["max_live_rate"]),
                         "; ".join(("%s: last grant %s s after (bound %s s), %d admitted after "
                                    "expiry, live again %s s after quorum, from 1 refresh after "
-                                   "the first grant %s of R"
+                                   "that %s of R"
                                    % (x["fault"], f(x["last_grant_start_after_fault_s"]),
                                       f(x["deadline_bound_s"]), x["admitted_after_expiry"],
                                       f(x["relive_after_quorum_s"]),
-                                      pct(x["lowest_500ms_from_1_refresh_after_first_grant_of_R"])))
+                                      pct(x["lowest_500ms_from_1_refresh_after_all_live_of_R"])))
                                   if x["fault"] == "quorum" else
                                   "%s: lowest 500 ms %s of R, new term after %s s, stale %d"
                                   % (x["fault"], pct(x["lowest_500ms_of_R"]), f(x["relive_s"]),

@@ -11,8 +11,8 @@
 # share raised while an earlier term's grant lives, Σ live shares <= R, no
 # step-down when etcd's member leader dies; without quorum the last grant
 # within etcd ttl + 2 election timeouts and nothing admitted after a lease
-# died, and once quorum is back >= 95% of R from one refresh after the first
-# grant; the contract over the run.
+# died, and once quorum is back every agent live and >= 95% of R from one
+# refresh after that; the contract over the run.
 set -u
 source "$(dirname "$0")/../global/lib.sh"
 source "$(dirname "$0")/../global/scenarios.sh"
