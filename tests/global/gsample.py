@@ -193,53 +193,45 @@ def held_epoch(agents):
     return floor
 
 
+def wait_until(agents, n, max_time, ok, what):
+    """Until ok(sample) holds for n agents' samples (polled every 50 ms), at
+    most max_time s; 0, or 1 with what was seen."""
+    deadline = time.monotonic() + max_time
+    hits = 0
+    while time.monotonic() < deadline:
+        hits = 0
+        for ag in agents:
+            try:
+                v = ag.sample()
+            except OSError:
+                v, ag.leases, ag.ids = None, None, []
+            if v is not None and ok(v):
+                hits += 1
+        if hits >= n:
+            return 0
+        time.sleep(0.05)
+    print("gsample: %d of %d agents %s after %g s" % (hits, n, what, max_time), file=sys.stderr)
+    return 1
+
+
 def wait_live(agents, n, max_time, new_epoch=False, above=None):
     """Until n agents hold a live lease (of an epoch above every epoch the agents
     held when the wait began, with new_epoch; above `above`, if given)."""
-    deadline = time.monotonic() + max_time
-    live = 0
     floor = 0
     if above is not None:
         floor, new_epoch = above, True
     elif new_epoch:
         floor = held_epoch(agents)
-    while time.monotonic() < deadline:
-        live = 0
-        for ag in agents:
-            try:
-                v = ag.sample()
-            except OSError:
-                v, ag.leases, ag.ids = None, None, []
-            if v is not None and v[2] > time.monotonic_ns() and v[0] > 0 and v[3] > floor - (
-                    0 if new_epoch else 1):
-                live += 1
-        if live >= n:
-            return 0
-        time.sleep(0.05)
-    print("gsample: %d of %d agents hold a live lease after %g s" % (live, n, max_time),
-          file=sys.stderr)
-    return 1
+    low = floor - (0 if new_epoch else 1)
+    return wait_until(agents, n, max_time,
+                      lambda v: v[2] > time.monotonic_ns() and v[0] > 0 and v[3] > low,
+                      "hold a live lease")
 
 
 def wait_dead(agents, n, max_time):
     """Until n agents hold no live lease (each expired in its own map)."""
-    deadline = time.monotonic() + max_time
-    dead = 0
-    while time.monotonic() < deadline:
-        dead = 0
-        for ag in agents:
-            try:
-                v = ag.sample()
-            except OSError:
-                v, ag.leases, ag.ids = None, None, []
-            if v is not None and v[2] <= time.monotonic_ns():
-                dead += 1
-        if dead >= n:
-            return 0
-        time.sleep(0.05)
-    print("gsample: %d of %d agents hold no live lease after %g s" % (dead, n, max_time),
-          file=sys.stderr)
-    return 1
+    return wait_until(agents, n, max_time, lambda v: v[2] <= time.monotonic_ns(),
+                      "hold no live lease")
 
 
 def main():

@@ -23,10 +23,12 @@
  *    then on the limit's ledger accounts for all a holder may spend on it.
  *
  * Each point above is kept by a different part: key_add, hotkeys_grant and
- * its compose_* (hotkeys_grant.c: what a grant names and records), hotkeys_ack,
- * holder_clear, hotkeys_tick (here). Both files read and write the same
- * per-holder flags and lists (HK_*, todo, pend, hotkeys.h); the grant side
- * sets flags only through flag_set (hotkeys_int.h).
+ * its compose_* (hotkeys_grant.c: what a grant names and records),
+ * hotkeys_ack, holder_clear, hotkeys_tick (here); after a restart, the
+ * entries holders prove (hotkeys_adopt.c) and what their cuts record of
+ * them. The files read and write the same per-holder flags and lists
+ * (HK_*, todo, pend, hotkeys.h); the grant side sets flags only through
+ * flag_set (hotkeys_int.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -575,60 +577,6 @@ void hotkeys_holder_quiet(struct hotkeys *t, size_t hi, uint64_t now)
 	for (uint32_t i = 0; i < t->top; i++)
 		if (t->k[i].live)
 			key_demand(t, i, hi, 0, false, now);
-}
-
-/* Forget what holder hi (every holder: hi == SIZE_MAX) had adopted. */
-static void adopt_forget(struct hotkeys *t, size_t hi)
-{
-	for (uint32_t i = 0; i < t->top; i++) {
-		if (!t->k[i].live)
-			continue;
-		for (size_t h = 0; h < t->holders; h++)
-			if (hi == SIZE_MAX || h == hi)
-				t->k[i].h[h].flags &=
-				    (uint8_t)~(HK_ADOPTED | HK_ADOPT_TRIED | HK_EXACT);
-	}
-}
-
-void hotkeys_holder_connect(struct hotkeys *t, size_t hi)
-{
-	if (!t->on || hi >= t->holders)
-		return;
-	t->hl[hi].full = true;
-	t->hl[hi].full_seq = 0;
-	adopt_forget(t, hi); /* what it holds is not known: proven again, or not at all */
-}
-
-int hotkeys_adopt(struct hotkeys *t, size_t hi, const struct ll_key_id *key, uint64_t rate,
-		  uint64_t burst)
-{
-	struct hotkey_holder *kh;
-	struct hotkey *k;
-	int idx;
-
-	if (!t->on || hi >= t->holders || (idx = hotkeys_find(t, key)) < 0)
-		return 0;
-	k = &t->k[idx];
-	kh = &k->h[hi];
-	if (kh->flags & HK_ADOPT_TRIED)
-		return 0;
-	kh->flags |= HK_ADOPT_TRIED;
-	if (rate > k->led.rate || burst > k->led.burst) {
-		t->adopt_clamped++;
-		rate = rate < k->led.rate ? rate : k->led.rate;
-		burst = burst < k->led.burst ? burst : k->led.burst;
-	}
-	kh->s_rate = rate;
-	kh->s_burst = burst;
-	kh->flags |= HK_ADOPTED | HK_EXACT;
-	t->adopted++;
-	return 1;
-}
-
-void hotkeys_term_begin(struct hotkeys *t)
-{
-	if (t->on)
-		adopt_forget(t, SIZE_MAX);
 }
 
 bool hotkeys_holder_idle(const struct hotkeys *t, size_t hi, uint64_t now)

@@ -122,27 +122,25 @@ void lease_note(struct cholder_limit *hl, uint64_t rate, uint64_t burst)
 }
 
 /* What bounds the admitted figure of holder hi's report entry for limit c
- * (a limit without a key): the most it was granted since its last report
- * was committed to the ledger, and what it holds now. Before a first
- * commit in this run, or while it may hold grants this run never saw
- * (lease_committed): the contract.
+ * (a limit without a key): the most it held since its last report was
+ * committed to the ledger (what it held then, lease_committed, and every
+ * share since, lease_note: so at least what it holds now). Before a first
+ * commit in this run, or while it may hold grants this run never saw: the
+ * contract.
  */
-static struct uledger_contract lease_bound(struct coord *co, int hi, struct climit *c,
-					   uint64_t now)
+static struct uledger_contract lease_bound(const struct coord *co, int hi,
+					   const struct climit *c)
 {
-	struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
-	uint64_t rate = ledger_committed_rate(&c->led, (size_t)hi, now),
-		 burst = ledger_committed_burst(&c->led, (size_t)hi, now);
-	struct uledger_contract b = {.rate = c->rate, .burst = c->burst};
+	const struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
 
-	if (hl->lease_seen)
-		b = (struct uledger_contract){
-		    .rate = hl->lease_rate_max > rate ? hl->lease_rate_max : rate,
-		    .burst = hl->lease_burst_max > burst ? hl->lease_burst_max : burst,
-		    .lease = true,
-		    .backlog_s = (uint32_t)((co->cfg.ttl_ns + NSEC_PER_SEC - 1) / NSEC_PER_SEC) +
-				 ULEDGER_LEASE_SLACK_S};
-	return b;
+	if (!hl->lease_seen)
+		return (struct uledger_contract){.rate = c->rate, .burst = c->burst};
+	return (struct uledger_contract){
+	    .rate = hl->lease_rate_max,
+	    .burst = hl->lease_burst_max,
+	    .lease = true,
+	    .backlog_s = (uint32_t)((co->cfg.ttl_ns + NSEC_PER_SEC - 1) / NSEC_PER_SEC) +
+			 ULEDGER_LEASE_SLACK_S};
 }
 
 /* A report of holder hi committed: the next one's bound starts from what
@@ -213,7 +211,7 @@ void record_metered(struct coord *co, struct cholder *h, int ci, int hi,
 		e->t.bypass = r->e[i].bypass;
 		/* A limit with a key sums its keys here: only the line rate. */
 		if (!cl[i]->hot.on)
-			e->c = lease_bound(co, hi, cl[i], now);
+			e->c = lease_bound(co, hi, cl[i]);
 	}
 	if (uwriter_submit(co->uw, j)) {
 		free(j);
@@ -444,17 +442,12 @@ void usage_done(struct coord *co)
 			} else if (live) {
 				h->uledger_ns = j->arrival_ns;
 			}
-			for (uint32_t i = 0; !j->err && !strcmp(h->name, j->holder) && i < j->n;
-			     i++) {
+			for (uint32_t i = 0; !j->err && i < j->n; i++) {
 				struct climit *c = limit_by_name(co, j->re[i].limit);
 
-				if (c && !c->hot.on)
+				if (c && !c->hot.on && !strcmp(h->name, j->holder))
 					lease_committed(co, j->hi, c, now);
-			}
-			for (uint32_t i = 0; !j->err && live && i < j->n; i++) {
-				struct climit *c = limit_by_name(co, j->re[i].limit);
-
-				if (!c || !c->meter)
+				if (!c || !c->meter || !live)
 					continue;
 				check_invariant(co, c, now);
 				if (grant_allowed(co, j->hi, c, now) && co->conns[j->ci])
