@@ -935,10 +935,10 @@ static int raw_connect_from(struct fx *fx, const char *src)
 #define TABLE (GATEWAYS + 64)
 
 /* Every slot taken by connections from many addresses, each address within
- * its 4 pending: a gateway is served all the same (before, it was closed on
- * accept until a slot freed). The oldest silent connection gives way; one
- * that has sent something keeps its slot for 0.5 s, and a newcomer then
- * finds no room, until that has passed.
+ * its 4 pending and each /24 within its 32: a gateway is served all the
+ * same (before, it was closed on accept until a slot freed). The oldest
+ * silent connection gives way; one that has sent something keeps its slot
+ * for 0.5 s, and a newcomer then finds no room, until that has passed.
  */
 static void test_full_table_makes_room(void **state)
 {
@@ -948,7 +948,7 @@ static void test_full_table_makes_room(void **state)
 	char src[32];
 
 	for (int i = 0; i < TABLE; i++) {
-		snprintf(src, sizeof(src), "127.0.1.%d", 1 + i / 4);
+		snprintf(src, sizeof(src), "127.1.%d.1", i / 4); /* 4 an address and a /24 */
 		fd[i] = raw_connect_from(fx, src); /* and say nothing */
 	}
 	assert_false(closed_within(fd[TABLE - 1], 200)); /* all accepted and held */
@@ -964,18 +964,67 @@ static void test_full_table_makes_room(void **state)
 
 	/* Connections that have sent something (a frame's first byte) but no HELLO. */
 	for (int i = 0; i < TABLE; i++) {
-		snprintf(src, sizeof(src), "127.0.2.%d", 1 + i / 4);
+		snprintf(src, sizeof(src), "127.2.%d.1", i / 4);
 		fd[i] = raw_connect_from(fx, src);
 		assert_int_equal(send(fd[i], "L", 1, 0), 1);
 	}
 	assert_false(closed_within(fd[TABLE - 1], 200));
-	late = raw_connect_from(fx, "127.0.3.1");
+	late = raw_connect_from(fx, "127.3.0.1");
 	assert_true(closed_within(late, 300)); /* refused: nobody gives way yet */
 	close(late);
 	poll(NULL, 0, 500); /* the grace has passed for the first ones */
 	dial(fx, &gw);
 	hello(fx, &gw, "gw-2");
 	assert_true(closed_within(fd[0], WAIT_MS));
+	for (int i = 0; i < TABLE; i++)
+		close(fd[i]);
+	conn_close(&gw);
+}
+
+/* One /24 holds at most pending-per-prefix (32) connections without a
+ * HELLO, from however many addresses; and with the table full, the prefix
+ * holding the most gives way, not the oldest connection: strangers of one
+ * /24 cannot push out the rest.
+ */
+static void test_prefix_budget(void **state)
+{
+	struct fx *fx = *state;
+	int fd[TABLE], extra, late;
+	struct conn gw;
+	char src[32];
+
+	for (int i = 0; i < 32; i++) {
+		snprintf(src, sizeof(src), "127.4.0.%d", 1 + i); /* 32 addresses of one /24 */
+		fd[i] = raw_connect_from(fx, src);
+	}
+	assert_false(closed_within(fd[31], 200));
+	extra = raw_connect_from(fx, "127.4.0.200");
+	assert_true(closed_within(extra, WAIT_MS)); /* the 33rd of the /24 */
+	close(extra);
+	late = raw_connect_from(fx, "127.4.1.1"); /* the next /24 is another's */
+	assert_false(closed_within(late, 200));
+	close(late);
+	for (int i = 0; i < 32; i++)
+		close(fd[i]);
+	poll(NULL, 0, 200);
+
+	/* The older 36 from 9 /24s (4 each), then 32 newer ones of one /24. */
+	for (int i = 0; i < TABLE; i++) {
+		if (i < TABLE - 32)
+			snprintf(src, sizeof(src), "127.5.%d.1", i / 4);
+		else
+			snprintf(src, sizeof(src), "127.6.0.%d", 1 + i);
+		fd[i] = raw_connect_from(fx, src);
+		if (i == TABLE - 33)
+			poll(NULL, 0, 50); /* the two groups in different batches */
+	}
+	assert_false(closed_within(fd[TABLE - 1], 200));
+	dial(fx, &gw);
+	hello(fx, &gw, "gw-1");
+	assert_true(closed_within(fd[TABLE - 32], WAIT_MS)); /* the oldest of the fullest /24 */
+	for (int i = 0; i < TABLE; i++)
+		if (i != TABLE - 32)
+			assert_false(closed_within(fd[i], 0));
 	for (int i = 0; i < TABLE; i++)
 		close(fd[i]);
 	conn_close(&gw);
@@ -1661,6 +1710,7 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_silent_connections_reclaimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_full_table_makes_room, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_prefix_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_state_symlink_not_chowned, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_runs_unprivileged, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_holder_slots_reclaimed, setup, teardown),

@@ -453,7 +453,7 @@ static const struct file_case file_cases[] = {
      "unknown key 'refesh' in lease (expected one of: ttl, refresh; did you mean 'refresh'?)"},
     {"coord_unknown_key", LOAD_COORD, "coord-unknown-key.yaml", NULL, -EINVAL, "3:1",
      "unknown key 'statedir' in coordinator file (expected one of: listen, policy, state-dir, "
-     "lease, metrics, gateways, user, pending-per-address, tls, insecure, ledger, "
+     "lease, metrics, gateways, user, pending-per-address, pending-per-prefix, tls, insecure, ledger, "
      "ledger-retention, ledger-series-per-holder, grant-key, replicas; did you mean "
      "'state-dir'?)"},
     {"coord_replicas_etcd_not_url", LOAD_COORD, "coord-replicas-bad-etcd.yaml", NULL, -EINVAL,

@@ -21,24 +21,14 @@
 #include "coord/state.h"
 #include "lib/tls.h"
 #include "lib/wire.h"
+#include "coord/handshakes.h"
+#include "coord/slots.h"
 
-/* A connection that has not said HELLO within this is dropped, and one
- * address may hold at most pending-per-address such connections: silent
- * peers cannot take the slots real gateways need.
- */
-#define COORD_HELLO_DEADLINE_NS (2 * NSEC_PER_SEC)
-/* With every slot taken, a new connection takes the slot of the oldest one
- * without a HELLO that has sent nothing, or else of the oldest that has
- * spent this long without a HELLO (a gateway's TLS handshake and HELLO take
- * a round trip or two): strangers from many addresses, each under its
- * pending-per-address, cannot keep a gateway out for the whole deadline.
- */
-#define COORD_PENDING_GRACE_NS (500 * NSEC_PER_MSEC)
-/* Connections accepted per turn of the loop: between batches the loop reads
- * the holders' reports and the first bytes of the connections just
- * accepted, so a flood of connects does not hold reports back. At most a
- * quarter of the spare slots: a connection is read before newer ones could
- * make it give way.
+/* Connections taken from the door per turn of the loop: between batches
+ * the loop reads the holders' reports and the first bytes of the
+ * connections just taken, so a flood of connects does not hold reports
+ * back. At most a quarter of the spare slots: a connection is read before
+ * newer ones could make it give way.
  */
 #define COORD_ACCEPT_BATCH 16
 _Static_assert(COORD_ACCEPT_BATCH * 4 <= COORD_SPARE_CONNS, "a batch must not fill the spares");
@@ -88,13 +78,7 @@ int send_policy(struct coord *co, int ci)
 /* The address a connection came from, for log lines. */
 const char *peer_str(const struct cconn *cc, char *buf, size_t len)
 {
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-	if (!memcmp(cc->peer, v4mapped, sizeof(v4mapped)))
-		inet_ntop(AF_INET, cc->peer + 12, buf, (socklen_t)len);
-	else
-		inet_ntop(AF_INET6, cc->peer, buf, (socklen_t)len);
-	return buf;
+	return slots_addr_str(cc->peer, buf, len);
 }
 
 static void on_frame(struct coord *co, int ci, const struct wire_msg *m)
@@ -166,17 +150,8 @@ static void conn_input(struct coord *co, int ci)
 		}
 		on_frame(co, ci, co->msg);
 	}
-	if (err && co->conns[ci]) {
-		char addr[INET6_ADDRSTRLEN];
-
-		if (err == -EPROTO && co->conns[ci]->c.ssl && co->conns[ci]->holder < 0) {
-			co->tls_failures++;
-			pr_info("TLS handshake from %s failed (no certificate, or one our CA did not "
-				"sign)\n",
-				peer_str(co->conns[ci], addr, sizeof(addr)));
-		}
+	if (err && co->conns[ci])
 		conn_drop(co, ci, err == -ECONNRESET ? "closed by peer" : strerror(-err));
-	}
 }
 
 /* Watch for writability only while output is queued. */
@@ -193,118 +168,58 @@ void conn_watch(struct coord *co, int ci)
 		cc->events = ev.events;
 }
 
-/* The peer's address as 16 bytes (IPv4 v4-mapped). */
-static void peer_bytes(const struct sockaddr_storage *sa, uint8_t out[16])
-{
-	memset(out, 0, 16);
-	if (sa->ss_family == AF_INET) {
-		out[10] = out[11] = 0xff;
-		memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-	} else if (sa->ss_family == AF_INET6) {
-		memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-	}
-}
-
-/* Where a connection from peer would go: how many without a HELLO peer
- * holds, a free slot, and which connection gives way if there is none (one
- * accepted before this batch: each has had a turn to be read). One pass,
- * O(connections).
+/* Connections the door has finished with (a TLS handshake done, or just
+ * accepted without TLS), placed in the table as the door places them: at
+ * most COORD_ACCEPT_BATCH a turn; the door's eventfd stays readable while
+ * more wait.
  */
-struct slot_scan {
-	size_t pending; /* from peer, without a HELLO */
-	long free;	/* a free slot, or -1 */
-	long victim;	/* the slot of the connection that gives way, or -1 */
-};
-
-static void slot_scan(const struct coord *co, const uint8_t peer[16], uint64_t batch_ns,
-		      uint64_t now, struct slot_scan *s)
+void conns_admit(struct coord *co)
 {
-	uint64_t silent_ns = UINT64_MAX, spoke_ns = UINT64_MAX;
-	long silent = -1, spoke = -1;
-
-	s->pending = 0;
-	s->free = -1;
-	for (size_t ci = 0; ci < co->max_conns; ci++) {
-		const struct cconn *cc = co->conns[ci];
-
-		if (!cc) {
-			if (s->free < 0)
-				s->free = (long)ci;
-			continue;
-		}
-		if (cc->holder >= 0)
-			continue;
-		s->pending += !memcmp(cc->peer, peer, 16);
-		if (cc->accepted_ns >= batch_ns)
-			continue;
-		if (!cc->spoke && cc->accepted_ns < silent_ns) {
-			silent_ns = cc->accepted_ns;
-			silent = (long)ci;
-		} else if (cc->spoke && now - cc->accepted_ns >= COORD_PENDING_GRACE_NS &&
-			   cc->accepted_ns < spoke_ns) {
-			spoke_ns = cc->accepted_ns;
-			spoke = (long)ci;
-		}
-	}
-	s->victim = silent >= 0 ? silent : spoke;
-}
-
-/* At most COORD_ACCEPT_BATCH: the listener stays ready, and the loop comes
- * back for the rest after the other connections' input.
- */
-void accept_all(struct coord *co)
-{
+	struct cconn *in[COORD_ACCEPT_BATCH];
+	size_t n = handshakes_take(co->hs, in, COORD_ACCEPT_BATCH);
 	uint64_t batch_ns = clock_now_ns();
 
-	for (int n = 0; n < COORD_ACCEPT_BATCH; n++) {
-		struct sockaddr_storage sa = {};
-		socklen_t salen = sizeof(sa);
-		int fd = accept4(co->listen_fd, (struct sockaddr *)&sa, &salen,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+	for (size_t k = 0; k < n; k++) {
+		struct cconn *cc = in[k];
 		struct epoll_event ev = {.events = EPOLLIN};
-		uint64_t now = clock_now_ns();
-		struct slot_scan s;
-		uint8_t peer[16];
+		struct slot_pick p;
 		size_t ci;
 
-		if (fd < 0)
-			return;
-		peer_bytes(&sa, peer);
-		slot_scan(co, peer, batch_ns, now, &s);
-		if (s.pending >= co->cfg.pending_per_address) {
-			co->crowded_refused++;
-			close(fd);
+		slots_pick(&co->slots, cc->peer, batch_ns, clock_now_ns(), &p);
+		if (p.same_address >= co->cfg.pending_per_address ||
+		    p.same_prefix >= co->cfg.pending_per_prefix) {
+			if (p.same_address >= co->cfg.pending_per_address)
+				co->crowded_refused++;
+			else
+				co->prefix_refused++;
+			conn_close(&cc->c);
+			free(cc);
 			continue;
 		}
-		if (s.free < 0 && s.victim >= 0) {
+		if (p.free < 0 && p.victim >= 0) {
 			co->pending_evicted++;
-			conn_drop(co, (int)s.victim, "made room for a new connection");
-			s.free = s.victim;
+			conn_drop(co, (int)p.victim, "made room for a new connection");
+			p.free = p.victim;
 		}
-		if (s.free < 0) {
+		if (p.free < 0) {
 			co->full_refused++;
-			close(fd);
+			conn_close(&cc->c);
+			free(cc);
 			continue;
 		}
-		ci = (size_t)s.free;
-		if (!(co->conns[ci] = calloc(1, sizeof(struct cconn)))) {
-			close(fd);
-			continue;
-		}
-		/* Grants go out one frame at a time: do not let Nagle hold them. */
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
-		conn_init(&co->conns[ci]->c, fd);
-		co->conns[ci]->holder = -1;
-		if (co->tls.ctx && conn_tls_start(&co->conns[ci]->c, &co->tls, NULL)) {
-			conn_drop(co, (int)ci, "cannot start TLS");
-			continue;
-		}
-		co->conns[ci]->accepted_ns = now;
-		memcpy(co->conns[ci]->peer, peer, 16);
-		co->conns[ci]->events = EPOLLIN;
+		ci = (size_t)p.free;
+		co->conns[ci] = cc;
+		cc->events = EPOLLIN;
 		ev.data.u64 = EP_CONN0 + ci;
-		if (epoll_ctl(co->ep, EPOLL_CTL_ADD, fd, &ev))
+		if (epoll_ctl(co->ep, EPOLL_CTL_ADD, cc->c.fd, &ev)) {
 			conn_drop(co, (int)ci, "cannot watch it");
+			continue;
+		}
+		/* After a handshake, its HELLO may be in already, and the
+		 * handshake's last flight waiting for the socket.
+		 */
+		if (cc->c.ssl)
+			conn_event(co, (int)ci, EPOLLIN | EPOLLOUT);
 	}
 }
 

@@ -28,6 +28,7 @@
 #include "lib/config.h"
 #include "coord/coord.h"
 #include "coord/coord_int.h"
+#include "coord/handshakes.h"
 #include "coord/hotkeys.h"
 #include "lib/http.h"
 #include "lib/lease_clock.h"
@@ -44,13 +45,14 @@
 #define COORD_TICK_MS	  20
 #define COORD_EPOLL_BATCH 256
 
-/* The holders' connections first, then those without a HELLO (TLS
- * handshakes among them), then new ones: a holder's report waits for
- * neither strangers' handshakes nor a batch of accepts in the same turn.
+/* The holders' connections first, then those without a HELLO, then new
+ * ones from the door: a holder's report waits for no stranger, and for no
+ * batch of new connections in the same turn. (Strangers' TLS handshakes
+ * are the door's: handshakes.h.)
  */
 static void handle_events(struct coord *co, const struct epoll_event *ev, int n)
 {
-	bool listen = false, done[COORD_EPOLL_BATCH] = {false};
+	bool door = false, done[COORD_EPOLL_BATCH] = {false};
 
 	for (int i = 0; i < n; i++)
 		if (ev[i].data.u64 == EP_ELECTION) {
@@ -64,14 +66,14 @@ static void handle_events(struct coord *co, const struct epoll_event *ev, int n)
 		}
 	for (int i = 0; i < n; i++) {
 		uint64_t d = ev[i].data.u64;
-		struct cconn *cc = d == EP_LISTEN || d == EP_USAGE || d == EP_ELECTION
+		struct cconn *cc = d == EP_DOOR || d == EP_USAGE || d == EP_ELECTION
 				       ? NULL
 				       : co->conns[d - EP_CONN0];
 
 		if (done[i]) {
 			continue;
-		} else if (d == EP_LISTEN) {
-			listen = done[i] = true;
+		} else if (d == EP_DOOR) {
+			door = done[i] = true;
 		} else if (cc && cc->holder >= 0) {
 			conn_event(co, (int)(d - EP_CONN0), ev[i].events);
 			done[i] = true;
@@ -80,8 +82,8 @@ static void handle_events(struct coord *co, const struct epoll_event *ev, int n)
 	for (int i = 0; i < n; i++)
 		if (!done[i])
 			conn_event(co, (int)(ev[i].data.u64 - EP_CONN0), ev[i].events);
-	if (listen)
-		accept_all(co);
+	if (door)
+		conns_admit(co);
 }
 
 /* Periodic work: connections late with their HELLO are dropped, silent
@@ -121,7 +123,7 @@ static void reload(struct coord *co)
 	if (co->tls.ctx) {
 		char err[CFG_ERR_LEN];
 
-		if (tls_ctx_load(&co->tls, &co->cfg.tls, true, err, sizeof(err)))
+		if (handshakes_reload_tls(co->hs, &co->cfg.tls, err, sizeof(err)))
 			pr_warn("%s; the certificate in use stays\n", err);
 		else
 			pr_info("tls: certificate '%s' reloaded\n", co->cfg.tls.cert);
@@ -210,7 +212,7 @@ static int coord_start(struct coord *co)
 	co->max_conns = co->cfg.gateways + COORD_SPARE_CONNS;
 	co->conns = calloc(co->max_conns, sizeof(*co->conns));
 	co->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (!co->h || !co->conns || co->ep < 0)
+	if (!co->h || !co->conns || co->ep < 0 || slots_init(&co->slots, co->conns, co->max_conns))
 		return 1;
 	for (uint32_t i = 0; i < co->cfg.gateways; i++)
 		co->h[i].conn = -1;
@@ -246,9 +248,6 @@ static int coord_start(struct coord *co)
 		pr_warn("cannot listen on '%s': %s\n", co->cfg.listen, strerror(-co->listen_fd));
 		return 1;
 	}
-	if (epoll_ctl(co->ep, EPOLL_CTL_ADD, co->listen_fd,
-		      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_LISTEN}))
-		return 1;
 	if (co->cfg.has_metrics) {
 		int err =
 		    http_start(&co->metrics, co->cfg.metrics, coord_metrics_write, co, &co->lock);
@@ -267,6 +266,16 @@ static int coord_start(struct coord *co)
 		return err;
 	/* As the user it runs as: the ledger's files are its own. */
 	if (usage_ledger_ensure(co))
+		return 1;
+	/* The door last: from here on connections are taken. */
+	err = handshakes_start(&co->hs, co->listen_fd, &co->tls, co->max_conns,
+			       co->cfg.pending_per_address, co->cfg.pending_per_prefix);
+	if (err) {
+		pr_warn("cannot start the handshake thread: %s\n", strerror(-err));
+		return 1;
+	}
+	if (epoll_ctl(co->ep, EPOLL_CTL_ADD, handshakes_fd(co->hs),
+		      &(struct epoll_event){.events = EPOLLIN, .data.u64 = EP_DOOR}))
 		return 1;
 	/* Its last word at start, and on port 0 the port it got. */
 	net_bound_name(co->cfg.listen, co->listen_fd, addr, sizeof(addr));
@@ -307,6 +316,7 @@ int coord_run(const char *config_path)
 		pthread_mutex_unlock(&co->lock);
 	}
 	http_stop(&co->metrics);
+	handshakes_stop(co->hs); /* nothing new while the rest goes */
 	leadership_stop(co); /* resign first: another replica leads at once */
 	for (int ci = 0; co->conns && ci < (int)co->max_conns; ci++)
 		conn_drop(co, ci, "coordinator exiting");
@@ -318,6 +328,7 @@ int coord_run(const char *config_path)
 	free(co->h);
 	free(co->hl);
 	free(co->conns);
+	slots_free(&co->slots);
 	coord_store_close(&co->store);
 	/* After the connections: what the writer still commits gets no ack. */
 	uwriter_stop(co->uw);

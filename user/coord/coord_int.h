@@ -7,7 +7,8 @@
  * usage ledger's writer: metered reports and METER batches) and
  * leadership.c (replicas: the election's view, redirects). The state
  * they work on is state.h's; every function here runs on the main loop,
- * under the state lock.
+ * under the state lock. Connections come from the door's thread
+ * (handshakes.h), which touches none of it.
  */
 #ifndef LEASELINE_COORD_COORD_INT_H
 #define LEASELINE_COORD_COORD_INT_H
@@ -24,10 +25,11 @@
 /* Fallback/bypass records per holder and limit at most this often. */
 #define COORD_USAGE_MIN_INTERVAL_NS (100 * NSEC_PER_MSEC)
 
-/* epoll data: 0 the listener, 1 + index for a connection, EP_USAGE the
- * usage ledger's writer's eventfd, EP_ELECTION the election's.
+/* epoll data: 0 the door's eventfd (connections it has finished with), 1
+ * + index for a connection, EP_USAGE the usage ledger's writer's eventfd,
+ * EP_ELECTION the election's.
  */
-#define EP_LISTEN   0
+#define EP_DOOR	    0
 #define EP_CONN0    1
 #define EP_USAGE    UINT64_MAX
 #define EP_ELECTION (UINT64_MAX - 1) /* the election thread's eventfd (replicas:) */
@@ -50,7 +52,7 @@ int send_msg(struct coord *co, int ci, const struct wire_msg *m);
 int send_policy(struct coord *co, int ci);
 void conn_watch(struct coord *co, int ci);
 const char *peer_str(const struct cconn *cc, char *buf, size_t len);
-void accept_all(struct coord *co);
+void conns_admit(struct coord *co);
 void conn_event(struct coord *co, int ci, uint32_t events);
 void conns_hello_deadline(struct coord *co, uint64_t now);
 

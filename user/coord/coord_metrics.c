@@ -7,6 +7,7 @@
  */
 #include "lib/monotonic.h"
 #include "coord/coord_metrics.h"
+#include "coord/handshakes.h"
 #include "lib/prom.h"
 #include "coord/state.h"
 #include "coord/telemetry.h"
@@ -18,6 +19,16 @@ struct coord_family {
 };
 
 static double holders_in(struct coord *co, bool asking);
+
+/* What the door (the handshake thread) has counted; zeros before it starts. */
+static struct hs_counts door(const struct coord *co)
+{
+	struct hs_counts n = {0};
+
+	if (co->hs)
+		handshakes_counts(co->hs, &n);
+	return n;
+}
 
 #define V(fn, expr)                                                                                \
 	static double fn(struct coord *co, struct climit *c, uint32_t l, uint32_t hi,              \
@@ -55,13 +66,14 @@ V(grants, co->grants)
 V(stale_reports, co->stale_reports)
 V(protocol_errors, co->protocol_errors)
 V(violations, co->violations)
-V(hello_timeouts, co->hello_timeouts)
-V(crowded, co->crowded_refused)
-V(evicted, co->pending_evicted)
-V(full, co->full_refused)
+V(hello_timeouts, co->hello_timeouts + door(co).timeouts)
+V(crowded, co->crowded_refused + door(co).crowded)
+V(prefix, co->prefix_refused + door(co).prefix)
+V(evicted, co->pending_evicted + door(co).evicted)
+V(full, co->full_refused + door(co).full)
 V(store_failures, co->store_failures)
 V(reclaimed, co->holders_reclaimed)
-V(tls_failures, co->tls_failures)
+V(tls_failures, door(co).tls_failures)
 V(tls_refused, co->tls_refused)
 V(leader, coord_leads(co) ? 1 : 0)
 V(etcd_up, co->el ? co->ev.etcd_ok : 1)
@@ -208,13 +220,16 @@ static const struct coord_family scalars[] = {
      "Connections dropped without a HELLO in time.", hello_timeouts},
     {"leaseline_coord_crowded_refused_total", "counter",
      "Connections refused: too many without a HELLO from one address.", crowded},
+    {"leaseline_coord_prefix_refused_total", "counter",
+     "Connections refused: too many without a HELLO from one /24 (IPv6: /48).", prefix},
     {"leaseline_coord_pending_evicted_total", "counter",
-     "Connections without a HELLO closed to make room for a new one, the connection table "
-     "being full: silent ones first, then ones past 0.5 s.",
+     "Connections without a HELLO (or TLS handshakes) closed to make room for a new one, "
+     "the table being full: from the prefix holding the most, silent ones first, then ones "
+     "past 0.5 s.",
      evicted},
     {"leaseline_coord_full_refused_total", "counter",
-     "Connections refused on accept: the connection table full, and none without a HELLO "
-     "could give way.",
+     "Connections refused on accept: the table full (connections, or TLS handshakes), and "
+     "none without a HELLO could give way.",
      full},
     {"leaseline_coord_store_failures_total", "counter",
      "Usage records that could not be written (no grant answered them).", store_failures},

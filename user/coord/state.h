@@ -21,6 +21,7 @@
 #include "coord/ledger.h"
 #include "ll_types.h"
 #include "coord/store.h"
+#include "coord/slots.h"
 #include "coord/telemetry.h"
 #include "lib/tls.h"
 #include "coord/usage_ledger.h"
@@ -123,6 +124,8 @@ struct coord {
 	uint32_t hl_cap;
 	struct cconn **conns;
 	size_t max_conns;
+	struct slot_table slots;  /* conns, for placing new ones */
+	struct handshakes *hs;	  /* the door: accepts, TLS handshakes (its own thread) */
 	int listen_fd, ep;
 	struct http_server metrics; /* its thread reads this struct under lock */
 	pthread_mutex_t lock;	    /* held by the main loop while it changes anything */
@@ -132,8 +135,8 @@ struct coord {
 	uint64_t hello_timeouts, crowded_refused, store_failures, holders_reclaimed;
 	uint64_t pending_evicted; /* closed without a HELLO to make room in a full table */
 	uint64_t full_refused;	  /* refused on accept: a full table, and none could give way */
+	uint64_t prefix_refused;  /* refused: pending-per-prefix from one /24 (/48) */
 	struct tls_ctx tls;	  /* mutual TLS with every agent; ctx NULL: plain TCP */
-	uint64_t tls_failures;	  /* handshakes that failed (no or an untrusted certificate) */
 	uint64_t tls_refused;	  /* holders whose certificate does not name them */
 	uint64_t ring_full, key_ledger_full, link_drops; /* allocator failures (telemetry.h) */
 	uint64_t reloads, reloads_refused;		 /* SIGHUP: policies loaded, refused */

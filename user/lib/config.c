@@ -41,6 +41,7 @@
  * behind a TCP proxy or NAT, where every agent has one address.
  */
 #define CFG_DEFAULT_PENDING_PER_ADDRESS 4
+#define CFG_DEFAULT_PENDING_PER_PREFIX	32
 /* Ports of reference §2: CFG_COORD_PORT in config_schema.h. */
 /* Gateways a coordinator reserves fallback shares for (coord.yaml gateways:). */
 #define CFG_DEFAULT_GATEWAYS   8
@@ -517,6 +518,7 @@ static const struct walk_field coord_fields[] = {
     {"gateways", WALK_UINT, COORD(gateways), .min = 1, .max = CFG_MAX_GATEWAYS},
     {"user", WALK_NAME, COORD(user)},
     {"pending-per-address", WALK_UINT, COORD(pending_per_address), .min = 1, .max = 65536},
+    {"pending-per-prefix", WALK_UINT, COORD(pending_per_prefix), .min = 1, .max = 65536},
     {"tls", WALK_CUSTOM, .fn = coord_tls},
     {"insecure", WALK_ENUM, COORD(insecure), .names = bools},
     {"ledger", WALK_CUSTOM, COORD(ledger_path), .fn = coord_ledger,
@@ -569,6 +571,7 @@ static void coord_init(void *obj, struct cfg_state *st)
 	co->refresh_ns = CFG_DEFAULT_REFRESH_NS;
 	co->gateways = CFG_DEFAULT_GATEWAYS;
 	co->pending_per_address = CFG_DEFAULT_PENDING_PER_ADDRESS;
+	co->pending_per_prefix = CFG_DEFAULT_PENDING_PER_PREFIX;
 	co->ledger_retention_s = CFG_DEFAULT_LEDGER_RETENTION_S;
 	co->ledger_series_quota = CFG_DEFAULT_SERIES_QUOTA;
 	snprintf(co->replicas.prefix, sizeof(co->replicas.prefix), "/leaseline/default");

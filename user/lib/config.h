@@ -147,6 +147,7 @@ struct cfg_coord {
 	    gateways;  /* holders served; fallback shares are reserved for this many (default 8) */
 	char user[64]; /* run as this user once listening; "" = stay as started */
 	uint32_t pending_per_address; /* connections without HELLO one address may hold (4) */
+	uint32_t pending_per_prefix;  /* ... one /24 (IPv4) or /48 (IPv6) may hold (32) */
 	struct cfg_tls tls;	      /* mutual TLS with every agent */
 	uint8_t insecure; /* 1: may listen beyond loopback without TLS (insecure: true) */
 	char ledger_path[CFG_PATH_LEN]; /* usage ledger; "" = state-dir/ledger.db */

@@ -107,6 +107,20 @@ static int tls_errno(struct conn *c, int r)
 	}
 }
 
+int conn_handshake(struct conn *c)
+{
+	int r;
+
+	if (!c->ssl)
+		return 1;
+	c->want_write = false;
+	r = SSL_do_handshake(c->ssl);
+	if (r == 1)
+		return 1;
+	r = tls_errno(c, r);
+	return r == -EAGAIN ? 0 : r;
+}
+
 /* Write up to n bytes: how many, -EAGAIN when the socket is full, or -errno. */
 static ssize_t io_write(struct conn *c, const void *p, size_t n)
 {

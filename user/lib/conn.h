@@ -43,6 +43,11 @@ void conn_init(struct conn *c, int fd);
  * handshake goes on inside conn_read/conn_flush. 0 or -ENOMEM.
  */
 int conn_tls_start(struct conn *c, const struct tls_ctx *t, const char *peer_host);
+/* Go on with c's TLS handshake: 1 done (or no TLS), 0 it needs the socket
+ * again (want_write says which way), -EPROTO refused (the peer's
+ * certificate or handshake), -ECONNRESET or another -errno.
+ */
+int conn_handshake(struct conn *c);
 /* Whether c has output queued or TLS needs the socket writable. */
 bool conn_wants_write(const struct conn *c);
 /* With TLS: whether the peer's verified certificate names `name` among
