@@ -1283,6 +1283,49 @@ static void test_report_bounded_by_lease(void **state)
 	assert_int_equal(c->lease_clamped, 4);
 }
 
+static void rep_pre(struct fx *fx, const char *holder, uint64_t seq, int64_t now, uint64_t adm,
+		    uint32_t ago_s)
+{
+	struct uledger_entry e = {
+	    .limit = "a",
+	    .t = tot(adm, 0, 0, 0),
+	    .c = {.rate = 0,
+		  .burst = 0,
+		  .lease = true,
+		  .backlog_s = 61,
+		  .pre = true,
+		  .pre_ago_s = ago_s,
+		  .pre_rate = 10,
+		  .pre_burst = 100}};
+
+	assert_int_equal(uledger_record(fx->lg, holder, 7, seq, now, clock_now_ns(), &e, 1), 0);
+}
+
+/* The first report after a holder took a slot (issue 25, D): its grants
+ * of an earlier slot died 20 s after its last report, it came back 1000 s
+ * later with a lease of 0 so far. The contract (10/s) bounds those 20 s,
+ * nothing the 1000 s after (it used to be the contract over all 1020 s:
+ * a holder that gives its slot up could claim R for every second of the
+ * gap). A fresh row was full at that time and got nothing since.
+ */
+static void test_report_after_slot_take(void **state)
+{
+	struct fx *fx = *state;
+	const uint64_t cap_c = 100 + 10 * 3600;
+
+	rep_c(fx, "gw-1", 7, 1, T0 + 10, tot(50, 0, 0, 0), 10, 100);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, 50);
+	/* what the bucket held (cap_c - 50) + 20 s of 10/s: more is cut
+	 * (the contract over all 1020 s would add 10,200) */
+	rep_pre(fx, "gw-1", 2, T0 + 1030, 50 + 10000000, 1000);
+	assert_int_equal(ledger_sum(fx, "a", "gw-1", ULEDGER_HOUR).admitted, cap_c + 200);
+	/* A second holder, its row new: the contract's cap, and no inflow
+	 * since its grants died. */
+	rep_pre(fx, "gw-2", 1, T0 + 1030, 10000000, 1000);
+	assert_int_equal(ledger_sum(fx, "a", "gw-2", ULEDGER_HOUR).admitted, cap_c);
+	assert_int_equal(uledger_counters(fx->lg)->lease_clamped, 2);
+}
+
 /* One key, four counters identities (series), each counting from 0: the
  * key's bound is the holder's across all of them, so a holder that makes
  * up identities cannot count its contract four times.
@@ -1584,6 +1627,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_sums_saturate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_report_bounded_by_contract, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_report_bounded_by_lease, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_report_after_slot_take, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_forged_series_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_bytes_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_keys_series_quota, setup, teardown),

@@ -114,10 +114,11 @@ static void coord_setup(void)
 	}
 	free(scratch);
 	co->h = calloc(co->cfg.gateways, sizeof(*co->h));
+	co->gone = calloc(co->cfg.gateways, sizeof(*co->gone));
 	co->max_conns = co->cfg.gateways + COORD_SPARE_CONNS;
 	co->conns = calloc(co->max_conns, sizeof(*co->conns));
 	co->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (!co->msg || !co->out || !rmsg || !rbuf || !co->h || !co->conns || co->ep < 0 ||
+	if (!co->msg || !co->out || !rmsg || !rbuf || !co->h || !co->gone || !co->conns || co->ep < 0 ||
 	    coord_store_open(&co->store, co->cfg.state_dir) || leadership_start(co))
 		abort();
 	base_epoch = co->store.epoch;

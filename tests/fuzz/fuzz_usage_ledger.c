@@ -133,11 +133,17 @@ static void op_report(struct uledger *lg, sqlite3 *h_, struct rd *r)
 		e[i].t.denied = rd_int(r);
 		e[i].t.fallback = rd_int(r);
 		e[i].t.bypass = rd_int(r);
-		/* The bound: a contract, or a holder's lease (rate 0 a bucket of 0). */
+		/* The bound: a contract, or a holder's lease (rate 0 a bucket of
+		 * 0), after a slot take with the contract's part before it.
+		 */
 		e[i].c.rate = rd_int(r);
 		e[i].c.burst = rd_int(r);
 		e[i].c.lease = rd_u8(r) & 1;
 		e[i].c.backlog_s = (uint32_t)rd_int(r);
+		e[i].c.pre = rd_u8(r) & 1;
+		e[i].c.pre_ago_s = (uint32_t)rd_int(r);
+		e[i].c.pre_rate = rd_int(r);
+		e[i].c.pre_burst = rd_int(r);
 	}
 	uledger_record_ident(lg, h, inc, ident, seq, now, 1, e, n);
 }

@@ -209,10 +209,11 @@ static int coord_start(struct coord *co)
 		return 2;
 	}
 	co->h = calloc(co->cfg.gateways, sizeof(*co->h));
+	co->gone = calloc(co->cfg.gateways, sizeof(*co->gone));
 	co->max_conns = co->cfg.gateways + COORD_SPARE_CONNS;
 	co->conns = calloc(co->max_conns, sizeof(*co->conns));
 	co->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (!co->h || !co->conns || co->ep < 0 || slots_init(&co->slots, co->conns, co->max_conns))
+	if (!co->h || !co->gone || !co->conns || co->ep < 0 || slots_init(&co->slots, co->conns, co->max_conns))
 		return 1;
 	for (uint32_t i = 0; i < co->cfg.gateways; i++)
 		co->h[i].conn = -1;
@@ -326,6 +327,7 @@ int coord_run(const char *config_path)
 		close(co->ep);
 	limits_free(co->lim, co->n_limits);
 	free(co->h);
+	free(co->gone);
 	free(co->hl);
 	free(co->conns);
 	slots_free(&co->slots);

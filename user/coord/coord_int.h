@@ -86,6 +86,18 @@ int usage_ledger_ensure(struct coord *co);
  * for the report that covers it rises to at least (rate, burst).
  */
 void lease_note(struct cholder_limit *hl, uint64_t rate, uint64_t burst);
+/* A share of limit c, or of one of its keys, granted to (or adopted
+ * from) a holder: what any of its keys may spend rises to at least it.
+ */
+void meter_note(struct cholder_limit *hl, uint64_t rate, uint64_t burst);
+/* Holder hi gives its slot up (all its grants dead): remembered by name. */
+void lease_gone(struct coord *co, int hi);
+/* Holder hi has taken a fresh slot: outside the quiet period, the contract
+ * bounds its first report only up to when every grant it may have held
+ * died (that of its last slot, remembered by lease_gone, or the quiet
+ * period's end), its lease from then.
+ */
+void lease_slot_taken(struct coord *co, int hi, uint64_t now);
 void record_metered(struct coord *co, struct cholder *h, int ci, int hi,
 		    const struct wire_report *r, struct climit *const *cl, bool *recorded,
 		    uint64_t now);

@@ -48,6 +48,7 @@ static bool holder_reclaim(struct coord *co, int hi, uint64_t now)
 		    !hotkeys_holder_idle(&co->lim[l].hot, (size_t)hi, now))
 			return false;
 	pr_info("holder '%s' gone with no live grant: its slot is reused\n", h->name);
+	lease_gone(co, hi);
 	for (uint32_t l = 0; l < co->n_limits; l++) {
 		ledger_holder_reset(&co->lim[l].led, (size_t)hi);
 		hotkeys_holder_reset(&co->lim[l].hot, (size_t)hi, now);
@@ -193,6 +194,7 @@ void on_hello(struct coord *co, int ci, const struct wire_hello *m)
 			coord_store_usage_get(&co->store, h->name, co->lim[l].name,
 					      &holder_lim(co, hi, l)->fallback,
 					      &holder_lim(co, hi, l)->bypass);
+		lease_slot_taken(co, hi, clock_now_ns());
 	}
 	h->epoch_raised |= raised;
 	if (h->incarnation != m->incarnation)
@@ -287,6 +289,11 @@ void grant_one(struct coord *co, int ci, int hi, struct climit *c, uint64_t repo
 		return;
 	}
 	lease_note(hl, g.rate, g.burst); /* committed, sent or not */
+	meter_note(hl, g.rate, g.burst); /* the cold keys' share */
+	for (uint32_t i = 0; i < ko.n; i++)
+		meter_note(hl, ko.keys[i].rate, ko.keys[i].burst);
+	if (now + live > co->h[hi].lease_end_ns)
+		co->h[hi].lease_end_ns = now + live;
 	check_invariant(co, c, now);
 	if (r < 0) {
 		/* Counted in the ledgers until its deadline; a grant that cannot
@@ -412,6 +419,8 @@ static void adopt(struct coord *co, int hi, struct climit *c, const struct wire_
 	hl->adopt_rate = g.rate;
 	hl->adopt_burst = g.burst;
 	lease_note(hl, rate, burst); /* what it proved it held, before any cut to room */
+	if (lease_deadline(now, ttl) > co->h[hi].lease_end_ns)
+		co->h[hi].lease_end_ns = lease_deadline(now, ttl);
 	co->adopted++;
 	c->dirty = true;
 	check_invariant(co, c, now);
@@ -459,6 +468,7 @@ static int adopt_key(struct coord *co, int hi, struct climit *c,
 				(unsigned long long)c->hot.adopt_refused);
 		return 0;
 	}
+	meter_note(holder_lim(co, hi, (uint32_t)(c - co->lim)), w->held_rate, w->held_burst);
 	return hotkeys_adopt(&c->hot, (size_t)hi, &w->key, w->held_rate, w->held_burst);
 }
 

@@ -121,26 +121,91 @@ void lease_note(struct cholder_limit *hl, uint64_t rate, uint64_t burst)
 		hl->lease_burst_max = burst;
 }
 
+void lease_gone(struct coord *co, int hi)
+{
+	struct lease_gone *g = &co->gone[co->gone_next];
+
+	co->gone_lost |= g->name[0] != 0;
+	snprintf(g->name, sizeof(g->name), "%s", co->h[hi].name);
+	g->lease_end_ns = co->h[hi].lease_end_ns;
+	co->gone_next = (co->gone_next + 1) % co->cfg.gateways;
+}
+
+void meter_note(struct cholder_limit *hl, uint64_t rate, uint64_t burst)
+{
+	if (rate > hl->meter_rate_max)
+		hl->meter_rate_max = rate;
+	if (burst > hl->meter_burst_max)
+		hl->meter_burst_max = burst;
+}
+
+void lease_slot_taken(struct coord *co, int hi, uint64_t now)
+{
+	uint64_t until = co->quiet_until;
+	bool found = false;
+
+	for (uint32_t i = 0; i < co->cfg.gateways; i++) {
+		const struct lease_gone *g = &co->gone[i];
+
+		if (g->name[0] && !strcasecmp(g->name, co->h[hi].name)) {
+			found = true;
+			if (g->lease_end_ns > until)
+				until = g->lease_end_ns;
+		}
+	}
+	/* Forgotten (more slots given up than remembered): a slot it held was
+	 * given up before this one was taken, with every grant of it dead.
+	 */
+	if (!found && co->gone_lost && now > until)
+		until = now;
+	for (uint32_t l = 0; l < co->n_limits; l++)
+		holder_lim(co, hi, l)->known_since_ns = until;
+	/* In the quiet period it may spend grants nobody here saw: the
+	 * contract bounds its reports until one is committed after it.
+	 */
+	if (now < co->quiet_until)
+		return;
+	for (uint32_t l = 0; l < co->n_limits; l++) {
+		struct cholder_limit *hl = holder_lim(co, hi, l);
+
+		hl->lease_seen = true;
+		hl->lease_rate_max = hl->lease_burst_max = 0;
+		hl->contract_until_ns = until;
+	}
+}
+
 /* What bounds the admitted figure of holder hi's report entry for limit c
  * (a limit without a key): the most it held since its last report was
  * committed to the ledger (what it held then, lease_committed, and every
  * share since, lease_note: so at least what it holds now). Before a first
  * commit in this run, or while it may hold grants this run never saw: the
- * contract.
+ * contract; and after a slot take (lease_slot_taken), the contract up to
+ * when such grants were dead, its lease after.
  */
 static struct uledger_contract lease_bound(const struct coord *co, int hi,
-					   const struct climit *c)
+					   const struct climit *c, uint64_t now)
 {
 	const struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
-
-	if (!hl->lease_seen)
-		return (struct uledger_contract){.rate = c->rate, .burst = c->burst};
-	return (struct uledger_contract){
+	struct uledger_contract b = {
 	    .rate = hl->lease_rate_max,
 	    .burst = hl->lease_burst_max,
 	    .lease = true,
 	    .backlog_s = (uint32_t)((co->cfg.ttl_ns + NSEC_PER_SEC - 1) / NSEC_PER_SEC) +
 			 ULEDGER_LEASE_SLACK_S};
+
+	if (!hl->lease_seen || (hl->contract_until_ns && hl->contract_until_ns >= now))
+		return (struct uledger_contract){.rate = c->rate, .burst = c->burst};
+	if (hl->contract_until_ns) {
+		b.pre = true;
+		b.pre_rate = c->rate;
+		b.pre_burst = c->burst;
+		/* Rounded up: the contract's part is never shorter than it was. */
+		b.pre_ago_s =
+		    (uint32_t)((now - hl->contract_until_ns) / NSEC_PER_SEC > ULEDGER_BACKLOG_S
+				   ? ULEDGER_BACKLOG_S
+				   : (now - hl->contract_until_ns) / NSEC_PER_SEC);
+	}
+	return b;
 }
 
 /* A report of holder hi committed: the next one's bound starts from what
@@ -155,6 +220,7 @@ static void lease_committed(struct coord *co, int hi, struct climit *c, uint64_t
 	struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
 
 	hl->lease_seen = now >= co->quiet_until || hl->adopted;
+	hl->contract_until_ns = 0;
 	if (!hl->lease_seen)
 		return;
 	hl->lease_rate_max = ledger_committed_rate(&c->led, (size_t)hi, now);
@@ -211,7 +277,7 @@ void record_metered(struct coord *co, struct cholder *h, int ci, int hi,
 		e->t.bypass = r->e[i].bypass;
 		/* A limit with a key sums its keys here: only the line rate. */
 		if (!cl[i]->hot.on)
-			e->c = lease_bound(co, hi, cl[i]);
+			e->c = lease_bound(co, hi, cl[i], now);
 	}
 	if (uwriter_submit(co->uw, j)) {
 		free(j);
@@ -309,11 +375,17 @@ static bool meter_totals_ok(const struct wire_meter_entry *e)
 
 /* What bounds each key's admitted figure in the ledger: the limit's
  * contract, or its override's (a pinned key's lease plus the reserve) when
- * that is larger.
+ * that is larger; and from when this run knows every grant holder hi could
+ * spend (known_since_ns), the most it was granted of the limit or of a key
+ * in this slot (meter_note), as a lease bounds a report.
  */
-static void meter_contracts(const struct coord *co, const struct cfg_limit *l, struct uw_job *j)
+static void meter_contracts(const struct coord *co, const struct cfg_limit *l, int hi,
+			    uint64_t now, struct uw_job *j)
 {
 	const struct climit *c = limit_by_name((struct coord *)co, l->name);
+	const struct cholder_limit *hl = c ? holder_lim(co, hi, (uint32_t)(c - co->lim)) : NULL;
+	bool lease = hl && hl->known_since_ns && now > hl->known_since_ns;
+	uint64_t ago = lease ? (now - hl->known_since_ns) / NSEC_PER_SEC : 0;
 
 	for (uint32_t i = 0; i < j->n; i++) {
 		struct uledger_contract *k = &j->kc[i];
@@ -328,6 +400,19 @@ static void meter_contracts(const struct coord *co, const struct cfg_limit *l, s
 			k->rate = r > k->rate ? r : k->rate;
 			k->burst = b > k->burst ? b : k->burst;
 		}
+		if (lease)
+			*k = (struct uledger_contract){
+			    .rate = hl->meter_rate_max,
+			    .burst = hl->meter_burst_max,
+			    .bytes = k->bytes,
+			    .lease = true,
+			    .backlog_s =
+				(uint32_t)((co->cfg.ttl_ns + NSEC_PER_SEC - 1) / NSEC_PER_SEC) +
+				ULEDGER_LEASE_SLACK_S,
+			    .pre = true,
+			    .pre_ago_s = (uint32_t)(ago < ULEDGER_BACKLOG_S ? ago : ULEDGER_BACKLOG_S),
+			    .pre_rate = k->rate,
+			    .pre_burst = k->burst};
 	}
 }
 
@@ -400,7 +485,7 @@ void on_meter(struct coord *co, int ci, const struct wire_meter *mt, uint64_t no
 	j->prefix_v6 = l->prefix_v6;
 	j->n = mt->n;
 	memcpy(j->ke, mt->e, mt->n * sizeof(mt->e[0]));
-	meter_contracts(co, l, j);
+	meter_contracts(co, l, hi, now, j);
 	if (uwriter_submit(co->uw, j)) {
 		free(j);
 		co->usage_full++;

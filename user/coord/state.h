@@ -64,6 +64,21 @@ struct cholder_limit {
 	 */
 	bool lease_seen;
 	uint64_t lease_rate_max, lease_burst_max;
+	/* Set when the holder took its slot (metering.c, lease_slot_taken):
+	 * grants it may have spent that this slot never gave (of an earlier
+	 * run, or of a slot it gave up) were dead by then, so the contract
+	 * bounds its first report up to this time only, and its lease after.
+	 * 0 once a report is committed.
+	 */
+	uint64_t contract_until_ns;
+	/* Per-key figures (METER, metering.c): from known_since_ns (set at
+	 * the slot take: when every grant it could hold that this run did not
+	 * give was dead) the most any of its keys could spend is the most it
+	 * was granted of the limit (its share, which every cold key spends)
+	 * or of a key, in this slot; before it, the key's contract.
+	 */
+	uint64_t known_since_ns;
+	uint64_t meter_rate_max, meter_burst_max;
 };
 
 struct cholder {
@@ -81,6 +96,15 @@ struct cholder {
 	bool uledger_busy;	   /* a report of it at the ledger's writer: grants of its
 				    * metered limits wait for that one's commit */
 	bool epoch_raised;	   /* its HELLO has moved the epoch once in this run */
+	uint64_t lease_end_ns;	   /* the latest deadline of a grant to it (a limit's share) */
+};
+
+/* A holder that gave its slot up (grants.c, holder_reclaim): when its
+ * last grant died, for the bound on its first report in its next slot.
+ */
+struct lease_gone {
+	char name[WIRE_HOLDER_LEN];
+	uint64_t lease_end_ns;
 };
 
 struct cconn {
@@ -122,6 +146,12 @@ struct coord {
 	 */
 	struct cholder_limit *hl;
 	uint32_t hl_cap;
+	/* The last cfg.gateways holders that gave their slot up; gone_lost:
+	 * one was overwritten (a name not found may then have held a slot).
+	 */
+	struct lease_gone *gone;
+	uint32_t gone_next;
+	bool gone_lost;
 	struct cconn **conns;
 	size_t max_conns;
 	struct slot_table slots;  /* conns, for placing new ones */

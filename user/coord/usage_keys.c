@@ -616,9 +616,11 @@ int uledger_keys_add(struct uledger *lg, const char *holder, uint64_t ident, uin
 			 */
 			int af = e[i].c.bytes ? 1 : 0;
 			uint64_t *const others[] = {&d[2], &d[4], &d[6]};
-			uint64_t spent = 0;
+			uint64_t spent = 0, adm0 = d[af];
 
 			ul_spend_cut(&b.es[i]->r, &e[i].c, now_s, &d[af], others, 3, &spent);
+			if (e[i].c.lease && d[af] < adm0)
+				lg->c.lease_clamped++; /* by the holder's grants */
 			if (!b.es[i]->dirty)
 				b.sw[nsw++] = b.es[i];
 			b.es[i]->dirty = true;

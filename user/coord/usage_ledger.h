@@ -80,12 +80,20 @@ struct uledger_totals {
  * ULEDGER_LEASE_SLACK_S: a holder gets no grant of a metered limit until
  * its report is recorded, so what a late report can carry is a ttl's
  * worth), and rate 0 means nothing admitted beyond burst.
+ *
+ * pre (with lease): the holder's first report after it took a slot. Up
+ * to pre_ago_s before now it may have spent grants its lease did not name
+ * (of an earlier run, or of a slot it gave up): the contract (pre_rate,
+ * pre_burst, as without lease) bounds that part, its lease the rest.
  */
 struct uledger_contract {
 	uint64_t rate, burst;
 	bool bytes;
 	bool lease;
 	uint32_t backlog_s;
+	bool pre;
+	uint32_t pre_ago_s;
+	uint64_t pre_rate, pre_burst;
 };
 #define ULEDGER_LEASE_SLACK_S 60
 

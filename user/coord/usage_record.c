@@ -51,9 +51,28 @@ void ul_spend_cut(struct ul_spend *r, const struct uledger_contract *c, int64_t 
 		 * a contract's row now bounded by a lease) plus what flowed in
 		 * over dt: an entry covers the whole interval, so the inflow
 		 * counts before the cap does, which holds only what is left.
+		 * With pre, the part of dt up to pre_ago_s before now flowed at
+		 * the contract (and the bucket may have held the contract's
+		 * cap then), the rest at the lease; a fresh row was full at
+		 * that time.
 		 */
-		uint64_t avail = u64_sat_add(r->level < cap ? r->level : cap,
-					     fresh ? 0 : u64_sat_mul(c->rate, (uint64_t)dt));
+		uint64_t keep = cap, in = fresh ? 0 : u64_sat_mul(c->rate, (uint64_t)dt), avail;
+
+		if (c->pre && c->lease) {
+			uint64_t dl = c->pre_ago_s < (uint64_t)dt ? c->pre_ago_s : (uint64_t)dt;
+			uint64_t cap_c = u64_sat_add(
+			    c->pre_burst, u64_sat_mul(c->pre_rate, (uint64_t)ULEDGER_BACKLOG_S));
+
+			if (fresh) {
+				r->level = cap_c;
+				dl = c->pre_ago_s;
+			}
+			if (fresh || (uint64_t)dt > dl)
+				keep = cap_c;
+			in = u64_sat_add(u64_sat_mul(c->rate, dl),
+					 fresh ? 0 : u64_sat_mul(c->pre_rate, (uint64_t)dt - dl));
+		}
+		avail = u64_sat_add(r->level < keep ? r->level : keep, in);
 
 		if (*adm > avail) {
 			*cut += *adm - avail;
