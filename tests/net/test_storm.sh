@@ -188,6 +188,8 @@ T_BASE=$(ll_now)
 ll_sleep "$BASE_S"
 T_STORM=$(ll_now)
 cpu0=$(awk '{print $14 + $15}' /proc/"$COORD_PID"/stat)
+# The main loop's own CPU (its thread's id is the process's).
+loop0=$(awk '{print $14 + $15}' /proc/"$COORD_PID"/task/"$COORD_PID"/stat)
 
 echo "2. the storm (${STORM_S} s at most)"
 # Silent peers first: 8 connections from each of 8 addresses, 4 refused at
@@ -231,6 +233,7 @@ for p in "$FLOOD_PID" "$SILENT_PID" "$PREFIX_PID" "${CLIENTS[@]}" "$FAKE_PID"; d
 done
 T_END=$(ll_now)
 cpu1=$(awk '{print $14 + $15}' /proc/"$COORD_PID"/stat)
+loop1=$(awk '{print $14 + $15}' /proc/"$COORD_PID"/task/"$COORD_PID"/stat)
 ll_sleep 1
 
 echo "3. what the storm did"
@@ -282,7 +285,7 @@ for m in crowded_refused prefix_refused hello_timeouts tls_failures tls_refused 
 		bad "leaseline_coord_${m}_total is '${v:-}'"
 done
 echo "  leaseline_coord_full_refused_total $(coord_metric leaseline_coord_full_refused_total)"
-echo "  coordinator CPU during the storm: $(awk -v a="$cpu0" -v b="$cpu1" -v t="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f s", (b - a) / t}')"
+echo "  coordinator CPU during the storm: $(awk -v a="$cpu0" -v b="$cpu1" -v c="$loop0" -v d="$loop1" -v t="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f s, of which the main loop %.2f s", (b - a) / t, (d - c) / t}')"
 rss=$(awk -v t0="$T_STORM" -v t1="$T_END" '{split($5, r, "="); if ($1 < t0) {b = r[2]} else if ($1 <= t1 + 1 && r[2] > m) {m = r[2]}} END {print b + 0, m + 0}' "$TMPD/samples.txt")
 set -- $rss
 echo "  coordinator RSS: ${1} KiB before the storm, at most ${2} KiB during it"

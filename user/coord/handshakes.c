@@ -232,6 +232,7 @@ static void *hs_main(void *arg)
 {
 	struct handshakes *hs = arg;
 
+	pthread_setname_np(pthread_self(), "ll-door"); /* top -H, perf */
 	for (;;) {
 		struct epoll_event ev[HS_EPOLL_BATCH];
 		int n = epoll_wait(hs->ep, ev, HS_EPOLL_BATCH, HS_TICK_MS);
