@@ -166,6 +166,19 @@ done
 	bad "tls_failures_total ${before:-0} -> '${after:-}'"
 grep -q "TLS handshake from $LL_G_ADDR failed" "$TMPD/coord.log" &&
 	ok "logged with the address" || bad "no handshake failure logged with the address"
+# Which side refused, and why (X509_verify_cert_error_string), each reason
+# said at most once a minute however often it recurs.
+grep -q "failed: refused here: the peer's certificate: unable to get local issuer certificate" "$TMPD/coord.log" &&
+	ok "the coordinator says why it refused the rogue CA's certificate" ||
+	bad "no reason for the rogue's refusal: $(grep "TLS handshake from" "$TMPD/coord.log" | head -2)"
+n=$(grep -c "failed: refused here: the peer's certificate: unable to get local issuer certificate" "$TMPD/coord.log")
+[ "$n" -le 2 ] && ok "said $n time(s) for ${after:-0} failures" || bad "the rogue's refusal said $n times"
+grep -q "coordinator link down (TLS handshake: refused here: the peer's certificate: " "$TMPD/wrongca.log" &&
+	ok "the agent says why it refused the coordinator: $(grep -o "refused here: the peer's certificate: [^)]*" "$TMPD/wrongca.log" | head -1)" ||
+	bad "the wrong-CA agent gave no reason: $(grep "link down" "$TMPD/wrongca.log" | head -2)"
+grep -q "coordinator link down (TLS .*: refused by the peer: " "$TMPD/rogue.log" &&
+	ok "the rogue agent is told the coordinator refused it: $(grep -o "refused by the peer: [^)]*" "$TMPD/rogue.log" | head -1)" ||
+	bad "the rogue agent does not say who refused: $(grep "link down\|not reachable" "$TMPD/rogue.log" | head -2)"
 for log in rogue plain wrongca; do
 	grep -q "policy version .* applied" "$TMPD/$log.log" && bad "the $log agent got the policy"
 done

@@ -15,7 +15,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +197,103 @@ static void test_both_roles_or_none_refused(void **state)
 	done(&p);
 }
 
+/* The two sides through conn.c as the daemons run them (conn_handshake,
+ * then a read each, where a TLS 1.3 refusal of the client's certificate
+ * arrives): the agent holds `holder` and trusts `agent_ca`, dials
+ * `dialled`. Each side's last error into *s_err, *c_err.
+ */
+static void run_conns(struct pair *p, const char *holder, const char *agent_ca,
+		      const char *dialled, int *s_err, int *c_err)
+{
+	struct cfg_tls c = {.set = true};
+	char err[512] = "";
+	int sv[2], sd = 0, cd = 0;
+
+	memset(p, 0, sizeof(*p));
+	load(&p->st, "coord", true);
+	snprintf(c.cert, sizeof(c.cert), "%s/%s.crt", pki, holder);
+	snprintf(c.key, sizeof(c.key), "%s/%s.key", pki, holder);
+	snprintf(c.ca, sizeof(c.ca), "%s/%s.crt", pki, agent_ca);
+	if (tls_ctx_load(&p->ct, &c, false, err, sizeof(err)))
+		fail_msg("%s: %s", holder, err);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	conn_init(&p->s, sv[0]);
+	conn_init(&p->c, sv[1]);
+	assert_int_equal(conn_tls_start(&p->s, &p->st, NULL), 0);
+	assert_int_equal(conn_tls_start(&p->c, &p->ct, dialled), 0);
+	for (int i = 0; i < 50 && (sd == 0 || cd == 0); i++) {
+		if (sd == 0)
+			sd = conn_handshake(&p->s);
+		if (cd == 0)
+			cd = conn_handshake(&p->c);
+	}
+	*s_err = sd < 0 ? sd : conn_read(&p->s);
+	*c_err = cd < 0 ? cd : conn_read(&p->c);
+	if (*s_err >= 0 && sd > 0) /* the client's refusal may come after its finish */
+		*s_err = conn_read(&p->s);
+}
+
+/* Each side says which one refused and why (issue 28: the agent said only
+ * "TLS handshake failed", the coordinator blamed the agent).
+ */
+static void test_failures_say_who_and_why(void **state)
+{
+	struct pair p;
+	int s, c;
+
+	(void)state;
+	/* The agent trusts another CA than the coordinator's. */
+	run_conns(&p, "gw-1", "rogue-ca", "127.0.0.1", &s, &c);
+	assert_int_equal(c, -EPROTO);
+	/* (the coordinator sends its chain: its CA is in it, and not ours) */
+	assert_string_equal(conn_tls_why(&p.c), "refused here: the peer's certificate: "
+						"self-signed certificate in certificate chain");
+	assert_int_equal(s, -EPROTO);
+	assert_non_null(strstr(conn_tls_why(&p.s), "refused by the peer: "));
+	done(&p);
+	/* The coordinator's certificate names another address. */
+	run_conns(&p, "gw-1", "ca", "127.0.0.2", &s, &c);
+	assert_int_equal(c, -EPROTO);
+	assert_string_equal(conn_tls_why(&p.c),
+			    "refused here: the peer's certificate: IP address mismatch");
+	assert_non_null(strstr(conn_tls_why(&p.s), "refused by the peer: "));
+	done(&p);
+	/* A holder's certificate from another CA. */
+	run_conns(&p, "rogue", "ca", "127.0.0.1", &s, &c);
+	assert_int_equal(s, -EPROTO);
+	assert_string_equal(conn_tls_why(&p.s),
+			    "refused here: the peer's certificate: unable to get local issuer "
+			    "certificate");
+	assert_int_equal(c, -EPROTO);
+	assert_non_null(strstr(conn_tls_why(&p.c), "refused by the peer: "));
+	done(&p);
+}
+
+/* A peer that closes (a coordinator that stops) is a close, not a refusal:
+ * with close_notify (conn_close sends it) and without.
+ */
+static void test_close_is_no_refusal(void **state)
+{
+	struct pair p;
+	int s, c;
+
+	(void)state;
+	run_conns(&p, "gw-1", "ca", "127.0.0.1", &s, &c);
+	assert_int_equal(s, 0);
+	assert_int_equal(c, 0);
+	conn_close(&p.s);
+	assert_int_equal(conn_read(&p.c), -ECONNRESET);
+	done(&p);
+	run_conns(&p, "gw-1", "ca", "127.0.0.1", &s, &c);
+	SSL_free(p.s.ssl); /* gone without a word */
+	p.s.ssl = NULL;
+	close(p.s.fd);
+	p.s.fd = -1;
+	assert_int_equal(conn_read(&p.c), -ECONNRESET);
+	assert_string_equal(conn_tls_why(&p.c), "closed by the peer");
+	done(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,7 +303,11 @@ int main(void)
 		cmocka_unit_test(test_coordinator_cert_is_no_holder),
 		cmocka_unit_test(test_gateway_cert_is_no_coordinator),
 		cmocka_unit_test(test_both_roles_or_none_refused),
+		cmocka_unit_test(test_failures_say_who_and_why),
+		cmocka_unit_test(test_close_is_no_refusal),
 	};
+
+	signal(SIGPIPE, SIG_IGN); /* a close_notify to a side already closed */
 
 	return cmocka_run_group_tests(tests, make_pki, rm_pki);
 }

@@ -132,12 +132,32 @@ static bool link_holds_live(const struct link *l, uint64_t now)
 	return false;
 }
 
+/* A read or write error as words: a TLS failure names which side refused
+ * and why (conn_tls_why).
+ */
+static const char *link_err(struct link *l, int err)
+{
+	static char buf[192];
+
+	if (err != -EPROTO || !l->tls.ctx)
+		return strerror(-err);
+	snprintf(buf, sizeof(buf), "TLS %s: %s", conn_tls_established(&l->c) ? "record" : "handshake",
+		 conn_tls_why(&l->c)[0] ? conn_tls_why(&l->c) : "refused");
+	return buf;
+}
+
 static void link_down(struct link *l, const char *why, uint64_t now)
 {
+	/* Once per change of state: a link that fails the same way every
+	 * second says so once (and at debug level after).
+	 */
+	enum log_level lv = strcmp(why, l->said_down) ? LOG_INFO : LOG_DEBUG;
+
 	if (l->up)
-		pr_info("coordinator link down (%s); leases run out in the kernel\n", why);
+		log_print(lv, "coordinator link down (%s); leases run out in the kernel\n", why);
 	else
-		pr_debug("coordinator not reachable (%s)\n", why);
+		log_print(lv, "coordinator not reachable (%s)\n", why);
+	snprintf(l->said_down, sizeof(l->said_down), "%s", why);
 	conn_close(&l->c);
 	l->up = l->connecting = false;
 	/* The next replica at once (the one a REDIRECT named first); back off
@@ -627,6 +647,7 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 		 */
 		l->backoff_ns = LINK_BACKOFF_MIN_NS;
 		l->heard = true;
+		l->said_down[0] = 0;
 		if (l->msg->type != WIRE_REDIRECT)
 			l->tried = 0;
 		if (l->msg->type == WIRE_GRANT)
@@ -653,11 +674,7 @@ static void read_frames(struct link *l, struct dp *dp, uint64_t now)
 			      : "malformed frame from the coordinator",
 			  now);
 	else if (l->c.fd >= 0 && err)
-		link_down(l,
-			  err == -ECONNRESET		 ? "closed by the coordinator"
-			  : err == -EPROTO && l->tls.ctx ? "TLS handshake or record refused"
-							 : strerror(-err),
-			  now);
+		link_down(l, err == -ECONNRESET ? "closed by the coordinator" : link_err(l, err), now);
 }
 
 static void dial(struct link *l, uint64_t now)
@@ -735,7 +752,7 @@ void link_step(struct link *l, struct dp *dp, short revents, uint64_t now)
 		return;
 	}
 	if (revents & POLLOUT && (err = conn_flush(&l->c)))
-		link_down(l, err == -EPROTO ? "TLS handshake failed" : "write failed", now);
+		link_down(l, err == -EPROTO ? link_err(l, err) : "write failed", now);
 	if (l->c.fd >= 0 && revents & (POLLIN | POLLHUP | POLLERR))
 		read_frames(l, dp, now);
 	/* Once grants flow, every report is answered: silence means a dead path. */

@@ -41,6 +41,10 @@ struct link {
 	uint64_t next_dial_ns, backoff_ns, dial_ns;
 	uint64_t hello_ns; /* send time of HELLO: report_seq 0 */
 	bool heard;	   /* a frame came on this connection */
+	/* Why the link last went down, as logged: the same reason again is
+	 * said at debug level only, until a frame comes.
+	 */
+	char said_down[192];
 	uint64_t report_seq;
 	uint64_t sent_seq[LINK_SENT_RING], sent_ns[LINK_SENT_RING];
 	uint64_t refresh_ns, next_report_ns;

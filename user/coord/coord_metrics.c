@@ -236,7 +236,9 @@ static const struct coord_family scalars[] = {
     {"leaseline_coord_holders_reclaimed_total", "counter",
      "Holder slots given to a new holder after their holder left with no live grant.", reclaimed},
     {"leaseline_coord_tls_failures_total", "counter",
-     "TLS handshakes that failed: no certificate, or one the CA did not sign.", tls_failures},
+     "TLS handshakes refused, by either side (the log says which and why, once a minute "
+     "per reason).",
+     tls_failures},
     {"leaseline_coord_tls_refused_total", "counter",
      "HELLOs refused: the certificate does not name the holder.", tls_refused},
     {"leaseline_coord_leader", "gauge",

@@ -31,6 +31,7 @@
 #define HS_LISTEN	0
 #define HS_STOP		1
 #define HS_CONN0	2
+#define HS_REASONS	32
 
 struct handshakes {
 	pthread_t th;
@@ -44,6 +45,11 @@ struct handshakes {
 	struct cconn **q;
 	size_t q_len, q_cap;
 	struct hs_counts n; /* written by the door only, atomically */
+	/* Failures, said once a minute per reason (the last HS_REASONS). */
+	struct {
+		char why[160];
+		uint64_t say_ns, unsaid;
+	} said[HS_REASONS];
 };
 
 #define COUNT(hs, f) __atomic_fetch_add(&(hs)->n.f, 1, __ATOMIC_RELAXED)
@@ -92,10 +98,39 @@ static void watch(struct handshakes *hs, size_t i, int op)
 	}
 }
 
+/* A refused handshake, with which side refused and why: each reason said
+ * at most once a minute, with how many went unsaid since (a stranger
+ * failing every second, or a flood, is a line a minute per reason).
+ */
+static void say_failure(struct handshakes *hs, const struct cconn *cc, uint64_t now)
+{
+	const char *why = conn_tls_why(&cc->c)[0] ? conn_tls_why(&cc->c) : "refused";
+	char addr[INET6_ADDRSTRLEN];
+	size_t k, oldest = 0;
+
+	for (k = 0; k < HS_REASONS && strcmp(hs->said[k].why, why); k++)
+		if (hs->said[k].say_ns < hs->said[oldest].say_ns)
+			oldest = k;
+	if (k == HS_REASONS) { /* a new reason takes the oldest's place */
+		k = oldest;
+		snprintf(hs->said[k].why, sizeof(hs->said[k].why), "%s", why);
+		hs->said[k].say_ns = 0;
+		hs->said[k].unsaid = 0;
+	}
+	if (now < hs->said[k].say_ns) {
+		hs->said[k].unsaid++;
+		return;
+	}
+	pr_info("TLS handshake from %s failed: %s (%llu more so in the last minute)\n",
+		slots_addr_str(cc->peer, addr, sizeof(addr)), why,
+		(unsigned long long)hs->said[k].unsaid);
+	hs->said[k].say_ns = now + 60 * NSEC_PER_SEC;
+	hs->said[k].unsaid = 0;
+}
+
 static void drive(struct handshakes *hs, size_t i, uint32_t events)
 {
 	struct cconn *cc = hs->tab[i];
-	char addr[INET6_ADDRSTRLEN];
 	int r;
 
 	if (!cc)
@@ -110,9 +145,7 @@ static void drive(struct handshakes *hs, size_t i, uint32_t events)
 	if (r < 0) {
 		if (r == -EPROTO) {
 			COUNT(hs, tls_failures);
-			pr_info("TLS handshake from %s failed (no certificate, or one our CA did not "
-				"sign)\n",
-				slots_addr_str(cc->peer, addr, sizeof(addr)));
+			say_failure(hs, cc, clock_now_ns());
 		}
 		hs_close(hs, i);
 		return;

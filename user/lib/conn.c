@@ -86,11 +86,55 @@ bool conn_peer_digest(const struct conn *c, unsigned char out[32])
 	return X509_digest(x, EVP_sha256(), out, &n) == 1 && n == 32;
 }
 
+const char *conn_tls_why(const struct conn *c)
+{
+	return c->why;
+}
+
+bool conn_tls_established(const struct conn *c)
+{
+	return c->ssl && SSL_is_init_finished(c->ssl);
+}
+
+/* Why a TLS failure (SSL_ERROR_SSL) happened, into c->why; -ECONNRESET
+ * when it is only the peer closing without close_notify (a coordinator
+ * that exits, or a peer that gives up), else -EPROTO.
+ */
+static int tls_failed(struct conn *c)
+{
+	unsigned long e = ERR_peek_last_error();
+	int reason = ERR_GET_REASON(e);
+	long v = SSL_get_verify_result(c->ssl);
+
+	if (ERR_GET_LIB(e) == ERR_LIB_SSL && reason == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+		snprintf(c->why, sizeof(c->why), "closed by the peer");
+		return -ECONNRESET;
+	}
+	if (v != X509_V_OK)
+		snprintf(c->why, sizeof(c->why), "refused here: the peer's certificate: %s",
+			 X509_verify_cert_error_string(v));
+	else if (ERR_GET_LIB(e) == ERR_LIB_SSL && reason > SSL_AD_REASON_OFFSET &&
+		 reason < SSL_AD_REASON_OFFSET + 256)
+		snprintf(c->why, sizeof(c->why), "refused by the peer: %s",
+			 SSL_alert_desc_string_long(reason - SSL_AD_REASON_OFFSET));
+	else
+		snprintf(c->why, sizeof(c->why), "refused here: %s",
+			 e && ERR_reason_error_string(e) ? ERR_reason_error_string(e)
+							 : "TLS protocol error");
+	return -EPROTO;
+}
+
 /* An OpenSSL result as an errno: -EAGAIN when it needs the socket again. */
 static int tls_errno(struct conn *c, int r)
 {
 	int e = SSL_get_error(c->ssl, r);
 
+	if (e == SSL_ERROR_SSL) {
+		int err = tls_failed(c);
+
+		ERR_clear_error();
+		return err;
+	}
 	ERR_clear_error();
 	switch (e) {
 	case SSL_ERROR_WANT_WRITE:
@@ -155,6 +199,12 @@ static ssize_t io_read(struct conn *c, void *p, size_t n)
 
 void conn_close(struct conn *c)
 {
+	/* close_notify, best effort (the socket is non-blocking): the peer
+	 * reads a close, not a truncated record.
+	 */
+	if (c->ssl && SSL_is_init_finished(c->ssl))
+		SSL_shutdown(c->ssl);
+	ERR_clear_error();
 	SSL_free(c->ssl);
 	if (c->fd >= 0)
 		close(c->fd);

@@ -34,6 +34,8 @@ struct conn {
 	 * coordinator answers an older agent in the version of its HELLO.
 	 */
 	uint16_t peer_version;
+	/* Why TLS failed, last (conn_tls_why): which side refused and why. */
+	char why[160];
 };
 
 void conn_init(struct conn *c, int fd);
@@ -48,6 +50,14 @@ int conn_tls_start(struct conn *c, const struct tls_ctx *t, const char *peer_hos
  * certificate or handshake), -ECONNRESET or another -errno.
  */
 int conn_handshake(struct conn *c);
+/* Why c's TLS handshake or record failed (after -EPROTO): "refused here:
+ * the peer's certificate: IP address mismatch" (X509_verify_cert_error_string
+ * of our verification), "refused by the peer: unknown ca" (the alert it
+ * sent), or OpenSSL's reason; "" if none.
+ */
+const char *conn_tls_why(const struct conn *c);
+/* Whether c's TLS handshake is done (false without TLS). */
+bool conn_tls_established(const struct conn *c);
 /* Whether c has output queued or TLS needs the socket writable. */
 bool conn_wants_write(const struct conn *c);
 /* With TLS: whether the peer's verified certificate names `name` among
