@@ -529,6 +529,18 @@ static void test_metered_end_to_end(void **state)
 	assert_int_equal(run_cli(fx, "--reconcile", out, sizeof(out)), 1);
 	assert_non_null(strstr(out, "bypass 1000000000"));
 	printf("%s", out);
+	/* Filters that match nothing the ledger ever held are mistakes, said
+	 * (exit 2, naming what it has), not an empty table (issue 28).
+	 */
+	assert_int_equal(run_cli(fx, "--limit nope 2>&1", out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "--limit 'nope': no such limit in the ledger (it has: a, b"));
+	assert_int_equal(run_cli(fx, "--holder nobody 2>&1", out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "--holder 'nobody': no such holder in the ledger (it has: gw-1"));
+	assert_int_equal(run_cli(fx, "--from 2026-12-02 --to 2026-12-01 2>&1", out, sizeof(out)),
+			 2);
+	assert_non_null(strstr(out, "--from is not before --to"));
+	assert_int_equal(run_cli(fx, "-j --csv 2>&1", out, sizeof(out)), 2);
+	assert_int_equal(run_cli(fx, "--limit c 2>&1", out, sizeof(out)), 0); /* the policy's */
 }
 
 /* 1 when a thread of pid is inside system call a or b (-1: none), as

@@ -419,10 +419,12 @@ static int cmd_usage(int argc, char **argv)
 						   "'%s': expected a UTC time (2026-11-01, "
 						   "2026-11-01T10, 2026-11-01T10:20:30Z) or @SECONDS",
 						   optarg);
-		} else if (opt == 'j') {
-			o.format = USAGE_JSON;
-		} else if (opt == 'C') {
-			o.format = USAGE_CSV;
+		} else if (opt == 'j' || opt == 'C') {
+			enum usage_format f = opt == 'j' ? USAGE_JSON : USAGE_CSV;
+
+			if (o.format != USAGE_TEXT && o.format != f)
+				return usage_error("usage", "%s", "-j and --csv: choose one");
+			o.format = f;
 		} else if (opt == 'R') {
 			o.reconcile = true;
 		} else if (opt == 'K') {
@@ -441,6 +443,8 @@ static int cmd_usage(int argc, char **argv)
 		return usage_error("usage", "unexpected argument '%s'", argv[optind]);
 	if (!o.config && !o.ledger)
 		return usage_error("usage", "%s", "missing -c FILE (or --ledger FILE)");
+	if (o.from && o.to && o.from >= o.to)
+		return usage_error("usage", "%s", "--from is not before --to");
 	if (o.pin_dir && (!o.reconcile || !o.holder))
 		return usage_error("usage", "%s",
 				   "--pin-dir goes with --reconcile and --holder NAME (the gateway's "

@@ -477,6 +477,76 @@ static int usage_keys(const struct usage_opts *o, struct print_ctx *x, const cha
 	return err;
 }
 
+/* What the ledger names, for --limit and --holder: a name it has never
+ * recorded (nor, for a limit, the policy) is a mistake to say, not an
+ * empty answer (issue 28: `--limit nope` printed a header and exit 0).
+ */
+struct known {
+	const char *limit, *holder;
+	bool limit_seen, holder_seen;
+	char limits[256], holders[256]; /* ", "-separated, distinct, cut short */
+};
+
+static void known_add(char *list, size_t cap, const char *name)
+{
+	size_t n = strlen(list), k = strlen(name);
+	const char *p = list;
+
+	if (!name[0])
+		return;
+	while ((p = strstr(p, name)))
+		if ((p == list || p[-1] == ' ') && (p[k] == ',' || !p[k]))
+			return;
+		else
+			p++;
+	if (n + k + 3 < cap)
+		snprintf(list + n, cap - n, "%s%s", n ? ", " : "", name);
+	else if (n + 5 < cap && !strstr(list, "..."))
+		snprintf(list + n, cap - n, ", ...");
+}
+
+static int known_row(const struct uledger_row *r, void *arg)
+{
+	struct known *k = arg;
+
+	k->limit_seen |= k->limit && !strcmp(r->limit, k->limit);
+	k->holder_seen |= k->holder && !strcmp(r->holder, k->holder);
+	known_add(k->limits, sizeof(k->limits), r->limit);
+	known_add(k->holders, sizeof(k->holders), r->holder);
+	return 0;
+}
+
+/* 0, or 2 with a line naming what the ledger (and policy) has. */
+static int usage_check_names(const struct usage_opts *o, const struct cfg_policy *pol,
+			     const char *path)
+{
+	struct known k = {.limit = o->limit, .holder = o->holder};
+	struct uledger_query q = {.period = ULEDGER_MONTH, .by_holder = 1};
+	int err;
+
+	if (!o->limit && !o->holder)
+		return 0;
+	err = uledger_query(path, &q, known_row, &k);
+	if (err)
+		return 0; /* the query proper says why */
+	for (uint32_t i = 0; o->limit && i < pol->n_limits; i++)
+		k.limit_seen |= !strcmp(pol->limits[i].name, o->limit);
+	if (o->limit && !k.limit_seen) {
+		fprintf(stderr, "leaseline usage: --limit '%s': no such limit in the ledger (%s%s)\n",
+			o->limit, k.limits[0] ? "it has: " : "it is empty",
+			k.limits[0] ? k.limits : "");
+		return 2;
+	}
+	if (o->holder && !k.holder_seen) {
+		fprintf(stderr,
+			"leaseline usage: --holder '%s': no such holder in the ledger (%s%s)\n",
+			o->holder, k.holders[0] ? "it has: " : "it is empty",
+			k.holders[0] ? k.holders : "");
+		return 2;
+	}
+	return 0;
+}
+
 int usage_run(const struct usage_opts *o)
 {
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
@@ -513,6 +583,10 @@ int usage_run(const struct usage_opts *o)
 			path, strerror(errno));
 		free(pol);
 		return 1;
+	}
+	if ((err = usage_check_names(o, pol, path))) {
+		free(pol);
+		return err;
 	}
 	if (o->pin_dir) {
 		err = usage_live(o, pol, path);
