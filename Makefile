@@ -141,7 +141,7 @@ TEST_A    := $(BUILD)/libll-test.a
 ALL_A     := $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A)
 COORD_SIDE_A := $(CMD_A) $(COORD_A) $(LIB_A)
 
-.PHONY: FORCE san san-all fuzz all deps check check-build check-unit check-integ check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
+.PHONY: FORCE san san-all fuzz all deps check test check-build check-unit check-integ check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -167,17 +167,25 @@ $(BUILD)/leaseline: $(BUILD)/user/cmd/leaseline.o $(CMD_A) $(AGENT_A) $(COORD_A)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(ALL_A) | $(BUILD)/tests $(BUILD)/inc/cmd
-	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(ALL_A) -o $@ $(LDLIBS) -lcmocka
+# Every cmocka binary: LL_TEST_FILTER picks tests by name (tests/cmocka_filter.c).
+CMOCKA_FILTER := $(BUILD)/tests/obj/cmocka_filter.o
+CMOCKA := $(CMOCKA_FILTER) -Wl,--wrap=_cmocka_run_group_tests -lcmocka
 
-$(BUILD)/tests/%: tests/coord/%.c $(COORD_SIDE_A) | $(BUILD)/tests $(BUILD)/inc/cmd
+$(CMOCKA_FILTER): tests/cmocka_filter.c | $(BUILD)/tests/obj
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%: tests/integ/%.c $(COORD_SIDE_A) | $(BUILD)/tests $(BUILD)/inc/cmd
+$(BUILD)/tests/%: tests/unit/%.c $(ALL_A) $(CMOCKA_FILTER) | $(BUILD)/tests $(BUILD)/inc/cmd
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(ALL_A) -o $@ $(LDLIBS) $(CMOCKA)
+
+$(BUILD)/tests/%: tests/coord/%.c $(COORD_SIDE_A) $(CMOCKA_FILTER) | $(BUILD)/tests $(BUILD)/inc/cmd
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS) $(CMOCKA)
+
+$(BUILD)/tests/%: tests/integ/%.c $(COORD_SIDE_A) $(CMOCKA_FILTER) | $(BUILD)/tests $(BUILD)/inc/cmd
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(COORD_SIDE_A) -o $@ $(LDLIBS) $(CMOCKA)
 
 $(BUILD)/tests/obj/%.o: tests/bpf/%.c | $(BUILD)/tests/obj $(BUILD)/inc/cmd $(SKEL)
 	$(call msg,CC,$@)
@@ -187,9 +195,9 @@ $(TEST_A): $(TESTLIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/bpf/%.c $(TEST_A) $(AGENT_A) $(LIB_A) | $(BUILD)/tests $(BUILD)/inc/cmd $(SKEL)
+$(BUILD)/tests/%: tests/bpf/%.c $(TEST_A) $(AGENT_A) $(LIB_A) $(CMOCKA_FILTER) | $(BUILD)/tests $(BUILD)/inc/cmd $(SKEL)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(TEST_A) $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LL_CFLAGS) $(DEP_FLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_INC) $< $(TEST_A) $(AGENT_A) $(LIB_A) -o $@ $(LDLIBS) $(CMOCKA)
 
 # The reference limiter's test loads the benchmark's program.
 $(BUILD)/tests/test_reflim: $(BUILD)/reflim.skel.h
@@ -245,6 +253,10 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory san
 	$(Q)scripts/run-tests.sh $(BUILD)
+
+# One test: T=test_wire, T=test_wire:PATTERN (cmocka's filter), T=net/test_reload.
+test: all
+	$(Q)scripts/run-one.sh $(BUILD) "$(T)"
 
 check-build: all
 	$(Q)scripts/run-tests.sh $(BUILD) build
