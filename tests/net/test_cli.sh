@@ -96,6 +96,14 @@ ll_out_has "unknown key reported at its line and column ($L:5)" "^$TMPD/unknown\
 printf 'version: 1\nlimits:\n  - {name: g, key: none, scope: global, rate: 100, burst: 10}\nrules:\n  - {name: all, limits: [g]}\n' >"$TMPD/global.yaml"
 ll_expect_rc 0 "check accepts a lone policy with a global limit" "$LL" check -c "$TMPD/global.yaml"
 ll_out_has "with a note that it is for a coordinator" "^note: 1 global limit: this policy is for a coordinator"
+# What check cannot see, it says (issue 28): a limit no rule names, and a
+# coordinated agent's policy (the coordinator's, not version 0 of nothing).
+printf 'version: 1\nlimits:\n  - {name: a, rate: 5, burst: 5}\n  - {name: b, rate: 5, burst: 5}\nrules:\n  - {name: r, limits: [a]}\n' >"$TMPD/unused.yaml"
+ll_expect_rc 0 "check accepts a policy with a limit no rule names" "$LL" check -c "$TMPD/unused.yaml"
+ll_out_has "  ... with a note naming it" "^note: limit 'b' is named by no rule: it limits nothing"
+sed 's|^policy: .*|coordinator: {address: 127.0.0.1:7450}|' "$TMPD/agent.yaml" >"$TMPD/agent-coord.yaml"
+ll_expect_rc 0 "check accepts a coordinated agent file" "$LL" check -c "$TMPD/agent-coord.yaml"
+ll_out_has "  ... saying its policy comes from the coordinator" "ok \(agent; its policy comes from the coordinator at 127.0.0.1:7450\)"
 sed 's/key: none/key: src-ip/' "$TMPD/global.yaml" >"$TMPD/perkey.yaml"
 printf 'policy: perkey.yaml\nstate-dir: %s/state\n' "$TMPD" >"$TMPD/coord-perkey.yaml"
 ll_expect_rc 0 "check accepts a per-key global limit in a lone policy" "$LL" check -c "$TMPD/perkey.yaml"

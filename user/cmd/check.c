@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cmd/check.h"
 #include "lib/config.h"
@@ -31,11 +32,40 @@ static bool note_global(const struct cfg_policy *pol, char *note, size_t len)
 	return n;
 }
 
+/* Limits no rule names: they limit nothing (a rule lost in an edit, or a
+ * name typed differently). Said, without failing; appended to note.
+ */
+static bool note_unused(const struct cfg_policy *pol, char *note, size_t len)
+{
+	char names[256] = "";
+	size_t n = strlen(note), nn = 0;
+	uint32_t unused = 0;
+
+	for (uint32_t i = 0; i < pol->n_limits; i++) {
+		bool named = false;
+
+		for (uint32_t r = 0; r < pol->n_rules && !named; r++)
+			for (uint32_t k = 0; k < pol->rules[r].n_limits && !named; k++)
+				named = pol->rules[r].limit[k] == i;
+		if (named)
+			continue;
+		if (nn + strlen(pol->limits[i].name) + 8 < sizeof(names))
+			nn += (size_t)snprintf(names + nn, sizeof(names) - nn, "%s'%s'",
+					       unused ? ", " : "", pol->limits[i].name);
+		unused++;
+	}
+	if (unused)
+		snprintf(note + n, len - n, "%s%s %s %s named by no rule: %s nothing", n ? "; " : "",
+			 unused == 1 ? "limit" : "limits", names, unused == 1 ? "is" : "are",
+			 unused == 1 ? "it limits" : "they limit");
+	return unused;
+}
+
 int check_file(const char *path, bool json, struct cfg_err *e_out)
 {
 	const char *kind_name;
-	char note[256];
-	bool noted;
+	char note[512] = "";
+	bool noted, from_coord;
 	struct out o;
 	struct cfg_policy *pol = calloc(1, sizeof(*pol));
 	struct cfg_agent ac;
@@ -82,16 +112,24 @@ int check_file(const char *path, bool json, struct cfg_err *e_out)
 	kind_name = kind == CFG_KIND_AGENT   ? "agent"
 		    : kind == CFG_KIND_COORD ? "coordinator"
 					     : "policy";
+	/* A coordinated agent's policy is the coordinator's: nothing here. */
+	from_coord = kind == CFG_KIND_AGENT && ac.has_coordinator;
 	noted = kind == CFG_KIND_POLICY && note_global(pol, note, sizeof(note));
+	noted |= !from_coord && note_unused(pol, note, sizeof(note));
 	if (json) {
 		out_init(&o, stdout, true);
 		out_obj_begin(&o, NULL);
 		out_str(&o, "file", path);
 		out_bool(&o, "ok", true);
 		out_str(&o, "kind", kind_name);
-		out_u64(&o, "policy_version", pol->version);
-		out_u64(&o, "limits", pol->n_limits);
-		out_u64(&o, "rules", pol->n_rules);
+		if (from_coord) {
+			out_str(&o, "policy_from", "coordinator");
+			out_str(&o, "coordinator", ac.coordinator);
+		} else {
+			out_u64(&o, "policy_version", pol->version);
+			out_u64(&o, "limits", pol->n_limits);
+			out_u64(&o, "rules", pol->n_rules);
+		}
 		if (pol->n_sets) {
 			out_u64(&o, "sets", pol->n_sets);
 			out_u64(&o, "set_prefixes", pol->set_entries);
@@ -106,8 +144,13 @@ int check_file(const char *path, bool json, struct cfg_err *e_out)
 		if (pol->n_sets)
 			snprintf(sets, sizeof(sets), ", %u prefix sets of %u prefixes", pol->n_sets,
 				 pol->set_entries);
-		printf("%s: ok (%s; policy version %llu, %u limits, %u rules%s)\n", path, kind_name,
-		       (unsigned long long)pol->version, pol->n_limits, pol->n_rules, sets);
+		if (from_coord)
+			printf("%s: ok (agent; its policy comes from the coordinator at %s)\n", path,
+			       ac.coordinator);
+		else
+			printf("%s: ok (%s; policy version %llu, %u limits, %u rules%s)\n", path,
+			       kind_name, (unsigned long long)pol->version, pol->n_limits,
+			       pol->n_rules, sets);
 		if (noted)
 			printf("note: %s\n", note);
 	}
