@@ -328,6 +328,36 @@ grep -q "limit 'per-client' is key: flow but max-flow-keys is 0" "$TMPD/agent2.l
 	ok "agent warned that the flow limit has no flow buckets" || bad "no max-flow-keys warning"
 PIN=$PIN_SAVED
 
+# Inside `ip netns exec` /sys is a fresh sysfs, with no bpffs at
+# /sys/fs/bpf: the agent mounts one there (in that mount namespace, gone
+# with it) instead of failing to make its pin-dir (issue 28).
+echo "agent inside ip netns exec, pin-dir under /sys/fs/bpf:"
+ip -n "$LL_NS_G" link add vnx$$ type veth peer name vny$$ && ip -n "$LL_NS_G" link set vnx$$ up &&
+	ip -n "$LL_NS_G" link set vny$$ up || ll_fail "cannot make a veth in $LL_NS_G"
+sed -e "s|^pin-dir: .*|pin-dir: /sys/fs/bpf/ll-cli-$$|" -e "s|name: $LL_G_IF|name: vnx$$|" \
+	"$TMPD/agent.yaml" >"$TMPD/agent-netns.yaml"
+# shellcheck disable=SC2016 # expanded by the inner shell
+timeout 30 ip netns exec "$LL_NS_G" bash -c '
+	"$1" agent -c "$2" --detach-on-exit >"$3" 2>&1 &
+	a=$!
+	for ((i = 0; i < 100; i++)); do
+		"$1" status --pin-dir "$4" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	"$1" status --pin-dir "$4" >"$5" 2>&1
+	rc=$?
+	kill -TERM "$a"
+	wait "$a"
+	exit "$rc"' _ "$LL" "$TMPD/agent-netns.yaml" "$TMPD/agent-netns.log" "/sys/fs/bpf/ll-cli-$$" \
+	"$TMPD/status-netns.txt"
+rc=$?
+[ "$rc" -eq 0 ] && ok "the agent ran and status answered inside ip netns exec" ||
+	bad "inside ip netns exec: rc $rc: $(tail -3 "$TMPD/agent-netns.log" | tr '\n' '|')"
+grep -q "mounted bpffs at '/sys/fs/bpf'" "$TMPD/agent-netns.log" &&
+	ok "  ... mounting bpffs at /sys/fs/bpf" || bad "  ... no bpffs mounted: $(head -3 "$TMPD/agent-netns.log" | tr '\n' '|')"
+[ ! -e "/sys/fs/bpf/ll-cli-$$" ] && ok "  ... its pins gone with the command's mount namespace" ||
+	bad "  ... /sys/fs/bpf/ll-cli-$$ outlived ip netns exec"
+
 echo "$CHECKS checks, $FAILS failed"
 [ "$FAILS" -eq 0 ] || ll_fail "$FAILS of $CHECKS CLI checks failed"
 echo "ok: check, agent attach/--force/--detach-on-exit, detach, status text/-j, bpftool dump"

@@ -44,6 +44,8 @@
 #define AGENT_UNATTACHED_SAY_NS (10 * NSEC_PER_SEC) /* repeat "not attached" this often */
 #define AGENT_WATCH_EVERY_MS	1000		    /* is our program still where we put it? */
 
+#define BPFFS_ROOT "/sys/fs/bpf"
+
 static bool on_bpffs(const char *dir)
 {
 	struct statfs sf;
@@ -72,6 +74,19 @@ int agent_bpffs_ensure(const char *dir)
 		return 0;
 	}
 	err = fs_mkdir_p(dir, 0700);
+	/* Under /sys/fs/bpf with no bpffs there (a fresh /sys: `ip netns
+	 * exec` mounts one), mkdir fails in sysfs: mount it first, as tc and
+	 * ip do.
+	 */
+	if (err && !strncmp(dir, BPFFS_ROOT "/", sizeof(BPFFS_ROOT)) && !on_bpffs(BPFFS_ROOT)) {
+		if (mount("bpf", BPFFS_ROOT, "bpf", 0, "mode=0700")) {
+			err = -errno;
+			pr_warn("cannot mount bpffs at '" BPFFS_ROOT "': %s\n", strerror(-err));
+			return err;
+		}
+		pr_info("mounted bpffs at '" BPFFS_ROOT "'\n");
+		err = fs_mkdir_p(dir, 0700);
+	}
 	if (err) {
 		pr_warn("cannot create pin directory '%s': %s\n", dir, strerror(-err));
 		return err;
