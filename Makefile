@@ -141,7 +141,7 @@ TEST_A    := $(BUILD)/libll-test.a
 ALL_A     := $(CMD_A) $(AGENT_A) $(COORD_A) $(LIB_A)
 COORD_SIDE_A := $(CMD_A) $(COORD_A) $(LIB_A)
 
-.PHONY: FORCE san san-all fuzz all deps check test check-build check-unit check-integ check-bpf check-net check-kernels bench bench-live bench-global demo install clean format print-flags
+.PHONY: FORCE san san-all fuzz all deps check test check-build check-unit check-integ check-bpf check-net check-kernels bench bench-live bench-global demo install uninstall clean format print-flags
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -322,6 +322,16 @@ install: $(BUILD)/leaseline
 	done
 	install -D -m 0644 deploy/prometheus/leaseline-rules.yml $(DESTDIR)$(DATADIR)/prometheus/leaseline-rules.yml
 	install -D -m 0644 deploy/grafana/leaseline.json $(DESTDIR)$(DATADIR)/grafana/leaseline.json
+
+# What install put there, and nothing else (state, pins and /etc are the
+# operator's).
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/leaseline $(DESTDIR)$(MANDIR)/man8/leaseline.8 \
+		$(DESTDIR)$(MANDIR)/man5/leaseline.yaml.5 \
+		$(DESTDIR)$(DATADIR)/prometheus/leaseline-rules.yml \
+		$(DESTDIR)$(DATADIR)/grafana/leaseline.json
+	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
+	-rmdir $(DESTDIR)$(DATADIR)/prometheus $(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR) 2>/dev/null
 
 format:
 	clang-format -i bpf/*.c bpf/*.h bench/bpf/*.c include/*.h user/*/*.c user/*/*.h \

@@ -3,7 +3,8 @@
 # `make install` and what it installs:
 #  1. into a temporary DESTDIR with PREFIX=/usr/local: exactly the binary,
 #     both man pages, both systemd units and the monitoring files, listed;
-#     the units' ExecStart names PREFIX's sbin; the binary runs;
+#     the units' ExecStart names PREFIX's sbin; the binary runs; `make
+#     uninstall` removes them all;
 #  2. the units, installed again under a temporary PREFIX (so ExecStart and
 #     the man pages exist), pass `systemd-analyze verify` with nothing to
 #     say (skipped without systemd-analyze), and their hardening is there:
@@ -52,6 +53,12 @@ EOF2
 	grep -q '@SBINDIR@' "$D"/usr/local/lib/systemd/system/*.service && bad "@SBINDIR@ left in a unit"
 	"$D/usr/local/sbin/leaseline" --version >"$TMP/v" 2>&1 && ok "the installed binary runs: $(cat "$TMP/v")" ||
 		bad "the installed binary does not run: $(cat "$TMP/v")"
+	if make -s --no-print-directory BUILD="$BUILD" uninstall DESTDIR="$D" PREFIX=/usr/local >"$TMP/make.log" 2>&1 &&
+		[ -z "$(cd "$D" && find . -type f)" ]; then
+		ok "make uninstall removes every file install put there"
+	else
+		bad "make uninstall left: $(cd "$D" && find . -type f | tr '\n' ' ') $(tail -3 "$TMP/make.log")"
+	fi
 else
 	bad "make install DESTDIR=$D failed:"
 	sed 's/^/   /' "$TMP/make.log" | tail -10

@@ -55,6 +55,11 @@ ll_expect_rc 0 "--version" "$LL" --version
 [ "$(cat "$TMPD/out")" = "$V" ] && ok "--version says the same ($V)" || bad "--version: $(cat "$TMPD/out") vs $V"
 ll_expect_rc 0 "version" "$LL" version
 [ "$(cat "$TMPD/out")" = "$V" ] && ok "version says the same" || bad "version: $(cat "$TMPD/out") vs $V"
+ll_expect_rc 0 "help" "$LL" help
+# Every line of the command list is indented, continuations too (issue 28).
+[ -z "$(sed -n '/^commands:/,/^$/p' "$TMPD/out" | sed '1d;$d' | grep -v '^  ')" ] &&
+	ok "  ... every line of its command list indented" ||
+	bad "  ... unindented: $(sed -n '/^commands:/,/^$/p' "$TMPD/out" | grep -v '^  \|^commands:\|^$' | head -2)"
 ll_expect_rc 2 "help on an unknown command" "$LL" help bogus
 ll_out_has "  ... names it" "unknown command 'bogus'"
 ll_expect_rc 2 "help on a mistyped command" "$LL" help stauts

@@ -74,6 +74,22 @@ static void json_error(const char *msg, int code, const struct cfg_err *where)
 /* One line: "leaseline CMD: MESSAGE; see 'leaseline CMD --help'" (under -j
  * the JSON error, without the pointer to --help).
  */
+/* A command's usage, of one line or more: each line after the first
+ * indented by `rest` as the first is by `first`.
+ */
+static void print_usage(const char *first, const char *rest, const char *usage)
+{
+	const char *p = usage;
+
+	for (const char *pre = first; *p; pre = rest) {
+		const char *nl = strchr(p, '\n');
+		int n = nl ? (int)(nl - p) : (int)strlen(p);
+
+		printf("%s%.*s\n", pre, n, p);
+		p += n + (nl != NULL);
+	}
+}
+
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
 	char msg[512];
@@ -107,7 +123,8 @@ static int print_help(const char *name)
 {
 	const struct cmd *c = find_cmd(name);
 
-	printf("usage: %s\n\n%s\n", c->usage, c->help);
+	print_usage("usage: ", "       ", c->usage);
+	printf("\n%s\n", c->help);
 	return 0;
 }
 
@@ -723,7 +740,7 @@ static int cmd_help(int argc, char **argv)
 		return unknown_cmd("leaseline help", argv[1]);
 	printf("usage: leaseline COMMAND [OPTIONS]\n\ncommands:\n");
 	for (size_t i = 0; i < N_CMDS; i++)
-		printf("  %s\n", cmds[i].usage);
+		print_usage("  ", "  ", cmds[i].usage);
 	printf("\n'leaseline COMMAND --help' shows one command's help.\n");
 	return 0;
 }
