@@ -308,6 +308,8 @@ demo: deps
 SBINDIR   ?= $(PREFIX)/sbin
 MANDIR    ?= $(PREFIX)/share/man
 UNITDIR   ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+COMPLDIR  ?= $(PREFIX)/share/bash-completion/completions
 DATADIR   ?= $(PREFIX)/share/leaseline
 UNITS     := leaseline-agent.service leaseline-coord.service
 
@@ -322,14 +324,20 @@ install: $(BUILD)/leaseline
 	done
 	install -D -m 0644 deploy/prometheus/leaseline-rules.yml $(DESTDIR)$(DATADIR)/prometheus/leaseline-rules.yml
 	install -D -m 0644 deploy/grafana/leaseline.json $(DESTDIR)$(DATADIR)/grafana/leaseline.json
+	install -D -m 0644 deploy/bash-completion/leaseline $(DESTDIR)$(COMPLDIR)/leaseline
+	@# The example files the units read, never over the operator's own.
+	for f in agent coord policy; do \
+		[ -e $(DESTDIR)$(SYSCONFDIR)/leaseline/$$f.yaml ] || \
+			install -D -m 0644 deploy/etc/$$f.yaml $(DESTDIR)$(SYSCONFDIR)/leaseline/$$f.yaml || exit 1; \
+	done
 
-# What install put there, and nothing else (state, pins and /etc are the
-# operator's).
+# What install put there, and nothing else (state, pins and the files in
+# SYSCONFDIR/leaseline are the operator's once installed).
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/leaseline $(DESTDIR)$(MANDIR)/man8/leaseline.8 \
 		$(DESTDIR)$(MANDIR)/man5/leaseline.yaml.5 \
 		$(DESTDIR)$(DATADIR)/prometheus/leaseline-rules.yml \
-		$(DESTDIR)$(DATADIR)/grafana/leaseline.json
+		$(DESTDIR)$(DATADIR)/grafana/leaseline.json $(DESTDIR)$(COMPLDIR)/leaseline
 	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
 	-rmdir $(DESTDIR)$(DATADIR)/prometheus $(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR) 2>/dev/null
 

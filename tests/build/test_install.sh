@@ -40,6 +40,10 @@ if minstall DESTDIR="$D" PREFIX=/usr/local; then
 644 ./usr/local/lib/systemd/system/leaseline-coord.service
 644 ./usr/local/share/leaseline/prometheus/leaseline-rules.yml
 644 ./usr/local/share/leaseline/grafana/leaseline.json
+644 ./usr/local/share/bash-completion/completions/leaseline
+644 ./etc/leaseline/agent.yaml
+644 ./etc/leaseline/coord.yaml
+644 ./etc/leaseline/policy.yaml
 EOF2
 	sort -k2 "$TMP/want" -o "$TMP/want"
 	if diff "$TMP/want" "$TMP/files" >"$TMP/diff"; then
@@ -53,11 +57,31 @@ EOF2
 	grep -q '@SBINDIR@' "$D"/usr/local/lib/systemd/system/*.service && bad "@SBINDIR@ left in a unit"
 	"$D/usr/local/sbin/leaseline" --version >"$TMP/v" 2>&1 && ok "the installed binary runs: $(cat "$TMP/v")" ||
 		bad "the installed binary does not run: $(cat "$TMP/v")"
+	# The example /etc files check, as the units would read them.
+	for f in agent coord policy; do
+		(cd "$D/etc/leaseline" && "$ROOT/$BUILD/leaseline" check -c $f.yaml) >"$TMP/check" 2>&1 &&
+			ok "/etc/leaseline/$f.yaml checks: $(cat "$TMP/check")" || bad "/etc/leaseline/$f.yaml: $(cat "$TMP/check")"
+	done
+	# Installing again keeps the operator's edits.
+	echo "# edited" >>"$D/etc/leaseline/agent.yaml"
+	minstall DESTDIR="$D" PREFIX=/usr/local && grep -q "^# edited" "$D/etc/leaseline/agent.yaml" &&
+		ok "install again keeps an edited /etc/leaseline/agent.yaml" || bad "install overwrote /etc/leaseline/agent.yaml"
+	# Completion: commands, a command's options, and drift from 'leaseline help'.
+	comp() { bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _leaseline; echo "${COMPREPLY[*]}"' _ "$D/usr/local/share/bash-completion/completions/leaseline" "$@"; }
+	[ "$(comp leaseline us)" = usage ] && [ "$(comp leaseline top --w)" = "--watch" ] &&
+		[ "$(comp leaseline usage --period d)" = day ] &&
+		ok "bash completion: commands, options, periods" ||
+		bad "bash completion: '$(comp leaseline us)' '$(comp leaseline top --w)' '$(comp leaseline usage --period d)'"
+	miss=""
+	for c in $("$BUILD/leaseline" help | sed -n 's/^  leaseline \([a-z-]*\).*/\1/p' | sort -u); do
+		[ "$(comp leaseline "$c" | tr ' ' '\n' | grep -cx "$c")" = 1 ] || miss="$miss $c"
+	done
+	[ -z "$miss" ] && ok "bash completion knows every command of 'leaseline help'" || bad "bash completion lacks:$miss"
 	if make -s --no-print-directory BUILD="$BUILD" uninstall DESTDIR="$D" PREFIX=/usr/local >"$TMP/make.log" 2>&1 &&
-		[ -z "$(cd "$D" && find . -type f)" ]; then
-		ok "make uninstall removes every file install put there"
+		[ -z "$(cd "$D" && find . -type f ! -path './etc/*')" ]; then
+		ok "make uninstall removes every file install put there but the operator's /etc/leaseline"
 	else
-		bad "make uninstall left: $(cd "$D" && find . -type f | tr '\n' ' ') $(tail -3 "$TMP/make.log")"
+		bad "make uninstall left: $(cd "$D" && find . -type f ! -path './etc/*' | tr '\n' ' ') $(tail -3 "$TMP/make.log")"
 	fi
 else
 	bad "make install DESTDIR=$D failed:"
@@ -67,7 +91,7 @@ fi
 # 2. the units
 P=$TMP/prefix/usr
 UNITS=$P/lib/systemd/system
-if ! minstall PREFIX="$P"; then
+if ! minstall PREFIX="$P" SYSCONFDIR="$P/etc"; then
 	bad "make install PREFIX=$P failed: $(tail -3 "$TMP/make.log")"
 elif ! command -v systemd-analyze >/dev/null; then
 	skip "systemd-analyze not installed: units not verified"
