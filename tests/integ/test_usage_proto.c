@@ -1182,6 +1182,29 @@ static void test_forged_usage_refused(void **state)
 	assert_true(st);
 }
 
+/* n reports, spaced past the coordinator's 100 ms between records. */
+static void reports_spaced(struct fx *fx, struct agent *a, int n)
+{
+	for (int i = 0; i < n; i++) {
+		usleep(120 * 1000);
+		drain(fx, a, NULL);
+		assert_int_equal(agent_report(fx, a), 0);
+	}
+}
+
+/* a connected, its totals recorded once in the quiet period after the
+ * start and once after it: from here its lease bounds its reports.
+ */
+static void lease_bounded(struct fx *fx, struct agent *a)
+{
+	assert_true(agent_connect(fx, a));
+	agent_count(a, 10, 1, 0);
+	settle(fx);
+	usleep(2 * TTL_MS * 1000); /* the quiet period after the start is over */
+	agent_count(a, 10, 1, 0);
+	settle(fx);
+}
+
 /* Past its first recorded report (and the quiet period after the start),
  * a holder's admitted figure is bounded by its own lease, not the
  * contract: gw-1 claims 2,000,000 more of limit a (contract 900/s, burst
@@ -1195,19 +1218,10 @@ static void test_usage_bounded_by_lease(void **state)
 	const uint64_t bound = 90 + 900 * ((TTL_MS + 999) / 1000 + ULEDGER_LEASE_SLACK_S);
 	uint64_t before, got;
 
-	assert_true(agent_connect(fx, a));
-	agent_count(a, 10, 1, 0);
-	settle(fx);
-	usleep(2 * TTL_MS * 1000); /* the quiet period after the start is over */
-	agent_count(a, 10, 1, 0);
-	settle(fx); /* committed outside it: the lease bounds the next one */
+	lease_bounded(fx, a);
 	before = ledger_sum(fx, "a", "gw-1").admitted;
 	a->t[0].admitted += 2000000;
-	for (int i = 0; i < 10; i++) {
-		usleep(120 * 1000);
-		drain(fx, a, NULL);
-		assert_int_equal(agent_report(fx, a), 0);
-	}
+	reports_spaced(fx, a, 10);
 	usleep(200 * 1000);
 	got = ledger_sum(fx, "a", "gw-1").admitted - before;
 	print_message("2,000,000 claimed past the lease: %llu counted (bound %llu)\n",
@@ -1236,17 +1250,8 @@ static void test_usage_bounded_after_slot_take(void **state)
 	uint64_t before, got, t_start;
 	char name[16];
 
-	assert_true(agent_connect(fx, a));
-	agent_count(a, 10, 1, 0);
-	settle(fx);
-	usleep(2 * TTL_MS * 1000); /* the quiet period after the start is over */
-	agent_count(a, 10, 1, 0);
-	settle(fx); /* committed outside it: the lease bounds the next ones */
-	for (int i = 0; i < 3; i++) { /* its row down to the lease's bucket */
-		usleep(120 * 1000);
-		drain(fx, a, NULL);
-		assert_int_equal(agent_report(fx, a), 0);
-	}
+	lease_bounded(fx, a);
+	reports_spaced(fx, a, 3); /* its row down to the lease's bucket */
 	usleep(120 * 1000);
 	t_start = clock_now_ns();
 	before = ledger_sum(fx, "a", "gw-1").admitted;
@@ -1289,11 +1294,7 @@ static void test_usage_bounded_after_slot_take(void **state)
 	set_now(fx, T0 + 600 + (int64_t)((clock_now_ns() - t_start + NSEC_PER_SEC - 1) / NSEC_PER_SEC));
 	assert_true(agent_connect(fx, a)); /* a fresh slot: other-0's */
 	a->t[0].admitted += 2000000;
-	for (int i = 0; i < 10; i++) {
-		usleep(120 * 1000);
-		drain(fx, a, NULL);
-		assert_int_equal(agent_report(fx, a), 0);
-	}
+	reports_spaced(fx, a, 10);
 	usleep(200 * 1000);
 	got = ledger_sum(fx, "a", "gw-1").admitted - before;
 	print_message("2,000,000 claimed after 6 s away: %llu counted (bound %llu; the contract "
