@@ -88,6 +88,13 @@ over = [recv.get(a, {"count": 0})["count"] <= burst + rate * (s["last"] - s["fir
         for a, s in sent.items() if s["rate"] > rate]
 print("   => %d/%d well-behaved clients fully served, %d/%d abusive clients held to the limit"
       % (sum(under), len(under), sum(over), len(over)))
+# The rate each client really sent at: a busy machine's sender falls behind,
+# and then the table says less than it should.
+slow = [(a, s["sent"] / (s["last"] - s["first"]), s["rate"]) for a, s in sent.items()
+        if s["last"] > s["first"] and s["sent"] / (s["last"] - s["first"]) < 0.95 * s["rate"]]
+for a, got_pps, want in slow:
+    print("   note: %s sent %.0f/s of the %g/s asked (%.0f%%): this machine is too busy to"
+          " offer the load" % (a, got_pps, want, 100 * got_pps / want))
 EOF
 
 step "leaseline status --pin-dir $PIN"
