@@ -228,7 +228,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_SECONDS ?= 600
 
-san-all: $(UNIT_BINS) $(COORDT_BINS) $(INTEG_BINS) $(FUZZ_BINS)
+san-all: $(BUILD)/leaseline $(BUILD)/pass.bpf.o $(UNIT_BINS) $(COORDT_BINS) $(INTEG_BINS) $(FUZZ_BINS)
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(ALL_A) | $(BUILD) $(BUILD)/inc/cmd
 	$(call msg,FUZZ,$@)

@@ -10,15 +10,18 @@
 #   net   scripts tests/net/test_*.sh (namespaces + veth, reference §8); exit 77 = skip
 #   kernel scripts tests/kernels/test_*.sh: Debian 12's kernel booted in qemu
 #         (tests/kernels/README.md)
+#   san-net  the network tests of SAN_NET (LL_SAN_NET) with BUILD/san's
+#         leaseline: agent and coordinator under ASan+UBSan (make san)
 #   san   BUILD/san (make san): the unit and integration tests again under
 #         ASan+UBSan (the coordinator they run is BUILD's), and each
 #         libFuzzer harness of tests/fuzz for LL_FUZZ_SECONDS (default 10) on a
 #         copy of its seed corpus; skipped when BUILD/san is not built
-# Usage: run-tests.sh BUILD_DIR [build|unit|integ|bpf|net|kernel|san]...
+# Usage: run-tests.sh BUILD_DIR [build|unit|integ|bpf|net|kernel|san|san-net]...
 set -u
 BUILD=${1:?build dir}
 shift
 SUITES=${*:-build unit integ bpf net kernel san}
+SAN_NET=${LL_SAN_NET:-test_tls test_reload test_restart test_global_coord test_usage_keys test_refusal}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
@@ -104,15 +107,16 @@ run_san_suite() {
 
 # Scripts: each is one test, exit 0 passed, 77 skipped, anything else failed.
 run_script_suite() {
-	local dir=$1 t rc log t0
+	local dir=$1 build=${2:-$BUILD} tag=${3:-$1} only=${4:-} t rc log t0
 	for t in tests/"$dir"/test_*.sh; do
 		[ -e "$t" ] || continue
+		[ -z "$only" ] || [[ " $only " == *" $(basename "$t" .sh) "* ]] || continue
 		log=$(mktemp)
-		echo "== $dir/$(basename "$t")"
+		echo "== $tag/$(basename "$t")"
 		t0=$(now_ms)
-		timeout 300 bash "$t" "$BUILD" >"$log" 2>&1
+		timeout 300 bash "$t" "$build" >"$log" 2>&1
 		rc=$?
-		timed "$dir/$(basename "$t")" "$t0"
+		timed "$tag/$(basename "$t")" "$t0"
 		sed 's/^/   /' "$log" | tail -25
 		# A failed check may be far above the tail: name it.
 		[ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] &&
@@ -133,6 +137,17 @@ for s in $SUITES; do
 	unit) run_cmocka_suite unit; run_cmocka_suite coord ;;
 	integ | bpf) run_cmocka_suite "$s" ;;
 	san) run_san_suite ;;
+	san-net)
+		# The daemons under ASan+UBSan (make san builds BUILD/san/leaseline)
+		# on the network tests that run them longest: agent and
+		# coordinator, TLS, reloads, restarts, leases, METER.
+		if [ -x "$BUILD/san/leaseline" ]; then
+			run_script_suite net "$BUILD/san" san-net "$SAN_NET"
+		else
+			echo "== san-net: $BUILD/san/leaseline not built (make san): skipped"
+			skipped=$((skipped + 1))
+		fi
+		;;
 	*) echo "unknown suite '$s'" >&2; exit 2 ;;
 	esac
 done

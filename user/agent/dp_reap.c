@@ -16,6 +16,7 @@
 #include "agent/dp.h"
 #include "leaseline.skel.h"
 #include "tb_math.h"
+#include "lib/util.h"
 
 /* Reap idle keys only once the map is this full (numerator / 2^shift):
  * below it an idle full bucket costs nothing, and not deleting it avoids
@@ -82,7 +83,7 @@ static size_t reap_uids(const struct ll_policy *pol, struct reap_uid *u)
 	for (uint32_t id = 0; id < LL_MAX_LIMITS; id++)
 		if (pol->limits[id].in_use)
 			u[n++] = (struct reap_uid){pol->limits[id].uid, id};
-	qsort(u, n, sizeof(*u), reap_uid_cmp);
+	sort_n(u, n, sizeof(*u), reap_uid_cmp);
 	return n;
 }
 

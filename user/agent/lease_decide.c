@@ -11,6 +11,7 @@
 
 #include "agent/lease_decide.h"
 #include "tb_math.h"
+#include "lib/util.h"
 
 int lease_fence_check(const struct ll_fence *f, uint32_t id, uint64_t epoch, uint64_t seq)
 {
@@ -249,7 +250,7 @@ int lease_keys_clamp(const struct ll_limit_cfg *cfg, struct lease_key *want, siz
 		want[i].rate = want[i].rate < max_rate ? want[i].rate : max_rate;
 		want[i].burst = want[i].burst < max_burst ? want[i].burst : max_burst;
 	}
-	qsort(want, n, sizeof(*want), key_cmp);
+	sort_n(want, n, sizeof(*want), key_cmp);
 	for (size_t i = 1; i < n; i++)
 		if (!key_cmp(&want[i - 1], &want[i]))
 			return -EINVAL;
@@ -263,8 +264,8 @@ void lease_keys_plan(struct lease_key *old, size_t n_old, struct lease_key *want
 
 	plan->n_put = plan->n_del = 0;
 	plan->changed = false;
-	qsort(old, n_old, sizeof(*old), key_cmp);
-	qsort(want, n_want, sizeof(*want), key_cmp);
+	sort_n(old, n_old, sizeof(*old), key_cmp);
+	sort_n(want, n_want, sizeof(*want), key_cmp);
 	/* A merge of two sorted sets: in old only (delete), in want only (put),
 	 * in both (put only if the share changed).
 	 */
@@ -303,8 +304,8 @@ size_t lease_keys_cut(struct lease_key *held, size_t n_held, struct lease_key *n
 {
 	size_t i = 0, j = 0, n = 0;
 
-	qsort(held, n_held, sizeof(*held), key_cmp);
-	qsort(named, n_named, sizeof(*named), key_cmp);
+	sort_n(held, n_held, sizeof(*held), key_cmp);
+	sort_n(named, n_named, sizeof(*named), key_cmp);
 	while (i < n_held || j < n_named) {
 		int c = i == n_held ? 1 : j == n_named ? -1 : key_cmp(&held[i], &named[j]);
 		struct lease_key *k = &out[n++];

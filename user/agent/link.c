@@ -204,7 +204,7 @@ static void send_hello(struct link *l, struct dp *dp, uint64_t now)
 	l->hello_ns = now;
 	err = conn_send(&l->c, m);
 	if (err)
-		link_down(l, strerror(-err), now);
+		link_down(l, link_err(l, err), now);
 }
 
 /* Offered load since the last report, per limit: the demand estimate. */
@@ -299,7 +299,7 @@ static void send_report(struct link *l, struct dp *dp, uint64_t now)
 	l->sent_ns[slot] = now;
 	err = conn_send(&l->c, l->out);
 	if (err)
-		link_down(l, strerror(-err), now);
+		link_down(l, link_err(l, err), now);
 	l->next_report_ns = now + l->refresh_ns;
 out:
 	free(pol);

@@ -15,6 +15,7 @@
 #include "agent/ovr_map.h"
 #include "tb_math.h"
 #include "lib/units.h"
+#include "lib/util.h"
 
 /* One entry of the trie: its key and what it holds. */
 struct ovr_kv {
@@ -86,7 +87,7 @@ static int held_read(struct dp *dp, uint32_t uid, bool all, struct ovr_kv **out,
 			continue;
 		(*n)++;
 	}
-	qsort(v, *n, sizeof(*v), kv_cmp);
+	sort_n(v, *n, sizeof(*v), kv_cmp);
 	*out = v;
 	return 0;
 }
@@ -149,7 +150,7 @@ static int limit_write(struct dp *dp, const struct cfg_limit *cl, const struct l
 		*changed = true;
 	}
 	if (!rc) {
-		qsort(want, n, sizeof(*want), kv_cmp);
+		sort_n(want, n, sizeof(*want), kv_cmp);
 		for (size_t i = 0; i < nh; i++)
 			if (!held_find(want, n, &held[i].k)) {
 				bpf_map_delete_elem(dp->overrides_fd, &held[i].k);

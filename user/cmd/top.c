@@ -27,6 +27,7 @@
 #include "agent/stats.h"
 #include "tb_math.h"
 #include "cmd/top.h"
+#include "lib/util.h"
 
 /* How ll_bucket.denied counts (docs/maps.md): said in every frame. */
 #define TOP_DENIED_HOW "sampled"
@@ -178,7 +179,7 @@ static uint64_t delta(uint64_t now, uint64_t then)
 static void snap_deltas(struct top_snap *cur, const struct top_snap *prev)
 {
 	if (cur->n)
-		qsort(cur->e, cur->n, sizeof(*cur->e), entry_key_cmp);
+		sort_n(cur->e, cur->n, sizeof(*cur->e), entry_key_cmp);
 	for (size_t i = 0; i < cur->n; i++) {
 		struct top_entry *e = &cur->e[i];
 		const struct top_entry *o =
@@ -423,9 +424,9 @@ static int rank(const struct top_snap *s, uint32_t id, uint32_t rows, struct ran
 			r->allowed[r->n_allowed++] = e;
 	}
 	if (r->n_denied) /* none: the list may be NULL, and qsort must not see it */
-		qsort(r->denied, r->n_denied, sizeof(*r->denied), by_denied);
+		sort_n(r->denied, r->n_denied, sizeof(*r->denied), by_denied);
 	if (r->n_allowed)
-		qsort(r->allowed, r->n_allowed, sizeof(*r->allowed), by_spent);
+		sort_n(r->allowed, r->n_allowed, sizeof(*r->allowed), by_spent);
 	if (r->n_denied > rows)
 		r->n_denied = rows;
 	if (r->n_allowed > rows)

@@ -24,6 +24,7 @@
 #include "lib/out.h"
 #include "cmd/usage_cmd.h"
 #include "cmd/usage_int.h"
+#include "lib/util.h"
 
 struct live_series {
 	struct ll_flow_key k;
@@ -136,7 +137,7 @@ static int live_read(const char *pin_dir, struct ll_meter_info *info, struct liv
 		return err;
 	}
 	if (got)
-		qsort(a, got, sizeof(*a), live_cmp);
+		sort_n(a, got, sizeof(*a), live_cmp);
 	*out = a;
 	*n = got;
 	return 0;

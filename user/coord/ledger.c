@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "coord/ledger.h"
+#include "lib/util.h"
 
 typedef unsigned __int128 u128;
 
@@ -85,7 +86,7 @@ static void spread(const struct level *lv, bool all, size_t n, const uint64_t *d
 	/* The units left (fewer than the members with a fraction) go one each to
 	 * the largest fractional parts: O(n log n).
 	 */
-	qsort(fr, m, sizeof(*fr), frac_cmp);
+	sort_n(fr, m, sizeof(*fr), frac_cmp);
 	for (size_t k = 0; k < m && left > 0 && fr[k].f > 0; k++, left--)
 		targets[fr[k].i]++;
 	free(fr);

@@ -26,6 +26,7 @@
 #include "lib/log.h"
 #include "coord/usage_ledger.h"
 #include "coord/usage_ledger_int.h"
+#include "lib/util.h"
 
 static const char *const stmt_sql[ST_N] = {
     [ST_MARK_GET] = "SELECT seq, admitted, denied, fallback, bypass, current FROM marks "
@@ -373,7 +374,7 @@ void uledger_latency(const struct uledger *lg, uint64_t *p50, uint64_t *p99, siz
 	if (!lg->n_lat)
 		return;
 	memcpy(s, lg->lat, lg->n_lat * sizeof(s[0]));
-	qsort(s, lg->n_lat, sizeof(s[0]), cmp_u64);
+	sort_n(s, lg->n_lat, sizeof(s[0]), cmp_u64);
 	*p50 = s[(lg->n_lat - 1) / 2];
 	*p99 = s[(lg->n_lat - 1) * 99 / 100];
 }

@@ -18,6 +18,7 @@
 #include "lib/linefile.h"
 #include "lib/overrides.h"
 #include "lib/units.h"
+#include "lib/util.h"
 
 struct ovr_ctx {
 	struct line_file lf; /* the file, its line and errors at it */
@@ -248,7 +249,7 @@ static int load(const char *path, bool ports, uint8_t prefix_v4, uint8_t prefix_
 		/* Ranges must not overlap: which contract a port had would hang
 		 * on how the ranges split into blocks.
 		 */
-		qsort(v, k, sizeof(*v), range_cmp);
+		sort_n(v, k, sizeof(*v), range_cmp);
 		for (size_t i = 1; !rc && i < k; i++)
 			if (v[i].lo <= v[i - 1].hi) {
 				const struct ovr_entry *a = &v[i - 1], *b = &v[i];
@@ -266,7 +267,7 @@ static int load(const char *path, bool ports, uint8_t prefix_v4, uint8_t prefix_
 		if (!rc)
 			rc = ranges_to_blocks(&v, &k);
 	} else if (!rc && k) {
-		qsort(v, k, sizeof(*v), entry_cmp);
+		sort_n(v, k, sizeof(*v), entry_cmp);
 		for (size_t i = 1; i < k; i++)
 			if (!entry_cmp(&v[i - 1], &v[i])) {
 				c.lf.line = v[i - 1].line > v[i].line ? v[i - 1].line : v[i].line;

@@ -17,6 +17,7 @@
 #include "ll_types.h"
 #include "lib/sets.h"
 #include "lib/units.h"
+#include "lib/util.h"
 
 static int entry_cmp(const void *a, const void *b)
 {
@@ -132,7 +133,7 @@ int set_load(const char *path, size_t budget, size_t used, struct set_entry **ou
 	}
 	line_file_close(&c);
 	if (!rc && k) {
-		qsort(v, k, sizeof(*v), entry_cmp);
+		sort_n(v, k, sizeof(*v), entry_cmp);
 		for (size_t i = 1; i < k; i++)
 			if (!entry_cmp(&v[i - 1], &v[i])) {
 				c.line = v[i - 1].line > v[i].line ? v[i - 1].line : v[i].line;
