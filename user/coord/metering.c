@@ -182,30 +182,45 @@ void lease_slot_taken(struct coord *co, int hi, uint64_t now)
  * contract; and after a slot take (lease_slot_taken), the contract up to
  * when such grants were dead, its lease after.
  */
-static struct uledger_contract lease_bound(const struct coord *co, int hi,
-					   const struct climit *c, uint64_t now)
+/* The bound of what a holder's own grants (rate, burst: the most it was
+ * given) let pass, and, for the time before since_ns (0: none; < now), the
+ * contract `before` instead (uledger_contract.pre). Shared by reports
+ * (lease_bound) and METER batches (meter_contracts).
+ */
+static struct uledger_contract grants_bound(const struct coord *co, uint64_t rate,
+					    uint64_t burst, const struct uledger_contract *before,
+					    uint64_t since_ns, uint64_t now)
 {
-	const struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
 	struct uledger_contract b = {
-	    .rate = hl->lease_rate_max,
-	    .burst = hl->lease_burst_max,
+	    .rate = rate,
+	    .burst = burst,
+	    .bytes = before->bytes,
 	    .lease = true,
 	    .backlog_s = (uint32_t)((co->cfg.ttl_ns + NSEC_PER_SEC - 1) / NSEC_PER_SEC) +
 			 ULEDGER_LEASE_SLACK_S};
 
-	if (!hl->lease_seen || (hl->contract_until_ns && hl->contract_until_ns >= now))
-		return (struct uledger_contract){.rate = c->rate, .burst = c->burst};
-	if (hl->contract_until_ns) {
+	if (since_ns) {
+		/* Whole seconds down: the contract's part is never shorter. */
+		uint64_t ago = (now - since_ns) / NSEC_PER_SEC;
+
 		b.pre = true;
-		b.pre_rate = c->rate;
-		b.pre_burst = c->burst;
-		/* Rounded up: the contract's part is never shorter than it was. */
-		b.pre_ago_s =
-		    (uint32_t)((now - hl->contract_until_ns) / NSEC_PER_SEC > ULEDGER_BACKLOG_S
-				   ? ULEDGER_BACKLOG_S
-				   : (now - hl->contract_until_ns) / NSEC_PER_SEC);
+		b.pre_rate = before->rate;
+		b.pre_burst = before->burst;
+		b.pre_ago_s = (uint32_t)(ago < ULEDGER_BACKLOG_S ? ago : ULEDGER_BACKLOG_S);
 	}
 	return b;
+}
+
+static struct uledger_contract lease_bound(const struct coord *co, int hi,
+					   const struct climit *c, uint64_t now)
+{
+	const struct cholder_limit *hl = holder_lim(co, hi, (uint32_t)(c - co->lim));
+	const struct uledger_contract contract = {.rate = c->rate, .burst = c->burst};
+
+	if (!hl->lease_seen || (hl->contract_until_ns && hl->contract_until_ns >= now))
+		return contract;
+	return grants_bound(co, hl->lease_rate_max, hl->lease_burst_max, &contract,
+			    hl->contract_until_ns, now);
 }
 
 /* A report of holder hi committed: the next one's bound starts from what
@@ -385,7 +400,6 @@ static void meter_contracts(const struct coord *co, const struct cfg_limit *l, i
 	const struct climit *c = limit_by_name((struct coord *)co, l->name);
 	const struct cholder_limit *hl = c ? holder_lim(co, hi, (uint32_t)(c - co->lim)) : NULL;
 	bool lease = hl && hl->known_since_ns && now > hl->known_since_ns;
-	uint64_t ago = lease ? (now - hl->known_since_ns) / NSEC_PER_SEC : 0;
 
 	for (uint32_t i = 0; i < j->n; i++) {
 		struct uledger_contract *k = &j->kc[i];
@@ -401,18 +415,8 @@ static void meter_contracts(const struct coord *co, const struct cfg_limit *l, i
 			k->burst = b > k->burst ? b : k->burst;
 		}
 		if (lease)
-			*k = (struct uledger_contract){
-			    .rate = hl->meter_rate_max,
-			    .burst = hl->meter_burst_max,
-			    .bytes = k->bytes,
-			    .lease = true,
-			    .backlog_s =
-				(uint32_t)((co->cfg.ttl_ns + NSEC_PER_SEC - 1) / NSEC_PER_SEC) +
-				ULEDGER_LEASE_SLACK_S,
-			    .pre = true,
-			    .pre_ago_s = (uint32_t)(ago < ULEDGER_BACKLOG_S ? ago : ULEDGER_BACKLOG_S),
-			    .pre_rate = k->rate,
-			    .pre_burst = k->burst};
+			*k = grants_bound(co, hl->meter_rate_max, hl->meter_burst_max, k,
+					  hl->known_since_ns, now);
 	}
 }
 
